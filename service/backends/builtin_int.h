@@ -1,0 +1,82 @@
+/* builtin_int — what the builtin*.c files share; not a public API.
+ *
+ * builtin.c owns struct builtin (the backend's self pointer) and the method
+ * table; each other file serves one family of methods and exports only the
+ * functions declared here. Every builtin_<family>_<method>() ends the call
+ * it is given (call_reply or call_fail) before returning. */
+#ifndef MCPD_BUILTIN_INT_H
+#define MCPD_BUILTIN_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "call.h"
+
+struct builtin_subs;
+
+struct builtin {
+    pthread_mutex_t mu;        /* guards subs */
+    struct builtin_subs *subs; /* resource subscriptions, one node per session */
+    json_t **tool_schemas;     /* parsed inputSchema per tool; read-only after new() */
+};
+
+/* ---- builtin.c: helpers for every family ---- */
+
+/* 0 when params carry no cursor (or a null one). Otherwise ends the call
+ * with -32602 "Invalid cursor" (this backend never issues cursors) and
+ * returns -1. */
+int builtin_check_cursor(struct call *c);
+
+/* A CallToolResult with one text item; isError:true when is_error. New
+ * reference, NULL on allocation failure. */
+json_t *builtin_text_result(const char *text, int is_error);
+
+/* call_reply(c, result), or -32603 when result is NULL (allocation failed). */
+void builtin_reply(struct call *c, json_t *result);
+
+/* s, or its longest prefix of whole UTF-8 characters that fits in buf
+ * (size > 0), for quoting client-supplied names in error messages. */
+const char *builtin_clip(const char *s, char *buf, size_t size);
+
+/* call_fail with a printf-formatted message. `data` is stolen. */
+void builtin_failf(struct call *c, int code, json_t *data, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ---- builtin_tools.c ---- */
+int builtin_tools_init(struct builtin *b);
+void builtin_tools_free(struct builtin *b);
+void builtin_tools_list(struct builtin *b, struct call *c);
+void builtin_tools_call(struct builtin *b, struct call *c);
+
+/* ---- builtin_resources.c ---- */
+void builtin_resources_list(struct builtin *b, struct call *c);
+void builtin_resources_read(struct builtin *b, struct call *c);
+void builtin_resources_templates_list(struct builtin *b, struct call *c);
+void builtin_resources_subscribe(struct builtin *b, struct call *c);
+void builtin_resources_unsubscribe(struct builtin *b, struct call *c);
+/* Forget a session's subscriptions (takes b->mu). */
+void builtin_subs_drop_session(struct builtin *b, const char *session_id);
+/* Free every subscription (destroy; no locking). */
+void builtin_subs_free_all(struct builtin *b);
+
+/* ---- builtin_prompts.c ---- */
+void builtin_prompts_list(struct builtin *b, struct call *c);
+void builtin_prompts_get(struct builtin *b, struct call *c);
+void builtin_completion_complete(struct builtin *b, struct call *c);
+
+/* ---- builtin_schema.c ---- */
+/* Checks `value` against a JSON Schema subset (type, enum, const,
+ * minimum/maximum, minLength/maxLength, properties, required,
+ * additionalProperties, items, minItems/maxItems, local $ref into $defs or
+ * definitions). Unknown keywords are ignored. Returns 0 if valid, else -1
+ * with a message naming the offending location (rooted at `what`) in err. */
+int builtin_schema_validate(const json_t *schema, const json_t *value, const char *what, char *err,
+                            size_t errlen);
+
+/* ---- builtin_assets.c ---- */
+extern const char builtin_png_base64[]; /* 4x4 RGB PNG */
+extern const char builtin_wav_base64[]; /* 5 ms 440 Hz mono 16-bit PCM WAV */
+
+#endif

@@ -1,0 +1,515 @@
+/* builtin_tools — tools/list and tools/call for the built-in toolset.
+ *
+ * One constant table holds every tool: name, title, description, its
+ * inputSchema as JSON text, and the function that runs it. builtin_tools_init
+ * parses each schema once (a broken schema is a bug: init fails); tools/list
+ * sends deep copies, tools/call checks the arguments against the parsed
+ * schema (builtin_schema.c) and then runs the tool. Every run function ends
+ * the call itself (call_reply or call_fail) before returning.
+ *
+ * Errors, as the 2025-11-25 spec asks: an unknown tool or a malformed
+ * request is a JSON-RPC error (-32602); arguments that don't fit the schema,
+ * and failures inside a tool, are a result with isError:true. A cancelled
+ * call ends with -32800, which the core drops. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builtin_int.h"
+
+#define NO_ARGS "{\"type\":\"object\",\"properties\":{}}"
+#define CLIENT_TIMEOUT_MS 60000
+
+/* ---- small helpers ---- */
+
+/* Ends a call that was cancelled; the core drops this error. */
+static void end_cancelled(struct call *c)
+{
+    call_fail(c, -32800, "Request cancelled", NULL);
+}
+
+static void reply_text(struct call *c, const char *text, int is_error)
+{
+    builtin_reply(c, builtin_text_result(text, is_error));
+}
+
+static void reply_textf(struct call *c, int is_error, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void reply_textf(struct call *c, int is_error, const char *fmt, ...)
+{
+    json_t *text;
+    va_list ap;
+
+    va_start(ap, fmt);
+    text = json_vsprintf(fmt, ap); /* any length; NULL on OOM or bad UTF-8 */
+    va_end(ap);
+    reply_text(c, text != NULL ? json_string_value(text) : "(text unavailable)", is_error);
+    json_decref(text);
+}
+
+/* Compact JSON text of x (malloc'd, caller frees), or a copy of "{}". */
+static char *dump(const json_t *x)
+{
+    char *s = x != NULL ? json_dumps(x, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+
+    if (s == NULL) {
+        s = malloc(3);
+        if (s != NULL)
+            memcpy(s, "{}", 3);
+    }
+    return s;
+}
+
+static int client_has(struct call *c, const char *capability)
+{
+    return json_object_get(call_client_capabilities(c), capability) != NULL;
+}
+
+/* Text from a sampling result: content (object or array of blocks), or the
+ * older message.content shape. NULL when there is no text block. */
+static const char *sampling_text(const json_t *result)
+{
+    json_t *content = json_object_get(result, "content");
+    json_t *item;
+    size_t i;
+
+    if (content == NULL)
+        content = json_object_get(json_object_get(result, "message"), "content");
+    if (json_is_object(content))
+        return json_string_value(json_object_get(content, "text"));
+    json_array_foreach(content, i, item)
+    {
+        const char *t = json_string_value(json_object_get(item, "text"));
+        if (t != NULL)
+            return t;
+    }
+    return NULL;
+}
+
+/* Reply for a server→client request that did not return a result (rc 1:
+ * *answer is the JSON-RPC error; rc -1: timeout / cancel / shutdown). */
+static void reply_client_failure(struct call *c, const char *what, int rc, json_t *answer)
+{
+    if (rc == 1) {
+        json_t *msg = json_object_get(answer, "message");
+        reply_textf(c, 1, "%s failed: the client answered with error %lld: %s", what,
+                    (long long)json_integer_value(json_object_get(answer, "code")),
+                    json_is_string(msg) ? json_string_value(msg) : "(no message)");
+    } else if (call_cancelled(c)) {
+        end_cancelled(c);
+    } else {
+        reply_textf(c, 1, "%s failed: the client did not answer in time", what);
+    }
+    json_decref(answer);
+}
+
+/* Sends elicitation/create with `params` (stolen) and replies with
+ * "<prefix>action=..., content=...". */
+static void elicit(struct call *c, json_t *params, const char *prefix)
+{
+    json_t *answer = NULL;
+    char *content;
+    const char *action;
+    int rc;
+
+    if (params == NULL) {
+        call_fail(c, -32603, "Internal error", NULL);
+        return;
+    }
+    if (!client_has(c, "elicitation")) {
+        json_decref(params);
+        reply_text(c,
+                   "Elicitation not supported: the client did not declare the elicitation "
+                   "capability",
+                   1);
+        return;
+    }
+    rc = call_request_client(c, "elicitation/create", params, CLIENT_TIMEOUT_MS, &answer);
+    if (rc != 0) {
+        reply_client_failure(c, "Elicitation", rc, answer);
+        return;
+    }
+    action = json_string_value(json_object_get(answer, "action"));
+    content = dump(json_object_get(answer, "content"));
+    reply_textf(c, 0, "%saction=%s, content=%s", prefix, action != NULL ? action : "(none)",
+                content != NULL ? content : "{}");
+    free(content);
+    json_decref(answer);
+}
+
+/* ---- the tools ---- */
+
+static void run_simple_text(struct call *c, json_t *args)
+{
+    (void)args;
+    reply_text(c, "This is a simple text response for testing.", 0);
+}
+
+static void run_image_content(struct call *c, json_t *args)
+{
+    (void)args;
+    builtin_reply(c, json_pack("{s:[{s:s,s:s,s:s}]}", "content", "type", "image", "data",
+                               builtin_png_base64, "mimeType", "image/png"));
+}
+
+static void run_audio_content(struct call *c, json_t *args)
+{
+    (void)args;
+    builtin_reply(c, json_pack("{s:[{s:s,s:s,s:s}]}", "content", "type", "audio", "data",
+                               builtin_wav_base64, "mimeType", "audio/wav"));
+}
+
+static void run_embedded_resource(struct call *c, json_t *args)
+{
+    (void)args;
+    builtin_reply(c, json_pack("{s:[{s:s,s:{s:s,s:s,s:s}}]}", "content", "type", "resource",
+                               "resource", "uri", "test://embedded-resource", "mimeType",
+                               "text/plain", "text", "This is an embedded resource content."));
+}
+
+static void run_multiple_content_types(struct call *c, json_t *args)
+{
+    (void)args;
+    builtin_reply(c,
+                  json_pack("{s:[{s:s,s:s}, {s:s,s:s,s:s}, {s:s,s:{s:s,s:s,s:s}}]}", "content",
+                            "type", "text", "text", "Multiple content types test:", "type", "image",
+                            "data", builtin_png_base64, "mimeType", "image/png", "type", "resource",
+                            "resource", "uri", "test://mixed-content-resource", "mimeType",
+                            "application/json", "text", "{\"test\":\"data\",\"value\":123}"));
+}
+
+static void run_tool_with_logging(struct call *c, json_t *args)
+{
+    static const char *const lines[] = {"Tool execution started", "Tool processing data",
+                                        "Tool execution completed"};
+    size_t i;
+
+    (void)args;
+    for (i = 0; i < 3; i++) {
+        if (i > 0 && call_sleep(c, 50) != 0) {
+            end_cancelled(c);
+            return;
+        }
+        call_log(c, "info", NULL, json_string(lines[i]));
+    }
+    reply_text(c, "Tool with logging executed successfully", 0);
+}
+
+static void run_tool_with_progress(struct call *c, json_t *args)
+{
+    static const double steps[] = {0, 50, 100};
+    char msg[64];
+    size_t i;
+
+    (void)args;
+    for (i = 0; i < 3; i++) {
+        if (i > 0 && call_sleep(c, 50) != 0) {
+            end_cancelled(c);
+            return;
+        }
+        snprintf(msg, sizeof msg, "Completed step %.0f of 100", steps[i]);
+        call_progress(c, steps[i], 100, msg);
+    }
+    reply_text(c, "Tool with progress executed successfully", 0);
+}
+
+static void run_error_handling(struct call *c, json_t *args)
+{
+    (void)args;
+    reply_text(c, "This tool intentionally returns an error for testing", 1);
+}
+
+static void run_reconnection(struct call *c, json_t *args)
+{
+    (void)args;
+    /* SEP-1699: let the transport attach and prime the stream, then ask it
+     * to close the connection; the client reconnects with Last-Event-ID
+     * while we finish, and gets the result from the stream. */
+    if (call_sleep(c, 50) != 0) {
+        end_cancelled(c);
+        return;
+    }
+    call_detach_readers(c);
+    if (call_sleep(c, 100) != 0) {
+        end_cancelled(c);
+        return;
+    }
+    reply_text(c,
+               "Reconnection test completed successfully. If you received this, the client "
+               "properly reconnected after stream closure.",
+               0);
+}
+
+static void run_sampling(struct call *c, json_t *args)
+{
+    json_t *params, *answer = NULL;
+    const char *text;
+    int rc;
+
+    if (!client_has(c, "sampling")) {
+        reply_text(c, "Sampling not supported: the client did not declare the sampling capability",
+                   1);
+        return;
+    }
+    params = json_pack("{s:[{s:s,s:{s:s,s:O}}],s:i}", "messages", "role", "user", "content", "type",
+                       "text", "text", json_object_get(args, "prompt"), "maxTokens", 100);
+    if (params == NULL) {
+        call_fail(c, -32603, "Internal error", NULL);
+        return;
+    }
+    rc = call_request_client(c, "sampling/createMessage", params, CLIENT_TIMEOUT_MS, &answer);
+    if (rc != 0) {
+        reply_client_failure(c, "Sampling", rc, answer);
+        return;
+    }
+    text = sampling_text(answer);
+    reply_textf(c, 0, "LLM response: %s", text != NULL ? text : "(no text content)");
+    json_decref(answer);
+}
+
+static void run_elicitation(struct call *c, json_t *args)
+{
+    elicit(c,
+           json_pack("{s:O,s:{s:s,s:{s:{s:s,s:s},s:{s:s,s:s}},s:[s,s]}}", "message",
+                     json_object_get(args, "message"), "requestedSchema", "type", "object",
+                     "properties", "username", "type", "string", "description", "User's response",
+                     "email", "type", "string", "description", "User's email address", "required",
+                     "username", "email"),
+           "User response: ");
+}
+
+static const char sep1034_params[] =
+    "{\"message\":\"Please review and update the form fields with defaults\","
+    "\"requestedSchema\":{\"type\":\"object\",\"properties\":{"
+    "\"name\":{\"type\":\"string\",\"description\":\"User name\",\"default\":\"John Doe\"},"
+    "\"age\":{\"type\":\"integer\",\"description\":\"User age\",\"default\":30},"
+    "\"score\":{\"type\":\"number\",\"description\":\"User score\",\"default\":95.5},"
+    "\"status\":{\"type\":\"string\",\"description\":\"User status\","
+    "\"enum\":[\"active\",\"inactive\",\"pending\"],\"default\":\"active\"},"
+    "\"verified\":{\"type\":\"boolean\",\"description\":\"Verification status\","
+    "\"default\":true}},\"required\":[]}}";
+
+static const char sep1330_params[] =
+    "{\"message\":\"Please select options from the enum fields\","
+    "\"requestedSchema\":{\"type\":\"object\",\"properties\":{"
+    "\"untitledSingle\":{\"type\":\"string\",\"description\":\"Select one option\","
+    "\"enum\":[\"option1\",\"option2\",\"option3\"]},"
+    "\"titledSingle\":{\"type\":\"string\",\"description\":\"Select one option with titles\","
+    "\"oneOf\":[{\"const\":\"value1\",\"title\":\"First Option\"},"
+    "{\"const\":\"value2\",\"title\":\"Second Option\"},"
+    "{\"const\":\"value3\",\"title\":\"Third Option\"}]},"
+    "\"legacyEnum\":{\"type\":\"string\",\"description\":\"Select one option (legacy)\","
+    "\"enum\":[\"opt1\",\"opt2\",\"opt3\"],"
+    "\"enumNames\":[\"Option One\",\"Option Two\",\"Option Three\"]},"
+    "\"untitledMulti\":{\"type\":\"array\",\"description\":\"Select multiple options\","
+    "\"minItems\":1,\"maxItems\":3,"
+    "\"items\":{\"type\":\"string\",\"enum\":[\"option1\",\"option2\",\"option3\"]}},"
+    "\"titledMulti\":{\"type\":\"array\",\"description\":\"Select multiple options with titles\","
+    "\"minItems\":1,\"maxItems\":3,\"items\":{\"anyOf\":["
+    "{\"const\":\"value1\",\"title\":\"First Choice\"},"
+    "{\"const\":\"value2\",\"title\":\"Second Choice\"},"
+    "{\"const\":\"value3\",\"title\":\"Third Choice\"}]}}},\"required\":[]}}";
+
+static void run_elicitation_sep1034(struct call *c, json_t *args)
+{
+    (void)args;
+    elicit(c, json_loads(sep1034_params, 0, NULL), "Elicitation completed: ");
+}
+
+static void run_elicitation_sep1330(struct call *c, json_t *args)
+{
+    (void)args;
+    elicit(c, json_loads(sep1330_params, 0, NULL), "Elicitation completed: ");
+}
+
+static void run_json_schema_2020_12(struct call *c, json_t *args)
+{
+    char *s = dump(args);
+
+    reply_textf(c, 0, "JSON Schema 2020-12 tool called with: %s", s != NULL ? s : "{}");
+    free(s);
+}
+
+static void run_echo(struct call *c, json_t *args)
+{
+    reply_text(c, json_string_value(json_object_get(args, "message")), 0);
+}
+
+static void run_countdown(struct call *c, json_t *args)
+{
+    long long n = (long long)json_number_value(json_object_get(args, "n"));
+    int interval = (int)json_number_value(json_object_get(args, "interval_ms"));
+    char msg[64];
+    long long k;
+
+    for (k = 1; k <= n; k++) {
+        if ((interval > 0 ? call_sleep(c, interval) : call_cancelled(c)) != 0) {
+            end_cancelled(c);
+            return;
+        }
+        snprintf(msg, sizeof msg, "%lld of %lld", k, n);
+        if (call_progress(c, (double)k, (double)n, msg) < 0)
+            return; /* the call already ended (e.g. cancelled and dropped) */
+    }
+    reply_text(c, "countdown finished", 0);
+}
+
+/* ---- the table ---- */
+
+struct tool {
+    const char *name;
+    const char *title;
+    const char *description;
+    const char *input_schema; /* JSON text */
+    void (*run)(struct call *c, json_t *args);
+};
+
+static const struct tool tools[] = {
+    {"test_simple_text", "Simple Text", "Tests simple text content response", NO_ARGS,
+     run_simple_text},
+    {"test_image_content", "Image Content", "Tests image content response", NO_ARGS,
+     run_image_content},
+    {"test_audio_content", "Audio Content", "Tests audio content response", NO_ARGS,
+     run_audio_content},
+    {"test_embedded_resource", "Embedded Resource", "Tests embedded resource content response",
+     NO_ARGS, run_embedded_resource},
+    {"test_multiple_content_types", "Multiple Content Types",
+     "Tests response with multiple content types (text, image, resource)", NO_ARGS,
+     run_multiple_content_types},
+    {"test_tool_with_logging", "Tool With Logging",
+     "Tests tool that emits log messages during execution", NO_ARGS, run_tool_with_logging},
+    {"test_tool_with_progress", "Tool With Progress",
+     "Tests tool that reports progress notifications", NO_ARGS, run_tool_with_progress},
+    {"test_error_handling", "Error Handling", "Tests error response handling", NO_ARGS,
+     run_error_handling},
+    {"test_reconnection", "Reconnection",
+     "Tests SSE stream disconnection and client reconnection (SEP-1699). Server will close the "
+     "stream mid-call and send the result after client reconnects.",
+     NO_ARGS, run_reconnection},
+    {"test_sampling", "Sampling", "Tests server-initiated sampling (LLM completion request)",
+     "{\"type\":\"object\",\"properties\":{\"prompt\":{\"type\":\"string\","
+     "\"description\":\"The prompt to send to the LLM\"}},\"required\":[\"prompt\"]}",
+     run_sampling},
+    {"test_elicitation", "Elicitation", "Tests server-initiated elicitation (user input request)",
+     "{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\","
+     "\"description\":\"The message to show the user\"}},\"required\":[\"message\"]}",
+     run_elicitation},
+    {"test_elicitation_sep1034_defaults", "Elicitation Defaults",
+     "Tests elicitation with default values per SEP-1034", NO_ARGS, run_elicitation_sep1034},
+    {"test_elicitation_sep1330_enums", "Elicitation Enums",
+     "Tests elicitation with enum schema improvements per SEP-1330", NO_ARGS,
+     run_elicitation_sep1330},
+    {"json_schema_2020_12_tool", "JSON Schema 2020-12",
+     "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
+     "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
+     "\"$defs\":{\"address\":{\"type\":\"object\",\"properties\":{"
+     "\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"}}}},"
+     "\"properties\":{\"name\":{\"type\":\"string\"},"
+     "\"address\":{\"$ref\":\"#/$defs/address\"}},\"additionalProperties\":false}",
+     run_json_schema_2020_12},
+    {"echo", "Echo", "Returns the given message as text content",
+     "{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\","
+     "\"description\":\"Text to echo back\"}},\"required\":[\"message\"]}",
+     run_echo},
+    {"countdown", "Countdown",
+     "Counts down: sends n progress notifications (progress 1..n, total n), one every "
+     "interval_ms milliseconds, then returns \"countdown finished\"",
+     "{\"type\":\"object\",\"properties\":{"
+     "\"n\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":10000,"
+     "\"description\":\"Number of progress notifications\"},"
+     "\"interval_ms\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":60000,"
+     "\"description\":\"Milliseconds between notifications\"}},"
+     "\"required\":[\"n\",\"interval_ms\"]}",
+     run_countdown},
+};
+
+#define NTOOLS (sizeof tools / sizeof tools[0])
+
+int builtin_tools_init(struct builtin *b)
+{
+    size_t i;
+
+    b->tool_schemas = calloc(NTOOLS, sizeof *b->tool_schemas);
+    if (b->tool_schemas == NULL)
+        return -1;
+    for (i = 0; i < NTOOLS; i++) {
+        b->tool_schemas[i] = json_loads(tools[i].input_schema, 0, NULL);
+        if (!json_is_object(b->tool_schemas[i])) {
+            builtin_tools_free(b);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void builtin_tools_free(struct builtin *b)
+{
+    size_t i;
+
+    if (b->tool_schemas == NULL)
+        return;
+    for (i = 0; i < NTOOLS; i++)
+        json_decref(b->tool_schemas[i]);
+    free(b->tool_schemas);
+    b->tool_schemas = NULL;
+}
+
+void builtin_tools_list(struct builtin *b, struct call *c)
+{
+    json_t *list = json_array();
+    size_t i;
+
+    if (builtin_check_cursor(c) != 0) {
+        json_decref(list);
+        return;
+    }
+    for (i = 0; list != NULL && i < NTOOLS; i++) {
+        json_t *t = json_pack("{s:s,s:s,s:s,s:o}", "name", tools[i].name, "title", tools[i].title,
+                              "description", tools[i].description, "inputSchema",
+                              json_deep_copy(b->tool_schemas[i]));
+        if (t == NULL || json_array_append_new(list, t) != 0) {
+            json_decref(list);
+            list = NULL;
+        }
+    }
+    builtin_reply(c, list != NULL ? json_pack("{s:o}", "tools", list) : NULL);
+}
+
+void builtin_tools_call(struct builtin *b, struct call *c)
+{
+    json_t *params = call_params(c);
+    json_t *name = json_object_get(params, "name");
+    json_t *args = json_object_get(params, "arguments");
+    char err[512];
+    size_t i;
+
+    if (!json_is_string(name)) {
+        call_fail(c, -32602, "Invalid params: tools/call needs a string \"name\"", NULL);
+        return;
+    }
+    for (i = 0; i < NTOOLS; i++)
+        if (strcmp(tools[i].name, json_string_value(name)) == 0)
+            break;
+    if (i == NTOOLS) {
+        char clip[200];
+        builtin_failf(c, -32602, NULL, "Unknown tool: %s",
+                      builtin_clip(json_string_value(name), clip, sizeof clip));
+        return;
+    }
+    if (args != NULL && !json_is_null(args) && !json_is_object(args)) {
+        call_fail(c, -32602, "Invalid params: \"arguments\" must be an object", NULL);
+        return;
+    }
+    args = json_is_object(args) ? json_incref(args) : json_object();
+    if (args == NULL) {
+        call_fail(c, -32603, "Internal error", NULL);
+        return;
+    }
+    if (builtin_schema_validate(b->tool_schemas[i], args, "arguments", err, sizeof err) != 0)
+        reply_textf(c, 1, "Invalid arguments for tool %s: %s", tools[i].name, err);
+    else
+        tools[i].run(c, args);
+    json_decref(args);
+}

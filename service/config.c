@@ -1,0 +1,283 @@
+/* config — see config.h. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum kind { K_STR, K_INT, K_FLAG };
+
+struct setting {
+    const char *name; /* long option and config-file key */
+    enum kind kind;
+    size_t offset;
+    const char *def;
+    const char *help;
+};
+
+#define S(field) offsetof(struct config, field)
+
+static const struct setting settings[] = {
+    {"listen", K_STR, S(listen), "127.0.0.1:8080", "HOST:PORT to serve HTTP on"},
+    {"db", K_STR, S(db), "./data/mcpd.db",
+     "SQLite database file (created with its folder); :memory: for a throwaway store"},
+    {"config", K_STR, S(config_file), NULL, "config file of `key = value` lines"},
+    {"log-level", K_STR, S(log_level), "info", "debug, info, warn or error"},
+    {"reply-mode", K_STR, S(reply_mode), "auto",
+     "auto (JSON for single-message replies, SSE otherwise), json or sse"},
+    {"allowed-hosts", K_STR, S(allowed_hosts), "localhost,127.0.0.1,[::1]",
+     "Host header names accepted (DNS-rebinding protection); * for any"},
+    {"allowed-origins", K_STR, S(allowed_origins), "localhost,127.0.0.1,[::1]",
+     "Origin host names or full origins accepted; * for any"},
+    {"sse-poll-ms", K_INT, S(sse_poll_ms), "0",
+     "close SSE connections of 2025-11-25 clients after this long (they resume); 0 = never"},
+    {"sse-retry-ms", K_INT, S(sse_retry_ms), "1000", "the retry: hint sent to polling clients"},
+    {"keepalive-ms", K_INT, S(keepalive_ms), "15000", "SSE keepalive comment interval"},
+    {"session-idle-ms", K_INT, S(session_idle_ms), "1800000", "expire sessions idle this long"},
+    {"stream-retention-ms", K_INT, S(stream_retention_ms), "300000",
+     "keep ended streams (for resumption) this long"},
+    {"session-max-bytes", K_INT, S(session_max_bytes), "67108864",
+     "stored message bytes a session may hold"},
+    {"max-body", K_INT, S(max_body), "4194304", "largest POST body accepted (413 beyond)"},
+    {"max-connections", K_INT, S(max_connections), "16384", "concurrent HTTP connections"},
+    {"max-workers", K_INT, S(max_workers), "512", "request handler threads at most"},
+    {"shutdown-grace-ms", K_INT, S(shutdown_grace_ms), "5000",
+     "on SIGTERM, how long running requests may take to finish"},
+    {"allow-unauthenticated", K_FLAG, S(allow_unauthenticated), "0",
+     "allow listening on a non-loopback address without authentication"},
+    {"help", K_FLAG, S(help), "0", "print this help"},
+    {"version", K_FLAG, S(version), "0", "print the version"},
+};
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+static const struct setting *find_setting(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (strlen(settings[i].name) == len && strncmp(settings[i].name, name, len) == 0)
+            return &settings[i];
+    return NULL;
+}
+
+static int set_value(struct config *cfg, const struct setting *s, const char *value,
+                     const char *source, char *err, size_t errcap)
+{
+    void *field = (char *)cfg + s->offset;
+    if (s->kind == K_STR) {
+        char **p = field;
+        free(*p);
+        *p = value ? strdup(value) : NULL;
+        return 0;
+    }
+    if (s->kind == K_FLAG && !value) {
+        *(int *)field = 1;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(value, &end, 10);
+    if (errno || end == value || *end || v < 0) {
+        snprintf(err, errcap, "%s: %s needs a non-negative number, got '%s'", source, s->name,
+                 value);
+        return -1;
+    }
+    if (s->kind == K_FLAG)
+        *(int *)field = v != 0;
+    else
+        *(int64_t *)field = v;
+    return 0;
+}
+
+static int load_file(struct config *cfg, const char *path, char *err, size_t errcap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errcap, "cannot read config file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[1024];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        char *p = line + strspn(line, " \t");
+        if (*p == '#' || *p == '\n' || !*p)
+            continue;
+        char *eq = strchr(p, '=');
+        if (!eq) {
+            snprintf(err, errcap, "%s:%d: expected key = value", path, lineno);
+            rc = -1;
+            break;
+        }
+        char *kend = eq;
+        while (kend > p && (kend[-1] == ' ' || kend[-1] == '\t'))
+            kend--;
+        char *v = eq + 1 + strspn(eq + 1, " \t");
+        v[strcspn(v, "\r\n")] = '\0';
+        const struct setting *s = find_setting(p, (size_t)(kend - p));
+        if (!s) {
+            snprintf(err, errcap, "%s:%d: unknown setting '%.*s'", path, lineno, (int)(kend - p),
+                     p);
+            rc = -1;
+            break;
+        }
+        char source[300];
+        snprintf(source, sizeof source, "%s:%d", path, lineno);
+        rc = set_value(cfg, s, v, source, err, errcap);
+    }
+    fclose(f);
+    return rc;
+}
+
+static void env_name(const struct setting *s, char *out, size_t cap)
+{
+    size_t o = snprintf(out, cap, "MCPD_");
+    for (const char *p = s->name; *p && o + 1 < cap; p++)
+        out[o++] = *p == '-' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+    out[o] = '\0';
+}
+
+/* Splits HOST:PORT ([v6]:PORT allowed); "localhost" means 127.0.0.1. */
+static int parse_listen(struct config *cfg, char *err, size_t errcap)
+{
+    const char *l = cfg->listen;
+    const char *colon = l[0] == '[' ? strstr(l, "]:") : strrchr(l, ':');
+    if (!colon) {
+        snprintf(err, errcap, "--listen needs HOST:PORT, got '%s'", l);
+        return -1;
+    }
+    const char *hs = l[0] == '[' ? l + 1 : l;
+    size_t hlen = (size_t)(colon - hs);
+    const char *ps = colon + (l[0] == '[' ? 2 : 1);
+    char *end;
+    long port = strtol(ps, &end, 10);
+    if (hlen == 0 || hlen >= sizeof cfg->host || *end || end == ps || port < 0 || port > 65535) {
+        snprintf(err, errcap, "--listen needs HOST:PORT, got '%s'", l);
+        return -1;
+    }
+    memcpy(cfg->host, hs, hlen);
+    cfg->host[hlen] = '\0';
+    if (strcmp(cfg->host, "localhost") == 0)
+        strcpy(cfg->host, "127.0.0.1");
+    cfg->port = (int)port;
+    struct in_addr a4;
+    struct in6_addr a6;
+    int loop4 = inet_pton(AF_INET, cfg->host, &a4) == 1;
+    int loop6 = !loop4 && inet_pton(AF_INET6, cfg->host, &a6) == 1;
+    if (!loop4 && !loop6) {
+        snprintf(err, errcap, "--listen host must be a numeric address or localhost, got '%s'",
+                 cfg->host);
+        return -1;
+    }
+    int loopback = loop4 ? (ntohl(a4.s_addr) >> 24) == 127 : IN6_IS_ADDR_LOOPBACK(&a6);
+    if (!loopback && !cfg->allow_unauthenticated) {
+        snprintf(err, errcap,
+                 "refusing to listen on non-loopback %s without authentication; pass "
+                 "--allow-unauthenticated to do it anyway",
+                 cfg->host);
+        return -1;
+    }
+    return 0;
+}
+
+int config_load(struct config *cfg, int argc, char **argv, char *err, size_t errcap)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (settings[i].def)
+            set_value(cfg, &settings[i], settings[i].def, "default", err, errcap);
+
+    /* The config file's path may come from the environment or argv. */
+    const char *file = getenv("MCPD_CONFIG");
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            file = argv[i + 1];
+        else if (strncmp(argv[i], "--config=", 9) == 0)
+            file = argv[i] + 9;
+    }
+    if (file && load_file(cfg, file, err, errcap) != 0)
+        return -1;
+
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        char name[64];
+        env_name(&settings[i], name, sizeof name);
+        const char *v = getenv(name);
+        if (v && set_value(cfg, &settings[i], v, name, err, errcap) != 0)
+            return -1;
+    }
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0) {
+            snprintf(err, errcap, "unexpected argument '%s' (see --help)", a);
+            return -1;
+        }
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        const struct setting *s = find_setting(name, nlen);
+        if (!s) {
+            snprintf(err, errcap, "unknown option '%s' (see --help)", a);
+            return -1;
+        }
+        const char *value = eq ? eq + 1 : NULL;
+        if (!value && s->kind != K_FLAG) {
+            if (i + 1 >= argc) {
+                snprintf(err, errcap, "option --%s needs a value", s->name);
+                return -1;
+            }
+            value = argv[++i];
+        }
+        if (set_value(cfg, s, value, a, err, errcap) != 0)
+            return -1;
+    }
+    if (cfg->help || cfg->version)
+        return 0;
+
+    if (strcmp(cfg->reply_mode, "auto") && strcmp(cfg->reply_mode, "json") &&
+        strcmp(cfg->reply_mode, "sse")) {
+        snprintf(err, errcap, "--reply-mode must be auto, json or sse, got '%s'", cfg->reply_mode);
+        return -1;
+    }
+    if (strcmp(cfg->log_level, "debug") && strcmp(cfg->log_level, "info") &&
+        strcmp(cfg->log_level, "warn") && strcmp(cfg->log_level, "error")) {
+        snprintf(err, errcap, "--log-level must be debug, info, warn or error, got '%s'",
+                 cfg->log_level);
+        return -1;
+    }
+    if (cfg->keepalive_ms < 100 || cfg->session_idle_ms < 100 || cfg->stream_retention_ms < 100 ||
+        cfg->max_workers < 1 || cfg->max_connections < 1 || cfg->max_body < 1) {
+        snprintf(err, errcap,
+                 "a limit is too small (timeouts must be at least 100 ms, counts at "
+                 "least 1)");
+        return -1;
+    }
+    return parse_listen(cfg, err, errcap);
+}
+
+void config_free(struct config *cfg)
+{
+    for (size_t i = 0; i < NSETTINGS; i++)
+        if (settings[i].kind == K_STR)
+            free(*(char **)((char *)cfg + settings[i].offset));
+}
+
+void config_usage(FILE *out)
+{
+    fprintf(out, "usage: mcpd [options]\n\n"
+                 "Serves the Model Context Protocol over Streamable HTTP at /mcp, keeping\n"
+                 "sessions and every server message in SQLite.\n\n"
+                 "Options (also settable as MCPD_<NAME> in the environment or as\n"
+                 "`name = value` in the --config file; the command line wins):\n");
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const struct setting *s = &settings[i];
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s", s->name, s->kind == K_FLAG ? "" : " VALUE");
+        fprintf(out, "  %-30s %s", left, s->help);
+        if (s->def && s->kind != K_FLAG)
+            fprintf(out, " (default %s)", s->def);
+        fputc('\n', out);
+    }
+    fprintf(out, "\nEndpoints: POST/GET/DELETE /mcp, GET /healthz, GET /readyz.\n"
+                 "Exit status: 0 on success, 2 on bad usage, 1 on any other failure.\n");
+}

@@ -1,0 +1,47 @@
+/* config — mcpd's settings and where they come from.
+ *
+ * Every setting has one entry in a table (name, environment variable, type,
+ * default, help), and the table drives all three sources, in rising
+ * priority: the config file (`key = value` lines, keys named like the long
+ * options without dashes), the MCPD_* environment, and the command line.
+ * `mcpd --help` prints the same table, so the documentation cannot drift
+ * from the code. */
+#ifndef MCPD_CONFIG_H
+#define MCPD_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct config {
+    char *listen;
+    char *db;
+    char *config_file;
+    char *log_level;
+    char *reply_mode;
+    char *allowed_hosts;
+    char *allowed_origins;
+    int64_t sse_poll_ms;
+    int64_t sse_retry_ms;
+    int64_t keepalive_ms;
+    int64_t session_idle_ms;
+    int64_t stream_retention_ms;
+    int64_t session_max_bytes;
+    int64_t max_body;
+    int64_t max_connections;
+    int64_t max_workers;
+    int64_t shutdown_grace_ms;
+    int allow_unauthenticated;
+    int help;
+    int version;
+    /* derived from listen */
+    char host[64];
+    int port;
+};
+
+/* Fills cfg from defaults, file, environment and argv. Returns 0, or -1
+ * with a one-line message in err (bad usage: exit status 2). */
+int config_load(struct config *cfg, int argc, char **argv, char *err, size_t errcap);
+void config_free(struct config *cfg);
+void config_usage(FILE *out);
+
+#endif

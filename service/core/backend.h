@@ -1,0 +1,50 @@
+/* backend — what answers the tools/, resources/, prompts/ and completion/ methods.
+ *
+ * The core owns the protocol (initialize, ping, logging/setLevel,
+ * cancellation, sessions, streams) and hands every other request to exactly
+ * one backend through this table. The built-in toolset is one backend; a
+ * stdio upstream child is another. A backend never sees a transport: it gets
+ * a struct call (call.h) and emits into it.
+ *
+ * Threading: handle() runs on a core worker thread and may block. The other
+ * hooks run on whatever thread the core is on and must not block for long. */
+#ifndef MCPD_BACKEND_H
+#define MCPD_BACKEND_H
+
+#include <jansson.h>
+
+struct call;
+
+struct backend_ops {
+    const char *name;
+
+    /* Server capabilities to advertise in InitializeResult, as a new
+     * reference the caller owns (e.g. {"tools":{}, "resources":{...}}). The
+     * core adds "logging" itself. */
+    json_t *(*capabilities)(void *self);
+
+    /* Optional: InitializeResult.instructions, or NULL. Borrowed. */
+    const char *(*instructions)(void *self);
+
+    /* Optional: a session was initialized (or revived after a restart) with
+     * the client's initialize params (borrowed). Returns 0, or -1 with a
+     * message in *err (caller frees) to refuse the session. */
+    int (*session_open)(void *self, const char *session_id, json_t *init_params, char **err);
+
+    /* Optional: the session ended (DELETE, expiry, shutdown). */
+    void (*session_close)(void *self, const char *session_id);
+
+    /* Serve one request. Must end the call with call_reply or call_fail
+     * before returning or later from another thread; unknown methods end
+     * with -32601. */
+    void (*handle)(void *self, struct call *c);
+
+    /* Optional: a client notification other than notifications/initialized
+     * (e.g. notifications/cancelled, notifications/roots/list_changed).
+     * `msg` is borrowed. */
+    void (*notify)(void *self, const char *session_id, json_t *msg);
+
+    void (*destroy)(void *self);
+};
+
+#endif

@@ -1,0 +1,339 @@
+/* call — see call.h and call_life.h. */
+#include "call.h"
+#include "call_life.h"
+#include "clock.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "protocol.h"
+#include "session.h"
+#include "stream.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct call {
+    _Atomic int refs;
+    struct session *session;
+    struct stream *stream;
+    json_t *request;
+    json_t *params; /* own reference: the request's, or an empty object */
+    char key[96];
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* cancellation or the client's answer */
+    int ended;
+    enum call_cancel cancelled; /* 0 when not cancelled */
+    json_t *answer;
+    double last_progress;
+};
+
+struct call *call_new(struct session *s, struct stream *stream, json_t *request, const char *key,
+                      int *dup)
+{
+    *dup = 0;
+    struct call *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->refs = 1;
+    snprintf(c->key, sizeof c->key, "%s", key);
+    pthread_mutex_init(&c->mu, NULL);
+    clock_cond_init(&c->cv);
+    json_t *params = json_object_get(request, "params");
+    c->params = json_is_object(params) ? json_incref(params) : json_object();
+    c->last_progress = -1e300;
+    if (session_track(s, key, c) != 0) {
+        *dup = 1;
+        json_decref(c->params);
+        pthread_mutex_destroy(&c->mu);
+        pthread_cond_destroy(&c->cv);
+        free(c);
+        return NULL;
+    }
+    session_ref(s);
+    stream_ref(stream);
+    c->session = s;
+    c->stream = stream;
+    c->request = json_incref(request);
+    return c;
+}
+
+void call_ref(struct call *c)
+{
+    atomic_fetch_add(&c->refs, 1);
+}
+
+void call_unref(struct call *c)
+{
+    if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    json_decref(c->answer);
+    json_decref(c->params);
+    json_decref(c->request);
+    stream_unref(c->stream);
+    session_unref(c->session);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}
+
+const char *call_method(const struct call *c)
+{
+    return json_string_value(json_object_get(c->request, "method"));
+}
+
+json_t *call_params(const struct call *c)
+{
+    return c->params;
+}
+
+json_t *call_id(const struct call *c)
+{
+    return json_object_get(c->request, "id");
+}
+
+const char *call_session_id(const struct call *c)
+{
+    return session_id(c->session);
+}
+
+static json_t *no_capabilities;
+static pthread_once_t no_capabilities_once = PTHREAD_ONCE_INIT;
+
+static void make_no_capabilities(void)
+{
+    no_capabilities = json_object();
+}
+
+json_t *call_client_capabilities(const struct call *c)
+{
+    json_t *caps = session_client_capabilities(c->session);
+    if (caps)
+        return caps;
+    pthread_once(&no_capabilities_once, make_no_capabilities);
+    return no_capabilities;
+}
+
+int call_cancelled(const struct call *c)
+{
+    struct call *m = (struct call *)c;
+    pthread_mutex_lock(&m->mu);
+    int v = m->cancelled != 0;
+    pthread_mutex_unlock(&m->mu);
+    return v;
+}
+
+int call_ended(struct call *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int v = c->ended;
+    pthread_mutex_unlock(&c->mu);
+    return v;
+}
+
+void call_cancel(struct call *c, enum call_cancel why)
+{
+    pthread_mutex_lock(&c->mu);
+    if (!c->cancelled)
+        c->cancelled = why;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void call_deliver_answer(struct call *c, json_t *response)
+{
+    pthread_mutex_lock(&c->mu);
+    if (!c->answer)
+        c->answer = json_incref(response);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Appends msg (stolen) to the call's stream. A final message ends the call:
+ * a cancelled call ends its stream without one (the spec says not to
+ * respond), and a call cut short by shutdown ends with an error so the
+ * client is never left waiting. */
+static int emit(struct call *c, json_t *msg, int final)
+{
+    pthread_mutex_lock(&c->mu);
+    int ended = c->ended;
+    enum call_cancel why = c->cancelled;
+    if (final)
+        c->ended = 1;
+    pthread_mutex_unlock(&c->mu);
+    if (ended) {
+        json_decref(msg);
+        return -1;
+    }
+    enum stream_state end = STREAM_ACTIVE;
+    if (final) {
+        session_untrack(c->session, c->key);
+        int is_error = json_object_get(msg, "error") != NULL;
+        if (why == CALL_CANCEL_CLIENT || why == CALL_CANCEL_SESSION_END) {
+            json_decref(msg);
+            stream_end(c->stream, STREAM_ERROR);
+            return 0;
+        }
+        if (why == CALL_CANCEL_SHUTDOWN && is_error) {
+            json_decref(msg);
+            msg = jsonrpc_error(call_id(c), JSONRPC_INTERNAL_ERROR,
+                                "Request interrupted by server shutdown; retry it", NULL);
+        }
+        end = json_object_get(msg, "error") ? STREAM_ERROR : STREAM_FINISHED;
+    }
+    size_t len;
+    char *text = jsonrpc_dump(msg, &len);
+    json_decref(msg);
+    if (!text) {
+        if (final)
+            stream_end(c->stream, STREAM_ERROR);
+        return -1;
+    }
+    if (session_charge(c->session, len) != 0) {
+        free(text);
+        log_event(LOG_WARN, session_id(c->session), "session_storage_full",
+                  "request stream %s ended: per-session storage cap reached", stream_id(c->stream));
+        /* Nothing stored is dropped; this request ends with an error that
+         * is allowed past the cap so the client is not left waiting. */
+        pthread_mutex_lock(&c->mu);
+        int was_ended = c->ended && !final;
+        c->ended = 1;
+        pthread_mutex_unlock(&c->mu);
+        if (was_ended)
+            return -1;
+        if (!final)
+            session_untrack(c->session, c->key);
+        json_t *err =
+            jsonrpc_error(call_id(c), JSONRPC_SERVER_ERROR, "Session storage limit exceeded", NULL);
+        text = jsonrpc_dump(err, &len);
+        json_decref(err);
+        if (text)
+            stream_append(c->stream, text, len, STREAM_ERROR);
+        else
+            stream_end(c->stream, STREAM_ERROR);
+        free(text);
+        return -1;
+    }
+    int64_t seq = stream_append(c->stream, text, len, end);
+    free(text);
+    if (seq < 0 && final)
+        stream_end(c->stream, STREAM_ERROR);
+    session_touch(c->session);
+    return seq < 0 ? -1 : 0;
+}
+
+int call_reply(struct call *c, json_t *result)
+{
+    return emit(c, jsonrpc_result(call_id(c), result), 1);
+}
+
+int call_fail(struct call *c, int code, const char *message, json_t *data)
+{
+    return emit(c, jsonrpc_error(call_id(c), code, message, data), 1);
+}
+
+/* Whole numbers go out as JSON integers: "progress":3, not 3.0. */
+static json_t *number(double v)
+{
+    if (v == (double)(json_int_t)v)
+        return json_integer((json_int_t)v);
+    return json_real(v);
+}
+
+int call_progress(struct call *c, double progress, double total, const char *message)
+{
+    json_t *meta = json_object_get(c->params, "_meta");
+    json_t *token = json_object_get(meta, "progressToken");
+    if (!json_is_string(token) && !json_is_integer(token))
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    /* The spec requires progress to increase; drop anything else. */
+    int ok = progress > c->last_progress;
+    if (ok)
+        c->last_progress = progress;
+    pthread_mutex_unlock(&c->mu);
+    if (!ok)
+        return 0;
+    json_t *p = json_pack("{s:O, s:o}", "progressToken", token, "progress", number(progress));
+    if (total >= 0)
+        json_object_set_new(p, "total", number(total));
+    if (message)
+        json_object_set_new(p, "message", json_string(message));
+    return emit(c, jsonrpc_notification("notifications/progress", p), 0);
+}
+
+int call_log(struct call *c, const char *level, const char *logger, json_t *data)
+{
+    int lv = protocol_log_level(level);
+    if (lv < 0 || lv < session_log_level(c->session)) {
+        json_decref(data);
+        return 0;
+    }
+    json_t *p = json_pack("{s:s, s:o}", "level", level, "data", data ? data : json_null());
+    if (logger)
+        json_object_set_new(p, "logger", json_string(logger));
+    return emit(c, jsonrpc_notification("notifications/message", p), 0);
+}
+
+int call_request_client(struct call *c, const char *method, json_t *params, int timeout_ms,
+                        json_t **result)
+{
+    *result = NULL;
+    char out_id[64], key[96];
+    session_next_request_id(c->session, out_id, sizeof out_id);
+    json_t *id = json_string(out_id);
+    jsonrpc_id_key(id, key, sizeof key);
+
+    pthread_mutex_lock(&c->mu);
+    json_decref(c->answer);
+    c->answer = NULL;
+    pthread_mutex_unlock(&c->mu);
+
+    call_ref(c); /* the pending table's reference */
+    if (session_pending_add(c->session, key, c) != 0) {
+        call_unref(c);
+        json_decref(id);
+        json_decref(params);
+        return -1;
+    }
+    if (emit(c, jsonrpc_request(id, method, params), 0) != 0) {
+        if (session_pending_take(c->session, key))
+            call_unref(c);
+        return -1;
+    }
+    int64_t deadline = clock_mono_ms() + timeout_ms;
+    pthread_mutex_lock(&c->mu);
+    while (!c->answer && !c->cancelled &&
+           clock_cond_wait_until(&c->cv, &c->mu, deadline) != ETIMEDOUT)
+        ;
+    json_t *answer = c->answer;
+    c->answer = NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (session_pending_take(c->session, key))
+        call_unref(c); /* nobody answered: drop the table's reference */
+    if (!answer)
+        return -1;
+    json_t *res = json_object_get(answer, "result");
+    int rc = res ? 0 : 1;
+    *result = json_incref(res ? res : json_object_get(answer, "error"));
+    json_decref(answer);
+    return rc;
+}
+
+int call_sleep(struct call *c, int ms)
+{
+    int64_t deadline = clock_mono_ms() + ms;
+    pthread_mutex_lock(&c->mu);
+    while (!c->cancelled && clock_cond_wait_until(&c->cv, &c->mu, deadline) != ETIMEDOUT)
+        ;
+    int cancelled = c->cancelled != 0;
+    pthread_mutex_unlock(&c->mu);
+    return cancelled;
+}
+
+void call_detach_readers(struct call *c)
+{
+    stream_detach_readers(c->stream);
+}

@@ -1,0 +1,69 @@
+/* call — one client request while a handler serves it.
+ *
+ * The core creates a call for every JSON-RPC request it routes to a handler
+ * (built-in or backend). The call owns the request's durable stream: each
+ * function below that emits something (progress, log, a server→client
+ * request, the final reply) appends one message to that stream, and the
+ * append has been committed to the store before the function returns. The
+ * transports only ever read the stream, so a handler never knows or cares
+ * which transport, or whether any client at all, is listening.
+ *
+ * Handlers run on a worker thread and may block (call_sleep,
+ * call_request_client). Exactly one of call_reply / call_fail must end the
+ * call; later emits are ignored. A cancelled call (notifications/cancelled)
+ * makes call_sleep and call_request_client return early, and its reply is
+ * dropped as the spec asks. */
+#ifndef MCPD_CALL_H
+#define MCPD_CALL_H
+
+#include <jansson.h>
+
+struct call;
+
+/* The request. Borrowed: valid for the life of the call. params is never
+ * NULL (an empty object when the request had none). */
+const char *call_method(const struct call *c);
+json_t *call_params(const struct call *c);
+json_t *call_id(const struct call *c);
+const char *call_session_id(const struct call *c);
+
+/* The client's capabilities from its initialize request (borrowed, may be an
+ * empty object), e.g. to check for "elicitation" before asking. */
+json_t *call_client_capabilities(const struct call *c);
+
+/* notifications/progress for this request's _meta.progressToken. A no-op
+ * (returns 0) when the request carried no token. total < 0 means none;
+ * message may be NULL. Returns 0, or -1 if the call already ended. */
+int call_progress(struct call *c, double progress, double total, const char *message);
+
+/* notifications/message at `level` (RFC 5424 name: "debug" … "emergency"),
+ * dropped when below the session's logging/setLevel. logger may be NULL.
+ * Steals `data`. */
+int call_log(struct call *c, const char *level, const char *logger, json_t *data);
+
+/* Sends a server→client request (e.g. "sampling/createMessage",
+ * "elicitation/create") on this call's stream and waits for the client to
+ * answer it. On success returns 0 and *result is a new reference to the
+ * client's "result" object (caller owns). When the client answers with a
+ * JSON-RPC error, returns 1 and *result is a new reference to that "error"
+ * object. Returns -1 on timeout, cancellation or shutdown (*result NULL).
+ * Steals `params`. */
+int call_request_client(struct call *c, const char *method, json_t *params, int timeout_ms,
+                        json_t **result);
+
+/* Sleeps up to ms milliseconds. Returns 1 early if the call was cancelled
+ * (or the server is shutting down), 0 otherwise. */
+int call_sleep(struct call *c, int ms);
+int call_cancelled(const struct call *c);
+
+/* SSE polling (SEP-1699): asks every transport currently reading this call's
+ * stream to close its connection now, after telling the client to retry.
+ * The stream itself goes on; the client resumes it with Last-Event-ID. */
+void call_detach_readers(struct call *c);
+
+/* End the call with a result (stolen) or a JSON-RPC error (data stolen, may
+ * be NULL). Returns 0, or -1 if the call had already ended. */
+int call_reply(struct call *c, json_t *result);
+int call_fail(struct call *c, int code, const char *message, json_t *data);
+
+#endif

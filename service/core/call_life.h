@@ -1,0 +1,33 @@
+/* call_life — how the core makes, cancels, answers and frees calls.
+ *
+ * call.h is what a handler sees; this is the other side, used by the core
+ * only: creating the call for a routed request (it takes over the request's
+ * stream), flagging cancellation, handing a client's answer to the call
+ * waiting in call_request_client, and reference counting. */
+#ifndef MCPD_CALL_LIFE_H
+#define MCPD_CALL_LIFE_H
+
+#include <jansson.h>
+
+struct call;
+struct session;
+struct stream;
+
+enum call_cancel { CALL_CANCEL_CLIENT = 1, CALL_CANCEL_SHUTDOWN, CALL_CANCEL_SESSION_END };
+
+/* A call for `request` (a validated JSON-RPC request, new reference taken)
+ * replying on `stream` (reference taken), in session `s` (reference taken),
+ * tracked in the session under `key` until it ends. NULL when out of memory
+ * or when the id is already in flight (*dup set to 1). */
+struct call *call_new(struct session *s, struct stream *stream, json_t *request, const char *key,
+                      int *dup);
+void call_ref(struct call *c);
+void call_unref(struct call *c);
+
+void call_cancel(struct call *c, enum call_cancel why);
+/* The client's response (result or error message; borrowed) to the
+ * server→client request this call is waiting on. */
+void call_deliver_answer(struct call *c, json_t *response);
+int call_ended(struct call *c);
+
+#endif

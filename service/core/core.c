@@ -1,0 +1,402 @@
+/* core — see core.h. */
+#include "core.h"
+#include "call.h"
+#include "call_life.h"
+#include "clock.h"
+#include "log.h"
+#include "protocol.h"
+#include "reaper.h"
+#include "session.h"
+#include "store.h"
+#include "stream.h"
+#include "workers.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WORKER_STACK (256 * 1024)
+
+static struct {
+    struct core_config cfg;
+    struct store *store;
+    const struct backend_ops *ops;
+    void *backend;
+    _Atomic int accepting;
+} core;
+
+void core_reply_clear(struct core_reply *r)
+{
+    stream_unref(r->stream);
+    session_unref(r->session);
+    json_decref(r->error);
+    memset(r, 0, sizeof *r);
+}
+
+static void reject(struct core_reply *out, enum core_reason why, json_t *id, int code,
+                   const char *message)
+{
+    out->kind = CORE_REJECTED;
+    out->reason = why;
+    out->error = jsonrpc_error(id, code, message, NULL);
+}
+
+/* Appends the single final message of a request answered on the spot. */
+static void answer_now(struct session *s, json_t *id, json_t *msg, struct core_reply *out)
+{
+    size_t len;
+    char *text = jsonrpc_dump(msg, &len);
+    int failed = json_object_get(msg, "error") != NULL;
+    json_decref(msg);
+    struct stream *st = text ? stream_create(session_id(s), 0, id) : NULL;
+    if (!st || stream_append(st, text, len, failed ? STREAM_ERROR : STREAM_FINISHED) < 0) {
+        free(text);
+        stream_unref(st);
+        reject(out, CORE_UNAVAILABLE, id, JSONRPC_INTERNAL_ERROR, "Could not store the reply");
+        return;
+    }
+    free(text);
+    out->kind = CORE_STREAM;
+    out->stream = st;
+}
+
+/* ---- restart repair ---- */
+
+struct unfinished {
+    char *stream_id, *request_id;
+    struct unfinished *next;
+};
+
+static void collect_unfinished(void *arg, const char *stream_id, const char *session_id,
+                               const char *request_id, int64_t next_seq)
+{
+    (void)session_id;
+    (void)next_seq;
+    struct unfinished **head = arg, *u = calloc(1, sizeof *u);
+    if (!u)
+        return;
+    u->stream_id = strdup(stream_id);
+    u->request_id = request_id ? strdup(request_id) : NULL;
+    u->next = *head;
+    *head = u;
+}
+
+static void repair_interrupted(void)
+{
+    struct unfinished *list = NULL, *next;
+    store_streams_unfinished(core.store, collect_unfinished, &list);
+    for (struct unfinished *u = list; u; u = next) {
+        next = u->next;
+        struct stream *st = u->stream_id ? stream_find(u->stream_id) : NULL;
+        json_t *id = u->request_id ? json_loads(u->request_id, JSON_DECODE_ANY, NULL) : NULL;
+        if (st) {
+            json_t *err = jsonrpc_error(id, JSONRPC_INTERNAL_ERROR,
+                                        "Request interrupted by server restart; retry it", NULL);
+            size_t len;
+            char *text = jsonrpc_dump(err, &len);
+            if (text)
+                stream_append(st, text, len, STREAM_ERROR);
+            free(text);
+            json_decref(err);
+            log_event(LOG_INFO, stream_session(st), "request_interrupted",
+                      "stream=%s ended with an error after restart", u->stream_id);
+            stream_unref(st);
+        }
+        json_decref(id);
+        free(u->stream_id);
+        free(u->request_id);
+        free(u);
+    }
+}
+
+/* ---- reaper ---- */
+
+static void expire_session(struct session *s, void *arg)
+{
+    (void)arg;
+    log_event(LOG_INFO, session_id(s), "session_expired", "idle past %lld ms",
+              (long long)core.cfg.session_idle_ms);
+    core_end_session(s);
+    session_unref(s);
+}
+
+static void recount_session(struct session *s, void *arg)
+{
+    (void)arg;
+    session_recount(s);
+    session_unref(s);
+}
+
+static void reap(void *arg)
+{
+    (void)arg;
+    int64_t now = clock_wall_ms();
+    int64_t session_cutoff = now - core.cfg.session_idle_ms;
+    int64_t stream_cutoff = now - core.cfg.stream_retention_ms;
+    session_each_idle(session_cutoff, expire_session, NULL);
+    stream_reap(stream_cutoff);
+    /* Logs are kept for a day, or as long as sessions if that is longer. */
+    int64_t log_keep = core.cfg.session_idle_ms > 86400000 ? core.cfg.session_idle_ms : 86400000;
+    store_purge(core.store, session_cutoff, stream_cutoff, now - log_keep);
+    session_each(recount_session, NULL);
+}
+
+int core_start(const struct core_config *cfg, struct store *st, const struct backend_ops *ops,
+               void *backend, char **err)
+{
+    core.cfg = *cfg;
+    core.store = st;
+    core.ops = ops;
+    core.backend = backend;
+    struct session_limits limits = {cfg->session_idle_ms, cfg->session_max_bytes};
+    stream_registry_init(st);
+    session_registry_init(st, &limits);
+    repair_interrupted();
+    if (workers_start(cfg->max_workers, WORKER_STACK) != 0) {
+        *err = strdup("cannot start the worker pool");
+        return -1;
+    }
+    int64_t shortest = cfg->session_idle_ms < cfg->stream_retention_ms ? cfg->session_idle_ms
+                                                                       : cfg->stream_retention_ms;
+    int64_t interval = shortest / 4;
+    if (interval > 10000)
+        interval = 10000;
+    if (interval < 100)
+        interval = 100;
+    if (reaper_start(interval, reap, NULL) != 0) {
+        *err = strdup("cannot start the reaper");
+        return -1;
+    }
+    core.accepting = 1;
+    return 0;
+}
+
+int core_accepting(void)
+{
+    return core.accepting;
+}
+
+int core_ready(void)
+{
+    return core.accepting && store_ready(core.store);
+}
+
+static void cancel_for_shutdown(void *value, void *arg)
+{
+    (void)arg;
+    call_cancel(value, CALL_CANCEL_SHUTDOWN);
+}
+
+static void cancel_session_calls(struct session *s, void *arg)
+{
+    (void)arg;
+    session_each_tracked(s, cancel_for_shutdown, NULL);
+    session_unref(s);
+}
+
+void core_stop(int64_t grace_ms)
+{
+    core.accepting = 0;
+    reaper_stop();
+    session_each(cancel_session_calls, NULL);
+    int left = workers_stop(grace_ms);
+    if (left)
+        log_event(LOG_WARN, NULL, "shutdown_handlers_running", "%d handlers still running", left);
+    stream_registry_detach_all();
+}
+
+void core_cleanup(void)
+{
+    session_registry_shutdown();
+    stream_registry_shutdown();
+}
+
+static void cancel_for_session_end(void *value, void *arg)
+{
+    (void)arg;
+    call_cancel(value, CALL_CANCEL_SESSION_END);
+}
+
+void core_end_session(struct session *s)
+{
+    session_each_tracked(s, cancel_for_session_end, NULL);
+    if (core.ops->session_close)
+        core.ops->session_close(core.backend, session_id(s));
+    session_end(s);
+}
+
+/* ---- initialize ---- */
+
+void core_initialize(json_t *msg, const struct jsonrpc_msg *m, struct core_reply *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!core.accepting) {
+        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_SERVER_ERROR, "Server is shutting down");
+        return;
+    }
+    (void)msg;
+    json_t *params = m->params;
+    json_t *requested = json_object_get(params, "protocolVersion");
+    if (!json_is_object(params) || !json_is_string(requested)) {
+        reject(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_PARAMS,
+               "Invalid params: initialize needs params.protocolVersion");
+        return;
+    }
+    const char *version = protocol_negotiate(json_string_value(requested));
+    struct session *s = session_create(version, params);
+    if (!s) {
+        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Could not create a session");
+        return;
+    }
+    char *why = NULL;
+    if (core.ops->session_open &&
+        core.ops->session_open(core.backend, session_id(s), params, &why) != 0) {
+        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
+               why ? why : "The backend refused the session");
+        free(why);
+        session_end(s);
+        session_unref(s);
+        return;
+    }
+    json_t *caps = core.ops->capabilities(core.backend);
+    if (!caps)
+        caps = json_object();
+    json_object_set_new(caps, "logging", json_object());
+    json_t *result =
+        json_pack("{s:s, s:o, s:{s:s, s:s}}", "protocolVersion", version, "capabilities", caps,
+                  "serverInfo", "name", core.cfg.server_name, "version", core.cfg.server_version);
+    const char *instructions = core.ops->instructions ? core.ops->instructions(core.backend) : NULL;
+    if (instructions)
+        json_object_set_new(result, "instructions", json_string(instructions));
+    log_event(LOG_INFO, session_id(s), "session_created", "protocol=%s", version);
+    answer_now(s, m->id, jsonrpc_result(m->id, result), out);
+    if (out->kind == CORE_STREAM)
+        out->session = s;
+    else
+        session_unref(s);
+}
+
+/* ---- everything else ---- */
+
+static void run_call(void *arg)
+{
+    struct call *c = arg;
+    core.ops->handle(core.backend, c);
+    call_unref(c);
+}
+
+static void notify_cancel(void *value, void *arg)
+{
+    (void)arg;
+    call_cancel(value, CALL_CANCEL_CLIENT);
+}
+
+static void on_notification(struct session *s, json_t *msg, const struct jsonrpc_msg *m)
+{
+    if (strcmp(m->method, "notifications/initialized") == 0) {
+        session_set_initialized(s);
+        return;
+    }
+    if (strcmp(m->method, "notifications/cancelled") == 0) {
+        char key[96];
+        json_t *rid = json_object_get(m->params, "requestId");
+        /* Unknown or finished ids are ignored, as the spec asks. */
+        if (jsonrpc_id_key(rid, key, sizeof key) == 0 &&
+            session_with_tracked(s, key, notify_cancel, NULL) == 0)
+            log_event(LOG_DEBUG, session_id(s), "request_cancelled", "id=%s", key);
+    }
+    if (core.ops->notify)
+        core.ops->notify(core.backend, session_id(s), msg);
+}
+
+static void on_response(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
+                        struct core_reply *out)
+{
+    char key[96];
+    struct call *c = NULL;
+    if (jsonrpc_id_key(m->id, key, sizeof key) == 0)
+        c = session_pending_take(s, key);
+    if (!c) {
+        reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
+               "Invalid Request: no server request is waiting for a response with this id");
+        return;
+    }
+    call_deliver_answer(c, msg);
+    call_unref(c);
+    out->kind = CORE_ACCEPTED;
+}
+
+void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
+                 struct core_reply *out)
+{
+    memset(out, 0, sizeof *out);
+    session_touch(s);
+    if (m->kind == JSONRPC_NOTIFICATION) {
+        on_notification(s, msg, m);
+        out->kind = CORE_ACCEPTED;
+        return;
+    }
+    if (m->kind == JSONRPC_RESPONSE) {
+        on_response(s, msg, m, out);
+        return;
+    }
+    if (!core.accepting) {
+        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_SERVER_ERROR, "Server is shutting down");
+        return;
+    }
+    const char *method = m->method;
+    if (strcmp(method, "initialize") == 0) {
+        reject(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_REQUEST,
+               "Invalid Request: this session is already initialized");
+        return;
+    }
+    if (strcmp(method, "ping") == 0) {
+        answer_now(s, m->id, jsonrpc_result(m->id, json_object()), out);
+        return;
+    }
+    if (strcmp(method, "logging/setLevel") == 0) {
+        int level = protocol_log_level(json_string_value(json_object_get(m->params, "level")));
+        if (level < 0) {
+            answer_now(s, m->id,
+                       jsonrpc_error(m->id, JSONRPC_INVALID_PARAMS,
+                                     "Invalid params: level must be one of debug, info, notice, "
+                                     "warning, error, critical, alert, emergency",
+                                     NULL),
+                       out);
+            return;
+        }
+        session_set_log_level(s, level);
+        answer_now(s, m->id, jsonrpc_result(m->id, json_object()), out);
+        return;
+    }
+
+    char key[96];
+    if (jsonrpc_id_key(m->id, key, sizeof key) != 0) {
+        reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
+               "Invalid Request: id is too long");
+        return;
+    }
+    struct stream *st = stream_create(session_id(s), 0, m->id);
+    if (!st) {
+        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Could not open a stream");
+        return;
+    }
+    int dup = 0;
+    struct call *c = call_new(s, st, msg, key, &dup);
+    if (!c) {
+        stream_end(st, STREAM_ERROR);
+        stream_unref(st);
+        if (dup)
+            reject(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_REQUEST,
+                   "Invalid Request: a request with this id is already in flight");
+        else
+            reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Out of memory");
+        return;
+    }
+    if (workers_submit(run_call, c) != 0) {
+        call_fail(c, JSONRPC_SERVER_ERROR, "Server busy: too many requests in flight", NULL);
+        call_unref(c);
+    }
+    out->kind = CORE_STREAM;
+    out->stream = st;
+}

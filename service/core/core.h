@@ -1,0 +1,72 @@
+/* core — the MCP protocol engine that every transport feeds.
+ *
+ * A transport parses a frame into a JSON-RPC message and hands it to the
+ * core: core_initialize for an initialize request (which makes a session),
+ * core_submit for everything else on an existing session. The core answers
+ * the protocol methods itself (ping, logging/setLevel, cancellation, the
+ * client's answers to server→client requests) and routes every other request
+ * to the backend on a worker thread.
+ *
+ * The outcome is transport-neutral: ACCEPTED (a notification or response;
+ * nothing to send), STREAM (a request; the reply will be appended to this
+ * durable stream, which the transport follows), or REJECTED (with a JSON-RPC
+ * error and a reason the transport maps to its own status code).
+ *
+ * core_start also repairs what a previous process left: every request stream
+ * still active in the store gets a terminal "interrupted by server restart"
+ * error, so no client waits forever on a request that died with the process.
+ * The reaper expires idle sessions and ended streams. */
+#ifndef MCPD_CORE_H
+#define MCPD_CORE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "jsonrpc.h"
+
+struct store;
+struct session;
+struct stream;
+
+struct core_config {
+    int64_t session_idle_ms;
+    int64_t stream_retention_ms;
+    int64_t session_max_bytes;
+    int max_workers;
+    const char *server_name;
+    const char *server_version;
+};
+
+int core_start(const struct core_config *cfg, struct store *st, const struct backend_ops *ops,
+               void *backend, char **err);
+/* Graceful stop: refuse new work, ask running handlers to finish, wait up to
+ * grace_ms, then release every transport reader. */
+void core_stop(int64_t grace_ms);
+/* Frees the registries (after transports have stopped). */
+void core_cleanup(void);
+int core_accepting(void);
+/* Ready to serve: accepting, store writable, migrations applied. */
+int core_ready(void);
+
+enum core_kind { CORE_ACCEPTED, CORE_STREAM, CORE_REJECTED };
+enum core_reason { CORE_BAD_REQUEST = 1, CORE_UNAVAILABLE, CORE_NOT_FOUND };
+
+struct core_reply {
+    enum core_kind kind;
+    struct stream *stream;   /* CORE_STREAM: reference owned by the caller */
+    struct session *session; /* core_initialize: the new session, owned */
+    enum core_reason reason; /* CORE_REJECTED */
+    json_t *error;           /* CORE_REJECTED: the error message, owned */
+};
+void core_reply_clear(struct core_reply *r);
+
+/* `msg` is the whole message object (borrowed), `m` its classification. */
+void core_initialize(json_t *msg, const struct jsonrpc_msg *m, struct core_reply *out);
+void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
+                 struct core_reply *out);
+/* Ends a session (DELETE or expiry): cancels its requests, tells the
+ * backend, forgets it. */
+void core_end_session(struct session *s);
+
+#endif

@@ -1,0 +1,159 @@
+/* jsonrpc — see jsonrpc.h. */
+#include "jsonrpc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void set_err(struct jsonrpc_error *err, int code, const char *msg)
+{
+    err->code = code;
+    snprintf(err->message, sizeof err->message, "%s", msg);
+}
+
+/* Counts the deepest bracket nesting outside strings, so a hostile body
+ * cannot drive jansson's recursive parser into a small thread stack. */
+static int too_deep(const char *buf, size_t len)
+{
+    int depth = 0, in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = buf[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '[' || c == '{') {
+            if (++depth > JSONRPC_MAX_DEPTH)
+                return 1;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return 0;
+}
+
+json_t *jsonrpc_parse(const char *buf, size_t len, struct jsonrpc_error *err)
+{
+    if (too_deep(buf, len)) {
+        set_err(err, JSONRPC_PARSE_ERROR, "Parse error: JSON nested too deeply");
+        return NULL;
+    }
+    json_error_t je;
+    /* jansson rejects invalid UTF-8 and NUL bytes itself. */
+    json_t *v = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    if (!v) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "Parse error: %.120s", je.text);
+        set_err(err, JSONRPC_PARSE_ERROR, msg);
+    }
+    return v;
+}
+
+int jsonrpc_classify(json_t *msg, struct jsonrpc_msg *out, struct jsonrpc_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!json_is_object(msg)) {
+        set_err(err, JSONRPC_INVALID_REQUEST, "Invalid Request: a message must be a JSON object");
+        return -1;
+    }
+    json_t *ver = json_object_get(msg, "jsonrpc");
+    if (!json_is_string(ver) || strcmp(json_string_value(ver), "2.0") != 0) {
+        set_err(err, JSONRPC_INVALID_REQUEST, "Invalid Request: \"jsonrpc\" must be \"2.0\"");
+        return -1;
+    }
+    json_t *id = json_object_get(msg, "id");
+    json_t *method = json_object_get(msg, "method");
+    if (id && !json_is_string(id) && !json_is_integer(id)) {
+        set_err(err, JSONRPC_INVALID_REQUEST,
+                json_is_null(id) ? "Invalid Request: id must not be null"
+                                 : "Invalid Request: id must be a string or an integer");
+        return -1;
+    }
+    if (method) {
+        if (!json_is_string(method) || json_string_length(method) == 0) {
+            set_err(err, JSONRPC_INVALID_REQUEST,
+                    "Invalid Request: method must be a non-empty string");
+            return -1;
+        }
+        json_t *params = json_object_get(msg, "params");
+        if (params && !json_is_object(params) && !json_is_array(params)) {
+            set_err(err, JSONRPC_INVALID_REQUEST,
+                    "Invalid Request: params must be an object or an array");
+            return -1;
+        }
+        out->kind = id ? JSONRPC_REQUEST : JSONRPC_NOTIFICATION;
+        out->id = id;
+        out->method = json_string_value(method);
+        out->params = params;
+        return 0;
+    }
+    json_t *result = json_object_get(msg, "result");
+    json_t *error = json_object_get(msg, "error");
+    if (!id || (!result == !error)) {
+        set_err(err, JSONRPC_INVALID_REQUEST,
+                "Invalid Request: need a method, or an id with exactly one of result/error");
+        return -1;
+    }
+    if (error && (!json_is_object(error) || !json_is_integer(json_object_get(error, "code")))) {
+        set_err(err, JSONRPC_INVALID_REQUEST, "Invalid Request: error must have an integer code");
+        return -1;
+    }
+    out->kind = JSONRPC_RESPONSE;
+    out->id = id;
+    out->result = result;
+    out->error = error;
+    return 0;
+}
+
+int jsonrpc_id_key(const json_t *id, char *out, size_t cap)
+{
+    int n;
+    if (json_is_integer(id))
+        n = snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(id));
+    else if (json_is_string(id))
+        n = snprintf(out, cap, "\"%s\"", json_string_value(id));
+    else
+        return -1;
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+json_t *jsonrpc_result(json_t *id, json_t *result)
+{
+    return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result",
+                     result ? result : json_object());
+}
+
+json_t *jsonrpc_error(json_t *id, int code, const char *message, json_t *data)
+{
+    json_t *err = json_pack("{s:i, s:s}", "code", code, "message", message);
+    if (data)
+        json_object_set_new(err, "data", data);
+    return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error",
+                     err);
+}
+
+json_t *jsonrpc_request(json_t *id, const char *method, json_t *params)
+{
+    json_t *m = json_pack("{s:s, s:o, s:s}", "jsonrpc", "2.0", "id", id, "method", method);
+    if (params)
+        json_object_set_new(m, "params", params);
+    return m;
+}
+
+json_t *jsonrpc_notification(const char *method, json_t *params)
+{
+    json_t *m = json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method", method);
+    if (params)
+        json_object_set_new(m, "params", params);
+    return m;
+}
+
+char *jsonrpc_dump(const json_t *msg, size_t *len)
+{
+    char *s = json_dumps(msg, JSON_COMPACT);
+    if (s && len)
+        *len = strlen(s);
+    return s;
+}

@@ -1,0 +1,13 @@
+/* randid — unguessable identifiers for sessions and streams: 128 bits from
+ * the kernel's CSPRNG (getrandom), written as 32 lowercase hex characters,
+ * which are all visible ASCII as Mcp-Session-Id requires. */
+#ifndef MCPD_RANDID_H
+#define MCPD_RANDID_H
+
+#define RANDID_LEN 32
+
+/* Fills out[RANDID_LEN + 1]. Returns 0, or -1 if the kernel gave no
+ * randomness (never falls back to a weak source). */
+int randid_make(char out[RANDID_LEN + 1]);
+
+#endif

@@ -1,0 +1,498 @@
+/* session — see session.h. */
+#include "session.h"
+#include "clock.h"
+#include "log.h"
+#include "protocol.h"
+#include "randid.h"
+#include "store.h"
+#include "stream.h"
+#include "table.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct session {
+    char id[RANDID_LEN + 1];
+    char protocol[16];
+    json_t *init_params;
+    _Atomic int refs;
+    pthread_mutex_t mu; /* guards the fields below */
+    int log_level;
+    int initialized;
+    int ended;
+    struct stream *standalone;
+    int get_claimed;
+    int64_t get_cursor;
+    int64_t last_active_ms;
+    int64_t persisted_active_ms;
+    int64_t bytes;
+    uint64_t next_out_id;
+    struct table *tracked; /* in-flight requests */
+    struct table *pending; /* server→client requests awaiting answers */
+};
+
+static struct {
+    pthread_mutex_t mu;
+    struct table *sessions;
+    struct store *store;
+    struct session_limits limits;
+} reg = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void session_registry_init(struct store *st, const struct session_limits *limits)
+{
+    pthread_mutex_lock(&reg.mu);
+    reg.store = st;
+    reg.limits = *limits;
+    if (!reg.sessions)
+        reg.sessions = table_new();
+    pthread_mutex_unlock(&reg.mu);
+}
+
+static void session_free(struct session *s)
+{
+    json_decref(s->init_params);
+    stream_unref(s->standalone);
+    table_free(s->tracked);
+    table_free(s->pending);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+void session_ref(struct session *s)
+{
+    atomic_fetch_add(&s->refs, 1);
+}
+
+void session_unref(struct session *s)
+{
+    if (s && atomic_fetch_sub(&s->refs, 1) == 1)
+        session_free(s);
+}
+
+static void unref_entry(void *arg, const char *key, void *value)
+{
+    (void)arg;
+    (void)key;
+    session_unref(value);
+}
+
+void session_registry_shutdown(void)
+{
+    pthread_mutex_lock(&reg.mu);
+    if (reg.sessions) {
+        table_each(reg.sessions, unref_entry, NULL);
+        table_free(reg.sessions);
+        reg.sessions = NULL;
+    }
+    reg.store = NULL;
+    pthread_mutex_unlock(&reg.mu);
+}
+
+static struct session *session_alloc(const char *id, const char *protocol, json_t *init_params)
+{
+    struct session *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    snprintf(s->id, sizeof s->id, "%s", id);
+    snprintf(s->protocol, sizeof s->protocol, "%s", protocol);
+    s->init_params = init_params;
+    s->refs = 1;
+    pthread_mutex_init(&s->mu, NULL);
+    s->tracked = table_new();
+    s->pending = table_new();
+    s->last_active_ms = s->persisted_active_ms = clock_wall_ms();
+    if (!s->tracked || !s->pending || !s->init_params) {
+        session_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* Puts s in the registry (which takes its own reference). */
+static int registry_add(struct session *s)
+{
+    int rc = -1;
+    pthread_mutex_lock(&reg.mu);
+    if (reg.sessions && table_put(reg.sessions, s->id, s) == 0) {
+        session_ref(s);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&reg.mu);
+    return rc;
+}
+
+struct session *session_create(const char *protocol_version, json_t *init_params)
+{
+    char id[RANDID_LEN + 1];
+    if (randid_make(id) != 0)
+        return NULL;
+    struct session *s = session_alloc(id, protocol_version, json_deep_copy(init_params));
+    if (!s)
+        return NULL;
+    s->log_level = 0;
+    char *params = json_dumps(s->init_params, JSON_COMPACT);
+    struct store_session row = {
+        .id = s->id,
+        .protocol_version = s->protocol,
+        .init_params = params,
+        .log_level = (char *)protocol_log_level_name(s->log_level),
+        .initialized = 0,
+        .created_ms = s->last_active_ms,
+        .last_active_ms = s->last_active_ms,
+    };
+    if (!params || store_session_put(reg.store, &row) != 0 ||
+        !(s->standalone = stream_create(s->id, 1, NULL)) || registry_add(s) != 0) {
+        free(params);
+        session_free(s);
+        return NULL;
+    }
+    free(params);
+    return s;
+}
+
+/* Revives a stored session after a restart. Called with reg.mu held. */
+static struct session *load_locked(const char *id)
+{
+    struct store_session row;
+    if (!reg.store || store_session_get(reg.store, id, &row) != 0)
+        return NULL;
+    json_t *params = json_loads(row.init_params, 0, NULL);
+    struct session *s = session_alloc(row.id, row.protocol_version, params);
+    if (s) {
+        s->log_level = protocol_log_level(row.log_level);
+        if (s->log_level < 0)
+            s->log_level = 0;
+        s->initialized = row.initialized;
+        s->bytes = store_session_bytes(reg.store, s->id);
+        if (s->bytes < 0)
+            s->bytes = 0;
+        char *sid = NULL;
+        if (store_session_standalone(reg.store, s->id, &sid) == 0)
+            s->standalone = stream_find(sid);
+        free(sid);
+        if (!s->standalone)
+            s->standalone = stream_create(s->id, 1, NULL);
+        /* A revived session starts its GET where the stream ends: the
+         * previous process may have delivered everything before it. */
+        s->get_cursor = s->standalone ? stream_next_seq(s->standalone) : 0;
+        if (!s->standalone || table_put(reg.sessions, s->id, s) != 0) {
+            session_free(s);
+            s = NULL;
+        } else {
+            session_ref(s);
+            log_event(LOG_INFO, s->id, "session_revived", "protocol=%s", s->protocol);
+        }
+    }
+    store_session_free(&row);
+    return s;
+}
+
+struct session *session_find(const char *id)
+{
+    if (strlen(id) != RANDID_LEN)
+        return NULL;
+    pthread_mutex_lock(&reg.mu);
+    struct session *s = reg.sessions ? table_get(reg.sessions, id) : NULL;
+    if (s)
+        session_ref(s);
+    else if (reg.sessions)
+        s = load_locked(id);
+    pthread_mutex_unlock(&reg.mu);
+    return s;
+}
+
+const char *session_id(const struct session *s)
+{
+    return s->id;
+}
+
+const char *session_protocol(const struct session *s)
+{
+    return s->protocol;
+}
+
+json_t *session_init_params(const struct session *s)
+{
+    return s->init_params;
+}
+
+json_t *session_client_capabilities(const struct session *s)
+{
+    json_t *caps = json_object_get(s->init_params, "capabilities");
+    return json_is_object(caps) ? caps : NULL;
+}
+
+int session_log_level(struct session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int l = s->log_level;
+    pthread_mutex_unlock(&s->mu);
+    return l;
+}
+
+void session_set_log_level(struct session *s, int level)
+{
+    pthread_mutex_lock(&s->mu);
+    s->log_level = level;
+    int init = s->initialized;
+    pthread_mutex_unlock(&s->mu);
+    store_session_set_state(reg.store, s->id, protocol_log_level_name(level), init);
+}
+
+int session_initialized(struct session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int i = s->initialized;
+    pthread_mutex_unlock(&s->mu);
+    return i;
+}
+
+void session_set_initialized(struct session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int was = s->initialized;
+    s->initialized = 1;
+    int level = s->log_level;
+    pthread_mutex_unlock(&s->mu);
+    if (!was)
+        store_session_set_state(reg.store, s->id, protocol_log_level_name(level), 1);
+}
+
+void session_touch(struct session *s)
+{
+    int64_t now = clock_wall_ms();
+    /* Persist at most a few times per idle period: often enough that the
+     * store never expires a live session, rarely enough to cost nothing. */
+    int64_t every = reg.limits.idle_ms / 4 < 10000 ? reg.limits.idle_ms / 4 : 10000;
+    pthread_mutex_lock(&s->mu);
+    s->last_active_ms = now;
+    int persist = now - s->persisted_active_ms >= every;
+    if (persist)
+        s->persisted_active_ms = now;
+    pthread_mutex_unlock(&s->mu);
+    if (persist)
+        store_session_touch(reg.store, s->id, now);
+}
+
+int session_ended(struct session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int e = s->ended;
+    pthread_mutex_unlock(&s->mu);
+    return e;
+}
+
+struct stream *session_standalone(struct session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    struct stream *st = s->standalone;
+    if (st)
+        stream_ref(st);
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+int session_get_claim(struct session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int rc = s->get_claimed || s->ended ? -1 : 0;
+    if (rc == 0)
+        s->get_claimed = 1;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void session_get_release(struct session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->get_claimed = 0;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int64_t session_get_cursor(struct session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int64_t c = s->get_cursor;
+    pthread_mutex_unlock(&s->mu);
+    return c;
+}
+
+void session_set_get_cursor(struct session *s, int64_t next_seq)
+{
+    pthread_mutex_lock(&s->mu);
+    if (next_seq > s->get_cursor)
+        s->get_cursor = next_seq;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int session_charge(struct session *s, size_t bytes)
+{
+    pthread_mutex_lock(&s->mu);
+    int ok = s->bytes + (int64_t)bytes <= reg.limits.max_bytes;
+    if (ok)
+        s->bytes += (int64_t)bytes;
+    pthread_mutex_unlock(&s->mu);
+    return ok ? 0 : -1;
+}
+
+void session_recount(struct session *s)
+{
+    int64_t n = store_session_bytes(reg.store, s->id);
+    if (n < 0)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->bytes = n;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int session_track(struct session *s, const char *key, void *value)
+{
+    pthread_mutex_lock(&s->mu);
+    int rc = s->ended || table_get(s->tracked, key) ? -1 : table_put(s->tracked, key, value);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void session_untrack(struct session *s, const char *key)
+{
+    pthread_mutex_lock(&s->mu);
+    table_del(s->tracked, key);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int session_with_tracked(struct session *s, const char *key, void (*fn)(void *value, void *arg),
+                         void *arg)
+{
+    pthread_mutex_lock(&s->mu);
+    void *v = table_get(s->tracked, key);
+    if (v)
+        fn(v, arg);
+    pthread_mutex_unlock(&s->mu);
+    return v ? 0 : -1;
+}
+
+struct each_ctx {
+    void (*fn)(void *value, void *arg);
+    void *arg;
+};
+
+static void each_tracked(void *arg, const char *key, void *value)
+{
+    (void)key;
+    struct each_ctx *c = arg;
+    c->fn(value, c->arg);
+}
+
+void session_each_tracked(struct session *s, void (*fn)(void *value, void *arg), void *arg)
+{
+    struct each_ctx c = {fn, arg};
+    pthread_mutex_lock(&s->mu);
+    table_each(s->tracked, each_tracked, &c);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void session_next_request_id(struct session *s, char *out, size_t cap)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t n = ++s->next_out_id;
+    pthread_mutex_unlock(&s->mu);
+    /* The stream id part keeps ids unique across restarts of the process. */
+    snprintf(out, cap, "mcpd-%llu-%08lx", (unsigned long long)n,
+             (unsigned long)(clock_wall_ms() & 0xffffffff));
+}
+
+int session_pending_add(struct session *s, const char *key, void *value)
+{
+    pthread_mutex_lock(&s->mu);
+    int rc = s->ended ? -1 : table_put(s->pending, key, value);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void *session_pending_take(struct session *s, const char *key)
+{
+    pthread_mutex_lock(&s->mu);
+    void *v = table_del(s->pending, key);
+    pthread_mutex_unlock(&s->mu);
+    return v;
+}
+
+void session_end(struct session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int was = s->ended;
+    s->ended = 1;
+    pthread_mutex_unlock(&s->mu);
+    if (was)
+        return;
+    pthread_mutex_lock(&reg.mu);
+    struct session *held = reg.sessions ? table_del(reg.sessions, s->id) : NULL;
+    pthread_mutex_unlock(&reg.mu);
+    if (reg.store)
+        store_session_delete(reg.store, s->id);
+    stream_drop_session(s->id);
+    session_unref(held);
+}
+
+struct idle_ctx {
+    int64_t cutoff;
+    int all;
+    struct session **list;
+    size_t n, cap;
+};
+
+static void collect(void *arg, const char *key, void *value)
+{
+    (void)key;
+    struct idle_ctx *c = arg;
+    struct session *s = value;
+    pthread_mutex_lock(&s->mu);
+    int take = c->all || s->last_active_ms < c->cutoff;
+    pthread_mutex_unlock(&s->mu);
+    if (!take)
+        return;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        struct session **l = realloc(c->list, cap * sizeof *l);
+        if (!l)
+            return;
+        c->list = l;
+        c->cap = cap;
+    }
+    session_ref(s);
+    c->list[c->n++] = s;
+}
+
+static void for_each(struct idle_ctx *c, void (*fn)(struct session *s, void *arg), void *arg)
+{
+    pthread_mutex_lock(&reg.mu);
+    if (reg.sessions)
+        table_each(reg.sessions, collect, c);
+    pthread_mutex_unlock(&reg.mu);
+    for (size_t i = 0; i < c->n; i++)
+        fn(c->list[i], arg);
+    free(c->list);
+}
+
+void session_each_idle(int64_t cutoff_wall_ms, void (*fn)(struct session *s, void *arg), void *arg)
+{
+    struct idle_ctx c = {.cutoff = cutoff_wall_ms};
+    for_each(&c, fn, arg);
+}
+
+void session_each(void (*fn)(struct session *s, void *arg), void *arg)
+{
+    struct idle_ctx c = {.all = 1};
+    for_each(&c, fn, arg);
+}
+
+size_t session_count(void)
+{
+    pthread_mutex_lock(&reg.mu);
+    size_t n = reg.sessions ? table_count(reg.sessions) : 0;
+    pthread_mutex_unlock(&reg.mu);
+    return n;
+}

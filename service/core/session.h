@@ -1,0 +1,103 @@
+/* session — an MCP session: what initialize negotiated, the client's
+ * capabilities, its log level, its standalone stream, and the bookkeeping of
+ * its in-flight requests and of the server→client requests awaiting an
+ * answer.
+ *
+ * Sessions live in a registry backed by the store: session_create persists
+ * the session before its id is handed out, and session_find loads a session
+ * that is not in memory (after a restart) from the store, so a client keeps
+ * its session id across restarts without initializing again. A session that
+ * was deleted or expired is gone from both, and finding it yields NULL (the
+ * transports answer 404).
+ *
+ * Sessions are reference counted: session_create and session_find return a
+ * reference the caller releases with session_unref. */
+#ifndef MCPD_SESSION_H
+#define MCPD_SESSION_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+struct session;
+struct stream;
+
+struct session_limits {
+    int64_t idle_ms;   /* a session idle this long expires */
+    int64_t max_bytes; /* stored chunk bytes a session may hold */
+};
+
+void session_registry_init(struct store *st, const struct session_limits *limits);
+void session_registry_shutdown(void);
+
+/* Creates and persists a session for the negotiated revision with the
+ * client's initialize params (borrowed; copied). NULL on failure. */
+struct session *session_create(const char *protocol_version, json_t *init_params);
+/* A new reference to the live session with that id, or NULL. */
+struct session *session_find(const char *id);
+void session_ref(struct session *s);
+void session_unref(struct session *s);
+
+const char *session_id(const struct session *s);
+const char *session_protocol(const struct session *s);
+/* Borrowed; valid while the reference is held. */
+json_t *session_init_params(const struct session *s);
+json_t *session_client_capabilities(const struct session *s);
+
+int session_log_level(struct session *s);
+void session_set_log_level(struct session *s, int level);
+int session_initialized(struct session *s);
+void session_set_initialized(struct session *s);
+/* Records activity (requests, stream writes); persisted lazily. */
+void session_touch(struct session *s);
+int session_ended(struct session *s);
+
+/* The standalone (GET) stream: a new reference, or NULL. */
+struct stream *session_standalone(struct session *s);
+/* One GET reader at a time: returns 0 and takes the slot, or -1 when taken
+ * (the transport answers 409). */
+int session_get_claim(struct session *s);
+void session_get_release(struct session *s);
+/* Where a fresh GET starts reading the standalone stream, and where it
+ * stopped: messages sent while no GET was open are delivered by the next. */
+int64_t session_get_cursor(struct session *s);
+void session_set_get_cursor(struct session *s, int64_t next_seq);
+
+/* Storage accounting: 0 if `bytes` more fit under the cap (and counts
+ * them), -1 if not. */
+int session_charge(struct session *s, size_t bytes);
+/* Recomputes the stored bytes from the store (after the reaper purged). */
+void session_recount(struct session *s);
+
+/* In-flight requests by id key (jsonrpc_id_key), for cancellation and
+ * duplicate-id detection. Values are opaque to the session. track returns
+ * -1 if the key is already in flight. */
+int session_track(struct session *s, const char *key, void *value);
+void session_untrack(struct session *s, const char *key);
+/* Runs fn on the tracked value under the session lock (so it cannot go
+ * away meanwhile). Returns 0 if found, -1 if not. */
+int session_with_tracked(struct session *s, const char *key, void (*fn)(void *value, void *arg),
+                         void *arg);
+/* Runs fn on every tracked value under the session lock. */
+void session_each_tracked(struct session *s, void (*fn)(void *value, void *arg), void *arg);
+
+/* Server→client requests awaiting an answer, by the id the server chose.
+ * next_request_id writes a fresh id ("mcpd-<n>") into out. take removes and
+ * returns the value, or NULL if no such request is pending. */
+void session_next_request_id(struct session *s, char *out, size_t cap);
+int session_pending_add(struct session *s, const char *key, void *value);
+void *session_pending_take(struct session *s, const char *key);
+
+/* Ends the session: gone from memory and store, streams expired. The
+ * caller still holds (and releases) its reference. */
+void session_end(struct session *s);
+
+/* Reaper: calls fn with a reference to each in-memory session idle since
+ * before cutoff (fn must unref). */
+void session_each_idle(int64_t cutoff_wall_ms, void (*fn)(struct session *s, void *arg), void *arg);
+/* Every in-memory session, each with a reference fn must release. */
+void session_each(void (*fn)(struct session *s, void *arg), void *arg);
+size_t session_count(void);
+
+#endif

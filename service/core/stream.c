@@ -1,0 +1,467 @@
+/* stream — see stream.h. */
+#include "stream.h"
+#include "clock.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "randid.h"
+#include "store.h"
+#include "table.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct chunk {
+    char *msg;
+    size_t len;
+};
+
+struct stream {
+    char id[RANDID_LEN + 1];
+    char session[RANDID_LEN + 1];
+    int standalone;
+    _Atomic int refs;
+    pthread_mutex_t append_mu; /* serialises appenders, so seqs commit in order */
+    pthread_mutex_t mu;        /* guards everything below */
+    pthread_cond_t cv;         /* a chunk arrived, the stream ended, or readers detached */
+    struct chunk *chunks;
+    int64_t nchunks, cap;
+    enum stream_state state;
+    int64_t ended_wall_ms;
+    unsigned reader_gen;
+    unsigned poll_epoch;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    struct table *streams;
+    struct store *store;
+    int detached; /* shutting down: every read returns STREAM_DETACHED */
+} reg = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static const char *const state_names[] = {"active", "finished", "error", "expired"};
+
+const char *stream_state_name(enum stream_state st)
+{
+    return state_names[st];
+}
+
+static enum stream_state state_parse(const char *name)
+{
+    for (int i = 0; i < 4; i++)
+        if (name && strcmp(name, state_names[i]) == 0)
+            return (enum stream_state)i;
+    return STREAM_ERROR;
+}
+
+void stream_registry_init(struct store *st)
+{
+    pthread_mutex_lock(&reg.mu);
+    reg.store = st;
+    reg.detached = 0;
+    if (!reg.streams)
+        reg.streams = table_new();
+    pthread_mutex_unlock(&reg.mu);
+}
+
+static struct stream *stream_alloc(const char *id, const char *session, int standalone)
+{
+    struct stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    snprintf(s->id, sizeof s->id, "%s", id);
+    snprintf(s->session, sizeof s->session, "%s", session);
+    s->standalone = standalone;
+    s->refs = 1;
+    pthread_mutex_init(&s->append_mu, NULL);
+    pthread_mutex_init(&s->mu, NULL);
+    clock_cond_init(&s->cv);
+    return s;
+}
+
+static void stream_free(struct stream *s)
+{
+    for (int64_t i = 0; i < s->nchunks; i++)
+        free(s->chunks[i].msg);
+    free(s->chunks);
+    pthread_mutex_destroy(&s->append_mu);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+void stream_ref(struct stream *s)
+{
+    atomic_fetch_add(&s->refs, 1);
+}
+
+void stream_unref(struct stream *s)
+{
+    if (s && atomic_fetch_sub(&s->refs, 1) == 1)
+        stream_free(s);
+}
+
+static void wake(struct stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->reader_gen++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void detach_one(void *arg, const char *key, void *value)
+{
+    (void)arg;
+    (void)key;
+    wake(value);
+}
+
+void stream_registry_detach_all(void)
+{
+    pthread_mutex_lock(&reg.mu);
+    reg.detached = 1;
+    if (reg.streams)
+        table_each(reg.streams, detach_one, NULL);
+    pthread_mutex_unlock(&reg.mu);
+}
+
+static void unref_one(void *arg, const char *key, void *value)
+{
+    (void)arg;
+    (void)key;
+    stream_unref(value);
+}
+
+void stream_registry_shutdown(void)
+{
+    stream_registry_detach_all();
+    pthread_mutex_lock(&reg.mu);
+    if (reg.streams) {
+        table_each(reg.streams, unref_one, NULL);
+        table_free(reg.streams);
+        reg.streams = NULL;
+    }
+    reg.store = NULL;
+    pthread_mutex_unlock(&reg.mu);
+}
+
+struct stream *stream_create(const char *session_id, int standalone, const json_t *request_id)
+{
+    char id[RANDID_LEN + 1];
+    if (randid_make(id) != 0)
+        return NULL;
+    struct stream *s = stream_alloc(id, session_id, standalone);
+    if (!s)
+        return NULL;
+    char *rid = request_id ? json_dumps(request_id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    pthread_mutex_lock(&reg.mu);
+    int ok = reg.streams && reg.store && table_put(reg.streams, s->id, s) == 0;
+    if (ok) {
+        stream_ref(s); /* the registry's reference */
+        store_stream_put(reg.store, s->id, session_id, standalone ? "standalone" : "request", rid,
+                         clock_wall_ms());
+    }
+    pthread_mutex_unlock(&reg.mu);
+    free(rid);
+    if (!ok) {
+        stream_unref(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void load_chunk(void *arg, int64_t seq, const char *msg, size_t len, int is_end)
+{
+    (void)is_end;
+    struct stream *s = arg;
+    if (seq != s->nchunks)
+        return; /* a gap cannot happen with ordered appends; never expose one */
+    if (s->nchunks == s->cap) {
+        int64_t cap = s->cap ? s->cap * 2 : 8;
+        struct chunk *c = realloc(s->chunks, (size_t)cap * sizeof *c);
+        if (!c)
+            return;
+        s->chunks = c;
+        s->cap = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return;
+    memcpy(copy, msg, len);
+    copy[len] = '\0';
+    s->chunks[s->nchunks].msg = copy;
+    s->chunks[s->nchunks].len = len;
+    s->nchunks++;
+}
+
+struct stream *stream_find(const char *id)
+{
+    pthread_mutex_lock(&reg.mu);
+    struct stream *s = reg.streams ? table_get(reg.streams, id) : NULL;
+    if (s) {
+        stream_ref(s);
+        pthread_mutex_unlock(&reg.mu);
+        return s;
+    }
+    struct store *st = reg.store;
+    /* Loading under the registry lock keeps two loaders from racing; it only
+     * happens for streams that outlived a restart. */
+    struct store_stream row;
+    struct stream *loaded = NULL;
+    if (st) {
+        struct stream tmp = {0};
+        if (store_stream_get(st, id, &row, load_chunk, &tmp) == 0) {
+            loaded = stream_alloc(row.id, row.session_id, strcmp(row.kind, "standalone") == 0);
+            if (loaded) {
+                loaded->chunks = tmp.chunks;
+                loaded->nchunks = tmp.nchunks;
+                loaded->cap = tmp.cap;
+                loaded->state = state_parse(row.state);
+                loaded->ended_wall_ms = row.ended_ms;
+                if (table_put(reg.streams, loaded->id, loaded) == 0) {
+                    stream_ref(loaded);
+                } else {
+                    stream_unref(loaded);
+                    loaded = NULL;
+                }
+            } else {
+                for (int64_t i = 0; i < tmp.nchunks; i++)
+                    free(tmp.chunks[i].msg);
+                free(tmp.chunks);
+            }
+            store_stream_free(&row);
+        } else {
+            for (int64_t i = 0; i < tmp.nchunks; i++)
+                free(tmp.chunks[i].msg);
+            free(tmp.chunks);
+        }
+    }
+    pthread_mutex_unlock(&reg.mu);
+    return loaded;
+}
+
+const char *stream_id(const struct stream *s)
+{
+    return s->id;
+}
+
+const char *stream_session(const struct stream *s)
+{
+    return s->session;
+}
+
+int stream_is_standalone(const struct stream *s)
+{
+    return s->standalone;
+}
+
+enum stream_state stream_state(struct stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    enum stream_state st = s->state;
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+int64_t stream_next_seq(struct stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int64_t n = s->nchunks;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream_state end_state)
+{
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return -1;
+    memcpy(copy, msg, len);
+    copy[len] = '\0';
+
+    pthread_mutex_lock(&s->append_mu);
+    pthread_mutex_lock(&s->mu);
+    int64_t seq = s->nchunks;
+    int ended = s->state != STREAM_ACTIVE;
+    if (!ended && s->nchunks == s->cap) {
+        int64_t cap = s->cap ? s->cap * 2 : 4;
+        struct chunk *c = realloc(s->chunks, (size_t)cap * sizeof *c);
+        if (c) {
+            s->chunks = c;
+            s->cap = cap;
+        } else {
+            ended = 1;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+
+    int64_t now = clock_wall_ms();
+    if (ended || store_append(reg.store, s->id, seq, copy, len,
+                              end_state != STREAM_ACTIVE ? state_names[end_state] : NULL, now)) {
+        pthread_mutex_unlock(&s->append_mu);
+        free(copy);
+        if (!ended)
+            log_event(LOG_ERROR, s->session, "stream_append_failed", "stream=%s seq=%lld", s->id,
+                      (long long)seq);
+        return -1;
+    }
+
+    pthread_mutex_lock(&s->mu);
+    s->chunks[seq].msg = copy;
+    s->chunks[seq].len = len;
+    s->nchunks = seq + 1;
+    if (end_state != STREAM_ACTIVE) {
+        s->state = end_state;
+        s->ended_wall_ms = now;
+    }
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->append_mu);
+    return seq;
+}
+
+int stream_end(struct stream *s, enum stream_state state)
+{
+    pthread_mutex_lock(&s->append_mu);
+    pthread_mutex_lock(&s->mu);
+    int already = s->state != STREAM_ACTIVE;
+    pthread_mutex_unlock(&s->mu);
+    int64_t now = clock_wall_ms();
+    int rc = already ? -1 : store_stream_end(reg.store, s->id, state_names[state], now);
+    if (!already) {
+        /* Even if the store failed, readers must not wait forever. */
+        pthread_mutex_lock(&s->mu);
+        s->state = state;
+        s->ended_wall_ms = now;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->append_mu);
+    return rc;
+}
+
+void stream_attach(struct stream *s, struct stream_reader *r)
+{
+    pthread_mutex_lock(&s->mu);
+    r->gen = ++s->reader_gen;
+    r->poll_epoch = s->poll_epoch;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void stream_detach_readers(struct stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->poll_epoch++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int64_t seq,
+                             int64_t deadline_mono_ms, struct stream_chunk *out)
+{
+    enum stream_wait result;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (reg.detached || s->reader_gen != reader->gen) {
+            result = STREAM_DETACHED;
+            break;
+        }
+        if (s->poll_epoch != reader->poll_epoch) {
+            reader->poll_epoch = s->poll_epoch;
+            result = STREAM_POLL;
+            break;
+        }
+        if (seq < s->nchunks) {
+            out->seq = seq;
+            out->msg = s->chunks[seq].msg;
+            out->len = s->chunks[seq].len;
+            out->is_end = s->state != STREAM_ACTIVE && seq == s->nchunks - 1;
+            result = STREAM_CHUNK;
+            break;
+        }
+        if (s->state != STREAM_ACTIVE) {
+            result = STREAM_ENDED;
+            break;
+        }
+        if (clock_cond_wait_until(&s->cv, &s->mu, deadline_mono_ms) == ETIMEDOUT) {
+            result = seq < s->nchunks ? STREAM_CHUNK : STREAM_TIMEOUT;
+            if (result == STREAM_TIMEOUT)
+                break;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return result;
+}
+
+struct sweep {
+    int64_t cutoff;
+    const char *session;
+    struct stream **victims;
+    size_t n, cap;
+};
+
+static void pick(void *arg, const char *key, void *value)
+{
+    (void)key;
+    struct sweep *sw = arg;
+    struct stream *s = value;
+    pthread_mutex_lock(&s->mu);
+    int take = sw->session ? strcmp(s->session, sw->session) == 0
+                           : s->state != STREAM_ACTIVE && s->ended_wall_ms < sw->cutoff;
+    pthread_mutex_unlock(&s->mu);
+    if (!take)
+        return;
+    if (sw->n == sw->cap) {
+        size_t cap = sw->cap ? sw->cap * 2 : 16;
+        struct stream **v = realloc(sw->victims, cap * sizeof *v);
+        if (!v)
+            return;
+        sw->victims = v;
+        sw->cap = cap;
+    }
+    sw->victims[sw->n++] = s;
+}
+
+static void sweep(struct sweep *sw)
+{
+    pthread_mutex_lock(&reg.mu);
+    if (reg.streams) {
+        table_each(reg.streams, pick, sw);
+        for (size_t i = 0; i < sw->n; i++)
+            table_del(reg.streams, sw->victims[i]->id);
+    }
+    pthread_mutex_unlock(&reg.mu);
+    for (size_t i = 0; i < sw->n; i++) {
+        struct stream *s = sw->victims[i];
+        pthread_mutex_lock(&s->mu);
+        if (s->state == STREAM_ACTIVE)
+            s->state = STREAM_EXPIRED;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        stream_unref(s);
+    }
+    free(sw->victims);
+}
+
+void stream_reap(int64_t cutoff_wall_ms)
+{
+    struct sweep sw = {.cutoff = cutoff_wall_ms};
+    sweep(&sw);
+}
+
+void stream_drop_session(const char *session_id)
+{
+    struct sweep sw = {.session = session_id};
+    sweep(&sw);
+}
+
+size_t stream_count(void)
+{
+    pthread_mutex_lock(&reg.mu);
+    size_t n = reg.streams ? table_count(reg.streams) : 0;
+    pthread_mutex_unlock(&reg.mu);
+    return n;
+}

@@ -1,0 +1,99 @@
+/* stream — the durable, ordered log of what the server sends for one client
+ * request (a "request" stream) or for a session's standalone channel.
+ *
+ * Every message appended gets the next seq (0, 1, 2, …) and is committed to
+ * the store before stream_append returns, so anything a transport can see is
+ * already durable. The chunks also stay in memory while the stream lives, so
+ * readers follow it without touching SQLite. A stream not in memory (after a
+ * restart) is loaded from the store on first use.
+ *
+ * Readers are transports following the stream from a cursor: they call
+ * stream_read(seq) in a loop, blocking until chunk `seq` exists, the stream
+ * ends, a deadline passes, or they are detached. Attaching a new reader
+ * detaches the previous ones, so a client that resumes a stream takes it over
+ * from a half-dead connection and each message goes to one connection.
+ *
+ * Streams are reference counted; the registry holds one reference until the
+ * reaper drops the stream after its retention, or its session ends. */
+#ifndef MCPD_STREAM_H
+#define MCPD_STREAM_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+struct stream;
+
+enum stream_state { STREAM_ACTIVE = 0, STREAM_FINISHED, STREAM_ERROR, STREAM_EXPIRED };
+const char *stream_state_name(enum stream_state st);
+
+void stream_registry_init(struct store *st);
+/* Detaches every reader and frees all streams (at exit). */
+void stream_registry_shutdown(void);
+/* Makes every current and future read return STREAM_DETACHED, so transports
+ * close their connections at shutdown while the streams stay stored. */
+void stream_registry_detach_all(void);
+
+/* A new active stream of the session; request_id (borrowed, may be NULL) is
+ * recorded so a restart can end it with an error. Returns a reference the
+ * caller owns, or NULL. */
+struct stream *stream_create(const char *session_id, int standalone, const json_t *request_id);
+/* The stream with that id, from memory or the store: a new reference, or
+ * NULL if unknown or expired. */
+struct stream *stream_find(const char *id);
+void stream_ref(struct stream *s);
+void stream_unref(struct stream *s);
+
+const char *stream_id(const struct stream *s);
+const char *stream_session(const struct stream *s);
+int stream_is_standalone(const struct stream *s);
+enum stream_state stream_state(struct stream *s);
+int64_t stream_next_seq(struct stream *s);
+
+/* Appends one message (JSON text, no newline) and waits for its commit.
+ * With end_state other than STREAM_ACTIVE this is the stream's last message.
+ * Returns its seq, or -1 if the stream has ended or the store failed. */
+int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream_state end_state);
+/* Ends the stream without a message (e.g. a cancelled request). */
+int stream_end(struct stream *s, enum stream_state state);
+
+/* STREAM_POLL: the handler asked readers to close their connection (SSE
+ * polling); reported once per request, and a reader that cannot poll may
+ * simply read on. STREAM_DETACHED: another reader took the stream over, or
+ * the server is shutting down; stop reading. */
+enum stream_wait { STREAM_CHUNK, STREAM_ENDED, STREAM_TIMEOUT, STREAM_POLL, STREAM_DETACHED };
+
+/* A reader's token, filled by stream_attach. */
+struct stream_reader {
+    unsigned gen;
+    unsigned poll_epoch;
+};
+
+struct stream_chunk {
+    int64_t seq;
+    const char *msg; /* borrowed: valid while the caller holds a reference */
+    size_t len;
+    int is_end;
+};
+
+/* Becomes the stream's reader. Earlier readers get STREAM_DETACHED from
+ * then on. */
+void stream_attach(struct stream *s, struct stream_reader *r);
+/* SSE polling: tells current readers (STREAM_POLL) to close their
+ * connections; the stream goes on. Readers attaching later are not told. */
+void stream_detach_readers(struct stream *s);
+/* Waits until chunk `seq` exists (STREAM_CHUNK, *out filled), the stream has
+ * ended with no chunk at seq (STREAM_ENDED), the monotonic deadline passes
+ * (STREAM_TIMEOUT) or this reader was detached (STREAM_DETACHED). */
+enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int64_t seq,
+                             int64_t deadline_mono_ms, struct stream_chunk *out);
+
+/* Reaper: forgets ended streams that ended before cutoff (wall ms). */
+void stream_reap(int64_t cutoff_wall_ms);
+/* The session ended: its streams expire, readers see the end. */
+void stream_drop_session(const char *session_id);
+/* How many streams are in memory (for /metrics and tests). */
+size_t stream_count(void);
+
+#endif

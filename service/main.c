@@ -1,0 +1,140 @@
+/* mcpd — entry point: read the settings, open the store, start the core and
+ * the HTTP transport, and wait for SIGTERM/SIGINT to shut down gracefully
+ * (refuse new work, let running requests finish within a grace period, flush
+ * the store, exit 0). */
+#include "builtin.h"
+#include "config.h"
+#include "core.h"
+#include "http.h"
+#include "log.h"
+#include "origin.h"
+#include "store.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#define MCPD_VERSION "0.1.0"
+
+/* Thread-per-connection needs a descriptor per client: take the hard limit. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static enum http_reply_mode reply_mode(const char *name)
+{
+    return strcmp(name, "json") == 0  ? HTTP_REPLY_JSON
+           : strcmp(name, "sse") == 0 ? HTTP_REPLY_SSE
+                                      : HTTP_REPLY_AUTO;
+}
+
+int main(int argc, char **argv)
+{
+    struct config cfg;
+    char err[512];
+    if (config_load(&cfg, argc, argv, err, sizeof err) != 0) {
+        fprintf(stderr, "mcpd: %s\n", err);
+        config_free(&cfg);
+        return 2;
+    }
+    if (cfg.help || cfg.version) {
+        if (cfg.help)
+            config_usage(stdout);
+        else
+            printf("mcpd %s\n", MCPD_VERSION);
+        config_free(&cfg);
+        return 0;
+    }
+    enum log_level level;
+    log_level_parse(cfg.log_level, &level);
+    log_set_level(level);
+    raise_fd_limit();
+
+    /* Signals are taken by sigwait in this thread only; every thread started
+     * from here inherits the mask. SIGPIPE must never kill the server when a
+     * client vanishes mid-write. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int status = 1;
+    struct store *st = NULL;
+    void *backend = NULL;
+    const struct backend_ops *ops = builtin_backend_ops();
+    struct origin_policy *origins = NULL;
+    char *why = NULL;
+    if (store_open(cfg.db, &st, &why) != 0) {
+        fprintf(stderr, "mcpd: %s\n", why ? why : "cannot open the store");
+        goto out;
+    }
+    log_set_store(st);
+    backend = builtin_backend_new();
+    origins = origin_policy_new(cfg.allowed_hosts, cfg.allowed_origins);
+    if (!backend || !origins) {
+        fprintf(stderr, "mcpd: out of memory\n");
+        goto out;
+    }
+    struct core_config cc = {
+        .session_idle_ms = cfg.session_idle_ms,
+        .stream_retention_ms = cfg.stream_retention_ms,
+        .session_max_bytes = cfg.session_max_bytes,
+        .max_workers = (int)cfg.max_workers,
+        .server_name = "mcpd",
+        .server_version = MCPD_VERSION,
+    };
+    if (core_start(&cc, st, ops, backend, &why) != 0) {
+        fprintf(stderr, "mcpd: %s\n", why ? why : "cannot start");
+        goto out;
+    }
+    struct http_config hc = {
+        .host = cfg.host,
+        .port = cfg.port,
+        .max_body = (size_t)cfg.max_body,
+        .reply_mode = reply_mode(cfg.reply_mode),
+        .sse_poll_ms = cfg.sse_poll_ms,
+        .keepalive_ms = cfg.keepalive_ms,
+        .retry_ms = cfg.sse_retry_ms,
+        .connection_limit = (unsigned)cfg.max_connections,
+        .origins = origins,
+    };
+    if (http_start(&hc, &why) != 0) {
+        fprintf(stderr, "mcpd: %s\n", why ? why : "cannot start the HTTP server");
+        core_stop(0);
+        core_cleanup();
+        goto out;
+    }
+    log_event(LOG_INFO, NULL, "listening", "http://%s/mcp db=%s reply-mode=%s", cfg.listen, cfg.db,
+              cfg.reply_mode);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    log_event(LOG_INFO, NULL, "shutting_down", "signal %d", sig);
+    core_stop(cfg.shutdown_grace_ms);
+    http_stop();
+    core_cleanup();
+    status = 0;
+out:
+    free(why);
+    if (backend)
+        ops->destroy(backend);
+    origin_policy_free(origins);
+    log_set_store(NULL);
+    if (st && store_flush(st) != 0)
+        status = 1;
+    store_close(st);
+    if (status == 0)
+        log_event(LOG_INFO, NULL, "stopped", "clean shutdown");
+    config_free(&cfg);
+    return status;
+}

@@ -1,0 +1,655 @@
+/* store — see store.h. */
+#include "store.h"
+#include "store_migrations.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* The writes the writer thread knows, each one prepared statement. */
+enum write_kind {
+    W_SESSION_PUT,
+    W_SESSION_STATE,
+    W_SESSION_TOUCH,
+    W_SESSION_DELETE,
+    W_STREAM_PUT,
+    W_CHUNK,
+    W_STREAM_END,
+    W_LOG,
+    W_PURGE_SESSIONS,
+    W_PURGE_STREAMS,
+    W_PURGE_LOGS,
+    W_COUNT
+};
+
+static const char *const write_sql[W_COUNT] = {
+    [W_SESSION_PUT] = "INSERT OR REPLACE INTO sessions(id, protocol_version, init_params, "
+                      "log_level, initialized, created_ms, last_active_ms) "
+                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [W_SESSION_STATE] = "UPDATE sessions SET log_level = ?2, initialized = ?3 WHERE id = ?1",
+    [W_SESSION_TOUCH] =
+        "UPDATE sessions SET last_active_ms = MAX(last_active_ms, ?2) WHERE id = ?1",
+    [W_SESSION_DELETE] = "DELETE FROM sessions WHERE id = ?1",
+    [W_STREAM_PUT] = "INSERT OR IGNORE INTO streams(id, session_id, kind, request_id, created_ms) "
+                     "VALUES(?1, ?2, ?3, ?4, ?5)",
+    [W_CHUNK] = "INSERT INTO chunks(stream_id, seq, message, is_end, created_ms) "
+                "VALUES(?1, ?2, ?3, ?4, ?5)",
+    [W_STREAM_END] = "UPDATE streams SET state = ?2, ended_ms = ?3 WHERE id = ?1",
+    [W_LOG] = "INSERT INTO logs(ts_ms, level, session_id, event) VALUES(?1, ?2, ?3, ?4)",
+    [W_PURGE_SESSIONS] = "DELETE FROM sessions WHERE last_active_ms < ?1",
+    [W_PURGE_STREAMS] = "DELETE FROM streams WHERE ended_ms IS NOT NULL AND ended_ms < ?1",
+    [W_PURGE_LOGS] = "DELETE FROM logs WHERE ts_ms < ?1",
+};
+
+#define MAX_PARAMS 7
+
+struct param {
+    enum { P_NULL, P_INT, P_TEXT } type;
+    int64_t i;
+    char *s;
+    size_t len;
+};
+
+struct write_op {
+    enum write_kind kind;
+    int nparams;
+    struct param p[MAX_PARAMS];
+    int waited; /* the enqueuer waits and frees; else the writer frees */
+    int done;
+    int rc;
+    struct write_op *next;
+};
+
+struct store {
+    sqlite3 *wdb;        /* writer's connection */
+    sqlite3 *rdb;        /* readers' connection (== wdb for :memory:) */
+    pthread_mutex_t rmu; /* guards rdb, and wdb too when they are one */
+    sqlite3_stmt *stmt[W_COUNT];
+    pthread_t writer;
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;    /* writer: work arrived */
+    pthread_cond_t donecv; /* waiters: a batch committed */
+    struct write_op *head, *tail;
+    uint64_t enqueued, committed; /* flush bookkeeping */
+    int failed_since_flush;
+    int stop;
+    int healthy;
+    int schema_version;
+};
+
+static char *fmt_err(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
+}
+
+static int mkdirs_for(const char *path)
+{
+    char *dup = strdup(path);
+    if (!dup)
+        return -1;
+    for (char *p = dup + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(dup, 0700) != 0 && errno != EEXIST) {
+            free(dup);
+            return -1;
+        }
+        *p = '/';
+    }
+    free(dup);
+    return 0;
+}
+
+static int exec_sql(sqlite3 *db, const char *sql, char **err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        *err = fmt_err("%s", msg ? msg : sqlite3_errmsg(db));
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int open_conn(const char *path, sqlite3 **db, char **err)
+{
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(path, db, flags, NULL) != SQLITE_OK) {
+        *err = fmt_err("cannot open database %s: %s", path,
+                       *db ? sqlite3_errmsg(*db) : "out of memory");
+        sqlite3_close(*db);
+        *db = NULL;
+        return -1;
+    }
+    sqlite3_busy_timeout(*db, 5000);
+    /* NORMAL in WAL mode: a commit survives the process being killed
+     * (SIGKILL); only an OS crash can lose the last commits. */
+    return exec_sql(*db,
+                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                    "PRAGMA foreign_keys=ON;",
+                    err);
+}
+
+static int migrate(struct store *st, char **err)
+{
+    sqlite3_stmt *q;
+    int version = 0;
+    if (sqlite3_prepare_v2(st->wdb, "PRAGMA user_version", -1, &q, NULL) == SQLITE_OK) {
+        if (sqlite3_step(q) == SQLITE_ROW)
+            version = sqlite3_column_int(q, 0);
+        sqlite3_finalize(q);
+    }
+    for (int i = 0; i < store_migrations_count; i++) {
+        const struct store_migration *m = &store_migrations[i];
+        if (m->version <= version)
+            continue;
+        char *e = NULL;
+        char pragma[64];
+        snprintf(pragma, sizeof pragma, "PRAGMA user_version=%d;", m->version);
+        if (exec_sql(st->wdb, "BEGIN IMMEDIATE", &e) || exec_sql(st->wdb, m->sql, &e) ||
+            exec_sql(st->wdb, pragma, &e) || exec_sql(st->wdb, "COMMIT", &e)) {
+            char *ignored = NULL;
+            exec_sql(st->wdb, "ROLLBACK", &ignored);
+            free(ignored);
+            *err = fmt_err("migration %s failed: %s", m->name, e ? e : "?");
+            free(e);
+            return -1;
+        }
+        version = m->version;
+    }
+    st->schema_version = version;
+    return 0;
+}
+
+static void op_free(struct write_op *op)
+{
+    for (int i = 0; i < op->nparams; i++)
+        free(op->p[i].s);
+    free(op);
+}
+
+static int op_run(struct store *st, struct write_op *op)
+{
+    sqlite3_stmt *s = st->stmt[op->kind];
+    for (int i = 0; i < op->nparams; i++) {
+        const struct param *p = &op->p[i];
+        if (p->type == P_INT)
+            sqlite3_bind_int64(s, i + 1, p->i);
+        else if (p->type == P_TEXT)
+            sqlite3_bind_text(s, i + 1, p->s, (int)p->len, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(s, i + 1);
+    }
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    if (rc != SQLITE_DONE) {
+        fprintf(stderr, "level=error event=store_write_failed kind=%d error=\"%s\"\n", op->kind,
+                sqlite3_errmsg(st->wdb));
+        return -1;
+    }
+    return 0;
+}
+
+static void *writer_main(void *arg)
+{
+    struct store *st = arg;
+    for (;;) {
+        pthread_mutex_lock(&st->qmu);
+        while (!st->head && !st->stop)
+            pthread_cond_wait(&st->qcv, &st->qmu);
+        struct write_op *batch = st->head;
+        uint64_t upto = st->enqueued;
+        st->head = st->tail = NULL;
+        int stopping = st->stop;
+        pthread_mutex_unlock(&st->qmu);
+        if (!batch && stopping)
+            break;
+
+        int failed = 0;
+        pthread_mutex_lock(&st->rmu);
+        if (sqlite3_exec(st->wdb, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+            failed = 1;
+        for (struct write_op *op = batch; op && !failed; op = op->next)
+            op->rc = op_run(st, op);
+        if (!failed && sqlite3_exec(st->wdb, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+            sqlite3_exec(st->wdb, "ROLLBACK", NULL, NULL, NULL);
+            failed = 1;
+        }
+        pthread_mutex_unlock(&st->rmu);
+
+        pthread_mutex_lock(&st->qmu);
+        struct write_op *next;
+        for (struct write_op *op = batch; op; op = next) {
+            next = op->next;
+            if (failed)
+                op->rc = -1;
+            if (op->rc)
+                st->failed_since_flush = 1;
+            if (op->waited)
+                op->done = 1;
+            else
+                op_free(op);
+        }
+        st->committed = upto;
+        st->healthy = !failed;
+        pthread_cond_broadcast(&st->donecv);
+        pthread_mutex_unlock(&st->qmu);
+    }
+    return NULL;
+}
+
+/* Builds an op from a format: 'i' int64, 's' text (NULL allowed), 'n' null. */
+static struct write_op *op_new(enum write_kind kind, const char *fmt, va_list ap)
+{
+    struct write_op *op = calloc(1, sizeof *op);
+    if (!op)
+        return NULL;
+    op->kind = kind;
+    for (const char *f = fmt; *f && op->nparams < MAX_PARAMS; f++) {
+        struct param *p = &op->p[op->nparams++];
+        if (*f == 'i') {
+            p->type = P_INT;
+            p->i = va_arg(ap, int64_t);
+        } else if (*f == 's' || *f == 'b') {
+            const char *s = va_arg(ap, const char *);
+            size_t len = *f == 'b' ? va_arg(ap, size_t) : (s ? strlen(s) : 0);
+            if (!s) {
+                p->type = P_NULL;
+                continue;
+            }
+            p->type = P_TEXT;
+            p->s = malloc(len + 1);
+            if (!p->s) {
+                op_free(op);
+                return NULL;
+            }
+            memcpy(p->s, s, len);
+            p->s[len] = '\0';
+            p->len = len;
+        } else {
+            p->type = P_NULL;
+        }
+    }
+    return op;
+}
+
+/* Enqueues a write; with wait, blocks until it is committed and returns its
+ * result. */
+static int enqueue(struct store *st, int wait, enum write_kind kind, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    struct write_op *op = op_new(kind, fmt, ap);
+    va_end(ap);
+    if (!op)
+        return -1;
+    op->waited = wait;
+    pthread_mutex_lock(&st->qmu);
+    if (st->stop) {
+        pthread_mutex_unlock(&st->qmu);
+        op_free(op);
+        return -1;
+    }
+    if (st->tail)
+        st->tail->next = op;
+    else
+        st->head = op;
+    st->tail = op;
+    st->enqueued++;
+    pthread_cond_signal(&st->qcv);
+    int rc = 0;
+    if (wait) {
+        while (!op->done)
+            pthread_cond_wait(&st->donecv, &st->qmu);
+        rc = op->rc;
+    }
+    pthread_mutex_unlock(&st->qmu);
+    if (wait)
+        op_free(op);
+    return rc;
+}
+
+int store_open(const char *path, struct store **out, char **err)
+{
+    *out = NULL;
+    *err = NULL;
+    int memory = strcmp(path, ":memory:") == 0;
+    if (!memory && mkdirs_for(path) != 0) {
+        *err = fmt_err("cannot create the folder for %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct store *st = calloc(1, sizeof *st);
+    if (!st) {
+        *err = fmt_err("out of memory");
+        return -1;
+    }
+    pthread_mutex_init(&st->rmu, NULL);
+    pthread_mutex_init(&st->qmu, NULL);
+    pthread_cond_init(&st->qcv, NULL);
+    pthread_cond_init(&st->donecv, NULL);
+    if (open_conn(path, &st->wdb, err) || migrate(st, err))
+        goto fail;
+    if (memory)
+        st->rdb = st->wdb;
+    else if (open_conn(path, &st->rdb, err))
+        goto fail;
+    for (int k = 0; k < W_COUNT; k++) {
+        if (sqlite3_prepare_v3(st->wdb, write_sql[k], -1, SQLITE_PREPARE_PERSISTENT, &st->stmt[k],
+                               NULL) != SQLITE_OK) {
+            *err = fmt_err("prepare failed: %s", sqlite3_errmsg(st->wdb));
+            goto fail;
+        }
+    }
+    if (pthread_create(&st->writer, NULL, writer_main, st) != 0) {
+        *err = fmt_err("cannot start the store writer thread");
+        goto fail;
+    }
+    st->healthy = 1;
+    *out = st;
+    return 0;
+fail:
+    for (int k = 0; k < W_COUNT; k++)
+        sqlite3_finalize(st->stmt[k]);
+    if (st->rdb && st->rdb != st->wdb)
+        sqlite3_close(st->rdb);
+    sqlite3_close(st->wdb);
+    free(st);
+    return -1;
+}
+
+void store_close(struct store *st)
+{
+    if (!st)
+        return;
+    pthread_mutex_lock(&st->qmu);
+    st->stop = 1;
+    pthread_cond_signal(&st->qcv);
+    pthread_mutex_unlock(&st->qmu);
+    pthread_join(st->writer, NULL);
+    for (int k = 0; k < W_COUNT; k++)
+        sqlite3_finalize(st->stmt[k]);
+    if (st->rdb != st->wdb)
+        sqlite3_close(st->rdb);
+    sqlite3_close(st->wdb);
+    pthread_mutex_destroy(&st->rmu);
+    pthread_mutex_destroy(&st->qmu);
+    pthread_cond_destroy(&st->qcv);
+    pthread_cond_destroy(&st->donecv);
+    free(st);
+}
+
+int store_ready(struct store *st)
+{
+    pthread_mutex_lock(&st->qmu);
+    int ok = st->healthy && !st->stop &&
+             st->schema_version == store_migrations[store_migrations_count - 1].version;
+    pthread_mutex_unlock(&st->qmu);
+    return ok;
+}
+
+int store_schema_version(struct store *st)
+{
+    return st->schema_version;
+}
+
+int store_flush(struct store *st)
+{
+    pthread_mutex_lock(&st->qmu);
+    uint64_t target = st->enqueued;
+    while (st->committed < target && !(st->stop && !st->head))
+        pthread_cond_wait(&st->donecv, &st->qmu);
+    int rc = st->failed_since_flush ? -1 : 0;
+    st->failed_since_flush = 0;
+    pthread_mutex_unlock(&st->qmu);
+    return rc;
+}
+
+/* ---- writes ---- */
+
+int store_session_put(struct store *st, const struct store_session *s)
+{
+    return enqueue(st, 1, W_SESSION_PUT, "ssssiii", s->id, s->protocol_version, s->init_params,
+                   s->log_level, (int64_t)s->initialized, s->created_ms, s->last_active_ms);
+}
+
+int store_session_set_state(struct store *st, const char *id, const char *log_level,
+                            int initialized)
+{
+    return enqueue(st, 0, W_SESSION_STATE, "ssi", id, log_level, (int64_t)initialized);
+}
+
+int store_session_touch(struct store *st, const char *id, int64_t now_ms)
+{
+    return enqueue(st, 0, W_SESSION_TOUCH, "si", id, now_ms);
+}
+
+int store_session_delete(struct store *st, const char *id)
+{
+    return enqueue(st, 1, W_SESSION_DELETE, "s", id);
+}
+
+int store_stream_put(struct store *st, const char *id, const char *session_id, const char *kind,
+                     const char *request_id, int64_t now_ms)
+{
+    return enqueue(st, 0, W_STREAM_PUT, "ssssi", id, session_id, kind, request_id, now_ms);
+}
+
+int store_append(struct store *st, const char *stream_id, int64_t seq, const char *msg, size_t len,
+                 const char *end_state, int64_t now_ms)
+{
+    if (end_state) {
+        /* Both rows in the same group: enqueue the first without waiting. */
+        if (enqueue(st, 0, W_CHUNK, "sibii", stream_id, seq, msg, len, (int64_t)1, now_ms))
+            return -1;
+        return enqueue(st, 1, W_STREAM_END, "ssi", stream_id, end_state, now_ms);
+    }
+    return enqueue(st, 1, W_CHUNK, "sibii", stream_id, seq, msg, len, (int64_t)0, now_ms);
+}
+
+int store_stream_end(struct store *st, const char *stream_id, const char *state, int64_t now_ms)
+{
+    return enqueue(st, 1, W_STREAM_END, "ssi", stream_id, state, now_ms);
+}
+
+int store_log(struct store *st, int64_t ts_ms, const char *level, const char *session_id,
+              const char *event)
+{
+    return enqueue(st, 0, W_LOG, "isss", ts_ms, level, session_id, event);
+}
+
+int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cutoff_ms,
+                int64_t log_cutoff_ms)
+{
+    if (enqueue(st, 0, W_PURGE_SESSIONS, "i", session_cutoff_ms) ||
+        enqueue(st, 0, W_PURGE_STREAMS, "i", stream_cutoff_ms))
+        return -1;
+    return enqueue(st, 1, W_PURGE_LOGS, "i", log_cutoff_ms);
+}
+
+/* ---- reads ---- */
+
+static char *col_dup(sqlite3_stmt *q, int col)
+{
+    const unsigned char *t = sqlite3_column_text(q, col);
+    return t ? strdup((const char *)t) : NULL;
+}
+
+/* Prepares a read on rdb with the lock held; the caller must call
+ * read_end. */
+static sqlite3_stmt *read_begin(struct store *st, const char *sql)
+{
+    pthread_mutex_lock(&st->rmu);
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(st->rdb, sql, -1, &q, NULL) != SQLITE_OK) {
+        pthread_mutex_unlock(&st->rmu);
+        return NULL;
+    }
+    return q;
+}
+
+static void read_end(struct store *st, sqlite3_stmt *q)
+{
+    sqlite3_finalize(q);
+    pthread_mutex_unlock(&st->rmu);
+}
+
+void store_session_free(struct store_session *s)
+{
+    free(s->id);
+    free(s->protocol_version);
+    free(s->init_params);
+    free(s->log_level);
+    memset(s, 0, sizeof *s);
+}
+
+int store_session_get(struct store *st, const char *id, struct store_session *out)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *q = read_begin(st, "SELECT id, protocol_version, init_params, log_level, "
+                                     "initialized, created_ms, last_active_ms FROM sessions "
+                                     "WHERE id = ?1");
+    if (!q)
+        return -1;
+    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    int result = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? 1 : -1;
+    if (result == 0) {
+        out->id = col_dup(q, 0);
+        out->protocol_version = col_dup(q, 1);
+        out->init_params = col_dup(q, 2);
+        out->log_level = col_dup(q, 3);
+        out->initialized = sqlite3_column_int(q, 4);
+        out->created_ms = sqlite3_column_int64(q, 5);
+        out->last_active_ms = sqlite3_column_int64(q, 6);
+        if (!out->id || !out->protocol_version || !out->init_params || !out->log_level) {
+            store_session_free(out);
+            result = -1;
+        }
+    }
+    read_end(st, q);
+    return result;
+}
+
+int64_t store_session_bytes(struct store *st, const char *id)
+{
+    sqlite3_stmt *q = read_begin(st, "SELECT COALESCE(SUM(LENGTH(c.message)), 0) FROM chunks c "
+                                     "JOIN streams s ON s.id = c.stream_id "
+                                     "WHERE s.session_id = ?1");
+    if (!q)
+        return -1;
+    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+    int64_t n = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
+    read_end(st, q);
+    return n;
+}
+
+void store_stream_free(struct store_stream *s)
+{
+    free(s->id);
+    free(s->session_id);
+    free(s->kind);
+    free(s->request_id);
+    free(s->state);
+    memset(s, 0, sizeof *s);
+}
+
+int store_stream_get(struct store *st, const char *id, struct store_stream *out,
+                     store_chunk_cb chunk_cb, void *arg)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *q = read_begin(st, "SELECT id, session_id, kind, request_id, state, "
+                                     "COALESCE(ended_ms, 0) FROM streams WHERE id = ?1");
+    if (!q)
+        return -1;
+    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc != SQLITE_ROW) {
+        read_end(st, q);
+        return rc == SQLITE_DONE ? 1 : -1;
+    }
+    out->id = col_dup(q, 0);
+    out->session_id = col_dup(q, 1);
+    out->kind = col_dup(q, 2);
+    out->request_id = col_dup(q, 3);
+    out->state = col_dup(q, 4);
+    out->ended_ms = sqlite3_column_int64(q, 5);
+    sqlite3_finalize(q);
+    int result = 0;
+    if (sqlite3_prepare_v2(st->rdb,
+                           "SELECT seq, message, is_end FROM chunks WHERE stream_id = ?1 "
+                           "ORDER BY seq",
+                           -1, &q, NULL) != SQLITE_OK) {
+        pthread_mutex_unlock(&st->rmu);
+        store_stream_free(out);
+        return -1;
+    }
+    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
+        chunk_cb(arg, sqlite3_column_int64(q, 0), (const char *)sqlite3_column_text(q, 1),
+                 (size_t)sqlite3_column_bytes(q, 1), sqlite3_column_int(q, 2));
+    if (rc != SQLITE_DONE)
+        result = -1;
+    read_end(st, q);
+    if (result)
+        store_stream_free(out);
+    return result;
+}
+
+int store_streams_unfinished(struct store *st, store_open_stream_cb cb, void *arg)
+{
+    sqlite3_stmt *q = read_begin(st, "SELECT s.id, s.session_id, s.request_id, "
+                                     "COALESCE((SELECT MAX(seq) + 1 FROM chunks c "
+                                     "WHERE c.stream_id = s.id), 0) "
+                                     "FROM streams s WHERE s.kind = 'request' AND "
+                                     "s.state = 'active'");
+    if (!q)
+        return -1;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
+        cb(arg, (const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1),
+           (const char *)sqlite3_column_text(q, 2), sqlite3_column_int64(q, 3));
+    read_end(st, q);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+int store_session_standalone(struct store *st, const char *session_id, char **id_out)
+{
+    *id_out = NULL;
+    sqlite3_stmt *q = read_begin(st, "SELECT id FROM streams WHERE session_id = ?1 AND "
+                                     "kind = 'standalone' ORDER BY created_ms LIMIT 1");
+    if (!q)
+        return -1;
+    sqlite3_bind_text(q, 1, session_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    int result = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? 1 : -1;
+    if (result == 0 && !(*id_out = col_dup(q, 0)))
+        result = -1;
+    read_end(st, q);
+    return result;
+}
+
+int store_sessions_idle(struct store *st, int64_t cutoff_ms, store_id_cb cb, void *arg)
+{
+    sqlite3_stmt *q = read_begin(st, "SELECT id FROM sessions WHERE last_active_ms < ?1");
+    if (!q)
+        return -1;
+    sqlite3_bind_int64(q, 1, cutoff_ms);
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
+        cb(arg, (const char *)sqlite3_column_text(q, 0));
+    read_end(st, q);
+    return rc == SQLITE_DONE ? 0 : -1;
+}

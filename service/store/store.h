@@ -1,0 +1,118 @@
+/* store — the only module that speaks SQL.
+ *
+ * One SQLite database in WAL mode holds sessions, their streams, the chunks
+ * (messages) of each stream, and the event log. The schema comes from the
+ * migrations embedded at build time (store_migrations.h) and is brought up to
+ * date by store_open.
+ *
+ * Writes go through a single writer thread. Callers enqueue a write and
+ * either return at once (touches, logs, stream rows) or wait until it has
+ * been committed (chunks, session creation, deletes). The writer takes
+ * everything queued since its last commit and commits it as one transaction,
+ * so many concurrent appenders share one commit (group commit). The queue is
+ * FIFO, so a stream row always lands before its chunks.
+ *
+ * Reads run on a second connection under a mutex; WAL lets them proceed
+ * while the writer commits. With path ":memory:" both roles share one
+ * connection, which gives a throwaway store for quick runs and children.
+ *
+ * All SQL uses bound parameters. Strings returned by the read functions are
+ * heap copies owned by the caller (free() them, or the *_free helper). */
+#ifndef MCPD_STORE_H
+#define MCPD_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+
+/* Opens (creating the file and its folder if missing) and migrates. On
+ * failure returns -1 and sets *err to a message the caller frees. */
+int store_open(const char *path, struct store **out, char **err);
+/* Commits everything still queued, stops the writer and closes. */
+void store_close(struct store *st);
+/* 1 when the writer is healthy and migrations are applied. */
+int store_ready(struct store *st);
+int store_schema_version(struct store *st);
+
+/* Waits until every write enqueued before this call is committed.
+ * Returns 0, or -1 if any of them failed. */
+int store_flush(struct store *st);
+
+struct store_session {
+    char *id;
+    char *protocol_version;
+    char *init_params; /* JSON text of the client's initialize params */
+    char *log_level;
+    int initialized;
+    int64_t created_ms;
+    int64_t last_active_ms;
+};
+void store_session_free(struct store_session *s);
+
+/* Inserts or replaces the row and waits for the commit. */
+int store_session_put(struct store *st, const struct store_session *s);
+/* Async updates. */
+int store_session_set_state(struct store *st, const char *id, const char *log_level,
+                            int initialized);
+int store_session_touch(struct store *st, const char *id, int64_t now_ms);
+/* Deletes the session with its streams and chunks; waits for the commit. */
+int store_session_delete(struct store *st, const char *id);
+/* 0 found (fields filled, caller frees with store_session_free), 1 not
+ * found, -1 error. */
+int store_session_get(struct store *st, const char *id, struct store_session *out);
+/* Bytes of chunk text stored for the session, or -1. */
+int64_t store_session_bytes(struct store *st, const char *id);
+
+/* Async: the stream row. kind is "request" or "standalone"; request_id is
+ * the JSON text of the request id, or NULL. */
+int store_stream_put(struct store *st, const char *id, const char *session_id, const char *kind,
+                     const char *request_id, int64_t now_ms);
+/* Appends chunk `seq` and waits for the commit. When end_state is not NULL
+ * the stream ends with this chunk and takes that state. */
+int store_append(struct store *st, const char *stream_id, int64_t seq, const char *msg, size_t len,
+                 const char *end_state, int64_t now_ms);
+/* Ends a stream without a chunk; waits for the commit. */
+int store_stream_end(struct store *st, const char *stream_id, const char *state, int64_t now_ms);
+
+struct store_stream {
+    char *id;
+    char *session_id;
+    char *kind;
+    char *request_id; /* may be NULL */
+    char *state;
+    int64_t ended_ms; /* 0 while active */
+};
+void store_stream_free(struct store_stream *s);
+
+/* 0 found, 1 not found, -1 error. Then calls chunk_cb for every chunk in
+ * seq order; `msg` is only valid during the call. */
+typedef void (*store_chunk_cb)(void *arg, int64_t seq, const char *msg, size_t len, int is_end);
+int store_stream_get(struct store *st, const char *id, struct store_stream *out,
+                     store_chunk_cb chunk_cb, void *arg);
+
+/* Calls cb for each request stream still 'active' (i.e. in flight when the
+ * previous process died), with the next free seq. */
+typedef void (*store_open_stream_cb)(void *arg, const char *stream_id, const char *session_id,
+                                     const char *request_id, int64_t next_seq);
+int store_streams_unfinished(struct store *st, store_open_stream_cb cb, void *arg);
+
+/* The standalone stream of a session, if any: 0 found (*id_out malloc'd),
+ * 1 none, -1 error. */
+int store_session_standalone(struct store *st, const char *session_id, char **id_out);
+
+/* Async: one event-log row. session_id may be NULL. */
+int store_log(struct store *st, int64_t ts_ms, const char *level, const char *session_id,
+              const char *event);
+
+/* Deletes sessions idle since before session_cutoff_ms (with their streams)
+ * and streams ended before stream_cutoff_ms, and logs older than
+ * log_cutoff_ms. Waits for the commit. */
+int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cutoff_ms,
+                int64_t log_cutoff_ms);
+
+/* Sessions idle since before cutoff: cb gets each id. */
+typedef void (*store_id_cb)(void *arg, const char *id);
+int store_sessions_idle(struct store *st, int64_t cutoff_ms, store_id_cb cb, void *arg);
+
+#endif

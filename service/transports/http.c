@@ -1,0 +1,648 @@
+/* http — see http.h. */
+#include "http.h"
+#include "clock.h"
+#include "core.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "origin.h"
+#include "protocol.h"
+#include "session.h"
+#include "sse.h"
+#include "stream.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <ulfius.h>
+
+/* How long a POST in JSON mode waits for its response before giving up and
+ * telling the client to resume the stream with GET. */
+#define JSON_WAIT_MS 300000
+/* In auto mode: a reply that is complete within this time is sent as JSON;
+ * anything slower, or anything preceded by other messages, becomes SSE. */
+#define AUTO_WAIT_MS 30
+#define SSE_BLOCK 16384
+#define MHD_STACK (256 * 1024)
+
+static struct {
+    struct _u_instance inst;
+    struct http_config cfg;
+    struct sockaddr_storage addr;
+    int started;
+} http;
+
+/* ---- responses ---- */
+
+static void send_json(struct _u_response *resp, unsigned status, json_t *body)
+{
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    ulfius_set_string_body_response(resp, status, text ? text : "{}");
+    u_map_put(resp->map_header, "Content-Type", "application/json");
+    free(text);
+}
+
+static int fail(struct _u_response *resp, unsigned status, int code, const char *message)
+{
+    send_json(resp, status, jsonrpc_error(NULL, code, message, NULL));
+    return U_CALLBACK_COMPLETE;
+}
+
+static unsigned reason_status(enum core_reason r)
+{
+    return r == CORE_NOT_FOUND ? 404 : r == CORE_UNAVAILABLE ? 503 : 400;
+}
+
+/* ---- request checks ---- */
+
+static const char *header(const struct _u_request *req, const char *name)
+{
+    return u_map_get_case(req->map_header, name);
+}
+
+/* 1 if the Accept header lists `type` (or a wildcard covering it). */
+static int accepts(const struct _u_request *req, const char *type)
+{
+    const char *accept = header(req, "Accept");
+    if (!accept)
+        return 0;
+    char major[32];
+    size_t mlen = strcspn(type, "/");
+    snprintf(major, sizeof major, "%.*s/*", (int)mlen, type);
+    const char *p = accept;
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t len = strcspn(p, ",;");
+        if ((len == strlen(type) && strncasecmp(p, type, len) == 0) ||
+            (len == 3 && strncmp(p, "*/*", 3) == 0) ||
+            (len == strlen(major) && strncasecmp(p, major, len) == 0))
+            return 1;
+        p += strcspn(p, ",");
+    }
+    return 0;
+}
+
+/* Host and Origin, before anything else (DNS rebinding). */
+static int origin_ok(const struct _u_request *req, struct _u_response *resp)
+{
+    if (!origin_host_allowed(http.cfg.origins, header(req, "Host"))) {
+        fail(resp, 403, JSONRPC_SERVER_ERROR, "Forbidden: Host header not allowed");
+        return 0;
+    }
+    if (!origin_origin_allowed(http.cfg.origins, header(req, "Origin"))) {
+        fail(resp, 403, JSONRPC_SERVER_ERROR, "Forbidden: Origin not allowed");
+        return 0;
+    }
+    return 1;
+}
+
+static int version_ok(const struct _u_request *req, struct _u_response *resp)
+{
+    const char *v = header(req, "MCP-Protocol-Version");
+    if (v && !protocol_supported(v)) {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "Bad Request: Unsupported protocol version %.40s (supported: "
+                 "2025-03-26, 2025-06-18, 2025-11-25)",
+                 v);
+        fail(resp, 400, JSONRPC_SERVER_ERROR, msg);
+        return 0;
+    }
+    return 1;
+}
+
+/* Finds the session named by Mcp-Session-Id: 400 without one, 404 when it
+ * is unknown, expired or deleted. */
+static struct session *session_of(const struct _u_request *req, struct _u_response *resp)
+{
+    const char *sid = header(req, "Mcp-Session-Id");
+    if (!sid || !*sid) {
+        fail(resp, 400, JSONRPC_SERVER_ERROR, "Bad Request: Mcp-Session-Id header is required");
+        return NULL;
+    }
+    struct session *s = session_find(sid);
+    if (!s)
+        fail(resp, 404, JSONRPC_SESSION_NOT_FOUND, "Session not found");
+    return s;
+}
+
+/* ---- SSE writer ---- */
+
+struct reader {
+    struct stream *stream;
+    struct session *session;
+    struct stream_reader token;
+    int64_t next;
+    int polling;        /* client understands priming events and retry: */
+    int standalone_get; /* holds the session's GET slot */
+    int primed, done;
+    int64_t poll_deadline;
+    struct sse_buf buf;
+};
+
+static void event_id(char *out, size_t cap, const struct stream *st, int64_t seq)
+{
+    snprintf(out, cap, "%s:%lld", stream_id(st), (long long)seq);
+}
+
+/* Parses "<stream id>:<seq>" from Last-Event-ID. */
+static int event_id_parse(const char *id, char *stream_out, size_t cap, int64_t *seq)
+{
+    const char *colon = strrchr(id, ':');
+    if (!colon || colon == id || (size_t)(colon - id) >= cap)
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(colon + 1, &end, 10);
+    if (errno || end == colon + 1 || *end || v < -1)
+        return -1;
+    memcpy(stream_out, id, (size_t)(colon - id));
+    stream_out[colon - id] = '\0';
+    *seq = v;
+    return 0;
+}
+
+static void prime(struct reader *r)
+{
+    r->primed = 1;
+    if (r->polling) {
+        char id[96];
+        event_id(id, sizeof id, r->stream, r->next - 1);
+        sse_event(&r->buf, id, http.cfg.retry_ms, "", 0);
+    } else {
+        sse_comment(&r->buf, "stream open");
+    }
+}
+
+static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    struct reader *r = ud;
+    for (;;) {
+        if (sse_pending(&r->buf))
+            return (ssize_t)sse_drain(&r->buf, out, max);
+        if (r->done)
+            return U_STREAM_END;
+        if (!r->primed) {
+            prime(r);
+            continue;
+        }
+        int64_t deadline = clock_mono_ms() + http.cfg.keepalive_ms;
+        if (r->poll_deadline && r->poll_deadline < deadline)
+            deadline = r->poll_deadline;
+        struct stream_chunk ch;
+        switch (stream_read(r->stream, &r->token, r->next, deadline, &ch)) {
+        case STREAM_CHUNK: {
+            char id[96];
+            event_id(id, sizeof id, r->stream, ch.seq);
+            if (sse_event(&r->buf, id, -1, ch.msg, ch.len) != 0)
+                return U_STREAM_ERROR;
+            r->next = ch.seq + 1;
+            r->done = ch.is_end;
+            session_touch(r->session);
+            break;
+        }
+        case STREAM_POLL:
+            /* Only clients that were told how to come back may be cut off. */
+            r->done = r->polling;
+            break;
+        case STREAM_ENDED:
+        case STREAM_DETACHED:
+            r->done = 1;
+            break;
+        case STREAM_TIMEOUT:
+            if (r->poll_deadline && clock_mono_ms() >= r->poll_deadline) {
+                r->done = 1;
+            } else {
+                /* Keeps proxies from timing out, and a write to a vanished
+                 * client fails here, which ends this connection. */
+                sse_comment(&r->buf, "keepalive");
+                session_touch(r->session);
+            }
+            break;
+        }
+    }
+}
+
+static void sse_free(void *ud)
+{
+    struct reader *r = ud;
+    if (r->standalone_get) {
+        session_set_get_cursor(r->session, r->next);
+        session_get_release(r->session);
+    }
+    stream_unref(r->stream);
+    session_unref(r->session);
+    sse_buf_free(&r->buf);
+    free(r);
+}
+
+/* Answers with an SSE stream following `st` from seq `from`. Takes over the
+ * caller's references to st; borrows s. */
+static int start_sse(struct _u_response *resp, struct session *s, struct stream *st,
+                     const struct stream_reader *token, int64_t from, int standalone_get)
+{
+    struct reader *r = calloc(1, sizeof *r);
+    if (!r) {
+        stream_unref(st);
+        if (standalone_get)
+            session_get_release(s);
+        return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
+    }
+    session_ref(s);
+    r->session = s;
+    r->stream = st;
+    if (token)
+        r->token = *token;
+    else
+        stream_attach(st, &r->token);
+    r->next = from;
+    r->standalone_get = standalone_get;
+    r->polling = protocol_has_sse_polling(session_protocol(s));
+    if (r->polling && http.cfg.sse_poll_ms > 0)
+        r->poll_deadline = clock_mono_ms() + http.cfg.sse_poll_ms;
+    if (ulfius_set_stream_response(resp, 200, sse_write, sse_free, U_STREAM_SIZE_UNKNOWN, SSE_BLOCK,
+                                   r) != U_OK) {
+        sse_free(r);
+        return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Could not start the event stream");
+    }
+    u_map_put(resp->map_header, "Content-Type", "text/event-stream");
+    u_map_put(resp->map_header, "Cache-Control", "no-cache, no-transform");
+    u_map_put(resp->map_header, "X-Accel-Buffering", "no");
+    return U_CALLBACK_COMPLETE;
+}
+
+/* Sends one stored message as the JSON body. */
+static int send_chunk_json(struct _u_response *resp, const struct stream_chunk *ch)
+{
+    ulfius_set_binary_body_response(resp, 200, ch->msg, ch->len);
+    u_map_put(resp->map_header, "Content-Type", "application/json");
+    return U_CALLBACK_COMPLETE;
+}
+
+/* Waits for the stream's final message (skipping what precedes it). Returns
+ * the stream_read outcome; on STREAM_CHUNK *ch is the final message. */
+static enum stream_wait wait_final(struct stream *st, struct stream_reader *tok, int64_t deadline,
+                                   struct stream_chunk *ch)
+{
+    int64_t seq = 0;
+    for (;;) {
+        enum stream_wait w = stream_read(st, tok, seq, deadline, ch);
+        if (w == STREAM_POLL)
+            continue;
+        if (w != STREAM_CHUNK || ch->is_end)
+            return w;
+        seq = ch->seq + 1;
+    }
+}
+
+/* The reply to a request: JSON or SSE, per the reply mode. Consumes the
+ * reference to st. */
+static int reply_stream(struct _u_response *resp, struct session *s, struct stream *st)
+{
+    struct stream_reader tok;
+    stream_attach(st, &tok);
+    struct stream_chunk ch;
+    int rc;
+    if (http.cfg.reply_mode == HTTP_REPLY_JSON) {
+        enum stream_wait w = wait_final(st, &tok, clock_mono_ms() + JSON_WAIT_MS, &ch);
+        if (w == STREAM_CHUNK)
+            rc = send_chunk_json(resp, &ch);
+        else if (w == STREAM_ENDED)
+            rc = (ulfius_set_empty_body_response(resp, 202), U_CALLBACK_COMPLETE);
+        else
+            rc = fail(resp, 503, JSONRPC_SERVER_ERROR,
+                      "The reply is not ready; resume the stream with GET and Last-Event-ID");
+        stream_unref(st);
+        return rc;
+    }
+    if (http.cfg.reply_mode == HTTP_REPLY_AUTO) {
+        enum stream_wait w = stream_read(st, &tok, 0, clock_mono_ms() + AUTO_WAIT_MS, &ch);
+        if (w == STREAM_CHUNK && ch.is_end) {
+            rc = send_chunk_json(resp, &ch);
+            stream_unref(st);
+            return rc;
+        }
+        if (w == STREAM_ENDED) {
+            stream_unref(st);
+            ulfius_set_empty_body_response(resp, 202);
+            return U_CALLBACK_COMPLETE;
+        }
+        if (w == STREAM_POLL)
+            stream_detach_readers(st); /* re-arm it for the SSE reader */
+    }
+    return start_sse(resp, s, st, &tok, 0, 0);
+}
+
+static int respond(struct _u_response *resp, struct session *s, struct core_reply *r)
+{
+    int rc;
+    if (r->kind == CORE_ACCEPTED) {
+        ulfius_set_empty_body_response(resp, 202);
+        rc = U_CALLBACK_COMPLETE;
+    } else if (r->kind == CORE_REJECTED) {
+        send_json(resp, reason_status(r->reason), r->error);
+        r->error = NULL;
+        rc = U_CALLBACK_COMPLETE;
+    } else {
+        rc = reply_stream(resp, s, r->stream);
+        r->stream = NULL;
+    }
+    core_reply_clear(r);
+    return rc;
+}
+
+/* ---- POST ---- */
+
+/* 2025-03-26 batches: every request's final message, in one JSON array. */
+static int post_batch(struct _u_response *resp, struct session *s, json_t *batch)
+{
+    if (!protocol_allows_batch(session_protocol(s)))
+        return fail(resp, 400, JSONRPC_INVALID_REQUEST,
+                    "Invalid Request: batches are only accepted on 2025-03-26 sessions");
+    json_t *out = json_array();
+    size_t n = json_array_size(batch);
+    struct stream **streams = calloc(n ? n : 1, sizeof *streams);
+    size_t nstreams = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *msg = json_array_get(batch, i);
+        struct jsonrpc_msg m;
+        struct jsonrpc_error err;
+        if (jsonrpc_classify(msg, &m, &err) != 0) {
+            json_array_append_new(out, jsonrpc_error(NULL, err.code, err.message, NULL));
+            continue;
+        }
+        if (m.kind == JSONRPC_REQUEST && strcmp(m.method, "initialize") == 0) {
+            json_array_append_new(out, jsonrpc_error(m.id, JSONRPC_INVALID_REQUEST,
+                                                     "initialize must not be batched", NULL));
+            continue;
+        }
+        struct core_reply r;
+        core_submit(s, msg, &m, &r);
+        if (r.kind == CORE_REJECTED) {
+            json_array_append(out, r.error);
+        } else if (r.kind == CORE_STREAM && streams) {
+            streams[nstreams++] = r.stream;
+            r.stream = NULL;
+        }
+        core_reply_clear(&r);
+    }
+    int64_t deadline = clock_mono_ms() + JSON_WAIT_MS;
+    for (size_t i = 0; i < nstreams; i++) {
+        struct stream_reader tok;
+        struct stream_chunk ch;
+        stream_attach(streams[i], &tok);
+        if (wait_final(streams[i], &tok, deadline, &ch) == STREAM_CHUNK)
+            json_array_append_new(out, json_loadb(ch.msg, ch.len, 0, NULL));
+        stream_unref(streams[i]);
+    }
+    free(streams);
+    if (json_array_size(out) == 0) {
+        json_decref(out);
+        ulfius_set_empty_body_response(resp, 202);
+        return U_CALLBACK_COMPLETE;
+    }
+    send_json(resp, 200, out);
+    return U_CALLBACK_COMPLETE;
+}
+
+static int on_post(const struct _u_request *req, struct _u_response *resp, void *ud)
+{
+    (void)ud;
+    if (!origin_ok(req, resp))
+        return U_CALLBACK_COMPLETE;
+    if (!accepts(req, "application/json") || !accepts(req, "text/event-stream"))
+        return fail(resp, 406, JSONRPC_SERVER_ERROR,
+                    "Not Acceptable: Accept must list application/json and text/event-stream");
+    const char *ctype = header(req, "Content-Type");
+    if (!ctype || strncasecmp(ctype, "application/json", 16) != 0 ||
+        (ctype[16] && ctype[16] != ';' && ctype[16] != ' '))
+        return fail(resp, 415, JSONRPC_SERVER_ERROR,
+                    "Unsupported Media Type: Content-Type must be application/json");
+    const char *clen = header(req, "Content-Length");
+    if ((clen && strtoull(clen, NULL, 10) > http.cfg.max_body) ||
+        req->binary_body_length > http.cfg.max_body) {
+        char msg[120];
+        snprintf(msg, sizeof msg, "Payload Too Large: the limit is %zu bytes", http.cfg.max_body);
+        return fail(resp, 413, JSONRPC_SERVER_ERROR, msg);
+    }
+    if (!version_ok(req, resp))
+        return U_CALLBACK_COMPLETE;
+
+    struct jsonrpc_error err;
+    json_t *root = req->binary_body_length
+                       ? jsonrpc_parse(req->binary_body, req->binary_body_length, &err)
+                       : NULL;
+    if (!root) {
+        if (!req->binary_body_length)
+            return fail(resp, 400, JSONRPC_PARSE_ERROR, "Parse error: empty body");
+        return fail(resp, 400, err.code, err.message);
+    }
+    int rc;
+    if (json_is_array(root)) {
+        if (json_array_size(root) == 0) {
+            rc = fail(resp, 400, JSONRPC_INVALID_REQUEST, "Invalid Request: empty batch");
+        } else {
+            struct session *s = session_of(req, resp);
+            rc = s ? post_batch(resp, s, root) : U_CALLBACK_COMPLETE;
+            session_unref(s);
+        }
+        json_decref(root);
+        return rc;
+    }
+    struct jsonrpc_msg m;
+    if (jsonrpc_classify(root, &m, &err) != 0) {
+        json_decref(root);
+        return fail(resp, 400, err.code, err.message);
+    }
+    struct core_reply r;
+    if (m.kind == JSONRPC_REQUEST && strcmp(m.method, "initialize") == 0) {
+        if (header(req, "Mcp-Session-Id")) {
+            json_decref(root);
+            return fail(resp, 400, JSONRPC_INVALID_REQUEST,
+                        "Invalid Request: initialize must be sent without Mcp-Session-Id");
+        }
+        core_initialize(root, &m, &r);
+        struct session *s = r.session;
+        if (s) {
+            session_ref(s);
+            u_map_put(resp->map_header, "Mcp-Session-Id", session_id(s));
+        }
+        rc = respond(resp, s, &r);
+        session_unref(s);
+    } else {
+        struct session *s = session_of(req, resp);
+        if (s) {
+            core_submit(s, root, &m, &r);
+            rc = respond(resp, s, &r);
+            session_unref(s);
+        } else {
+            rc = U_CALLBACK_COMPLETE;
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* ---- GET ---- */
+
+static int on_get(const struct _u_request *req, struct _u_response *resp, void *ud)
+{
+    (void)ud;
+    if (!origin_ok(req, resp))
+        return U_CALLBACK_COMPLETE;
+    if (!accepts(req, "text/event-stream"))
+        return fail(resp, 406, JSONRPC_SERVER_ERROR,
+                    "Not Acceptable: Accept must list text/event-stream");
+    if (!version_ok(req, resp))
+        return U_CALLBACK_COMPLETE;
+    struct session *s = session_of(req, resp);
+    if (!s)
+        return U_CALLBACK_COMPLETE;
+    int rc;
+    const char *last = header(req, "Last-Event-ID");
+    if (last) {
+        char sid[80];
+        int64_t seq;
+        struct stream *st =
+            event_id_parse(last, sid, sizeof sid, &seq) == 0 ? stream_find(sid) : NULL;
+        if (!st || strcmp(stream_session(st), session_id(s)) != 0) {
+            stream_unref(st);
+            rc = fail(resp, 400, JSONRPC_SERVER_ERROR,
+                      "Bad Request: Last-Event-ID names no stream of this session (it may have "
+                      "expired)");
+        } else {
+            rc = start_sse(resp, s, st, NULL, seq + 1, 0);
+        }
+    } else if (session_get_claim(s) != 0) {
+        rc = fail(resp, 409, JSONRPC_SERVER_ERROR,
+                  "Conflict: this session already has an open GET stream");
+    } else {
+        struct stream *st = session_standalone(s);
+        rc = st ? start_sse(resp, s, st, NULL, session_get_cursor(s), 1)
+                : (session_get_release(s),
+                   fail(resp, 503, JSONRPC_INTERNAL_ERROR, "The session has no stream"));
+    }
+    session_unref(s);
+    return rc;
+}
+
+/* ---- DELETE, others ---- */
+
+static int on_delete(const struct _u_request *req, struct _u_response *resp, void *ud)
+{
+    (void)ud;
+    if (!origin_ok(req, resp))
+        return U_CALLBACK_COMPLETE;
+    struct session *s = session_of(req, resp);
+    if (!s)
+        return U_CALLBACK_COMPLETE;
+    log_event(LOG_INFO, session_id(s), "session_deleted", "by the client");
+    core_end_session(s);
+    session_unref(s);
+    ulfius_set_empty_body_response(resp, 200);
+    return U_CALLBACK_COMPLETE;
+}
+
+static int on_other_method(const struct _u_request *req, struct _u_response *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    u_map_put(resp->map_header, "Allow", "GET, POST, DELETE");
+    return fail(resp, 405, JSONRPC_SERVER_ERROR, "Method Not Allowed");
+}
+
+static int on_healthz(const struct _u_request *req, struct _u_response *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    send_json(resp, 200, json_pack("{s:s}", "status", "ok"));
+    return U_CALLBACK_COMPLETE;
+}
+
+static int on_readyz(const struct _u_request *req, struct _u_response *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    int ready = core_ready();
+    send_json(resp, ready ? 200 : 503, json_pack("{s:s}", "status", ready ? "ready" : "not ready"));
+    return U_CALLBACK_COMPLETE;
+}
+
+static int on_unknown(const struct _u_request *req, struct _u_response *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    return fail(resp, 404, JSONRPC_SERVER_ERROR, "Not Found: MCP is served at /mcp");
+}
+
+/* ---- lifecycle ---- */
+
+int http_start(const struct http_config *cfg, char **err)
+{
+    http.cfg = *cfg;
+    memset(&http.addr, 0, sizeof http.addr);
+    int v6 = 0;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&http.addr;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&http.addr;
+    if (inet_pton(AF_INET, cfg->host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)cfg->port);
+    } else if (inet_pton(AF_INET6, cfg->host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)cfg->port);
+        v6 = 1;
+    } else {
+        if (asprintf(err, "not a numeric IP address: %s", cfg->host) < 0)
+            *err = NULL;
+        return -1;
+    }
+    if (ulfius_init_instance(&http.inst, (unsigned)cfg->port, NULL, NULL) != U_OK) {
+        *err = strdup("cannot initialise the HTTP server");
+        return -1;
+    }
+    /* ulfius truncates past this silently; one byte over the limit lets
+     * on_post see the excess and answer 413. */
+    http.inst.max_post_body_size = cfg->max_body + 1;
+    ulfius_add_endpoint_by_val(&http.inst, "POST", "/mcp", NULL, 0, on_post, NULL);
+    ulfius_add_endpoint_by_val(&http.inst, "GET", "/mcp", NULL, 0, on_get, NULL);
+    ulfius_add_endpoint_by_val(&http.inst, "DELETE", "/mcp", NULL, 0, on_delete, NULL);
+    ulfius_add_endpoint_by_val(&http.inst, "*", "/mcp", NULL, 1, on_other_method, NULL);
+    ulfius_add_endpoint_by_val(&http.inst, "GET", "/healthz", NULL, 0, on_healthz, NULL);
+    ulfius_add_endpoint_by_val(&http.inst, "GET", "/readyz", NULL, 0, on_readyz, NULL);
+    ulfius_set_default_endpoint(&http.inst, on_unknown, NULL);
+
+    struct MHD_OptionItem ops[] = {
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)mhd_request_completed, NULL},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)ulfius_uri_logger, NULL},
+        {MHD_OPTION_SOCK_ADDR, 0, &http.addr},
+        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->connection_limit, NULL},
+        {MHD_OPTION_THREAD_STACK_SIZE, MHD_STACK, NULL},
+        {MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+    if (ulfius_start_framework_with_mhd_options(&http.inst, flags, ops) != U_OK) {
+        if (asprintf(err, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
+                     strerror(errno)) < 0)
+            *err = NULL;
+        ulfius_clean_instance(&http.inst);
+        return -1;
+    }
+    http.started = 1;
+    return 0;
+}
+
+void http_stop(void)
+{
+    if (!http.started)
+        return;
+    ulfius_stop_framework(&http.inst);
+    ulfius_clean_instance(&http.inst);
+    http.started = 0;
+}

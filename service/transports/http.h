@@ -1,0 +1,45 @@
+/* http — the Streamable HTTP transport on ulfius/libmicrohttpd.
+ *
+ * Serves /mcp (POST, GET, DELETE), /healthz and /readyz. A POST is checked
+ * (Host/Origin, Accept, Content-Type, size, protocol version, session),
+ * parsed, and handed to the core; the reply is then read from the request's
+ * durable stream and written either as one JSON body or as an SSE stream.
+ * A GET follows the session's standalone stream, or, with Last-Event-ID,
+ * resumes any stream of the session exactly after that event. The transport
+ * owns no messages: a dropped connection loses nothing, since the stream is
+ * in the store and the client can resume it.
+ *
+ * libmicrohttpd runs thread-per-connection with poll() (no FD_SETSIZE
+ * limit), a connection cap and a small thread stack; an SSE writer blocks in
+ * its own connection thread on the stream's condition variable, waking for
+ * new chunks or to send a keepalive comment, which is also how a vanished
+ * client is noticed. */
+#ifndef MCPD_HTTP_H
+#define MCPD_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct origin_policy;
+
+enum http_reply_mode { HTTP_REPLY_AUTO, HTTP_REPLY_JSON, HTTP_REPLY_SSE };
+
+struct http_config {
+    const char *host; /* numeric IPv4 or IPv6 address */
+    int port;
+    size_t max_body;
+    enum http_reply_mode reply_mode;
+    int64_t sse_poll_ms;  /* 0: keep SSE connections open */
+    int64_t keepalive_ms; /* SSE comment interval */
+    int64_t retry_ms;     /* the retry: hint sent to polling clients */
+    unsigned connection_limit;
+    const struct origin_policy *origins; /* borrowed for the server's life */
+};
+
+/* Starts listening. Returns 0, or -1 with *err (caller frees). */
+int http_start(const struct http_config *cfg, char **err);
+/* Stops accepting and waits for connection threads (readers must have been
+ * released first: see core_stop). */
+void http_stop(void);
+
+#endif
