@@ -32,6 +32,7 @@ struct stream {
     int64_t ended_wall_ms;
     unsigned reader_gen;
     unsigned poll_epoch;
+    unsigned probe_epoch;
 };
 
 static struct {
@@ -347,6 +348,15 @@ void stream_attach(struct stream *s, struct stream_reader *r)
     pthread_mutex_lock(&s->mu);
     r->gen = ++s->reader_gen;
     r->poll_epoch = s->poll_epoch;
+    r->probe_epoch = s->probe_epoch;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void stream_probe_readers(struct stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->probe_epoch++;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
 }
@@ -372,6 +382,11 @@ enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int
         if (s->poll_epoch != reader->poll_epoch) {
             reader->poll_epoch = s->poll_epoch;
             result = STREAM_POLL;
+            break;
+        }
+        if (s->probe_epoch != reader->probe_epoch) {
+            reader->probe_epoch = s->probe_epoch;
+            result = STREAM_PROBE;
             break;
         }
         if (seq < s->nchunks) {

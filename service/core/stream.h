@@ -62,12 +62,23 @@ int stream_end(struct stream *s, enum stream_state state);
  * polling); reported once per request, and a reader that cannot poll may
  * simply read on. STREAM_DETACHED: another reader took the stream over, or
  * the server is shutting down; stop reading. */
-enum stream_wait { STREAM_CHUNK, STREAM_ENDED, STREAM_TIMEOUT, STREAM_POLL, STREAM_DETACHED };
+/* STREAM_PROBE: someone wants to know whether this reader's client is still
+ * there; write something now (twice: a vanished peer fails only the second
+ * write). */
+enum stream_wait {
+    STREAM_CHUNK,
+    STREAM_ENDED,
+    STREAM_TIMEOUT,
+    STREAM_POLL,
+    STREAM_PROBE,
+    STREAM_DETACHED
+};
 
 /* A reader's token, filled by stream_attach. */
 struct stream_reader {
     unsigned gen;
     unsigned poll_epoch;
+    unsigned probe_epoch;
 };
 
 struct stream_chunk {
@@ -83,6 +94,8 @@ void stream_attach(struct stream *s, struct stream_reader *r);
 /* SSE polling: tells current readers (STREAM_POLL) to close their
  * connections; the stream goes on. Readers attaching later are not told. */
 void stream_detach_readers(struct stream *s);
+/* Asks current readers to prove their client is alive (STREAM_PROBE). */
+void stream_probe_readers(struct stream *s);
 /* Waits until chunk `seq` exists (STREAM_CHUNK, *out filled), the stream has
  * ended with no chunk at seq (STREAM_ENDED), the monotonic deadline passes
  * (STREAM_TIMEOUT) or this reader was detached (STREAM_DETACHED). */

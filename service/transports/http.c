@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <ulfius.h>
 
 /* How long a POST in JSON mode waits for its response before giving up and
@@ -25,6 +26,10 @@
  * anything slower, or anything preceded by other messages, becomes SSE. */
 #define AUTO_WAIT_MS 30
 #define SSE_BLOCK 16384
+/* A GET that finds the session's GET slot taken probes the holder and waits
+ * this long for it to turn out dead before answering 409. */
+#define PROBE_WAIT_MS 1000
+#define PROBE_GAP_MS 50
 #define MHD_STACK (256 * 1024)
 
 static struct {
@@ -140,6 +145,7 @@ struct reader {
     int polling;        /* client understands priming events and retry: */
     int standalone_get; /* holds the session's GET slot */
     int primed, done;
+    int probe_writes; /* keepalives still to send quickly, to detect a dead peer */
     int64_t poll_deadline;
     struct sse_buf buf;
 };
@@ -191,7 +197,8 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
             prime(r);
             continue;
         }
-        int64_t deadline = clock_mono_ms() + http.cfg.keepalive_ms;
+        int64_t deadline =
+            clock_mono_ms() + (r->probe_writes ? PROBE_GAP_MS : http.cfg.keepalive_ms);
         if (r->poll_deadline && r->poll_deadline < deadline)
             deadline = r->poll_deadline;
         struct stream_chunk ch;
@@ -206,6 +213,9 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
             session_touch(r->session);
             break;
         }
+        case STREAM_PROBE:
+            r->probe_writes = 2;
+            break;
         case STREAM_POLL:
             /* Only clients that were told how to come back may be cut off. */
             r->done = r->polling;
@@ -221,7 +231,10 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
                 /* Keeps proxies from timing out, and a write to a vanished
                  * client fails here, which ends this connection. */
                 sse_comment(&r->buf, "keepalive");
-                session_touch(r->session);
+                if (r->probe_writes)
+                    r->probe_writes--;
+                else
+                    session_touch(r->session);
             }
             break;
         }
@@ -490,6 +503,28 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
 
 /* ---- GET ---- */
 
+/* Takes the session's single GET slot. When it is held, the holder may be a
+ * client that vanished without a word (seen only when a write fails), so
+ * probe it and give it a moment to fail before calling this a duplicate. */
+static int claim_get_slot(struct session *s)
+{
+    if (session_get_claim(s) == 0)
+        return 0;
+    struct stream *st = session_standalone(s);
+    if (!st)
+        return -1;
+    stream_probe_readers(st);
+    stream_unref(st);
+    int64_t deadline = clock_mono_ms() + PROBE_WAIT_MS;
+    while (clock_mono_ms() < deadline) {
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+        if (session_get_claim(s) == 0)
+            return 0;
+    }
+    return -1;
+}
+
 static int on_get(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
     (void)ud;
@@ -518,7 +553,7 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
         } else {
             rc = start_sse(resp, s, st, NULL, seq + 1, 0);
         }
-    } else if (session_get_claim(s) != 0) {
+    } else if (claim_get_slot(s) != 0) {
         rc = fail(resp, 409, JSONRPC_SERVER_ERROR,
                   "Conflict: this session already has an open GET stream");
     } else {

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages mcpd needs to build, and with --test also what
+# its test suite needs, skipping whatever is already there. Safe to re-run.
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config libulfius-dev libmicrohttpd-dev libjansson-dev
+          libsqlite3-dev)
+if [ "${1:-}" = "--test" ]; then
+    # Node runs npm ci; the tests themselves run on the Node 22 that
+    # tests/package.json pins. wrk drives the benchmark.
+    command -v node >/dev/null || packages+=(nodejs)
+    command -v npm >/dev/null || packages+=(npm)
+    packages+=(wrk procps)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-deps: installing ${missing[*]}" >&2
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

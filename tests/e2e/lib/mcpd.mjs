@@ -1,0 +1,597 @@
+// Shared helpers for the mcpd end-to-end tests (node:test).
+//
+// What it is for: start an mcpd process on a free loopback port with a
+// temporary --db file, wait until /healthz answers, stop it by PID (SIGTERM
+// or SIGKILL) and restart it on the same database; send raw HTTP requests
+// (node:http, so that forbidden headers such as Host and invalid bytes can be
+// sent); parse Server-Sent Events into {id, event, data, retry} records; and
+// a few MCP conveniences (initialize a session, call a method and collect
+// every JSON-RPC message of the reply, JSON or SSE).
+//
+// The mcpd binary comes from $MCPD_BIN, else <repo>/build/bin/mcpd where
+// <repo> is two folders above tests/e2e.
+//
+// Every wait here has a timeout: a test never hangs on a server that does
+// not answer.
+
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const REPO_ROOT = path.resolve(here, '..', '..', '..');
+export const MCPD_BIN = process.env.MCPD_BIN || path.join(REPO_ROOT, 'build', 'bin', 'mcpd');
+
+export const LATEST = '2025-11-25';
+export const VERSIONS = ['2025-03-26', '2025-06-18', '2025-11-25'];
+export const ACCEPT_BOTH = 'application/json, text/event-stream';
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Reject with a clear message if `promise` does not settle within `ms`. */
+export function withTimeout(promise, ms, what = 'operation') {
+  let t;
+  const timer = new Promise((_, rej) => {
+    t = setTimeout(() => rej(new Error(`timeout after ${ms} ms: ${what}`)), ms);
+  });
+  return Promise.race([promise, timer]).finally(() => clearTimeout(t));
+}
+
+/** A TCP port that is free on 127.0.0.1 right now. */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** A fresh temporary directory and a db path inside it. */
+export function tempDb(prefix = 'mcpd-e2e-') {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  return { dir, db: path.join(dir, 'mcpd.db') };
+}
+
+// ---------------------------------------------------------------- process
+
+/**
+ * A running mcpd. Create with startMcpd(); stop with stop()/kill(); start
+ * again on the same db with restart().
+ */
+export class Mcpd {
+  constructor({ db, dir, port, args = [], bin = MCPD_BIN }) {
+    this.db = db;
+    this.dir = dir;
+    this.port = port;
+    this.args = args;
+    this.bin = bin;
+    this.proc = null;
+    this.stderr = '';
+    this.exit = null; // {code, signal} once exited
+  }
+
+  get pid() {
+    return this.proc ? this.proc.pid : undefined;
+  }
+
+  get base() {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  get url() {
+    return `${this.base}/mcp`;
+  }
+
+  async start() {
+    if (!fs.existsSync(this.bin)) {
+      throw new Error(`mcpd binary not found at ${this.bin} (set MCPD_BIN)`);
+    }
+    const argv = ['--listen', `127.0.0.1:${this.port}`, '--db', this.db, ...this.args];
+    this.exit = null;
+    this.stderr = '';
+    const proc = spawn(this.bin, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
+    this.proc = proc;
+    proc.stderr.setEncoding('utf8');
+    proc.stderr.on('data', (d) => {
+      // keep the tail only: enough to explain a failure
+      this.stderr = (this.stderr + d).slice(-20000);
+    });
+    this.exited = new Promise((resolve) => {
+      proc.on('exit', (code, signal) => {
+        this.exit = { code, signal };
+        resolve(this.exit);
+      });
+    });
+    const deadline = Date.now() + 10000;
+    for (;;) {
+      if (this.exit) {
+        throw new Error(`mcpd exited during start-up (${JSON.stringify(this.exit)}):\n${this.stderr}`);
+      }
+      try {
+        const r = await request(this.port, { method: 'GET', path: '/healthz', timeout: 1000 });
+        if (r.status === 200) return this;
+      } catch {
+        /* not up yet */
+      }
+      if (Date.now() > deadline) {
+        this.kill('SIGKILL');
+        throw new Error(`mcpd did not answer /healthz within 10 s:\n${this.stderr}`);
+      }
+      await sleep(50);
+    }
+  }
+
+  /** Send `signal` to our own child's PID (never by name). */
+  kill(signal = 'SIGTERM') {
+    if (this.proc && !this.exit) {
+      try {
+        process.kill(this.proc.pid, signal);
+      } catch {
+        /* already gone */
+      }
+    }
+  }
+
+  /** Signal and wait for the exit; SIGKILL after `ms` if still alive. */
+  async stop(signal = 'SIGTERM', ms = 5000) {
+    if (!this.proc || this.exit) return this.exit;
+    this.kill(signal);
+    try {
+      return await withTimeout(this.exited, ms, `mcpd exit after ${signal}`);
+    } catch (e) {
+      this.kill('SIGKILL');
+      await withTimeout(this.exited, 5000, 'mcpd exit after SIGKILL');
+      throw e;
+    }
+  }
+
+  /** Start again on the same db; `port` may be changed. */
+  async restart({ port } = {}) {
+    if (this.proc && !this.exit) await this.stop('SIGTERM');
+    if (port) this.port = port;
+    return this.start();
+  }
+
+  /** Stop (SIGKILL if needed) and remove the temp dir. For after()/finally. */
+  async cleanup() {
+    try {
+      if (this.proc && !this.exit) await this.stop('SIGTERM', 3000);
+    } catch {
+      /* killed */
+    }
+    if (this.dir) fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** Start mcpd on a free loopback port with a temp db (or the given one). */
+export async function startMcpd({ args = [], db, dir, port } = {}) {
+  if (!db) ({ dir, db } = tempDb());
+  port = port || (await freePort());
+  const m = new Mcpd({ db, dir, port, args });
+  await m.start();
+  return m;
+}
+
+// ---------------------------------------------------------------- raw HTTP
+
+/**
+ * Raw HTTP request to 127.0.0.1:port. Resolves {status, headers, body:Buffer,
+ * text, json} once the whole body is read. `body` may be a string, Buffer or
+ * an object (JSON-encoded). Default headers: none but Host (set by node) —
+ * pass everything explicitly. A response that arrives before the request
+ * body is fully written (e.g. 413) is still returned.
+ */
+export function request(port, { method = 'POST', path: p = '/mcp', headers = {}, body, timeout = 10000 } = {}) {
+  return new Promise((resolve, reject) => {
+    let payload = body;
+    if (payload !== undefined && typeof payload !== 'string' && !Buffer.isBuffer(payload)) {
+      payload = JSON.stringify(payload);
+    }
+    const h = { ...headers };
+    if (payload !== undefined && !Object.keys(h).some((k) => k.toLowerCase() === 'content-length')) {
+      h['Content-Length'] = Buffer.byteLength(payload);
+    }
+    let settled = false;
+    const req = http.request({ host: '127.0.0.1', port, method, path: p, headers: h, agent: false });
+    const timer = setTimeout(() => {
+      if (settled) return;
+      settled = true;
+      req.destroy();
+      reject(new Error(`timeout after ${timeout} ms: ${method} ${p}`));
+    }, timeout);
+    req.on('response', (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      const done = () => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        const buf = Buffer.concat(chunks);
+        const text = buf.toString('utf8');
+        let json;
+        try {
+          json = text.length ? JSON.parse(text) : undefined;
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode, headers: res.headers, body: buf, text, json });
+      };
+      res.on('end', done);
+      res.on('close', done);
+      res.on('error', done);
+    });
+    req.on('error', (e) => {
+      if (settled) return;
+      // the server may answer and close before reading the whole body; the
+      // response event then normally came first. Otherwise this is an error.
+      settled = true;
+      clearTimeout(timer);
+      reject(e);
+    });
+    if (payload !== undefined) req.write(payload);
+    req.end();
+  });
+}
+
+/**
+ * Open a request whose response is read incrementally (SSE). Resolves once
+ * the response headers arrive: {status, headers, res, req, sse: SseReader,
+ * close()}.
+ */
+export function openStream(port, { method = 'GET', path: p = '/mcp', headers = {}, body, timeout = 10000 } = {}) {
+  return new Promise((resolve, reject) => {
+    let payload = body;
+    if (payload !== undefined && typeof payload !== 'string' && !Buffer.isBuffer(payload)) {
+      payload = JSON.stringify(payload);
+    }
+    const h = { ...headers };
+    if (payload !== undefined) h['Content-Length'] = Buffer.byteLength(payload);
+    const req = http.request({ host: '127.0.0.1', port, method, path: p, headers: h, agent: false });
+    const timer = setTimeout(() => {
+      req.destroy();
+      reject(new Error(`timeout after ${timeout} ms waiting for headers: ${method} ${p}`));
+    }, timeout);
+    req.on('response', (res) => {
+      clearTimeout(timer);
+      const isSse = String(res.headers['content-type'] || '').startsWith('text/event-stream');
+      // SSE bodies get a reader; anything else is collected whole (`body`:
+      // a promise of {buf, text, json}).
+      const sse = isSse ? new SseReader(res) : null;
+      let body = null;
+      if (!isSse) {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        body = new Promise((done) => {
+          const fin = () => {
+            const buf = Buffer.concat(chunks);
+            const text = buf.toString('utf8');
+            let json;
+            try {
+              json = text ? JSON.parse(text) : undefined;
+            } catch {
+              json = undefined;
+            }
+            done({ buf, text, json });
+          };
+          res.on('end', fin);
+          res.on('close', fin);
+          res.on('error', fin);
+        });
+      }
+      resolve({
+        status: res.statusCode,
+        headers: res.headers,
+        res,
+        req,
+        sse,
+        body,
+        close() {
+          req.destroy();
+          res.destroy();
+        },
+      });
+    });
+    req.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    if (payload !== undefined) req.write(payload);
+    req.end();
+  });
+}
+
+// ---------------------------------------------------------------- SSE
+
+/**
+ * Incremental SSE parser (WHATWG rules). feed(text) returns the events
+ * completed by that text; each is {id, event, data, retry}; `id` is the
+ * event's own id field or undefined, `data` the joined data lines (string,
+ * possibly ""), `retry` a number or undefined. Comments are counted in
+ * `comments`. An event is emitted when a blank line ends a block that had
+ * at least one field (so an id/retry-only block is reported too).
+ */
+export class SseParser {
+  constructor() {
+    this.buf = '';
+    this.comments = 0;
+    this.reset();
+  }
+
+  reset() {
+    this.cur = { id: undefined, event: undefined, data: undefined, retry: undefined };
+    this.hasField = false;
+  }
+
+  feed(text) {
+    this.buf += text;
+    const out = [];
+    for (;;) {
+      const m = /\r\n|\r|\n/.exec(this.buf);
+      if (!m) break;
+      // a lone \r at the very end might be the first half of \r\n
+      if (m[0] === '\r' && m.index === this.buf.length - 1) break;
+      const line = this.buf.slice(0, m.index);
+      this.buf = this.buf.slice(m.index + m[0].length);
+      if (line === '') {
+        if (this.hasField) out.push({ ...this.cur, data: this.cur.data ?? '' });
+        this.reset();
+        continue;
+      }
+      if (line.startsWith(':')) {
+        this.comments++;
+        continue;
+      }
+      const c = line.indexOf(':');
+      const field = c < 0 ? line : line.slice(0, c);
+      let value = c < 0 ? '' : line.slice(c + 1);
+      if (value.startsWith(' ')) value = value.slice(1);
+      this.hasField = true;
+      if (field === 'data') this.cur.data = this.cur.data === undefined ? value : `${this.cur.data}\n${value}`;
+      else if (field === 'id') this.cur.id = value;
+      else if (field === 'event') this.cur.event = value;
+      else if (field === 'retry' && /^\d+$/.test(value)) this.cur.retry = Number(value);
+    }
+    return out;
+  }
+}
+
+/** Async generator over a readable stream of SSE bytes: yields events. */
+export async function* parseSse(readable) {
+  const p = new SseParser();
+  const dec = new TextDecoder('utf-8');
+  for await (const chunk of readable) {
+    for (const ev of p.feed(dec.decode(chunk, { stream: true }))) yield ev;
+  }
+  for (const ev of p.feed(dec.decode() + '\n\n')) yield ev;
+}
+
+/**
+ * Pull-style reader over an SSE response with per-call timeouts.
+ * next(ms) → the next event, or null when the stream has ended; throws on
+ * timeout. `ended` turns true once the server closed the body.
+ */
+export class SseReader {
+  constructor(res) {
+    this.res = res;
+    this.parser = new SseParser();
+    this.queue = [];
+    this.waiters = [];
+    this.ended = false;
+    this.all = [];
+    res.setEncoding('utf8');
+    res.on('data', (d) => {
+      for (const ev of this.parser.feed(d)) {
+        this.all.push(ev);
+        this.queue.push(ev);
+      }
+      this._wake();
+    });
+    const end = () => {
+      if (this.ended) return;
+      this.ended = true;
+      this.endedAt = Date.now();
+      this._wake();
+    };
+    res.on('end', end);
+    res.on('close', end);
+    res.on('error', end);
+  }
+
+  _wake() {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+
+  async next(ms = 5000) {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      if (this.queue.length) return this.queue.shift();
+      if (this.ended) return null;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timeout after ${ms} ms waiting for an SSE event`);
+      await new Promise((resolve) => {
+        const t = setTimeout(resolve, left);
+        this.waiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+  }
+
+  /** Next event that carries a JSON-RPC message: {ev, msg}; null at end. */
+  async nextMessage(ms = 5000) {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const ev = await this.next(Math.max(1, deadline - Date.now()));
+      if (ev === null) return null;
+      if (ev.data === '' || ev.data === undefined) continue; // priming / retry-only
+      return { ev, msg: JSON.parse(ev.data) };
+    }
+  }
+
+  /** Messages already received and not yet read (no waiting). */
+  drainMessages() {
+    const out = [];
+    while (this.queue.length) {
+      const ev = this.queue.shift();
+      if (ev.data !== '' && ev.data !== undefined) out.push({ ev, msg: JSON.parse(ev.data) });
+    }
+    return out;
+  }
+
+  /** Read until the stream ends; all messages (with their events). */
+  async rest(ms = 10000) {
+    const out = [];
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`SSE stream did not end within ${ms} ms`);
+      const m = await this.nextMessage(left);
+      if (m === null) return out;
+      out.push(m);
+    }
+  }
+
+  /** Wait until the server ends the body; true if it did within ms. */
+  async waitEnd(ms) {
+    const deadline = Date.now() + ms;
+    while (!this.ended) {
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      await new Promise((resolve) => {
+        const t = setTimeout(resolve, left);
+        this.waiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+      // drain queue so waiters keep being woken by new data
+    }
+    return true;
+  }
+}
+
+// ---------------------------------------------------------------- MCP
+
+/** Headers for a POST on a session. version=null → no MCP-Protocol-Version. */
+export function mcpHeaders({ session, version = LATEST, extra = {} } = {}) {
+  const h = { Accept: ACCEPT_BOTH, 'Content-Type': 'application/json' };
+  if (session) h['Mcp-Session-Id'] = session;
+  if (version) h['MCP-Protocol-Version'] = version;
+  return { ...h, ...extra };
+}
+
+let nextId = 1000;
+export const newId = () => nextId++;
+
+/**
+ * POST one JSON-RPC message (or array) and collect the reply. Resolves
+ * {status, headers, messages[], events[], text}. JSON replies give one
+ * message (or the array's elements); SSE replies are read until the server
+ * ends the stream (timeout `ms`).
+ */
+export async function rpc(port, body, { session, version = LATEST, headers = {}, ms = 10000 } = {}) {
+  const s = await openStream(port, {
+    method: 'POST',
+    headers: mcpHeaders({ session, version, extra: headers }),
+    body,
+    timeout: ms,
+  });
+  if (s.sse) {
+    try {
+      const msgs = await s.sse.rest(ms);
+      return {
+        status: s.status,
+        headers: s.headers,
+        sse: true,
+        messages: msgs.map((m) => m.msg),
+        events: s.sse.all,
+      };
+    } finally {
+      s.close();
+    }
+  }
+  const { text, json } = await withTimeout(s.body, ms, 'JSON reply body');
+  const messages = json === undefined ? [] : Array.isArray(json) ? json : [json];
+  return { status: s.status, headers: s.headers, sse: false, messages, events: [], text, json };
+}
+
+/** The response (not notification/request) with `id` among messages. */
+export function responseFor(messages, id) {
+  return messages.find((m) => m.id === id && ('result' in m || 'error' in m));
+}
+
+/**
+ * initialize + notifications/initialized. Returns {session, result, version,
+ * headers}. The session's later requests should send `version` (or null for
+ * 2025-03-26, where the header does not exist).
+ */
+export async function initSession(port, { protocolVersion = LATEST, capabilities = {} } = {}) {
+  const id = newId();
+  const r = await rpc(
+    port,
+    {
+      jsonrpc: '2.0',
+      id,
+      method: 'initialize',
+      params: { protocolVersion, capabilities, clientInfo: { name: 'mcpd-e2e', version: '0.0.0' } },
+    },
+    { version: null },
+  );
+  if (r.status !== 200) throw new Error(`initialize: HTTP ${r.status} ${r.text || ''}`);
+  const session = r.headers['mcp-session-id'];
+  if (!session) throw new Error('initialize: no Mcp-Session-Id header');
+  const resp = responseFor(r.messages, id);
+  if (!resp || !resp.result) throw new Error(`initialize: no result: ${JSON.stringify(r.messages)}`);
+  const version = resp.result.protocolVersion;
+  const hv = version === '2025-03-26' ? null : version;
+  const n = await request(port, {
+    headers: mcpHeaders({ session, version: hv }),
+    body: { jsonrpc: '2.0', method: 'notifications/initialized' },
+  });
+  if (n.status !== 202) throw new Error(`notifications/initialized: HTTP ${n.status} ${n.text}`);
+  return { session, result: resp.result, version: hv, headers: r.headers };
+}
+
+/** tools/call `name` on a session; returns {status, response, messages}. */
+export async function callTool(port, session, name, args, { version = LATEST, progressToken, ms = 10000 } = {}) {
+  const id = newId();
+  const params = { name, arguments: args };
+  if (progressToken !== undefined) params._meta = { progressToken };
+  const r = await rpc(port, { jsonrpc: '2.0', id, method: 'tools/call', params }, { session, version, ms });
+  return { ...r, id, response: responseFor(r.messages, id) };
+}
+
+/** Assert-free check that a session still serves echo; returns the text or throws. */
+export async function echo(port, session, message = 'still-alive', { version = LATEST } = {}) {
+  const r = await callTool(port, session, 'echo', { message }, { version });
+  if (r.status !== 200) throw new Error(`echo: HTTP ${r.status} ${r.text || ''}`);
+  const text = r.response?.result?.content?.[0]?.text;
+  if (text !== message) throw new Error(`echo: unexpected reply ${JSON.stringify(r.messages)}`);
+  return text;
+}
+
+/** GET /mcp for a session; optional Last-Event-ID. Returns openStream(). */
+export function getStream(port, session, { lastEventId, version = LATEST, headers = {}, timeout = 10000 } = {}) {
+  const h = { Accept: 'text/event-stream' };
+  if (session) h['Mcp-Session-Id'] = session;
+  if (version) h['MCP-Protocol-Version'] = version;
+  if (lastEventId !== undefined) h['Last-Event-ID'] = lastEventId;
+  return openStream(port, { method: 'GET', headers: { ...h, ...headers }, timeout });
+}
+
+/** Parse "<stream>:<seq>" event ids. */
+export function parseEventId(id) {
+  const i = String(id).lastIndexOf(':');
+  return { stream: id.slice(0, i), seq: Number(id.slice(i + 1)) };
+}

