@@ -19,7 +19,7 @@ CREATE TABLE streams (
     ended_ms    INTEGER
 );
 CREATE INDEX streams_by_session ON streams(session_id);
-CREATE INDEX streams_by_state ON streams(state, ended_ms);
+CREATE INDEX streams_by_end ON streams(ended_ms);
 
 CREATE TABLE chunks (
     stream_id  TEXT    NOT NULL REFERENCES streams(id) ON DELETE CASCADE,

@@ -132,6 +132,14 @@ static void builtin_handle(void *self, struct call *c)
     call_fail(c, -32601, "Method not found", NULL);
 }
 
+static int builtin_may_block(void *self, const char *method, json_t *params)
+{
+    (void)self;
+    if (strcmp(method, "tools/call") != 0)
+        return 0; /* listing, reading and completing answer at once */
+    return builtin_tools_may_block(json_string_value(json_object_get(params, "name")));
+}
+
 static void builtin_notify(void *self, const char *session_id, json_t *msg)
 {
     /* Cancellation is handled by the core (call_sleep / call_request_client
@@ -160,6 +168,7 @@ static const struct backend_ops ops = {
     .session_open = builtin_session_open,
     .session_close = builtin_session_close,
     .handle = builtin_handle,
+    .may_block = builtin_may_block,
     .notify = builtin_notify,
     .destroy = builtin_destroy,
 };

@@ -49,6 +49,8 @@ int builtin_tools_init(struct builtin *b);
 void builtin_tools_free(struct builtin *b);
 void builtin_tools_list(struct builtin *b, struct call *c);
 void builtin_tools_call(struct builtin *b, struct call *c);
+/* 1 if the named tool sleeps or emits messages before its reply. */
+int builtin_tools_may_block(const char *name);
 
 /* ---- builtin_resources.c ---- */
 void builtin_resources_list(struct builtin *b, struct call *c);

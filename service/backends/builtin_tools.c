@@ -364,43 +364,44 @@ struct tool {
     const char *description;
     const char *input_schema; /* JSON text */
     void (*run)(struct call *c, json_t *args);
+    int blocks; /* sleeps, or emits before replying: must run on a worker */
 };
 
 static const struct tool tools[] = {
     {"test_simple_text", "Simple Text", "Tests simple text content response", NO_ARGS,
-     run_simple_text},
+     run_simple_text, 0},
     {"test_image_content", "Image Content", "Tests image content response", NO_ARGS,
-     run_image_content},
+     run_image_content, 0},
     {"test_audio_content", "Audio Content", "Tests audio content response", NO_ARGS,
-     run_audio_content},
+     run_audio_content, 0},
     {"test_embedded_resource", "Embedded Resource", "Tests embedded resource content response",
-     NO_ARGS, run_embedded_resource},
+     NO_ARGS, run_embedded_resource, 0},
     {"test_multiple_content_types", "Multiple Content Types",
      "Tests response with multiple content types (text, image, resource)", NO_ARGS,
-     run_multiple_content_types},
+     run_multiple_content_types, 0},
     {"test_tool_with_logging", "Tool With Logging",
-     "Tests tool that emits log messages during execution", NO_ARGS, run_tool_with_logging},
+     "Tests tool that emits log messages during execution", NO_ARGS, run_tool_with_logging, 1},
     {"test_tool_with_progress", "Tool With Progress",
-     "Tests tool that reports progress notifications", NO_ARGS, run_tool_with_progress},
+     "Tests tool that reports progress notifications", NO_ARGS, run_tool_with_progress, 1},
     {"test_error_handling", "Error Handling", "Tests error response handling", NO_ARGS,
-     run_error_handling},
+     run_error_handling, 0},
     {"test_reconnection", "Reconnection",
      "Tests SSE stream disconnection and client reconnection (SEP-1699). Server will close the "
      "stream mid-call and send the result after client reconnects.",
-     NO_ARGS, run_reconnection},
+     NO_ARGS, run_reconnection, 1},
     {"test_sampling", "Sampling", "Tests server-initiated sampling (LLM completion request)",
      "{\"type\":\"object\",\"properties\":{\"prompt\":{\"type\":\"string\","
      "\"description\":\"The prompt to send to the LLM\"}},\"required\":[\"prompt\"]}",
-     run_sampling},
+     run_sampling, 1},
     {"test_elicitation", "Elicitation", "Tests server-initiated elicitation (user input request)",
      "{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\","
      "\"description\":\"The message to show the user\"}},\"required\":[\"message\"]}",
-     run_elicitation},
+     run_elicitation, 1},
     {"test_elicitation_sep1034_defaults", "Elicitation Defaults",
-     "Tests elicitation with default values per SEP-1034", NO_ARGS, run_elicitation_sep1034},
+     "Tests elicitation with default values per SEP-1034", NO_ARGS, run_elicitation_sep1034, 1},
     {"test_elicitation_sep1330_enums", "Elicitation Enums",
      "Tests elicitation with enum schema improvements per SEP-1330", NO_ARGS,
-     run_elicitation_sep1330},
+     run_elicitation_sep1330, 1},
     {"json_schema_2020_12_tool", "JSON Schema 2020-12",
      "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
      "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
@@ -408,11 +409,11 @@ static const struct tool tools[] = {
      "\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"}}}},"
      "\"properties\":{\"name\":{\"type\":\"string\"},"
      "\"address\":{\"$ref\":\"#/$defs/address\"}},\"additionalProperties\":false}",
-     run_json_schema_2020_12},
+     run_json_schema_2020_12, 0},
     {"echo", "Echo", "Returns the given message as text content",
      "{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\","
      "\"description\":\"Text to echo back\"}},\"required\":[\"message\"]}",
-     run_echo},
+     run_echo, 0},
     {"countdown", "Countdown",
      "Counts down: sends n progress notifications (progress 1..n, total n), one every "
      "interval_ms milliseconds, then returns \"countdown finished\"",
@@ -422,10 +423,18 @@ static const struct tool tools[] = {
      "\"interval_ms\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":60000,"
      "\"description\":\"Milliseconds between notifications\"}},"
      "\"required\":[\"n\",\"interval_ms\"]}",
-     run_countdown},
+     run_countdown, 1},
 };
 
 #define NTOOLS (sizeof tools / sizeof tools[0])
+
+int builtin_tools_may_block(const char *name)
+{
+    for (size_t i = 0; name && i < NTOOLS; i++)
+        if (strcmp(tools[i].name, name) == 0)
+            return tools[i].blocks;
+    return 0; /* an unknown tool is answered with an error at once */
+}
 
 int builtin_tools_init(struct builtin *b)
 {

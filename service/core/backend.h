@@ -39,6 +39,12 @@ struct backend_ops {
      * with -32601. */
     void (*handle)(void *self, struct call *c);
 
+    /* Optional: 0 when serving this request can neither block nor emit
+     * anything before its reply, so the core may run handle() on the
+     * caller's thread and save two thread hand-offs. NULL, or 1, means it
+     * runs on a worker. params is borrowed and may be NULL. */
+    int (*may_block)(void *self, const char *method, json_t *params);
+
     /* Optional: a client notification other than notifications/initialized
      * (e.g. notifications/cancelled, notifications/roots/list_changed).
      * `msg` is borrowed. */

@@ -16,6 +16,11 @@
 #include <string.h>
 
 #define WORKER_STACK (256 * 1024)
+/* How long an ended stream stays in memory (it stays in the store for the
+ * whole retention). */
+#define STREAM_MEMORY_MS 5000
+/* The reaper runs at least this often: it also checkpoints the WAL. */
+#define REAP_INTERVAL_MAX_MS 1000
 
 static struct {
     struct core_config cfg;
@@ -134,11 +139,17 @@ static void reap(void *arg)
     int64_t session_cutoff = now - core.cfg.session_idle_ms;
     int64_t stream_cutoff = now - core.cfg.stream_retention_ms;
     session_each_idle(session_cutoff, expire_session, NULL);
-    stream_reap(stream_cutoff);
+    /* Memory is only a cache of the store: ended streams leave it soon and
+     * are loaded back if a client resumes them within their retention. */
+    int64_t memory_cutoff =
+        now - (STREAM_MEMORY_MS < core.cfg.stream_retention_ms ? STREAM_MEMORY_MS
+                                                               : core.cfg.stream_retention_ms);
+    stream_reap(memory_cutoff);
     /* Logs are kept for a day, or as long as sessions if that is longer. */
     int64_t log_keep = core.cfg.session_idle_ms > 86400000 ? core.cfg.session_idle_ms : 86400000;
     store_purge(core.store, session_cutoff, stream_cutoff, now - log_keep);
     session_each(recount_session, NULL);
+    store_checkpoint(core.store);
 }
 
 int core_start(const struct core_config *cfg, struct store *st, const struct backend_ops *ops,
@@ -159,8 +170,8 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
     int64_t shortest = cfg->session_idle_ms < cfg->stream_retention_ms ? cfg->session_idle_ms
                                                                        : cfg->stream_retention_ms;
     int64_t interval = shortest / 4;
-    if (interval > 10000)
-        interval = 10000;
+    if (interval > REAP_INTERVAL_MAX_MS)
+        interval = REAP_INTERVAL_MAX_MS;
     if (interval < 100)
         interval = 100;
     if (reaper_start(interval, reap, NULL) != 0) {
@@ -393,7 +404,9 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
             reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Out of memory");
         return;
     }
-    if (workers_submit(run_call, c) != 0) {
+    if (core.ops->may_block && !core.ops->may_block(core.backend, method, m->params)) {
+        run_call(c);
+    } else if (workers_submit(run_call, c) != 0) {
         call_fail(c, JSONRPC_SERVER_ERROR, "Server busy: too many requests in flight", NULL);
         call_unref(c);
     }

@@ -340,6 +340,13 @@ int session_charge(struct session *s, size_t bytes)
 
 void session_recount(struct session *s)
 {
+    /* Only a session near its cap needs the exact figure: the count only
+     * ever overstates (purged streams are not subtracted). */
+    pthread_mutex_lock(&s->mu);
+    int near = s->bytes > reg.limits.max_bytes / 2;
+    pthread_mutex_unlock(&s->mu);
+    if (!near)
+        return;
     int64_t n = store_session_bytes(reg.store, s->id);
     if (n < 0)
         return;

@@ -1,9 +1,11 @@
 /* store — see store.h. */
 #include "store.h"
 #include "store_migrations.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,7 +26,8 @@ enum write_kind {
     W_PURGE_SESSIONS,
     W_PURGE_STREAMS,
     W_PURGE_LOGS,
-    W_COUNT
+    W_COUNT,
+    W_FLUSH = W_COUNT /* no SQL: a marker whose commit means all before it committed */
 };
 
 static const char *const write_sql[W_COUNT] = {
@@ -59,11 +62,17 @@ struct write_op {
     enum write_kind kind;
     int nparams;
     struct param p[MAX_PARAMS];
-    int waited; /* the enqueuer waits and frees; else the writer frees */
-    int done;
+    int waited; /* the enqueuer waits on `done` and frees; else the writer frees */
+    sem_t done;
     int rc;
     struct write_op *next;
 };
+
+/* Async writes wait at most this long for a waited one to carry them into
+ * a commit, so a burst of them costs one transaction, not one each. */
+#define ASYNC_DELAY_MS 10
+/* ...and no more than this many pile up before the writer is woken. */
+#define ASYNC_BATCH 512
 
 struct store {
     sqlite3 *wdb;        /* writer's connection */
@@ -72,10 +81,9 @@ struct store {
     sqlite3_stmt *stmt[W_COUNT];
     pthread_t writer;
     pthread_mutex_t qmu;
-    pthread_cond_t qcv;    /* writer: work arrived */
-    pthread_cond_t donecv; /* waiters: a batch committed */
+    pthread_cond_t qcv; /* writer: a waited write (or many async ones) arrived */
     struct write_op *head, *tail;
-    uint64_t enqueued, committed; /* flush bookkeeping */
+    int queued, waited_queued;
     int failed_since_flush;
     int stop;
     int healthy;
@@ -136,9 +144,11 @@ static int open_conn(const char *path, sqlite3 **db, char **err)
     sqlite3_busy_timeout(*db, 5000);
     /* NORMAL in WAL mode: a commit survives the process being killed
      * (SIGKILL); only an OS crash can lose the last commits. */
+    /* Checkpoints run from store_checkpoint, off the writer's commit path:
+     * the fsync they need would otherwise stall every appender. */
     return exec_sql(*db,
                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
-                    "PRAGMA foreign_keys=ON;",
+                    "PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint=0;",
                     err);
 }
 
@@ -182,6 +192,8 @@ static void op_free(struct write_op *op)
 
 static int op_run(struct store *st, struct write_op *op)
 {
+    if (op->kind == W_FLUSH)
+        return 0;
     sqlite3_stmt *s = st->stmt[op->kind];
     for (int i = 0; i < op->nparams; i++) {
         const struct param *p = &op->p[i];
@@ -208,18 +220,29 @@ static void *writer_main(void *arg)
     struct store *st = arg;
     for (;;) {
         pthread_mutex_lock(&st->qmu);
-        while (!st->head && !st->stop)
-            pthread_cond_wait(&st->qcv, &st->qmu);
+        while (!st->waited_queued && !st->stop && st->queued < ASYNC_BATCH) {
+            if (!st->head) {
+                pthread_cond_wait(&st->qcv, &st->qmu);
+            } else if (clock_cond_wait_until(&st->qcv, &st->qmu,
+                                             clock_mono_ms() + ASYNC_DELAY_MS) == ETIMEDOUT) {
+                break;
+            }
+        }
         struct write_op *batch = st->head;
-        uint64_t upto = st->enqueued;
         st->head = st->tail = NULL;
+        st->queued = st->waited_queued = 0;
         int stopping = st->stop;
         pthread_mutex_unlock(&st->qmu);
-        if (!batch && stopping)
-            break;
+        if (!batch) {
+            if (stopping)
+                break;
+            continue;
+        }
 
         int failed = 0;
-        pthread_mutex_lock(&st->rmu);
+        int shared = st->rdb == st->wdb; /* :memory: has one connection */
+        if (shared)
+            pthread_mutex_lock(&st->rmu);
         if (sqlite3_exec(st->wdb, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
             failed = 1;
         for (struct write_op *op = batch; op && !failed; op = op->next)
@@ -228,24 +251,25 @@ static void *writer_main(void *arg)
             sqlite3_exec(st->wdb, "ROLLBACK", NULL, NULL, NULL);
             failed = 1;
         }
-        pthread_mutex_unlock(&st->rmu);
+        if (shared)
+            pthread_mutex_unlock(&st->rmu);
 
-        pthread_mutex_lock(&st->qmu);
+        int any_failed = failed;
         struct write_op *next;
         for (struct write_op *op = batch; op; op = next) {
             next = op->next;
             if (failed)
                 op->rc = -1;
-            if (op->rc)
-                st->failed_since_flush = 1;
+            any_failed |= op->rc != 0;
             if (op->waited)
-                op->done = 1;
+                sem_post(&op->done); /* the waiter owns it from here */
             else
                 op_free(op);
         }
-        st->committed = upto;
+        pthread_mutex_lock(&st->qmu);
+        if (any_failed)
+            st->failed_since_flush = 1;
         st->healthy = !failed;
-        pthread_cond_broadcast(&st->donecv);
         pthread_mutex_unlock(&st->qmu);
     }
     return NULL;
@@ -297,9 +321,13 @@ static int enqueue(struct store *st, int wait, enum write_kind kind, const char 
     if (!op)
         return -1;
     op->waited = wait;
+    if (wait)
+        sem_init(&op->done, 0, 0);
     pthread_mutex_lock(&st->qmu);
     if (st->stop) {
         pthread_mutex_unlock(&st->qmu);
+        if (wait)
+            sem_destroy(&op->done);
         op_free(op);
         return -1;
     }
@@ -308,17 +336,21 @@ static int enqueue(struct store *st, int wait, enum write_kind kind, const char 
     else
         st->head = op;
     st->tail = op;
-    st->enqueued++;
-    pthread_cond_signal(&st->qcv);
-    int rc = 0;
-    if (wait) {
-        while (!op->done)
-            pthread_cond_wait(&st->donecv, &st->qmu);
-        rc = op->rc;
-    }
-    pthread_mutex_unlock(&st->qmu);
+    st->queued++;
     if (wait)
-        op_free(op);
+        st->waited_queued++;
+    /* Async writes wake the writer only in bulk; otherwise they ride along
+     * with the next waited write or the writer's short timer. */
+    if (wait || st->queued == 1 || st->queued >= ASYNC_BATCH)
+        pthread_cond_signal(&st->qcv);
+    pthread_mutex_unlock(&st->qmu);
+    if (!wait)
+        return 0;
+    while (sem_wait(&op->done) != 0)
+        ;
+    int rc = op->rc;
+    sem_destroy(&op->done);
+    op_free(op);
     return rc;
 }
 
@@ -338,8 +370,7 @@ int store_open(const char *path, struct store **out, char **err)
     }
     pthread_mutex_init(&st->rmu, NULL);
     pthread_mutex_init(&st->qmu, NULL);
-    pthread_cond_init(&st->qcv, NULL);
-    pthread_cond_init(&st->donecv, NULL);
+    clock_cond_init(&st->qcv);
     if (open_conn(path, &st->wdb, err) || migrate(st, err))
         goto fail;
     if (memory)
@@ -387,7 +418,6 @@ void store_close(struct store *st)
     pthread_mutex_destroy(&st->rmu);
     pthread_mutex_destroy(&st->qmu);
     pthread_cond_destroy(&st->qcv);
-    pthread_cond_destroy(&st->donecv);
     free(st);
 }
 
@@ -407,11 +437,10 @@ int store_schema_version(struct store *st)
 
 int store_flush(struct store *st)
 {
+    int rc = enqueue(st, 1, W_FLUSH, "");
     pthread_mutex_lock(&st->qmu);
-    uint64_t target = st->enqueued;
-    while (st->committed < target && !(st->stop && !st->head))
-        pthread_cond_wait(&st->donecv, &st->qmu);
-    int rc = st->failed_since_flush ? -1 : 0;
+    if (st->failed_since_flush)
+        rc = -1;
     st->failed_since_flush = 0;
     pthread_mutex_unlock(&st->qmu);
     return rc;
@@ -477,6 +506,14 @@ int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cuto
         enqueue(st, 0, W_PURGE_STREAMS, "i", stream_cutoff_ms))
         return -1;
     return enqueue(st, 1, W_PURGE_LOGS, "i", log_cutoff_ms);
+}
+
+int store_checkpoint(struct store *st)
+{
+    pthread_mutex_lock(&st->rmu);
+    int rc = sqlite3_wal_checkpoint_v2(st->rdb, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    pthread_mutex_unlock(&st->rmu);
+    return rc == SQLITE_OK ? 0 : -1;
 }
 
 /* ---- reads ---- */

@@ -86,7 +86,8 @@ struct store_stream {
 void store_stream_free(struct store_stream *s);
 
 /* 0 found, 1 not found, -1 error. Then calls chunk_cb for every chunk in
- * seq order; `msg` is only valid during the call. */
+ * seq order; `msg` is only valid during the call, and chunk_cb must not call
+ * the store. */
 typedef void (*store_chunk_cb)(void *arg, int64_t seq, const char *msg, size_t len, int is_end);
 int store_stream_get(struct store *st, const char *id, struct store_stream *out,
                      store_chunk_cb chunk_cb, void *arg);
@@ -111,7 +112,12 @@ int store_log(struct store *st, int64_t ts_ms, const char *level, const char *se
 int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cutoff_ms,
                 int64_t log_cutoff_ms);
 
-/* Sessions idle since before cutoff: cb gets each id. */
+/* Copies the WAL into the database file (passive: never blocks the
+ * writer). Call it periodically; the writer never checkpoints itself. */
+int store_checkpoint(struct store *st);
+
+/* Sessions idle since before cutoff: cb gets each id. cb must not call the
+ * store (the read lock is held). */
 typedef void (*store_id_cb)(void *arg, const char *id);
 int store_sessions_idle(struct store *st, int64_t cutoff_ms, store_id_cb cb, void *arg);
 
