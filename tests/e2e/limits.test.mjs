@@ -1,0 +1,137 @@
+// Bounded storage and the command line: idle sessions expire, ended streams
+// expire after their retention, the per-session storage cap ends a request
+// with an error without losing what was stored, --db :memory: works, and
+// bad usage exits 2 with one line on stderr.
+
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { test } from 'node:test';
+
+import {
+  MCPD_BIN,
+  Mcpd,
+  callTool,
+  echo,
+  freePort,
+  getStream,
+  initSession,
+  request,
+  mcpHeaders,
+  sleep,
+  startMcpd,
+} from './lib/mcpd.mjs';
+
+/** GET with Last-Event-ID; every message until the stream ends. */
+async function resume(port, session, lastEventId) {
+  const s = await getStream(port, session, { lastEventId });
+  if (!s.sse) {
+    const { json } = await s.body;
+    s.close();
+    return { status: s.status, json, messages: [] };
+  }
+  try {
+    const messages = (await s.sse.rest(5000)).map((m) => m.msg);
+    return { status: s.status, messages };
+  } finally {
+    s.close();
+  }
+}
+
+test('an idle session expires and then answers 404', async () => {
+  const mcpd = await startMcpd({ args: ['--session-idle-ms', '400'] });
+  try {
+    const { session } = await initSession(mcpd.port);
+    assert.equal(await echo(mcpd.port, session), 'still-alive');
+    await sleep(1500);
+    const r = await request(mcpd.port, {
+      headers: mcpHeaders({ session }),
+      body: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+    });
+    assert.equal(r.status, 404);
+    assert.equal(r.json.error.code, -32001);
+  } finally {
+    await mcpd.cleanup();
+  }
+});
+
+test('an ended stream is resumable within its retention, and gone after it', async () => {
+  const mcpd = await startMcpd({ args: ['--stream-retention-ms', '300'] });
+  try {
+    const { session } = await initSession(mcpd.port);
+    const r = await callTool(mcpd.port, session, 'countdown', { n: 2, interval_ms: 10 }, { progressToken: 'p' });
+    assert.equal(r.sse, true);
+    const first = r.events.find((e) => e.data && e.data.length > 0);
+    assert.ok(first?.id, 'the first message has an event id');
+
+    const again = await resume(mcpd.port, session, first.id);
+    assert.equal(again.status, 200);
+    const replayed = again.messages;
+    assert.equal(replayed.length, 2, 'the second progress and the response');
+    assert.equal(replayed[1].id, r.id);
+
+    await sleep(1500);
+    const late = await resume(mcpd.port, session, first.id);
+    assert.equal(late.status, 400, 'an expired stream cannot be resumed');
+    assert.equal(await echo(mcpd.port, session), 'still-alive', 'the session outlives its streams');
+  } finally {
+    await mcpd.cleanup();
+  }
+});
+
+test('the per-session storage cap ends a request with an error and loses nothing stored', async () => {
+  const mcpd = await startMcpd({ args: ['--session-max-bytes', '3000'] });
+  try {
+    const { session } = await initSession(mcpd.port);
+    const small = await callTool(mcpd.port, session, 'countdown', { n: 2, interval_ms: 1 }, { progressToken: 's' });
+    const firstId = small.events.find((e) => e.data)?.id;
+    assert.ok(firstId);
+
+    const big = await callTool(mcpd.port, session, 'countdown', { n: 200, interval_ms: 0 }, { progressToken: 'b' });
+    assert.equal(big.status, 200);
+    assert.ok(big.response?.error, `the capped request ends with an error: ${JSON.stringify(big.response)}`);
+    assert.equal(big.response.error.code, -32000);
+    assert.match(big.response.error.message, /storage limit/i);
+    const progress = big.messages.filter((m) => m.method === 'notifications/progress');
+    assert.ok(progress.length > 0 && progress.length < 200, `some progress was stored (${progress.length})`);
+
+    // What was stored before the cap is still there.
+    const again = await resume(mcpd.port, session, firstId);
+    assert.equal(again.status, 200);
+    const replayed = again.messages;
+    assert.equal(replayed.at(-1).id, small.id);
+    assert.deepEqual(replayed.at(-1).result.content[0].text, 'countdown finished');
+  } finally {
+    await mcpd.cleanup();
+  }
+});
+
+test('--db :memory: gives a working throwaway store', async () => {
+  const port = await freePort();
+  const mcpd = new Mcpd({ db: ':memory:', port });
+  await mcpd.start();
+  try {
+    const { session } = await initSession(mcpd.port);
+    assert.equal(await echo(mcpd.port, session, 'in memory'), 'in memory');
+    const r = await callTool(mcpd.port, session, 'countdown', { n: 3, interval_ms: 5 }, { progressToken: 1 });
+    assert.equal(r.messages.filter((m) => m.method === 'notifications/progress').length, 3);
+  } finally {
+    await mcpd.cleanup();
+  }
+});
+
+test('command line: --help exits 0, bad usage exits 2 with one line on stderr', () => {
+  const help = spawnSync(MCPD_BIN, ['--help'], { encoding: 'utf8' });
+  assert.equal(help.status, 0);
+  for (const opt of ['--listen', '--db', '--reply-mode', '--session-idle-ms', '--max-body']) {
+    assert.ok(help.stdout.includes(opt), `--help documents ${opt}`);
+  }
+  for (const argv of [['--bogus'], ['--listen', 'nonsense'], ['--reply-mode', 'xml'], ['--max-body', '-1']]) {
+    const r = spawnSync(MCPD_BIN, argv, { encoding: 'utf8' });
+    assert.equal(r.status, 2, `${argv.join(' ')} → exit 2`);
+    assert.equal(r.stderr.trim().split('\n').length, 1, `one line: ${r.stderr}`);
+    assert.match(r.stderr, /^mcpd: /);
+  }
+  const nonLoopback = spawnSync(MCPD_BIN, ['--listen', '0.0.0.0:0', '--db', ':memory:'], { encoding: 'utf8' });
+  assert.equal(nonLoopback.status, 2);
+  assert.match(nonLoopback.stderr, /non-loopback/);
+});
