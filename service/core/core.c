@@ -4,6 +4,7 @@
 #include "call_life.h"
 #include "clock.h"
 #include "log.h"
+#include "longpoll.h"
 #include "protocol.h"
 #include "reaper.h"
 #include "session.h"
@@ -35,6 +36,7 @@ void core_reply_clear(struct core_reply *r)
     stream_unref(r->stream);
     session_unref(r->session);
     json_decref(r->error);
+    json_decref(r->ack);
     memset(r, 0, sizeof *r);
 }
 
@@ -53,7 +55,7 @@ static void answer_now(struct session *s, json_t *id, json_t *msg, struct core_r
     char *text = jsonrpc_dump(msg, &len);
     int failed = json_object_get(msg, "error") != NULL;
     json_decref(msg);
-    struct stream *st = text ? stream_create(session_id(s), 0, id) : NULL;
+    struct stream *st = text ? stream_create(session_id(s), STREAM_REQUEST, id) : NULL;
     if (!st || stream_append(st, text, len, failed ? STREAM_ERROR : STREAM_FINISHED) < 0) {
         free(text);
         stream_unref(st);
@@ -337,7 +339,82 @@ static void on_response(struct session *s, json_t *msg, const struct jsonrpc_msg
     out->kind = CORE_ACCEPTED;
 }
 
-void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
+struct poll_job {
+    struct session *session;
+    struct stream *reply;
+    json_t *id, *params;
+    const char *transport;
+};
+
+static void run_poll(void *arg)
+{
+    struct poll_job *j = arg;
+    json_t *answer = poll_serve(j->session, j->id, j->params, j->transport);
+    size_t len;
+    char *text = jsonrpc_dump(answer, &len);
+    enum stream_state end = json_object_get(answer, "error") ? STREAM_ERROR : STREAM_FINISHED;
+    if (!text || stream_append(j->reply, text, len, end) < 0)
+        stream_end(j->reply, STREAM_ERROR);
+    free(text);
+    json_decref(answer);
+    json_decref(j->id);
+    json_decref(j->params);
+    stream_unref(j->reply);
+    session_unref(j->session);
+    free(j);
+}
+
+/* mcpd/poll: answered on an ephemeral stream, on a worker when it may wait
+ * (an idle long poll is then a sleeping thread, not a busy one). */
+static void submit_poll(struct session *s, const struct jsonrpc_msg *m, const char *transport,
+                        struct core_reply *out)
+{
+    struct stream *reply = stream_create(session_id(s), STREAM_EPHEMERAL, m->id);
+    struct poll_job *j = reply ? calloc(1, sizeof *j) : NULL;
+    if (!j) {
+        stream_unref(reply);
+        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Out of memory");
+        return;
+    }
+    session_ref(s);
+    stream_ref(reply);
+    j->session = s;
+    j->reply = reply;
+    j->id = json_incref(m->id);
+    j->params = m->params ? json_incref(m->params) : json_object();
+    j->transport = transport;
+    json_t *wait = json_object_get(j->params, "wait_ms");
+    if (!json_is_integer(wait) || json_integer_value(wait) <= 0)
+        run_poll(j);
+    else if (workers_submit(run_poll, j) != 0) {
+        json_decref(j->id);
+        json_decref(j->params);
+        stream_unref(j->reply);
+        session_unref(j->session);
+        free(j);
+        stream_end(reply, STREAM_ERROR);
+        stream_unref(reply);
+        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_SERVER_ERROR,
+               "Server busy: too many requests in flight");
+        return;
+    }
+    out->kind = CORE_STREAM;
+    out->stream = reply;
+    out->single = 1;
+}
+
+/* The request as the backend should see it: without the transport-level
+ * "stream" opt-in. New reference. */
+static json_t *without_opt_in(json_t *msg)
+{
+    json_t *copy = json_copy(msg);
+    json_t *params = json_copy(json_object_get(msg, "params"));
+    json_object_del(params, "stream");
+    json_object_set_new(copy, "params", params);
+    return copy;
+}
+
+void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, const char *transport,
                  struct core_reply *out)
 {
     memset(out, 0, sizeof *out);
@@ -381,19 +458,27 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
         return;
     }
 
+    if (strcmp(method, POLL_METHOD) == 0) {
+        submit_poll(s, m, transport, out);
+        return;
+    }
+
     char key[96];
     if (jsonrpc_id_key(m->id, key, sizeof key) != 0) {
         reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
                "Invalid Request: id is too long");
         return;
     }
-    struct stream *st = stream_create(session_id(s), 0, m->id);
+    struct stream *st = stream_create(session_id(s), STREAM_REQUEST, m->id);
     if (!st) {
         reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Could not open a stream");
         return;
     }
+    int opted_in = poll_opted_in(m->params);
+    json_t *request = opted_in ? without_opt_in(msg) : json_incref(msg);
     int dup = 0;
-    struct call *c = call_new(s, st, msg, key, &dup);
+    struct call *c = call_new(s, st, request, key, &dup);
+    json_decref(request);
     if (!c) {
         stream_end(st, STREAM_ERROR);
         stream_unref(st);
@@ -412,4 +497,6 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
     }
     out->kind = CORE_STREAM;
     out->stream = st;
+    if (opted_in)
+        out->ack = poll_ack(m->id, st, transport);
 }

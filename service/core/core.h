@@ -55,15 +55,21 @@ enum core_reason { CORE_BAD_REQUEST = 1, CORE_UNAVAILABLE, CORE_NOT_FOUND };
 struct core_reply {
     enum core_kind kind;
     struct stream *stream;   /* CORE_STREAM: reference owned by the caller */
+    json_t *ack;             /* CORE_STREAM, opted in ("stream": true): send this at
+                                once; the stream's messages go out as chunks */
+    int single;              /* CORE_STREAM: the stream carries one message (a poll
+                                result): answer with it whole, never as SSE */
     struct session *session; /* core_initialize: the new session, owned */
     enum core_reason reason; /* CORE_REJECTED */
     json_t *error;           /* CORE_REJECTED: the error message, owned */
 };
 void core_reply_clear(struct core_reply *r);
 
-/* `msg` is the whole message object (borrowed), `m` its classification. */
+/* `msg` is the whole message object (borrowed), `m` its classification,
+ * `transport` the transport's name as clients see it ("http", "ws",
+ * "stdio"). */
 void core_initialize(json_t *msg, const struct jsonrpc_msg *m, struct core_reply *out);
-void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
+void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, const char *transport,
                  struct core_reply *out);
 /* Ends a session (DELETE or expiry): cancels its requests, tells the
  * backend, forgets it. */

@@ -144,7 +144,7 @@ struct session *session_create(const char *protocol_version, json_t *init_params
         .last_active_ms = s->last_active_ms,
     };
     if (!params || store_session_put(reg.store, &row) != 0 ||
-        !(s->standalone = stream_create(s->id, 1, NULL)) || registry_add(s) != 0) {
+        !(s->standalone = stream_create(s->id, STREAM_STANDALONE, NULL)) || registry_add(s) != 0) {
         free(params);
         session_free(s);
         return NULL;
@@ -174,7 +174,7 @@ static struct session *load_locked(const char *id)
             s->standalone = stream_find(sid);
         free(sid);
         if (!s->standalone)
-            s->standalone = stream_create(s->id, 1, NULL);
+            s->standalone = stream_create(s->id, STREAM_STANDALONE, NULL);
         /* A revived session starts its GET where the stream ends: the
          * previous process may have delivered everything before it. */
         s->get_cursor = s->standalone ? stream_next_seq(s->standalone) : 0;

@@ -22,6 +22,7 @@ struct stream {
     char id[RANDID_LEN + 1];
     char session[RANDID_LEN + 1];
     int standalone;
+    int ephemeral; /* memory only: never written to the store */
     _Atomic int refs;
     pthread_mutex_t append_mu; /* serialises appenders, so seqs commit in order */
     pthread_mutex_t mu;        /* guards everything below */
@@ -148,21 +149,24 @@ void stream_registry_shutdown(void)
     pthread_mutex_unlock(&reg.mu);
 }
 
-struct stream *stream_create(const char *session_id, int standalone, const json_t *request_id)
+struct stream *stream_create(const char *session_id, enum stream_kind kind,
+                             const json_t *request_id)
 {
     char id[RANDID_LEN + 1];
     if (randid_make(id) != 0)
         return NULL;
-    struct stream *s = stream_alloc(id, session_id, standalone);
+    struct stream *s = stream_alloc(id, session_id, kind == STREAM_STANDALONE);
     if (!s)
         return NULL;
+    s->ephemeral = kind == STREAM_EPHEMERAL;
     char *rid = request_id ? json_dumps(request_id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     pthread_mutex_lock(&reg.mu);
     int ok = reg.streams && reg.store && table_put(reg.streams, s->id, s) == 0;
     if (ok) {
         stream_ref(s); /* the registry's reference */
-        store_stream_put(reg.store, s->id, session_id, standalone ? "standalone" : "request", rid,
-                         clock_wall_ms());
+        if (!s->ephemeral)
+            store_stream_put(reg.store, s->id, session_id, s->standalone ? "standalone" : "request",
+                             rid, clock_wall_ms());
     }
     pthread_mutex_unlock(&reg.mu);
     free(rid);
@@ -299,8 +303,9 @@ int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream
     pthread_mutex_unlock(&s->mu);
 
     int64_t now = clock_wall_ms();
-    if (ended || store_append(reg.store, s->id, seq, copy, len,
-                              end_state != STREAM_ACTIVE ? state_names[end_state] : NULL, now)) {
+    if (ended || (!s->ephemeral &&
+                  store_append(reg.store, s->id, seq, copy, len,
+                               end_state != STREAM_ACTIVE ? state_names[end_state] : NULL, now))) {
         pthread_mutex_unlock(&s->append_mu);
         free(copy);
         if (!ended)
@@ -330,7 +335,9 @@ int stream_end(struct stream *s, enum stream_state state)
     int already = s->state != STREAM_ACTIVE;
     pthread_mutex_unlock(&s->mu);
     int64_t now = clock_wall_ms();
-    int rc = already ? -1 : store_stream_end(reg.store, s->id, state_names[state], now);
+    int rc = already        ? -1
+             : s->ephemeral ? 0
+                            : store_stream_end(reg.store, s->id, state_names[state], now);
     if (!already) {
         /* Even if the store failed, readers must not wait forever. */
         pthread_mutex_lock(&s->mu);
@@ -343,9 +350,20 @@ int stream_end(struct stream *s, enum stream_state state)
     return rc;
 }
 
+void stream_observe(struct stream *s, struct stream_reader *r)
+{
+    pthread_mutex_lock(&s->mu);
+    r->passive = 1;
+    r->gen = s->reader_gen;
+    r->poll_epoch = s->poll_epoch;
+    r->probe_epoch = s->probe_epoch;
+    pthread_mutex_unlock(&s->mu);
+}
+
 void stream_attach(struct stream *s, struct stream_reader *r)
 {
     pthread_mutex_lock(&s->mu);
+    r->passive = 0;
     r->gen = ++s->reader_gen;
     r->poll_epoch = s->poll_epoch;
     r->probe_epoch = s->probe_epoch;
@@ -375,16 +393,16 @@ enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int
     enum stream_wait result;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        if (reg.detached || s->reader_gen != reader->gen) {
+        if (reg.detached || (!reader->passive && s->reader_gen != reader->gen)) {
             result = STREAM_DETACHED;
             break;
         }
-        if (s->poll_epoch != reader->poll_epoch) {
+        if (!reader->passive && s->poll_epoch != reader->poll_epoch) {
             reader->poll_epoch = s->poll_epoch;
             result = STREAM_POLL;
             break;
         }
-        if (s->probe_epoch != reader->probe_epoch) {
+        if (!reader->passive && s->probe_epoch != reader->probe_epoch) {
             reader->probe_epoch = s->probe_epoch;
             result = STREAM_PROBE;
             break;

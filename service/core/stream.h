@@ -35,10 +35,15 @@ void stream_registry_shutdown(void);
  * close their connections at shutdown while the streams stay stored. */
 void stream_registry_detach_all(void);
 
+enum stream_kind { STREAM_REQUEST, STREAM_STANDALONE, STREAM_EPHEMERAL };
+
 /* A new active stream of the session; request_id (borrowed, may be NULL) is
- * recorded so a restart can end it with an error. Returns a reference the
- * caller owns, or NULL. */
-struct stream *stream_create(const char *session_id, int standalone, const json_t *request_id);
+ * recorded so a restart can end it with an error. An ephemeral stream lives
+ * in memory only: it carries replies that are views of durable data (a
+ * poll's result), which storing again would only duplicate. Returns a
+ * reference the caller owns, or NULL. */
+struct stream *stream_create(const char *session_id, enum stream_kind kind,
+                             const json_t *request_id);
 /* The stream with that id, from memory or the store: a new reference, or
  * NULL if unknown or expired. */
 struct stream *stream_find(const char *id);
@@ -74,8 +79,9 @@ enum stream_wait {
     STREAM_DETACHED
 };
 
-/* A reader's token, filled by stream_attach. */
+/* A reader's token, filled by stream_attach or stream_observe. */
 struct stream_reader {
+    int passive; /* an observer: never detached by another reader */
     unsigned gen;
     unsigned poll_epoch;
     unsigned probe_epoch;
@@ -91,6 +97,8 @@ struct stream_chunk {
 /* Becomes the stream's reader. Earlier readers get STREAM_DETACHED from
  * then on. */
 void stream_attach(struct stream *s, struct stream_reader *r);
+/* Reads without taking the stream over (a long poll peeking at it). */
+void stream_observe(struct stream *s, struct stream_reader *r);
 /* SSE polling: tells current readers (STREAM_POLL) to close their
  * connections; the stream goes on. Readers attaching later are not told. */
 void stream_detach_readers(struct stream *s);

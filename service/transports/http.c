@@ -31,6 +31,7 @@
 #define PROBE_WAIT_MS 1000
 #define PROBE_GAP_MS 50
 #define MHD_STACK (256 * 1024)
+#define HTTP_TRANSPORT "http"
 
 static struct {
     struct _u_instance inst;
@@ -313,15 +314,16 @@ static enum stream_wait wait_final(struct stream *st, struct stream_reader *tok,
     }
 }
 
-/* The reply to a request: JSON or SSE, per the reply mode. Consumes the
- * reference to st. */
-static int reply_stream(struct _u_response *resp, struct session *s, struct stream *st)
+/* The reply to a request: JSON or SSE, per the reply mode; always JSON for
+ * a single-message reply (a poll result: a poll exists for clients that
+ * cannot take streaming responses). Consumes the reference to st. */
+static int reply_stream(struct _u_response *resp, struct session *s, struct stream *st, int single)
 {
     struct stream_reader tok;
     stream_attach(st, &tok);
     struct stream_chunk ch;
     int rc;
-    if (http.cfg.reply_mode == HTTP_REPLY_JSON) {
+    if (single || http.cfg.reply_mode == HTTP_REPLY_JSON) {
         enum stream_wait w = wait_final(st, &tok, clock_mono_ms() + JSON_WAIT_MS, &ch);
         if (w == STREAM_CHUNK)
             rc = send_chunk_json(resp, &ch);
@@ -361,8 +363,13 @@ static int respond(struct _u_response *resp, struct session *s, struct core_repl
         send_json(resp, reason_status(r->reason), r->error);
         r->error = NULL;
         rc = U_CALLBACK_COMPLETE;
+    } else if (r->ack) {
+        /* Opted in to long-polling: the handle now, the messages by poll. */
+        send_json(resp, 200, r->ack);
+        r->ack = NULL;
+        rc = U_CALLBACK_COMPLETE;
     } else {
-        rc = reply_stream(resp, s, r->stream);
+        rc = reply_stream(resp, s, r->stream, r->single);
         r->stream = NULL;
     }
     core_reply_clear(r);
@@ -395,7 +402,7 @@ static int post_batch(struct _u_response *resp, struct session *s, json_t *batch
             continue;
         }
         struct core_reply r;
-        core_submit(s, msg, &m, &r);
+        core_submit(s, msg, &m, HTTP_TRANSPORT, &r);
         if (r.kind == CORE_REJECTED) {
             json_array_append(out, r.error);
         } else if (r.kind == CORE_STREAM && streams) {
@@ -490,7 +497,7 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
     } else {
         struct session *s = session_of(req, resp);
         if (s) {
-            core_submit(s, root, &m, &r);
+            core_submit(s, root, &m, HTTP_TRANSPORT, &r);
             rc = respond(resp, s, &r);
             session_unref(s);
         } else {
