@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -427,6 +428,27 @@ enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int
     }
     pthread_mutex_unlock(&s->mu);
     return result;
+}
+
+void stream_event_id(const struct stream *s, int64_t seq, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s:%lld", s->id, (long long)seq);
+}
+
+int stream_event_id_parse(const char *id, char *stream_out, size_t cap, int64_t *seq)
+{
+    const char *colon = strrchr(id, ':');
+    if (!colon || colon == id || (size_t)(colon - id) >= cap)
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(colon + 1, &end, 10);
+    if (errno || end == colon + 1 || *end || v < -1)
+        return -1;
+    memcpy(stream_out, id, (size_t)(colon - id));
+    stream_out[colon - id] = '\0';
+    *seq = v;
+    return 0;
 }
 
 struct sweep {

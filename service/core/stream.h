@@ -110,6 +110,13 @@ void stream_probe_readers(struct stream *s);
 enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int64_t seq,
                              int64_t deadline_mono_ms, struct stream_chunk *out);
 
+/* Event ids name a position in a stream: "<stream id>:<seq>", unique
+ * across a session's streams. SSE ids, WebSocket resume ids and poll
+ * cursors all use it. seq may be -1 ("before the first message"). */
+void stream_event_id(const struct stream *s, int64_t seq, char *out, size_t cap);
+/* Splits an event id; returns 0, or -1 if malformed. */
+int stream_event_id_parse(const char *id, char *stream_out, size_t cap, int64_t *seq);
+
 /* Reaper: forgets ended streams that ended before cutoff (wall ms). */
 void stream_reap(int64_t cutoff_wall_ms);
 /* The session ended: its streams expire, readers see the end. */

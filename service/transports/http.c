@@ -151,34 +151,12 @@ struct reader {
     struct sse_buf buf;
 };
 
-static void event_id(char *out, size_t cap, const struct stream *st, int64_t seq)
-{
-    snprintf(out, cap, "%s:%lld", stream_id(st), (long long)seq);
-}
-
-/* Parses "<stream id>:<seq>" from Last-Event-ID. */
-static int event_id_parse(const char *id, char *stream_out, size_t cap, int64_t *seq)
-{
-    const char *colon = strrchr(id, ':');
-    if (!colon || colon == id || (size_t)(colon - id) >= cap)
-        return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(colon + 1, &end, 10);
-    if (errno || end == colon + 1 || *end || v < -1)
-        return -1;
-    memcpy(stream_out, id, (size_t)(colon - id));
-    stream_out[colon - id] = '\0';
-    *seq = v;
-    return 0;
-}
-
 static void prime(struct reader *r)
 {
     r->primed = 1;
     if (r->polling) {
         char id[96];
-        event_id(id, sizeof id, r->stream, r->next - 1);
+        stream_event_id(r->stream, r->next - 1, id, sizeof id);
         sse_event(&r->buf, id, http.cfg.retry_ms, "", 0);
     } else {
         sse_comment(&r->buf, "stream open");
@@ -206,7 +184,7 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
         switch (stream_read(r->stream, &r->token, r->next, deadline, &ch)) {
         case STREAM_CHUNK: {
             char id[96];
-            event_id(id, sizeof id, r->stream, ch.seq);
+            stream_event_id(r->stream, ch.seq, id, sizeof id);
             if (sse_event(&r->buf, id, -1, ch.msg, ch.len) != 0)
                 return U_STREAM_ERROR;
             r->next = ch.seq + 1;
@@ -551,7 +529,7 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
         char sid[80];
         int64_t seq;
         struct stream *st =
-            event_id_parse(last, sid, sizeof sid, &seq) == 0 ? stream_find(sid) : NULL;
+            stream_event_id_parse(last, sid, sizeof sid, &seq) == 0 ? stream_find(sid) : NULL;
         if (!st || strcmp(stream_session(st), session_id(s)) != 0) {
             stream_unref(st);
             rc = fail(resp, 400, JSONRPC_SERVER_ERROR,

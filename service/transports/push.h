@@ -1,0 +1,67 @@
+/* push — a client connection that receives framed messages and has every
+ * reply pushed down the same connection: what WebSocket and stdio share.
+ *
+ * The transport owns the framing (RFC 6455 frames, NDJSON or Content-Length)
+ * and hands each complete frame to push_receive. push parses it as JSON-RPC,
+ * answers bad input with a JSON-RPC error, gives initialize to the core (the
+ * connection then has a session) and everything else to core_submit. Every
+ * reply stream is followed by a forwarder thread that sends its messages, in
+ * order, through the transport's send function; a request that opted in
+ * with "stream": true gets the handle at once and its messages as
+ * mcpd/chunk notifications. Once the connection has a session, its
+ * standalone stream is forwarded too. So the transport owns no messages: if
+ * the connection drops, the streams are in the store, and a new connection
+ * resumes them (push_resume).
+ *
+ * Threading: push_receive is called from the transport's reading thread;
+ * sends come from forwarder threads and are serialised by push. */
+#ifndef MCPD_PUSH_H
+#define MCPD_PUSH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct push;
+
+struct push_io {
+    /* Writes one message (compact JSON text, no newline) as one frame.
+     * Returns 0, or -1 when the connection is gone (push then stops
+     * sending; nothing is lost, the streams are stored). */
+    int (*send)(void *io, const char *msg, size_t len);
+    void *io;
+    const char *transport; /* "ws" or "stdio": the name clients see */
+    /* Add "_meta": {"mcpd/event-id": "<stream>:<seq>"} to each message sent
+     * (where the message has an object to carry it), so a client can resume
+     * after a reconnect. Off for stdio, which cannot reconnect. */
+    int event_ids;
+};
+
+/* A new connection. The io struct is copied. NULL when out of memory. */
+struct push *push_open(const struct push_io *io);
+
+/* One frame's payload from the client. Never fails: bad input is answered
+ * on the connection (-32700, -32600, ...) and the connection goes on. */
+void push_receive(struct push *p, const char *buf, size_t len);
+
+/* Adopt an existing session (a reconnect). With last_event_id
+ * ("<stream>:<seq>", may be NULL) the named stream is replayed from the
+ * message after it and then followed. Returns 0, -1 if the session is
+ * unknown or expired, -2 if the event id names no stream of it. */
+int push_resume(struct push *p, const char *session_id, const char *last_event_id);
+
+/* The connection's session id, or NULL before initialize. Borrowed. */
+const char *push_session_id(struct push *p);
+
+/* 1 while any request of this connection still has messages to send. */
+int push_busy(struct push *p);
+
+/* Waits up to timeout_ms for every request of this connection to finish
+ * sending (stdio at EOF: finish what is in flight). Returns 0 when all
+ * finished, -1 on timeout. */
+int push_drain(struct push *p, int64_t timeout_ms);
+
+/* Stops every forwarder (the connection is gone or closing) and frees p.
+ * Requests still running go on; their replies stay in their streams. */
+void push_close(struct push *p);
+
+#endif

@@ -1,0 +1,196 @@
+/* test_push — the push-transport glue against a real core, store and the
+ * built-in toolset: what a WebSocket or stdio connection would see, captured
+ * from push's send function. */
+#include "builtin.h"
+#include "check.h"
+#include "clock.h"
+#include "core.h"
+#include "push.h"
+#include "store.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Every message push sent, in order. */
+struct capture {
+    pthread_mutex_t mu;
+    json_t *msgs;
+    int fail_sends;
+};
+
+static int capture_send(void *io, const char *msg, size_t len)
+{
+    struct capture *c = io;
+    pthread_mutex_lock(&c->mu);
+    int fail = c->fail_sends;
+    if (!fail)
+        json_array_append_new(c->msgs, json_loadb(msg, len, 0, NULL));
+    pthread_mutex_unlock(&c->mu);
+    return fail ? -1 : 0;
+}
+
+/* Waits until a message matching (id, or method when id < 0) arrives;
+ * returns a new reference or NULL after 5 s. */
+static json_t *wait_for(struct capture *c, long long id, const char *method)
+{
+    int64_t deadline = clock_mono_ms() + 5000;
+    while (clock_mono_ms() < deadline) {
+        pthread_mutex_lock(&c->mu);
+        size_t i;
+        json_t *m;
+        json_array_foreach(c->msgs, i, m)
+        {
+            json_t *mid = json_object_get(m, "id");
+            const char *mm = json_string_value(json_object_get(m, "method"));
+            if ((id >= 0 && json_is_integer(mid) && json_integer_value(mid) == id &&
+                 !json_object_get(m, "method")) ||
+                (id < 0 && mm && strcmp(mm, method) == 0)) {
+                json_incref(m);
+                pthread_mutex_unlock(&c->mu);
+                return m;
+            }
+        }
+        pthread_mutex_unlock(&c->mu);
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static size_t count_method(struct capture *c, const char *method)
+{
+    size_t n = 0, i;
+    json_t *m;
+    pthread_mutex_lock(&c->mu);
+    json_array_foreach(c->msgs, i, m)
+    {
+        const char *mm = json_string_value(json_object_get(m, "method"));
+        n += mm && strcmp(mm, method) == 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+static void feed(struct push *p, const char *text)
+{
+    push_receive(p, text, strlen(text));
+}
+
+int main(void)
+{
+    struct store *st;
+    char *err = NULL;
+    if (store_open(":memory:", &st, &err) != 0) {
+        printf("store_open: %s\n", err);
+        return 1;
+    }
+    void *backend = builtin_backend_new();
+    struct core_config cc = {.session_idle_ms = 60000,
+                             .stream_retention_ms = 60000,
+                             .session_max_bytes = 1 << 24,
+                             .max_workers = 16,
+                             .server_name = "mcpd",
+                             .server_version = "test"};
+    CHECK_INT(core_start(&cc, st, builtin_backend_ops(), backend, &err), 0);
+
+    struct capture cap = {.msgs = json_array()};
+    pthread_mutex_init(&cap.mu, NULL);
+    struct push_io io = {.send = capture_send, .io = &cap, .transport = "ws", .event_ids = 1};
+    struct push *p = push_open(&io);
+
+    /* Before initialize: ping is answered, other requests are refused. */
+    feed(p, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+    json_t *m = wait_for(&cap, 1, NULL);
+    CHECK(m && json_is_object(json_object_get(m, "result")));
+    json_decref(m);
+    feed(p, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}");
+    m = wait_for(&cap, 2, NULL);
+    CHECK_INT(json_integer_value(json_object_get(json_object_get(m, "error"), "code")), -32600);
+    json_decref(m);
+
+    /* Bad input is answered and the connection goes on. */
+    feed(p, "{not json");
+    feed(p, "[]");
+    CHECK(push_session_id(p) == NULL);
+
+    feed(p, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"initialize\",\"params\":{"
+            "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+            "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}");
+    m = wait_for(&cap, 3, NULL);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(m, "result"), "protocolVersion")),
+              "2025-06-18");
+    /* Responses carry their event id for resumption. */
+    const char *eid = json_string_value(
+        json_object_get(json_object_get(json_object_get(m, "result"), "_meta"), "mcpd/event-id"));
+    CHECK(eid && strstr(eid, ":0"));
+    json_decref(m);
+    CHECK(push_session_id(p) != NULL);
+
+    feed(p, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
+            "\"arguments\":{\"message\":\"hi\"}}}");
+    m = wait_for(&cap, 4, NULL);
+    json_t *content = json_object_get(json_object_get(m, "result"), "content");
+    CHECK_STR(json_string_value(json_object_get(json_array_get(content, 0), "text")), "hi");
+    json_decref(m);
+
+    /* A countdown with progress: all progress arrives before the result. */
+    feed(p, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":"
+            "\"countdown\",\"arguments\":{\"n\":3,\"interval_ms\":5},"
+            "\"_meta\":{\"progressToken\":\"t\"}}}");
+    m = wait_for(&cap, 5, NULL);
+    CHECK(m != NULL);
+    CHECK_INT(count_method(&cap, "notifications/progress"), 3);
+    json_decref(m);
+
+    /* Opted in: the handle at once, then the messages as mcpd/chunk. */
+    feed(p, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":"
+            "\"countdown\",\"arguments\":{\"n\":2,\"interval_ms\":5},\"stream\":true}}");
+    m = wait_for(&cap, 6, NULL);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(m, "result"), "status")),
+              "streaming_started");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(m, "result"), "transport")), "ws");
+    json_decref(m);
+    CHECK(push_drain(p, 5000) == 0);
+    CHECK_INT(count_method(&cap, "mcpd/chunk"), 1); /* countdown without a token: the result */
+
+    /* A batch outside 2025-03-26 is refused. */
+    size_t before = json_array_size(cap.msgs);
+    feed(p, "[{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}]");
+    CHECK(json_array_size(cap.msgs) == before + 1);
+
+    /* A second connection resumes the session from an event id. */
+    char sid[64];
+    snprintf(sid, sizeof sid, "%s", push_session_id(p));
+    push_close(p);
+    struct capture cap2 = {.msgs = json_array()};
+    pthread_mutex_init(&cap2.mu, NULL);
+    struct push_io io2 = {.send = capture_send, .io = &cap2, .transport = "ws", .event_ids = 1};
+    struct push *p2 = push_open(&io2);
+    CHECK_INT(push_resume(p2, "0123456789abcdef0123456789abcdef", NULL), -1);
+    CHECK_INT(push_resume(p2, sid, "nosuchstream:1"), -2);
+    CHECK_INT(push_resume(p2, sid, NULL), 0);
+    feed(p2,
+         "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
+         "\"arguments\":{\"message\":\"again\"}}}");
+    m = wait_for(&cap2, 8, NULL);
+    CHECK(m != NULL);
+    json_decref(m);
+
+    /* A connection whose sends fail stops sending; the request still ends. */
+    cap2.fail_sends = 1;
+    feed(p2, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":"
+             "\"countdown\",\"arguments\":{\"n\":2,\"interval_ms\":1}}}");
+    CHECK(push_drain(p2, 5000) == 0);
+    push_close(p2);
+
+    core_stop(1000);
+    core_cleanup();
+    builtin_backend_ops()->destroy(backend);
+    store_close(st);
+    json_decref(cap.msgs);
+    json_decref(cap2.msgs);
+    return check_summary();
+}
