@@ -334,7 +334,10 @@ static void run_json_schema_2020_12(struct call *c, json_t *args)
 
 static void run_echo(struct call *c, json_t *args)
 {
-    reply_text(c, json_string_value(json_object_get(args, "message")), 0);
+    /* The message goes back as the same JSON string, so text with an
+     * escaped NUL round-trips whole. */
+    builtin_reply(c, json_pack("{s:[{s:s, s:O}]}", "content", "type", "text", "text",
+                               json_object_get(args, "message")));
 }
 
 static void run_countdown(struct call *c, json_t *args)

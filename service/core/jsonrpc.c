@@ -44,7 +44,8 @@ json_t *jsonrpc_parse(const char *buf, size_t len, struct jsonrpc_error *err)
     /* jansson rejects invalid UTF-8 and NUL bytes itself. */
     /* Scalars parse too, so that `42` is an invalid request, not a parse
      * error. */
-    json_t *v = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+    json_t *v =
+        json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
     if (!v) {
         char msg[160];
         snprintf(msg, sizeof msg, "Parse error: %.120s", je.text);

@@ -21,7 +21,7 @@ json_t *poll_ack(json_t *id, const struct stream *st, const char *transport)
 json_t *poll_chunk_notification(const struct stream *st, long long seq, const char *msg, size_t len,
                                 int end)
 {
-    json_t *message = json_loadb(msg, len, 0, NULL);
+    json_t *message = json_loadb(msg, len, JSON_ALLOW_NUL, NULL);
     if (!message)
         return NULL;
     return jsonrpc_notification("mcpd/chunk",
@@ -78,7 +78,7 @@ json_t *poll_serve(struct session *s, json_t *id, json_t *params, const char *tr
         enum stream_wait w = stream_read(st, &tok, seq, n == 0 ? deadline : 0, &ch);
         if (w != STREAM_CHUNK)
             break;
-        json_t *message = json_loadb(ch.msg, ch.len, 0, NULL);
+        json_t *message = json_loadb(ch.msg, ch.len, JSON_ALLOW_NUL, NULL);
         json_array_append_new(chunks,
                               json_pack("{s:I, s:o, s:b}", "seq", (json_int_t)ch.seq, "message",
                                         message ? message : json_null(), "end", ch.is_end));

@@ -159,7 +159,7 @@ static struct session *load_locked(const char *id)
     struct store_session row;
     if (!reg.store || store_session_get(reg.store, id, &row) != 0)
         return NULL;
-    json_t *params = json_loads(row.init_params, 0, NULL);
+    json_t *params = json_loads(row.init_params, JSON_ALLOW_NUL, NULL);
     struct session *s = session_alloc(row.id, row.protocol_version, params);
     if (s) {
         s->log_level = protocol_log_level(row.log_level);

@@ -356,55 +356,192 @@ static int respond(struct _u_response *resp, struct session *s, struct core_repl
 
 /* ---- POST ---- */
 
-/* 2025-03-26 batches: every request's final message, in one JSON array. */
+/* ---- batches (2025-03-26) ---- */
+
+/* The SSE reply to a batch follows every request's stream at once. Batches
+ * exist only in the legacy revision, so rather than teach the stream module
+ * to wait on many streams, this writer checks each in turn and sleeps on
+ * one for at most BATCH_TICK_MS. */
+#define BATCH_TICK_MS 20
+
+struct batch_reader {
+    struct session *session;
+    size_t n, left;
+    struct stream **streams;
+    struct stream_reader *tokens;
+    int64_t *next;
+    int *done;
+    int64_t last_write;
+    struct sse_buf buf;
+};
+
+static void batch_free(void *ud)
+{
+    struct batch_reader *b = ud;
+    for (size_t i = 0; i < b->n; i++)
+        stream_unref(b->streams[i]);
+    free(b->streams);
+    free(b->tokens);
+    free(b->next);
+    free(b->done);
+    session_unref(b->session);
+    sse_buf_free(&b->buf);
+    free(b);
+}
+
+/* Takes whatever stream i has ready; 1 if it wrote something. */
+static int batch_take(struct batch_reader *b, size_t i)
+{
+    struct stream_chunk ch;
+    enum stream_wait w = stream_read(b->streams[i], &b->tokens[i], b->next[i], 0, &ch);
+    if (w == STREAM_CHUNK) {
+        char id[96];
+        stream_event_id(b->streams[i], ch.seq, id, sizeof id);
+        sse_event(&b->buf, id, -1, ch.msg, ch.len);
+        b->next[i] = ch.seq + 1;
+        if (ch.is_end) {
+            b->done[i] = 1;
+            b->left--;
+        }
+        return 1;
+    }
+    if (w == STREAM_ENDED || w == STREAM_DETACHED) {
+        b->done[i] = 1;
+        b->left--;
+    }
+    return 0;
+}
+
+static ssize_t batch_write(void *ud, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    struct batch_reader *b = ud;
+    for (;;) {
+        if (sse_pending(&b->buf)) {
+            b->last_write = clock_mono_ms();
+            return (ssize_t)sse_drain(&b->buf, out, max);
+        }
+        if (!b->left)
+            return U_STREAM_END;
+        int wrote = 0;
+        size_t first = b->n;
+        for (size_t i = 0; i < b->n; i++) {
+            if (!b->done[i])
+                wrote |= batch_take(b, i);
+            if (!b->done[i] && first == b->n)
+                first = i;
+        }
+        if (wrote || first == b->n)
+            continue;
+        if (clock_mono_ms() - b->last_write >= http.cfg.keepalive_ms) {
+            sse_comment(&b->buf, "keepalive");
+            continue;
+        }
+        struct stream_chunk ch;
+        stream_read(b->streams[first], &b->tokens[first], b->next[first],
+                    clock_mono_ms() + BATCH_TICK_MS, &ch);
+    }
+}
+
+/* 2025-03-26 batches: requests go to the core one by one; invalid elements
+ * are answered with errors. The replies come back as one JSON array when
+ * each is a single message ready at once (or in json reply mode), and
+ * otherwise as one SSE stream carrying every request's messages. */
 static int post_batch(struct _u_response *resp, struct session *s, json_t *batch)
 {
     if (!protocol_allows_batch(session_protocol(s)))
         return fail(resp, 400, JSONRPC_INVALID_REQUEST,
                     "Invalid Request: batches are only accepted on 2025-03-26 sessions");
-    json_t *out = json_array();
     size_t n = json_array_size(batch);
-    struct stream **streams = calloc(n ? n : 1, sizeof *streams);
-    size_t nstreams = 0;
+    json_t *errors = json_array();
+    struct batch_reader *b = calloc(1, sizeof *b);
+    if (b) {
+        b->streams = calloc(n, sizeof *b->streams);
+        b->tokens = calloc(n, sizeof *b->tokens);
+        b->next = calloc(n, sizeof *b->next);
+        b->done = calloc(n, sizeof *b->done);
+    }
+    if (!b || !b->streams || !b->tokens || !b->next || !b->done) {
+        json_decref(errors);
+        if (b)
+            batch_free(b);
+        return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
+    }
+    session_ref(s);
+    b->session = s;
     for (size_t i = 0; i < n; i++) {
         json_t *msg = json_array_get(batch, i);
         struct jsonrpc_msg m;
         struct jsonrpc_error err;
         if (jsonrpc_classify(msg, &m, &err) != 0) {
-            json_array_append_new(out, jsonrpc_error(NULL, err.code, err.message, NULL));
+            json_array_append_new(errors, jsonrpc_error(NULL, err.code, err.message, NULL));
             continue;
         }
         if (m.kind == JSONRPC_REQUEST && strcmp(m.method, "initialize") == 0) {
-            json_array_append_new(out, jsonrpc_error(m.id, JSONRPC_INVALID_REQUEST,
-                                                     "initialize must not be batched", NULL));
+            json_array_append_new(errors, jsonrpc_error(m.id, JSONRPC_INVALID_REQUEST,
+                                                        "initialize must not be batched", NULL));
             continue;
         }
         struct core_reply r;
         core_submit(s, msg, &m, HTTP_TRANSPORT, &r);
         if (r.kind == CORE_REJECTED) {
-            json_array_append(out, r.error);
-        } else if (r.kind == CORE_STREAM && streams) {
-            streams[nstreams++] = r.stream;
+            json_array_append(errors, r.error);
+        } else if (r.kind == CORE_STREAM && r.ack) {
+            json_array_append(errors, r.ack); /* the handle is the whole reply */
+        } else if (r.kind == CORE_STREAM) {
+            stream_attach(r.stream, &b->tokens[b->n]);
+            b->streams[b->n++] = r.stream;
             r.stream = NULL;
         }
         core_reply_clear(&r);
     }
-    int64_t deadline = clock_mono_ms() + JSON_WAIT_MS;
-    for (size_t i = 0; i < nstreams; i++) {
-        struct stream_reader tok;
+    b->left = b->n;
+
+    /* One JSON array when every reply is a single message, ready soon. */
+    int as_json = http.cfg.reply_mode != HTTP_REPLY_SSE;
+    int64_t deadline =
+        clock_mono_ms() + (http.cfg.reply_mode == HTTP_REPLY_JSON ? JSON_WAIT_MS : AUTO_WAIT_MS);
+    for (size_t i = 0; i < b->n && as_json; i++) {
         struct stream_chunk ch;
-        stream_attach(streams[i], &tok);
-        if (wait_final(streams[i], &tok, deadline, &ch) == STREAM_CHUNK)
-            json_array_append_new(out, json_loadb(ch.msg, ch.len, 0, NULL));
-        stream_unref(streams[i]);
+        enum stream_wait w = http.cfg.reply_mode == HTTP_REPLY_JSON
+                                 ? wait_final(b->streams[i], &b->tokens[i], deadline, &ch)
+                                 : stream_read(b->streams[i], &b->tokens[i], 0, deadline, &ch);
+        if (w == STREAM_CHUNK && ch.is_end)
+            json_array_append_new(errors, json_loadb(ch.msg, ch.len, JSON_ALLOW_NUL, NULL));
+        else if (w != STREAM_ENDED)
+            as_json = http.cfg.reply_mode == HTTP_REPLY_JSON;
     }
-    free(streams);
-    if (json_array_size(out) == 0) {
-        json_decref(out);
-        ulfius_set_empty_body_response(resp, 202);
+    if (as_json || b->n == 0) {
+        batch_free(b);
+        if (json_array_size(errors) == 0) {
+            json_decref(errors);
+            ulfius_set_empty_body_response(resp, 202);
+            return U_CALLBACK_COMPLETE;
+        }
+        send_json(resp, 200, errors);
         return U_CALLBACK_COMPLETE;
     }
-    send_json(resp, 200, out);
+    /* SSE: the immediate answers first, then every stream. */
+    size_t i;
+    json_t *e;
+    json_array_foreach(errors, i, e)
+    {
+        char *text = jsonrpc_dump(e, NULL);
+        if (text)
+            sse_event(&b->buf, NULL, -1, text, strlen(text));
+        free(text);
+    }
+    json_decref(errors);
+    if (sse_pending(&b->buf) == 0)
+        sse_comment(&b->buf, "batch");
+    if (ulfius_set_stream_response(resp, 200, batch_write, batch_free, U_STREAM_SIZE_UNKNOWN,
+                                   SSE_BLOCK, b) != U_OK) {
+        batch_free(b);
+        return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Could not start the event stream");
+    }
+    u_map_put(resp->map_header, "Content-Type", "text/event-stream");
+    u_map_put(resp->map_header, "Cache-Control", "no-cache, no-transform");
+    u_map_put(resp->map_header, "X-Accel-Buffering", "no");
     return U_CALLBACK_COMPLETE;
 }
 

@@ -83,7 +83,7 @@ static void send_error(struct push *p, json_t *id, int code, const char *message
  * response has no such object and goes out as stored. New reference. */
 static json_t *with_event_id(const struct stream_chunk *ch, struct stream *st)
 {
-    json_t *msg = json_loadb(ch->msg, ch->len, 0, NULL);
+    json_t *msg = json_loadb(ch->msg, ch->len, JSON_ALLOW_NUL, NULL);
     json_t *holder = json_object_get(msg, "params");
     if (!json_is_object(holder))
         holder = json_object_get(msg, "result");
