@@ -10,4 +10,11 @@
  * randomness (never falls back to a weak source). */
 int randid_make(char out[RANDID_LEN + 1]);
 
+/* The same length, but the first 48 bits are the wall clock in ms and only
+ * 80 are random: ids made later sort later, so rows keyed by them are
+ * appended at the end of their B-trees instead of dirtying pages all over
+ * them. For stream ids, which only ever work together with the session id
+ * that owns them. */
+int randid_make_ordered(char out[RANDID_LEN + 1]);
+
 #endif

@@ -154,7 +154,7 @@ struct stream *stream_create(const char *session_id, enum stream_kind kind,
                              const json_t *request_id)
 {
     char id[RANDID_LEN + 1];
-    if (randid_make(id) != 0)
+    if (randid_make_ordered(id) != 0)
         return NULL;
     struct stream *s = stream_alloc(id, session_id, kind == STREAM_STANDALONE);
     if (!s)
