@@ -113,13 +113,20 @@ int jsonrpc_classify(json_t *msg, struct jsonrpc_msg *out, struct jsonrpc_error 
 int jsonrpc_id_key(const json_t *id, char *out, size_t cap)
 {
     int n;
-    if (json_is_integer(id))
+    if (json_is_integer(id)) {
         n = snprintf(out, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(id));
-    else if (json_is_string(id))
-        n = snprintf(out, cap, "\"%s\"", json_string_value(id));
-    else
+        return n < 0 || (size_t)n >= cap ? -1 : 0;
+    }
+    if (!json_is_string(id))
         return -1;
-    return n < 0 || (size_t)n >= cap ? -1 : 0;
+    /* The JSON encoding: quoted, so "7" and 7 differ, and escaped, so ids
+     * that differ only after an embedded NUL still differ. */
+    size_t need = json_dumpb(id, NULL, 0, JSON_ENCODE_ANY);
+    if (need == 0 || need >= cap)
+        return -1;
+    json_dumpb(id, out, cap, JSON_ENCODE_ANY);
+    out[need] = '\0';
+    return 0;
 }
 
 json_t *jsonrpc_result(json_t *id, json_t *result)

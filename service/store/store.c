@@ -21,6 +21,7 @@ enum write_kind {
     W_SESSION_DELETE,
     W_STREAM_PUT,
     W_CHUNK,
+    W_CHUNK_END,
     W_STREAM_END,
     W_LOG,
     W_PURGE_SESSIONS,
@@ -42,6 +43,8 @@ static const char *const write_sql[W_COUNT] = {
                      "VALUES(?1, ?2, ?3, ?4, ?5)",
     [W_CHUNK] = "INSERT INTO chunks(stream_id, seq, message, is_end, created_ms) "
                 "VALUES(?1, ?2, ?3, ?4, ?5)",
+    /* The last chunk and the stream's end, as one write: both or neither. */
+    [W_CHUNK_END] = "UPDATE streams SET state = ?6, ended_ms = ?5 WHERE id = ?1",
     [W_STREAM_END] = "UPDATE streams SET state = ?2, ended_ms = ?3 WHERE id = ?1",
     [W_LOG] = "INSERT INTO logs(ts_ms, level, session_id, event) VALUES(?1, ?2, ?3, ?4)",
     [W_PURGE_SESSIONS] = "DELETE FROM sessions WHERE last_active_ms < ?1",
@@ -190,12 +193,33 @@ static void op_free(struct write_op *op)
     free(op);
 }
 
+static int run_stmt(struct store *st, struct write_op *op, enum write_kind kind);
+
 static int op_run(struct store *st, struct write_op *op)
 {
     if (op->kind == W_FLUSH)
         return 0;
-    sqlite3_stmt *s = st->stmt[op->kind];
-    for (int i = 0; i < op->nparams; i++) {
+    if (op->kind == W_CHUNK_END) {
+        /* A savepoint keeps a failed pair from leaving half of itself in
+         * the group's transaction. */
+        sqlite3_exec(st->wdb, "SAVEPOINT chunk_end", NULL, NULL, NULL);
+        int rc = run_stmt(st, op, W_CHUNK);
+        if (rc == 0)
+            rc = run_stmt(st, op, W_CHUNK_END);
+        if (rc == 0 && sqlite3_changes(st->wdb) != 1)
+            rc = -1; /* no such stream */
+        sqlite3_exec(st->wdb, rc ? "ROLLBACK TO chunk_end; RELEASE chunk_end" : "RELEASE chunk_end",
+                     NULL, NULL, NULL);
+        return rc;
+    }
+    return run_stmt(st, op, op->kind);
+}
+
+static int run_stmt(struct store *st, struct write_op *op, enum write_kind kind)
+{
+    sqlite3_stmt *s = st->stmt[kind];
+    int nbind = sqlite3_bind_parameter_count(s);
+    for (int i = 0; i < op->nparams && i < nbind; i++) {
         const struct param *p = &op->p[i];
         if (p->type == P_INT)
             sqlite3_bind_int64(s, i + 1, p->i);
@@ -208,7 +232,7 @@ static int op_run(struct store *st, struct write_op *op)
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
     if (rc != SQLITE_DONE) {
-        fprintf(stderr, "level=error event=store_write_failed kind=%d error=\"%s\"\n", op->kind,
+        fprintf(stderr, "level=error event=store_write_failed kind=%d error=\"%s\"\n", kind,
                 sqlite3_errmsg(st->wdb));
         return -1;
     }
@@ -479,12 +503,9 @@ int store_stream_put(struct store *st, const char *id, const char *session_id, c
 int store_append(struct store *st, const char *stream_id, int64_t seq, const char *msg, size_t len,
                  const char *end_state, int64_t now_ms)
 {
-    if (end_state) {
-        /* Both rows in the same group: enqueue the first without waiting. */
-        if (enqueue(st, 0, W_CHUNK, "sibii", stream_id, seq, msg, len, (int64_t)1, now_ms))
-            return -1;
-        return enqueue(st, 1, W_STREAM_END, "ssi", stream_id, end_state, now_ms);
-    }
+    if (end_state)
+        return enqueue(st, 1, W_CHUNK_END, "sibiis", stream_id, seq, msg, len, (int64_t)1, now_ms,
+                       end_state);
     return enqueue(st, 1, W_CHUNK, "sibii", stream_id, seq, msg, len, (int64_t)0, now_ms);
 }
 
@@ -582,9 +603,10 @@ int store_session_get(struct store *st, const char *id, struct store_session *ou
 
 int64_t store_session_bytes(struct store *st, const char *id)
 {
-    sqlite3_stmt *q = read_begin(st, "SELECT COALESCE(SUM(LENGTH(c.message)), 0) FROM chunks c "
-                                     "JOIN streams s ON s.id = c.stream_id "
-                                     "WHERE s.session_id = ?1");
+    sqlite3_stmt *q =
+        read_begin(st, "SELECT COALESCE(SUM(LENGTH(CAST(c.message AS BLOB))), 0) FROM chunks c "
+                       "JOIN streams s ON s.id = c.stream_id "
+                       "WHERE s.session_id = ?1");
     if (!q)
         return -1;
     sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);

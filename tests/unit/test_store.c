@@ -1,0 +1,680 @@
+/* test_store — the SQLite store (store.c) on a real file in a temporary
+ * folder and on ":memory:": migrations, sessions, streams and chunks, purge,
+ * durability across close/reopen, and group commit under concurrent
+ * appenders. Raw SQLite reads (a separate connection) double-check what the
+ * store's own read functions cannot show, such as cascaded chunk rows. */
+#include "check.h"
+#include "store.h"
+#include "store_migrations.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char tmpdir[64];
+
+/* ---- helpers ---- */
+
+static struct store *open_store(const char *path)
+{
+    struct store *st = NULL;
+    char *err = NULL;
+    int rc = store_open(path, &st, &err);
+    if (!check_record(rc == 0 && st != NULL, __FILE__, __LINE__, "store_open"))
+        printf("     store_open(%s): %s\n", path, err ? err : "?");
+    free(err);
+    return rc == 0 ? st : NULL;
+}
+
+/* A count from a raw connection to the file (-1 on error). `arg` binds ?1
+ * when not NULL. */
+static int64_t raw_count(const char *path, const char *sql, const char *arg)
+{
+    sqlite3 *db = NULL;
+    int64_t n = -1;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *q = NULL;
+        if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK) {
+            if (arg)
+                sqlite3_bind_text(q, 1, arg, -1, SQLITE_TRANSIENT);
+            if (sqlite3_step(q) == SQLITE_ROW)
+                n = sqlite3_column_int64(q, 0);
+        }
+        sqlite3_finalize(q);
+    }
+    sqlite3_close(db);
+    return n;
+}
+
+struct chunks {
+    int n;
+    int64_t seq[4096];
+    char *msg[4096];
+    size_t len[4096];
+    int is_end[4096];
+};
+
+static void collect_chunk(void *arg, int64_t seq, const char *msg, size_t len, int is_end)
+{
+    struct chunks *c = arg;
+    if (c->n >= 4096)
+        return;
+    c->seq[c->n] = seq;
+    c->msg[c->n] = strndup(msg, len);
+    c->len[c->n] = len;
+    c->is_end[c->n] = is_end;
+    c->n++;
+}
+
+static void chunks_free(struct chunks *c)
+{
+    for (int i = 0; i < c->n; i++)
+        free(c->msg[i]);
+    c->n = 0;
+}
+
+/* store_stream_get into a fresh collector; returns the rc. */
+static int get_stream(struct store *st, const char *id, struct store_stream *row, struct chunks *c)
+{
+    memset(c, 0, sizeof *c);
+    return store_stream_get(st, id, row, collect_chunk, c);
+}
+
+static int put_session(struct store *st, const char *id, int64_t last_active)
+{
+    struct store_session s = {
+        .id = (char *)id,
+        .protocol_version = "2025-06-18",
+        .init_params = "{\"clientInfo\":{\"name\":\"t\"}}",
+        .log_level = "info",
+        .initialized = 0,
+        .created_ms = last_active,
+        .last_active_ms = last_active,
+    };
+    return store_session_put(st, &s);
+}
+
+struct unfinished {
+    int n;
+    char id[16][64];
+    char session[16][64];
+    char request_id[16][64];
+    int64_t next_seq[16];
+};
+
+static void collect_unfinished(void *arg, const char *stream_id, const char *session_id,
+                               const char *request_id, int64_t next_seq)
+{
+    struct unfinished *u = arg;
+    if (u->n >= 16)
+        return;
+    snprintf(u->id[u->n], 64, "%s", stream_id);
+    snprintf(u->session[u->n], 64, "%s", session_id);
+    snprintf(u->request_id[u->n], 64, "%s", request_id ? request_id : "(null)");
+    u->next_seq[u->n] = next_seq;
+    u->n++;
+}
+
+static int find_unfinished(const struct unfinished *u, const char *id)
+{
+    for (int i = 0; i < u->n; i++)
+        if (strcmp(u->id[i], id) == 0)
+            return i;
+    return -1;
+}
+
+struct ids {
+    int n;
+    char id[16][64];
+};
+
+static void collect_id(void *arg, const char *id)
+{
+    struct ids *x = arg;
+    if (x->n < 16)
+        snprintf(x->id[x->n++], 64, "%s", id);
+}
+
+static int has_id(const struct ids *x, const char *id)
+{
+    for (int i = 0; i < x->n; i++)
+        if (strcmp(x->id[i], id) == 0)
+            return 1;
+    return 0;
+}
+
+/* ---- the tests ---- */
+
+static void test_open(void)
+{
+    /* The folder (two levels) does not exist yet. */
+    char path[256];
+    snprintf(path, sizeof path, "%s/a/b/mcpd.db", tmpdir);
+    struct stat sb;
+    CHECK(stat(path, &sb) != 0);
+    struct store *st = open_store(path);
+    if (!st)
+        return;
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/a/b", tmpdir);
+    CHECK(stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode));
+    CHECK(stat(path, &sb) == 0 && S_ISREG(sb.st_mode));
+    CHECK(store_migrations_count >= 1);
+    int latest = store_migrations[store_migrations_count - 1].version;
+    CHECK(latest >= 1);
+    CHECK_INT(store_schema_version(st), latest);
+    CHECK_INT(store_ready(st), 1);
+    CHECK_INT(raw_count(path, "PRAGMA user_version", NULL), latest);
+    CHECK_INT(raw_count(path,
+                        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+                        "('sessions', 'streams', 'chunks', 'logs')",
+                        NULL),
+              4);
+    CHECK_INT(store_flush(st), 0);
+    store_close(st);
+
+    /* Reopening an up-to-date database applies nothing and works. */
+    st = open_store(path);
+    if (st) {
+        CHECK_INT(store_schema_version(st), latest);
+        CHECK_INT(store_ready(st), 1);
+        store_close(st);
+    }
+
+    /* A folder that cannot be created (a regular file in the way). */
+    char blocker[256], bad[300];
+    snprintf(blocker, sizeof blocker, "%s/blocker", tmpdir);
+    FILE *f = fopen(blocker, "w");
+    if (f)
+        fclose(f);
+    snprintf(bad, sizeof bad, "%s/sub/x.db", blocker);
+    struct store *none = (struct store *)1;
+    char *err = NULL;
+    CHECK_INT(store_open(bad, &none, &err), -1);
+    CHECK(none == NULL);
+    CHECK(err != NULL && err[0] != '\0');
+    free(err);
+
+    store_close(NULL); /* harmless */
+}
+
+/* Everything except reopen, on `path` (a file or ":memory:"). `rawpath`
+ * is the file for raw checks, or NULL. */
+static void test_data(const char *path, const char *rawpath)
+{
+    struct store *st = open_store(path);
+    if (!st)
+        return;
+    CHECK_INT(store_ready(st), 1);
+    CHECK_INT(store_schema_version(st), store_migrations[store_migrations_count - 1].version);
+
+    /* Sessions: round trip, unknown, replace. */
+    struct store_session in = {
+        .id = "sess-1",
+        .protocol_version = "2025-11-25",
+        .init_params = "{\"capabilities\":{\"sampling\":{}},\"x\":\"h\xc3\xa9\"}",
+        .log_level = "warning",
+        .initialized = 1,
+        .created_ms = 1700000000123LL,
+        .last_active_ms = 1700000000456LL,
+    };
+    CHECK_INT(store_session_put(st, &in), 0);
+    struct store_session out;
+    CHECK_INT(store_session_get(st, "sess-1", &out), 0);
+    CHECK_STR(out.id, "sess-1");
+    CHECK_STR(out.protocol_version, "2025-11-25");
+    CHECK_STR(out.init_params, in.init_params);
+    CHECK_STR(out.log_level, "warning");
+    CHECK_INT(out.initialized, 1);
+    CHECK_INT(out.created_ms, 1700000000123LL);
+    CHECK_INT(out.last_active_ms, 1700000000456LL);
+    store_session_free(&out);
+    CHECK(out.id == NULL);
+
+    CHECK_INT(store_session_get(st, "no-such-session", &out), 1);
+    CHECK(out.id == NULL && out.init_params == NULL);
+
+    in.log_level = "debug";
+    in.initialized = 0;
+    CHECK_INT(store_session_put(st, &in), 0);
+    CHECK_INT(store_session_get(st, "sess-1", &out), 0);
+    CHECK_STR(out.log_level, "debug");
+    CHECK_INT(out.initialized, 0);
+    store_session_free(&out);
+
+    /* Async updates, visible after a flush; touch never goes back. */
+    CHECK_INT(store_session_set_state(st, "sess-1", "error", 1), 0);
+    CHECK_INT(store_session_touch(st, "sess-1", 1700000009999LL), 0);
+    CHECK_INT(store_session_touch(st, "sess-1", 1600000000000LL), 0);
+    CHECK_INT(store_flush(st), 0);
+    CHECK_INT(store_session_get(st, "sess-1", &out), 0);
+    CHECK_STR(out.log_level, "error");
+    CHECK_INT(out.initialized, 1);
+    CHECK_INT(out.last_active_ms, 1700000009999LL);
+    store_session_free(&out);
+
+    /* A stream of five chunks ending with "finished". */
+    CHECK_INT(store_stream_put(st, "str-A", "sess-1", "request", "7", 1000), 0);
+    const char *msgs[5] = {"{\"m\":0}", "{\"m\":1}", "{\"m\":\"two\"}", "{\"m\":3}",
+                           "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}"};
+    for (int i = 0; i < 5; i++)
+        CHECK_INT(store_append(st, "str-A", i, msgs[i], strlen(msgs[i]), i == 4 ? "finished" : NULL,
+                               2000 + i),
+                  0);
+    struct store_stream row;
+    struct chunks *c = malloc(sizeof *c);
+    CHECK_INT(get_stream(st, "str-A", &row, c), 0);
+    CHECK_STR(row.id, "str-A");
+    CHECK_STR(row.session_id, "sess-1");
+    CHECK_STR(row.kind, "request");
+    CHECK_STR(row.request_id, "7");
+    CHECK_STR(row.state, "finished");
+    CHECK_INT(row.ended_ms, 2004);
+    CHECK_INT(c->n, 5);
+    for (int i = 0; i < c->n && i < 5; i++) {
+        CHECK_INT(c->seq[i], i);
+        CHECK_STR(c->msg[i], msgs[i]);
+        CHECK_INT(c->len[i], strlen(msgs[i]));
+        CHECK_INT(c->is_end[i], i == 4);
+    }
+    chunks_free(c);
+    store_stream_free(&row);
+    CHECK(row.id == NULL);
+
+    /* Unknown stream. */
+    CHECK_INT(get_stream(st, "no-such-stream", &row, c), 1);
+    CHECK_INT(c->n, 0);
+
+    /* Duplicate seq fails and loses nothing; the failure shows in the next
+     * flush only. */
+    CHECK_INT(store_stream_put(st, "str-B", "sess-1", "request", "\"b\"", 1000), 0);
+    CHECK_INT(store_append(st, "str-B", 0, "{\"b\":0}", 7, NULL, 3000), 0);
+    CHECK_INT(store_append(st, "str-B", 1, "{\"b\":1}", 7, NULL, 3001), 0);
+    CHECK_INT(store_append(st, "str-B", 1, "{\"dup\":1}", 9, NULL, 3002), -1);
+    CHECK_INT(store_flush(st), -1);
+    CHECK_INT(store_flush(st), 0);
+    CHECK_INT(get_stream(st, "str-B", &row, c), 0);
+    CHECK_STR(row.state, "active");
+    CHECK_INT(row.ended_ms, 0);
+    CHECK_INT(c->n, 2);
+    if (c->n == 2) {
+        CHECK_STR(c->msg[0], "{\"b\":0}");
+        CHECK_STR(c->msg[1], "{\"b\":1}");
+        CHECK_INT(c->is_end[1], 0);
+    }
+    chunks_free(c);
+    store_stream_free(&row);
+    CHECK_INT(store_ready(st), 1); /* one failed row does not make the store unhealthy */
+
+    /* Duplicate seq as the final chunk (end_state set) must fail too, and
+     * must not end the stream. */
+    CHECK_INT(store_stream_put(st, "str-F", "sess-1", "request", "\"f\"", 1000), 0);
+    CHECK_INT(store_append(st, "str-F", 0, "{\"f\":0}", 7, NULL, 3000), 0);
+    CHECK_INT(store_append(st, "str-F", 0, "{\"f\":\"end\"}", 11, "finished", 3001), -1);
+    store_flush(st);
+    CHECK_INT(get_stream(st, "str-F", &row, c), 0);
+    CHECK_STR(row.state, "active");
+    CHECK_INT(c->n, 1);
+    if (c->n == 1)
+        CHECK_STR(c->msg[0], "{\"f\":0}");
+    chunks_free(c);
+    store_stream_free(&row);
+
+    /* A chunk whose stream row is missing violates the foreign key: that
+     * fails with or without end_state. */
+    CHECK_INT(store_append(st, "no-such-stream", 0, "{}", 2, NULL, 3000), -1);
+    CHECK_INT(store_append(st, "no-such-stream", 0, "{}", 2, "finished", 3000), -1);
+    store_flush(st);
+    CHECK_INT(get_stream(st, "no-such-stream", &row, c), 1);
+
+    /* Unfinished request streams: B (active, 2 chunks) and C (active, none)
+     * but not A (finished), D (standalone), E (ended without chunk). F's
+     * fate depends on the check above, so it is not asserted here. */
+    CHECK_INT(store_stream_put(st, "str-C", "sess-1", "request", "42", 1000), 0);
+    CHECK_INT(store_stream_put(st, "str-D", "sess-1", "standalone", NULL, 1000), 0);
+    CHECK_INT(store_append(st, "str-D", 0, "{\"d\":0}", 7, NULL, 3000), 0);
+    CHECK_INT(store_stream_put(st, "str-E", "sess-1", "request", "43", 1000), 0);
+    CHECK_INT(store_append(st, "str-E", 0, "{\"e\":0}", 7, NULL, 3000), 0);
+    CHECK_INT(store_stream_end(st, "str-E", "error", 3500), 0);
+    CHECK_INT(get_stream(st, "str-E", &row, c), 0);
+    CHECK_STR(row.state, "error");
+    CHECK_INT(row.ended_ms, 3500);
+    CHECK_INT(c->n, 1);
+    if (c->n == 1)
+        CHECK_INT(c->is_end[0], 0);
+    chunks_free(c);
+    store_stream_free(&row);
+
+    struct unfinished u = {0};
+    CHECK_INT(store_streams_unfinished(st, collect_unfinished, &u), 0);
+    int b = find_unfinished(&u, "str-B"), cc = find_unfinished(&u, "str-C");
+    CHECK(b >= 0);
+    CHECK(cc >= 0);
+    if (b >= 0) {
+        CHECK_INT(u.next_seq[b], 2);
+        CHECK_STR(u.session[b], "sess-1");
+        CHECK_STR(u.request_id[b], "\"b\"");
+    }
+    if (cc >= 0) {
+        CHECK_INT(u.next_seq[cc], 0);
+        CHECK_STR(u.request_id[cc], "42");
+    }
+    CHECK_INT(find_unfinished(&u, "str-A"), -1);
+    CHECK_INT(find_unfinished(&u, "str-D"), -1);
+    CHECK_INT(find_unfinished(&u, "str-E"), -1);
+    CHECK(u.n <= 3);
+
+    /* The standalone stream of a session. */
+    char *sid = NULL;
+    CHECK_INT(store_session_standalone(st, "sess-1", &sid), 0);
+    CHECK_STR(sid, "str-D");
+    free(sid);
+    CHECK_INT(put_session(st, "sess-2", 5000), 0);
+    sid = (char *)"x";
+    CHECK_INT(store_session_standalone(st, "sess-2", &sid), 1);
+    CHECK(sid == NULL);
+
+    /* Bytes: an ASCII-only session sums the message lengths. */
+    CHECK_INT(store_stream_put(st, "s2-a", "sess-2", "request", "1", 1000), 0);
+    CHECK_INT(store_stream_put(st, "s2-b", "sess-2", "standalone", NULL, 1000), 0);
+    CHECK_INT(store_append(st, "s2-a", 0, "12345", 5, NULL, 1), 0);
+    CHECK_INT(store_append(st, "s2-a", 1, "1234567890", 10, "finished", 1), 0);
+    CHECK_INT(store_append(st, "s2-b", 0, "abc", 3, NULL, 1), 0);
+    CHECK_INT(store_session_bytes(st, "sess-2"), 18);
+    CHECK_INT(store_session_bytes(st, "no-such-session"), 0);
+    /* Bytes means bytes: "héllo" is 6 bytes of UTF-8 (5 characters). */
+    CHECK_INT(put_session(st, "sess-3", 5000), 0);
+    CHECK_INT(store_stream_put(st, "s3-a", "sess-3", "request", "1", 1000), 0);
+    const char *utf8 = "\"h\xc3\xa9llo\"";
+    CHECK_INT(store_append(st, "s3-a", 0, utf8, strlen(utf8), NULL, 1), 0);
+    CHECK_INT(strlen(utf8), 8);
+    CHECK_INT(store_session_bytes(st, "sess-3"), 8);
+
+    /* store_session_delete cascades to streams and chunks. */
+    CHECK_INT(store_session_delete(st, "sess-2"), 0);
+    CHECK_INT(store_session_get(st, "sess-2", &out), 1);
+    CHECK_INT(get_stream(st, "s2-a", &row, c), 1);
+    CHECK_INT(get_stream(st, "s2-b", &row, c), 1);
+    CHECK_INT(store_session_bytes(st, "sess-2"), 0);
+    if (rawpath) {
+        CHECK_INT(
+            raw_count(rawpath, "SELECT COUNT(*) FROM chunks WHERE stream_id LIKE 's2-%'", NULL), 0);
+        CHECK_INT(
+            raw_count(rawpath, "SELECT COUNT(*) FROM streams WHERE session_id = ?1", "sess-2"), 0);
+    }
+    /* Other sessions untouched. */
+    CHECK_INT(store_session_get(st, "sess-1", &out), 0);
+    store_session_free(&out);
+    CHECK_INT(get_stream(st, "str-A", &row, c), 0);
+    CHECK_INT(c->n, 5);
+    chunks_free(c);
+    store_stream_free(&row);
+
+    /* Purge: ended streams older than the cutoff go (with their chunks);
+     * newer ended ones and active ones (however old) stay. */
+    CHECK_INT(put_session(st, "sess-P", 900000), 0);
+    CHECK_INT(store_stream_put(st, "p-old", "sess-P", "request", "1", 100), 0);
+    CHECK_INT(store_append(st, "p-old", 0, "{}", 2, NULL, 100), 0);
+    CHECK_INT(store_append(st, "p-old", 1, "{\"end\":1}", 9, "finished", 1000), 0);
+    CHECK_INT(store_stream_put(st, "p-old2", "sess-P", "request", "2", 100), 0);
+    CHECK_INT(store_stream_end(st, "p-old2", "error", 2000), 0);
+    CHECK_INT(store_stream_put(st, "p-new", "sess-P", "request", "3", 100), 0);
+    CHECK_INT(store_append(st, "p-new", 0, "{\"end\":1}", 9, "finished", 5000), 0);
+    CHECK_INT(store_stream_put(st, "p-active", "sess-P", "request", "4", 1), 0);
+    CHECK_INT(store_append(st, "p-active", 0, "{\"a\":0}", 7, NULL, 1), 0);
+    CHECK_INT(store_log(st, 100, "info", "sess-P", "old event"), 0);
+    CHECK_INT(store_log(st, 9000, "info", NULL, "new event"), 0);
+    CHECK_INT(store_flush(st), 0);
+    if (rawpath)
+        CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM logs WHERE event LIKE '% event'", NULL),
+                  2);
+
+    CHECK_INT(store_purge(st, 0, 3000, 5000), 0);
+    /* Also sess-1's streams: A ended at 2004 (gone), E at 3500 (kept). */
+    CHECK_INT(get_stream(st, "str-A", &row, c), 1);
+    CHECK_INT(get_stream(st, "str-E", &row, c), 0);
+    chunks_free(c);
+    store_stream_free(&row);
+    CHECK_INT(get_stream(st, "str-B", &row, c), 0);
+    CHECK_INT(c->n, 2);
+    chunks_free(c);
+    store_stream_free(&row);
+    CHECK_INT(get_stream(st, "p-old", &row, c), 1);
+    CHECK_INT(get_stream(st, "p-old2", &row, c), 1);
+    CHECK_INT(get_stream(st, "p-new", &row, c), 0);
+    CHECK_INT(c->n, 1);
+    chunks_free(c);
+    store_stream_free(&row);
+    CHECK_INT(get_stream(st, "p-active", &row, c), 0);
+    CHECK_STR(row.state, "active");
+    CHECK_INT(c->n, 1);
+    chunks_free(c);
+    store_stream_free(&row);
+    CHECK_INT(store_session_bytes(st, "sess-P"), 9 + 7);
+    if (rawpath) {
+        CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM chunks WHERE stream_id = ?1", "p-old"),
+                  0);
+        CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM logs WHERE event LIKE '% event'", NULL),
+                  1);
+    }
+    CHECK_INT(store_session_get(st, "sess-P", &out), 0); /* session cutoff 0: kept */
+    store_session_free(&out);
+
+    /* Idle sessions: listed, then purged with their streams. */
+    CHECK_INT(put_session(st, "sess-idle", 10), 0);
+    CHECK_INT(store_stream_put(st, "idle-s", "sess-idle", "request", "1", 10), 0);
+    CHECK_INT(store_append(st, "idle-s", 0, "{}", 2, NULL, 10), 0);
+    CHECK_INT(put_session(st, "sess-busy", 2000000), 0);
+    struct ids idle = {0};
+    CHECK_INT(store_sessions_idle(st, 1000000, collect_id, &idle), 0);
+    CHECK(has_id(&idle, "sess-idle"));
+    CHECK(!has_id(&idle, "sess-busy"));
+    CHECK(has_id(&idle, "sess-P"));
+    CHECK_INT(store_purge(st, 1000000, 0, 0), 0);
+    CHECK_INT(store_session_get(st, "sess-idle", &out), 1);
+    CHECK_INT(store_session_get(st, "sess-P", &out), 1);
+    CHECK_INT(get_stream(st, "idle-s", &row, c), 1);
+    CHECK_INT(get_stream(st, "p-active", &row, c), 1);
+    CHECK_INT(store_session_get(st, "sess-busy", &out), 0);
+    store_session_free(&out);
+    CHECK_INT(store_session_get(st, "sess-1", &out), 0); /* touched at 1700000009999 */
+    store_session_free(&out);
+
+    CHECK_INT(store_flush(st), 0);
+    store_close(st);
+    free(c);
+}
+
+/* Close and reopen the same file: what was committed is there. */
+static void test_durability(const char *path)
+{
+    struct store *st = open_store(path);
+    if (!st)
+        return;
+    CHECK_INT(put_session(st, "dur-1", 4242), 0);
+    CHECK_INT(store_stream_put(st, "dur-s", "dur-1", "request", "\"q\"", 1), 0);
+    char msg[32];
+    for (int i = 0; i < 20; i++) {
+        snprintf(msg, sizeof msg, "{\"n\":%d}", i);
+        CHECK_INT(store_append(st, "dur-s", i, msg, strlen(msg), NULL, 1), 0);
+    }
+    /* Async writes still queued at close are committed by store_close. */
+    CHECK_INT(store_stream_put(st, "dur-late", "dur-1", "standalone", NULL, 1), 0);
+    CHECK_INT(store_log(st, 1, "info", "dur-1", "late"), 0);
+    store_close(st);
+
+    st = open_store(path);
+    if (!st)
+        return;
+    CHECK_INT(store_ready(st), 1);
+    struct store_session out;
+    CHECK_INT(store_session_get(st, "dur-1", &out), 0);
+    CHECK_INT(out.last_active_ms, 4242);
+    store_session_free(&out);
+    struct store_stream row;
+    struct chunks *c = malloc(sizeof *c);
+    CHECK_INT(get_stream(st, "dur-s", &row, c), 0);
+    CHECK_STR(row.state, "active");
+    CHECK_STR(row.request_id, "\"q\"");
+    CHECK_INT(c->n, 20);
+    for (int i = 0; i < c->n; i++) {
+        snprintf(msg, sizeof msg, "{\"n\":%d}", i);
+        CHECK_INT(c->seq[i], i);
+        CHECK_STR(c->msg[i], msg);
+    }
+    chunks_free(c);
+    store_stream_free(&row);
+    char *sid = NULL;
+    CHECK_INT(store_session_standalone(st, "dur-1", &sid), 0);
+    CHECK_STR(sid, "dur-late");
+    free(sid);
+    /* The earlier test's data is there too. */
+    CHECK_INT(store_session_get(st, "sess-1", &out), 0);
+    store_session_free(&out);
+    CHECK_INT(get_stream(st, "str-B", &row, c), 0);
+    CHECK_INT(c->n, 2);
+    CHECK_STR(row.state, "active");
+    chunks_free(c);
+    store_stream_free(&row);
+    CHECK_INT(get_stream(st, "str-E", &row, c), 0);
+    CHECK_STR(row.state, "error");
+    chunks_free(c);
+    store_stream_free(&row);
+    CHECK_INT(get_stream(st, "str-A", &row, c), 1); /* purged stays purged */
+    /* And appending continues where it stopped. */
+    struct unfinished u = {0};
+    CHECK_INT(store_streams_unfinished(st, collect_unfinished, &u), 0);
+    int i = find_unfinished(&u, "dur-s");
+    CHECK(i >= 0);
+    if (i >= 0)
+        CHECK_INT(u.next_seq[i], 20);
+    CHECK_INT(store_append(st, "dur-s", 20, "{\"n\":20}", 8, "error", 5), 0);
+    CHECK_INT(get_stream(st, "dur-s", &row, c), 0);
+    CHECK_INT(c->n, 21);
+    CHECK_STR(row.state, "error");
+    if (c->n == 21)
+        CHECK_INT(c->is_end[20], 1);
+    chunks_free(c);
+    store_stream_free(&row);
+    CHECK_INT(store_checkpoint(st), 0);
+    store_close(st);
+    free(c);
+}
+
+/* ---- group commit under concurrency ---- */
+
+#define NTHREADS 8
+#define NCHUNKS 500
+
+struct worker {
+    struct store *st;
+    int t;
+    int failures;
+};
+
+static void *append_worker(void *arg)
+{
+    struct worker *w = arg;
+    char stream[32], msg[64];
+    snprintf(stream, sizeof stream, "conc-%d", w->t);
+    for (int i = 0; i < NCHUNKS; i++) {
+        int n = snprintf(msg, sizeof msg, "{\"t\":%d,\"i\":%d}", w->t, i);
+        if (store_append(w->st, stream, i, msg, (size_t)n, i == NCHUNKS - 1 ? "finished" : NULL,
+                         i) != 0)
+            w->failures++;
+    }
+    return NULL;
+}
+
+static void test_concurrency(const char *path, const char *rawpath)
+{
+    struct store *st = open_store(path);
+    if (!st)
+        return;
+    CHECK_INT(put_session(st, "conc", 1), 0);
+    char stream[32];
+    for (int t = 0; t < NTHREADS; t++) {
+        snprintf(stream, sizeof stream, "conc-%d", t);
+        CHECK_INT(store_stream_put(st, stream, "conc", "request", "1", 1), 0);
+    }
+    pthread_t th[NTHREADS];
+    struct worker w[NTHREADS];
+    for (int t = 0; t < NTHREADS; t++) {
+        w[t] = (struct worker){.st = st, .t = t};
+        CHECK_INT(pthread_create(&th[t], NULL, append_worker, &w[t]), 0);
+    }
+    int failures = 0;
+    for (int t = 0; t < NTHREADS; t++) {
+        pthread_join(th[t], NULL);
+        failures += w[t].failures;
+    }
+    CHECK_INT(failures, 0);
+    CHECK_INT(store_flush(st), 0);
+
+    struct chunks *c = malloc(sizeof *c);
+    char msg[64];
+    int64_t total_bytes = 0;
+    for (int t = 0; t < NTHREADS; t++) {
+        snprintf(stream, sizeof stream, "conc-%d", t);
+        struct store_stream row;
+        CHECK_INT(get_stream(st, stream, &row, c), 0);
+        CHECK_STR(row.state, "finished");
+        CHECK_INT(c->n, NCHUNKS);
+        int bad = 0;
+        for (int i = 0; i < c->n; i++) {
+            int n = snprintf(msg, sizeof msg, "{\"t\":%d,\"i\":%d}", t, i);
+            total_bytes += n;
+            if (c->seq[i] != i || strcmp(c->msg[i], msg) != 0 || c->is_end[i] != (i == NCHUNKS - 1))
+                bad++;
+        }
+        CHECK_INT(bad, 0);
+        chunks_free(c);
+        store_stream_free(&row);
+    }
+    CHECK_INT(store_session_bytes(st, "conc"), total_bytes);
+    if (rawpath) {
+        CHECK_INT(
+            raw_count(rawpath, "SELECT COUNT(*) FROM chunks WHERE stream_id LIKE 'conc-%'", NULL),
+            NTHREADS * NCHUNKS);
+        CHECK_INT(raw_count(rawpath,
+                            "SELECT COUNT(*) FROM (SELECT stream_id, seq FROM chunks WHERE "
+                            "stream_id LIKE 'conc-%' GROUP BY stream_id, seq)",
+                            NULL),
+                  NTHREADS * NCHUNKS);
+    }
+    CHECK_INT(store_flush(st), 0);
+    store_close(st);
+    free(c);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/mcpd-test-store-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    char path[256];
+    snprintf(path, sizeof path, "%s/a/b/mcpd.db", tmpdir);
+
+    test_open();
+    test_data(path, path);
+    test_durability(path);
+    char cpath[256];
+    snprintf(cpath, sizeof cpath, "%s/conc/mcpd.db", tmpdir);
+    test_concurrency(cpath, cpath);
+
+    /* The same on a throwaway in-memory store. */
+    test_data(":memory:", NULL);
+    test_concurrency(":memory:", NULL);
+
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        printf("note: could not remove %s\n", tmpdir);
+    return check_summary();
+}
