@@ -38,13 +38,13 @@ struct call *call_new(struct session *s, struct stream *stream, json_t *request,
     if (!c)
         return NULL;
     c->refs = 1;
-    snprintf(c->key, sizeof c->key, "%s", key);
+    snprintf(c->key, sizeof c->key, "%s", key ? key : "");
     pthread_mutex_init(&c->mu, NULL);
     clock_cond_init(&c->cv);
     json_t *params = json_object_get(request, "params");
     c->params = json_is_object(params) ? json_incref(params) : json_object();
     c->last_progress = -1e300;
-    if (session_track(s, key, c) != 0) {
+    if (key && session_track(s, key, c) != 0) {
         *dup = 1;
         json_decref(c->params);
         pthread_mutex_destroy(&c->mu);
@@ -169,7 +169,8 @@ static int emit(struct call *c, json_t *msg, int final)
     }
     enum stream_state end = STREAM_ACTIVE;
     if (final) {
-        session_untrack(c->session, c->key);
+        if (c->key[0])
+            session_untrack(c->session, c->key);
         int is_error = json_object_get(msg, "error") != NULL;
         if (why == CALL_CANCEL_CLIENT || why == CALL_CANCEL_SESSION_END) {
             json_decref(msg);
@@ -203,7 +204,7 @@ static int emit(struct call *c, json_t *msg, int final)
         pthread_mutex_unlock(&c->mu);
         if (was_ended)
             return -1;
-        if (!final)
+        if (!final && c->key[0])
             session_untrack(c->session, c->key);
         json_t *err =
             jsonrpc_error(call_id(c), JSONRPC_SERVER_ERROR, "Session storage limit exceeded", NULL);

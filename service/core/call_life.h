@@ -17,8 +17,10 @@ enum call_cancel { CALL_CANCEL_CLIENT = 1, CALL_CANCEL_SHUTDOWN, CALL_CANCEL_SES
 
 /* A call for `request` (a validated JSON-RPC request, new reference taken)
  * replying on `stream` (reference taken), in session `s` (reference taken),
- * tracked in the session under `key` until it ends. NULL when out of memory
- * or when the id is already in flight (*dup set to 1). */
+ * tracked in the session under `key` until it ends, so it can be cancelled
+ * (NULL key: not tracked, for a call that ends before anyone could cancel
+ * it). NULL when out of memory or when the id is already in flight (*dup
+ * set to 1). */
 struct call *call_new(struct session *s, struct stream *stream, json_t *request, const char *key,
                       int *dup);
 void call_ref(struct call *c);

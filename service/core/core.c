@@ -17,9 +17,6 @@
 #include <string.h>
 
 #define WORKER_STACK (256 * 1024)
-/* How long an ended stream stays in memory (it stays in the store for the
- * whole retention). */
-#define STREAM_MEMORY_MS 5000
 /* The reaper runs at least this often: it also checkpoints the WAL. */
 #define REAP_INTERVAL_MAX_MS 1000
 
@@ -141,12 +138,6 @@ static void reap(void *arg)
     int64_t session_cutoff = now - core.cfg.session_idle_ms;
     int64_t stream_cutoff = now - core.cfg.stream_retention_ms;
     session_each_idle(session_cutoff, expire_session, NULL);
-    /* Memory is only a cache of the store: ended streams leave it soon and
-     * are loaded back if a client resumes them within their retention. */
-    int64_t memory_cutoff =
-        now - (STREAM_MEMORY_MS < core.cfg.stream_retention_ms ? STREAM_MEMORY_MS
-                                                               : core.cfg.stream_retention_ms);
-    stream_reap(memory_cutoff);
     /* Logs are kept for a day, or as long as sessions if that is longer. */
     int64_t log_keep = core.cfg.session_idle_ms > 86400000 ? core.cfg.session_idle_ms : 86400000;
     store_purge(core.store, session_cutoff, stream_cutoff, now - log_keep);
@@ -476,8 +467,9 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
     }
     int opted_in = poll_opted_in(m->params);
     json_t *request = opted_in ? without_opt_in(msg) : json_incref(msg);
+    int inline_ok = core.ops->may_block && !core.ops->may_block(core.backend, method, m->params);
     int dup = 0;
-    struct call *c = call_new(s, st, request, key, &dup);
+    struct call *c = call_new(s, st, request, inline_ok ? NULL : key, &dup);
     json_decref(request);
     if (!c) {
         stream_end(st, STREAM_ERROR);
@@ -489,7 +481,7 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
             reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Out of memory");
         return;
     }
-    if (core.ops->may_block && !core.ops->may_block(core.backend, method, m->params)) {
+    if (inline_ok) {
         run_call(c);
     } else if (workers_submit(run_call, c) != 0) {
         call_fail(c, JSONRPC_SERVER_ERROR, "Server busy: too many requests in flight", NULL);

@@ -26,8 +26,8 @@ struct session {
     struct stream *standalone;
     int get_claimed;
     int64_t get_cursor;
-    int64_t last_active_ms;
-    int64_t persisted_active_ms;
+    _Atomic int64_t last_active_ms; /* touched on every request: no lock */
+    _Atomic int64_t persisted_active_ms;
     int64_t bytes;
     uint64_t next_out_id;
     struct table *tracked; /* in-flight requests */
@@ -144,7 +144,8 @@ struct session *session_create(const char *protocol_version, json_t *init_params
         .last_active_ms = s->last_active_ms,
     };
     if (!params || store_session_put(reg.store, &row) != 0 ||
-        !(s->standalone = stream_create(s->id, STREAM_STANDALONE, NULL)) || registry_add(s) != 0) {
+        !(s->standalone = stream_create(s->id, STREAM_STANDALONE, NULL)) ||
+        stream_persist(s->standalone) != 0 || registry_add(s) != 0) {
         free(params);
         session_free(s);
         return NULL;
@@ -173,8 +174,8 @@ static struct session *load_locked(const char *id)
         if (store_session_standalone(reg.store, s->id, &sid) == 0)
             s->standalone = stream_find(sid);
         free(sid);
-        if (!s->standalone)
-            s->standalone = stream_create(s->id, STREAM_STANDALONE, NULL);
+        if (!s->standalone && (s->standalone = stream_create(s->id, STREAM_STANDALONE, NULL)))
+            stream_persist(s->standalone);
         /* A revived session starts its GET where the stream ends: the
          * previous process may have delivered everything before it. */
         s->get_cursor = s->standalone ? stream_next_seq(s->standalone) : 0;
@@ -267,13 +268,11 @@ void session_touch(struct session *s)
     /* Persist at most a few times per idle period: often enough that the
      * store never expires a live session, rarely enough to cost nothing. */
     int64_t every = reg.limits.idle_ms / 4 < 10000 ? reg.limits.idle_ms / 4 : 10000;
-    pthread_mutex_lock(&s->mu);
-    s->last_active_ms = now;
-    int persist = now - s->persisted_active_ms >= every;
-    if (persist)
-        s->persisted_active_ms = now;
-    pthread_mutex_unlock(&s->mu);
-    if (persist)
+    atomic_store(&s->last_active_ms, now);
+    int64_t persisted = atomic_load(&s->persisted_active_ms);
+    /* One toucher per period wins the exchange and writes. */
+    if (now - persisted >= every &&
+        atomic_compare_exchange_strong(&s->persisted_active_ms, &persisted, now))
         store_session_touch(reg.store, s->id, now);
 }
 

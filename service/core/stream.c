@@ -23,7 +23,9 @@ struct stream {
     char id[RANDID_LEN + 1];
     char session[RANDID_LEN + 1];
     int standalone;
-    int ephemeral; /* memory only: never written to the store */
+    int ephemeral;    /* memory only: never written to the store */
+    int persisted;    /* its row is in the store (written with its first message) */
+    char *request_id; /* JSON text, kept until the row is written */
     _Atomic int refs;
     pthread_mutex_t append_mu; /* serialises appenders, so seqs commit in order */
     pthread_mutex_t mu;        /* guards everything below */
@@ -37,12 +39,40 @@ struct stream {
     unsigned probe_epoch;
 };
 
-static struct {
+/* The registry holds the streams still being written: an ended stream
+ * never changes, so once it ends it leaves memory and stream_find loads it
+ * from the store if a client resumes it. Sharded so that concurrent
+ * requests do not queue on one lock. */
+#define SHARDS 32
+
+struct shard {
     pthread_mutex_t mu;
     struct table *streams;
-    struct store *store;
-    int detached; /* shutting down: every read returns STREAM_DETACHED */
-} reg = {.mu = PTHREAD_MUTEX_INITIALIZER};
+};
+
+static struct {
+    struct shard shards[SHARDS];
+    struct store *_Atomic store;
+    _Atomic int detached; /* shutting down: every read returns STREAM_DETACHED */
+} reg;
+
+static pthread_once_t shards_once = PTHREAD_ONCE_INIT;
+
+static void shards_init(void)
+{
+    for (int i = 0; i < SHARDS; i++)
+        pthread_mutex_init(&reg.shards[i].mu, NULL);
+}
+
+/* Stream ids end in random hex digits. */
+static struct shard *shard_of(const char *id)
+{
+    size_t len = strlen(id);
+    unsigned h = 0;
+    for (size_t i = len > 4 ? len - 4 : 0; i < len; i++)
+        h = h * 31 + (unsigned char)id[i];
+    return &reg.shards[h % SHARDS];
+}
 
 static const char *const state_names[] = {"active", "finished", "error", "expired"};
 
@@ -61,12 +91,15 @@ static enum stream_state state_parse(const char *name)
 
 void stream_registry_init(struct store *st)
 {
-    pthread_mutex_lock(&reg.mu);
+    pthread_once(&shards_once, shards_init);
+    for (int i = 0; i < SHARDS; i++) {
+        pthread_mutex_lock(&reg.shards[i].mu);
+        if (!reg.shards[i].streams)
+            reg.shards[i].streams = table_new();
+        pthread_mutex_unlock(&reg.shards[i].mu);
+    }
     reg.store = st;
     reg.detached = 0;
-    if (!reg.streams)
-        reg.streams = table_new();
-    pthread_mutex_unlock(&reg.mu);
 }
 
 static struct stream *stream_alloc(const char *id, const char *session, int standalone)
@@ -86,6 +119,7 @@ static struct stream *stream_alloc(const char *id, const char *session, int stan
 
 static void stream_free(struct stream *s)
 {
+    free(s->request_id);
     for (int64_t i = 0; i < s->nchunks; i++)
         free(s->chunks[i].msg);
     free(s->chunks);
@@ -123,11 +157,14 @@ static void detach_one(void *arg, const char *key, void *value)
 
 void stream_registry_detach_all(void)
 {
-    pthread_mutex_lock(&reg.mu);
     reg.detached = 1;
-    if (reg.streams)
-        table_each(reg.streams, detach_one, NULL);
-    pthread_mutex_unlock(&reg.mu);
+    for (int i = 0; i < SHARDS; i++) {
+        struct shard *sh = &reg.shards[i];
+        pthread_mutex_lock(&sh->mu);
+        if (sh->streams)
+            table_each(sh->streams, detach_one, NULL);
+        pthread_mutex_unlock(&sh->mu);
+    }
 }
 
 static void unref_one(void *arg, const char *key, void *value)
@@ -140,14 +177,30 @@ static void unref_one(void *arg, const char *key, void *value)
 void stream_registry_shutdown(void)
 {
     stream_registry_detach_all();
-    pthread_mutex_lock(&reg.mu);
-    if (reg.streams) {
-        table_each(reg.streams, unref_one, NULL);
-        table_free(reg.streams);
-        reg.streams = NULL;
+    for (int i = 0; i < SHARDS; i++) {
+        struct shard *sh = &reg.shards[i];
+        pthread_mutex_lock(&sh->mu);
+        if (sh->streams) {
+            table_each(sh->streams, unref_one, NULL);
+            table_free(sh->streams);
+            sh->streams = NULL;
+        }
+        pthread_mutex_unlock(&sh->mu);
     }
     reg.store = NULL;
-    pthread_mutex_unlock(&reg.mu);
+}
+
+/* An ended stream leaves the registry (see the registry's comment). */
+static void unregister(struct stream *s)
+{
+    struct shard *sh = shard_of(s->id);
+    pthread_mutex_lock(&sh->mu);
+    int held = sh->streams && table_get(sh->streams, s->id) == s;
+    if (held)
+        table_del(sh->streams, s->id);
+    pthread_mutex_unlock(&sh->mu);
+    if (held)
+        stream_unref(s);
 }
 
 struct stream *stream_create(const char *session_id, enum stream_kind kind,
@@ -160,17 +213,13 @@ struct stream *stream_create(const char *session_id, enum stream_kind kind,
     if (!s)
         return NULL;
     s->ephemeral = kind == STREAM_EPHEMERAL;
-    char *rid = request_id ? json_dumps(request_id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-    pthread_mutex_lock(&reg.mu);
-    int ok = reg.streams && reg.store && table_put(reg.streams, s->id, s) == 0;
-    if (ok) {
+    s->request_id = request_id ? json_dumps(request_id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    struct shard *sh = shard_of(s->id);
+    pthread_mutex_lock(&sh->mu);
+    int ok = sh->streams && reg.store && table_put(sh->streams, s->id, s) == 0;
+    if (ok)
         stream_ref(s); /* the registry's reference */
-        if (!s->ephemeral)
-            store_stream_put(reg.store, s->id, session_id, s->standalone ? "standalone" : "request",
-                             rid, clock_wall_ms());
-    }
-    pthread_mutex_unlock(&reg.mu);
-    free(rid);
+    pthread_mutex_unlock(&sh->mu);
     if (!ok) {
         stream_unref(s);
         return NULL;
@@ -204,47 +253,41 @@ static void load_chunk(void *arg, int64_t seq, const char *msg, size_t len, int 
 
 struct stream *stream_find(const char *id)
 {
-    pthread_mutex_lock(&reg.mu);
-    struct stream *s = reg.streams ? table_get(reg.streams, id) : NULL;
+    struct shard *sh = shard_of(id);
+    pthread_mutex_lock(&sh->mu);
+    struct stream *s = sh->streams ? table_get(sh->streams, id) : NULL;
     if (s) {
         stream_ref(s);
-        pthread_mutex_unlock(&reg.mu);
+        pthread_mutex_unlock(&sh->mu);
         return s;
     }
+    /* Loading under the shard's lock keeps two loaders of a stream that is
+     * still being written from making two copies of it. */
     struct store *st = reg.store;
-    /* Loading under the registry lock keeps two loaders from racing; it only
-     * happens for streams that outlived a restart. */
     struct store_stream row;
-    struct stream *loaded = NULL;
-    if (st) {
-        struct stream tmp = {0};
-        if (store_stream_get(st, id, &row, load_chunk, &tmp) == 0) {
-            loaded = stream_alloc(row.id, row.session_id, strcmp(row.kind, "standalone") == 0);
-            if (loaded) {
-                loaded->chunks = tmp.chunks;
-                loaded->nchunks = tmp.nchunks;
-                loaded->cap = tmp.cap;
-                loaded->state = state_parse(row.state);
-                loaded->ended_wall_ms = row.ended_ms;
-                if (table_put(reg.streams, loaded->id, loaded) == 0) {
-                    stream_ref(loaded);
-                } else {
-                    stream_unref(loaded);
-                    loaded = NULL;
-                }
-            } else {
-                for (int64_t i = 0; i < tmp.nchunks; i++)
-                    free(tmp.chunks[i].msg);
-                free(tmp.chunks);
-            }
-            store_stream_free(&row);
-        } else {
-            for (int64_t i = 0; i < tmp.nchunks; i++)
-                free(tmp.chunks[i].msg);
-            free(tmp.chunks);
+    struct stream tmp = {0}, *loaded = NULL;
+    if (st && store_stream_get(st, id, &row, load_chunk, &tmp) == 0) {
+        loaded = stream_alloc(row.id, row.session_id, strcmp(row.kind, "standalone") == 0);
+        if (loaded) {
+            loaded->chunks = tmp.chunks;
+            loaded->nchunks = tmp.nchunks;
+            loaded->cap = tmp.cap;
+            tmp.chunks = NULL;
+            tmp.nchunks = 0;
+            loaded->state = state_parse(row.state);
+            loaded->persisted = 1;
+            loaded->ended_wall_ms = row.ended_ms;
+            /* Only a stream still being written needs one shared copy. */
+            if (loaded->state == STREAM_ACTIVE && sh->streams &&
+                table_put(sh->streams, loaded->id, loaded) == 0)
+                stream_ref(loaded);
         }
+        store_stream_free(&row);
     }
-    pthread_mutex_unlock(&reg.mu);
+    for (int64_t i = 0; i < tmp.nchunks; i++)
+        free(tmp.chunks[i].msg);
+    free(tmp.chunks);
+    pthread_mutex_unlock(&sh->mu);
     return loaded;
 }
 
@@ -279,6 +322,30 @@ int64_t stream_next_seq(struct stream *s)
     return n;
 }
 
+/* Writes seq (or no chunk when seq < 0) and/or the end to the store, with
+ * the stream's row when this is its first write. Called with append_mu. */
+static int write_through(struct stream *s, int64_t seq, const char *msg, size_t len,
+                         enum stream_state end_state, int64_t now)
+{
+    if (s->ephemeral)
+        return 0;
+    struct store_stream_new create = {s->session, s->standalone ? "standalone" : "request",
+                                      s->request_id};
+    int rc = store_stream_write(reg.store, s->id, s->persisted ? NULL : &create, seq, msg, len,
+                                end_state != STREAM_ACTIVE ? state_names[end_state] : NULL, now);
+    if (rc == 0)
+        s->persisted = 1;
+    return rc;
+}
+
+int stream_persist(struct stream *s)
+{
+    pthread_mutex_lock(&s->append_mu);
+    int rc = s->persisted ? 0 : write_through(s, -1, NULL, 0, STREAM_ACTIVE, clock_wall_ms());
+    pthread_mutex_unlock(&s->append_mu);
+    return rc;
+}
+
 int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream_state end_state)
 {
     char *copy = malloc(len + 1);
@@ -304,9 +371,7 @@ int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream
     pthread_mutex_unlock(&s->mu);
 
     int64_t now = clock_wall_ms();
-    if (ended || (!s->ephemeral &&
-                  store_append(reg.store, s->id, seq, copy, len,
-                               end_state != STREAM_ACTIVE ? state_names[end_state] : NULL, now))) {
+    if (ended || write_through(s, seq, copy, len, end_state, now) != 0) {
         pthread_mutex_unlock(&s->append_mu);
         free(copy);
         if (!ended)
@@ -326,6 +391,8 @@ int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_unlock(&s->append_mu);
+    if (end_state != STREAM_ACTIVE)
+        unregister(s);
     return seq;
 }
 
@@ -336,9 +403,7 @@ int stream_end(struct stream *s, enum stream_state state)
     int already = s->state != STREAM_ACTIVE;
     pthread_mutex_unlock(&s->mu);
     int64_t now = clock_wall_ms();
-    int rc = already        ? -1
-             : s->ephemeral ? 0
-                            : store_stream_end(reg.store, s->id, state_names[state], now);
+    int rc = already ? -1 : write_through(s, -1, NULL, 0, state, now);
     if (!already) {
         /* Even if the store failed, readers must not wait forever. */
         pthread_mutex_lock(&s->mu);
@@ -348,6 +413,8 @@ int stream_end(struct stream *s, enum stream_state state)
         pthread_mutex_unlock(&s->mu);
     }
     pthread_mutex_unlock(&s->append_mu);
+    if (!already)
+        unregister(s);
     return rc;
 }
 
@@ -452,7 +519,6 @@ int stream_event_id_parse(const char *id, char *stream_out, size_t cap, int64_t 
 }
 
 struct sweep {
-    int64_t cutoff;
     const char *session;
     struct stream **victims;
     size_t n, cap;
@@ -463,11 +529,7 @@ static void pick(void *arg, const char *key, void *value)
     (void)key;
     struct sweep *sw = arg;
     struct stream *s = value;
-    pthread_mutex_lock(&s->mu);
-    int take = sw->session ? strcmp(s->session, sw->session) == 0
-                           : s->state != STREAM_ACTIVE && s->ended_wall_ms < sw->cutoff;
-    pthread_mutex_unlock(&s->mu);
-    if (!take)
+    if (strcmp(s->session, sw->session) != 0)
         return;
     if (sw->n == sw->cap) {
         size_t cap = sw->cap ? sw->cap * 2 : 16;
@@ -480,17 +542,22 @@ static void pick(void *arg, const char *key, void *value)
     sw->victims[sw->n++] = s;
 }
 
-static void sweep(struct sweep *sw)
+void stream_drop_session(const char *session_id)
 {
-    pthread_mutex_lock(&reg.mu);
-    if (reg.streams) {
-        table_each(reg.streams, pick, sw);
-        for (size_t i = 0; i < sw->n; i++)
-            table_del(reg.streams, sw->victims[i]->id);
+    struct sweep sw = {.session = session_id};
+    for (int i = 0; i < SHARDS; i++) {
+        struct shard *sh = &reg.shards[i];
+        size_t first = sw.n;
+        pthread_mutex_lock(&sh->mu);
+        if (sh->streams) {
+            table_each(sh->streams, pick, &sw);
+            for (size_t k = first; k < sw.n; k++)
+                table_del(sh->streams, sw.victims[k]->id);
+        }
+        pthread_mutex_unlock(&sh->mu);
     }
-    pthread_mutex_unlock(&reg.mu);
-    for (size_t i = 0; i < sw->n; i++) {
-        struct stream *s = sw->victims[i];
+    for (size_t i = 0; i < sw.n; i++) {
+        struct stream *s = sw.victims[i];
         pthread_mutex_lock(&s->mu);
         if (s->state == STREAM_ACTIVE)
             s->state = STREAM_EXPIRED;
@@ -498,25 +565,16 @@ static void sweep(struct sweep *sw)
         pthread_mutex_unlock(&s->mu);
         stream_unref(s);
     }
-    free(sw->victims);
-}
-
-void stream_reap(int64_t cutoff_wall_ms)
-{
-    struct sweep sw = {.cutoff = cutoff_wall_ms};
-    sweep(&sw);
-}
-
-void stream_drop_session(const char *session_id)
-{
-    struct sweep sw = {.session = session_id};
-    sweep(&sw);
+    free(sw.victims);
 }
 
 size_t stream_count(void)
 {
-    pthread_mutex_lock(&reg.mu);
-    size_t n = reg.streams ? table_count(reg.streams) : 0;
-    pthread_mutex_unlock(&reg.mu);
+    size_t n = 0;
+    for (int i = 0; i < SHARDS; i++) {
+        pthread_mutex_lock(&reg.shards[i].mu);
+        n += reg.shards[i].streams ? table_count(reg.shards[i].streams) : 0;
+        pthread_mutex_unlock(&reg.shards[i].mu);
+    }
     return n;
 }

@@ -13,8 +13,9 @@
  * detaches the previous ones, so a client that resumes a stream takes it over
  * from a half-dead connection and each message goes to one connection.
  *
- * Streams are reference counted; the registry holds one reference until the
- * reaper drops the stream after its retention, or its session ends. */
+ * Streams are reference counted; the registry holds one reference while the
+ * stream is being written. An ended stream never changes: it leaves memory
+ * when its last reader lets go, and stream_find loads it from the store. */
 #ifndef MCPD_STREAM_H
 #define MCPD_STREAM_H
 
@@ -45,7 +46,8 @@ enum stream_kind { STREAM_REQUEST, STREAM_STANDALONE, STREAM_EPHEMERAL };
 struct stream *stream_create(const char *session_id, enum stream_kind kind,
                              const json_t *request_id);
 /* The stream with that id, from memory or the store: a new reference, or
- * NULL if unknown or expired. */
+ * NULL if unknown or expired. A stream is stored with its first message
+ * (or when stream_persist asks); until then it is only in memory. */
 struct stream *stream_find(const char *id);
 void stream_ref(struct stream *s);
 void stream_unref(struct stream *s);
@@ -55,6 +57,10 @@ const char *stream_session(const struct stream *s);
 int stream_is_standalone(const struct stream *s);
 enum stream_state stream_state(struct stream *s);
 int64_t stream_next_seq(struct stream *s);
+
+/* Makes the stream's row durable before any message is (a transport is
+ * about to hand out an event id for it). Returns 0, or -1. */
+int stream_persist(struct stream *s);
 
 /* Appends one message (JSON text, no newline) and waits for its commit.
  * With end_state other than STREAM_ACTIVE this is the stream's last message.
@@ -117,11 +123,9 @@ void stream_event_id(const struct stream *s, int64_t seq, char *out, size_t cap)
 /* Splits an event id; returns 0, or -1 if malformed. */
 int stream_event_id_parse(const char *id, char *stream_out, size_t cap, int64_t *seq);
 
-/* Reaper: forgets ended streams that ended before cutoff (wall ms). */
-void stream_reap(int64_t cutoff_wall_ms);
 /* The session ended: its streams expire, readers see the end. */
 void stream_drop_session(const char *session_id);
-/* How many streams are in memory (for /metrics and tests). */
+/* How many streams are being written (in memory). */
 size_t stream_count(void);
 
 #endif

@@ -19,16 +19,19 @@ enum write_kind {
     W_SESSION_STATE,
     W_SESSION_TOUCH,
     W_SESSION_DELETE,
-    W_STREAM_PUT,
+    W_ROW,
     W_CHUNK,
-    W_CHUNK_END,
-    W_STREAM_END,
+    W_END,
+    W_SAVEPOINT,
+    W_RELEASE,
+    W_ROLLBACK_TO,
     W_LOG,
     W_PURGE_SESSIONS,
     W_PURGE_STREAMS,
     W_PURGE_LOGS,
     W_COUNT,
-    W_FLUSH = W_COUNT /* no SQL: a marker whose commit means all before it committed */
+    W_FLUSH = W_COUNT, /* no SQL: a marker whose commit means all before it committed */
+    W_STREAM_WRITE     /* a row, a chunk and/or an end: see store_stream_write */
 };
 
 static const char *const write_sql[W_COUNT] = {
@@ -39,20 +42,26 @@ static const char *const write_sql[W_COUNT] = {
     [W_SESSION_TOUCH] =
         "UPDATE sessions SET last_active_ms = MAX(last_active_ms, ?2) WHERE id = ?1",
     [W_SESSION_DELETE] = "DELETE FROM sessions WHERE id = ?1",
-    [W_STREAM_PUT] = "INSERT OR IGNORE INTO streams(id, session_id, kind, request_id, created_ms) "
-                     "VALUES(?1, ?2, ?3, ?4, ?5)",
+    /* A stream write binds one vector to all three of these: ?1 stream id,
+     * ?2 seq, ?3 message, ?4 is_end, ?5 now, ?6 session id, ?7 kind, ?8
+     * request id, ?9 end state (NULL while the stream goes on). */
+    [W_ROW] = "INSERT INTO streams(id, session_id, kind, request_id, state, created_ms, ended_ms) "
+              "VALUES(?1, ?6, ?7, ?8, COALESCE(?9, 'active'), ?5, "
+              "CASE WHEN ?9 IS NULL THEN NULL ELSE ?5 END)",
     [W_CHUNK] = "INSERT INTO chunks(stream_id, seq, message, is_end, created_ms) "
                 "VALUES(?1, ?2, ?3, ?4, ?5)",
-    /* The last chunk and the stream's end, as one write: both or neither. */
-    [W_CHUNK_END] = "UPDATE streams SET state = ?6, ended_ms = ?5 WHERE id = ?1",
-    [W_STREAM_END] = "UPDATE streams SET state = ?2, ended_ms = ?3 WHERE id = ?1",
+    [W_END] = "UPDATE streams SET state = ?9, ended_ms = ?5 WHERE id = ?1",
+    /* The statements of one stream write stand or fall together. */
+    [W_SAVEPOINT] = "SAVEPOINT stream_write",
+    [W_RELEASE] = "RELEASE stream_write",
+    [W_ROLLBACK_TO] = "ROLLBACK TO stream_write",
     [W_LOG] = "INSERT INTO logs(ts_ms, level, session_id, event) VALUES(?1, ?2, ?3, ?4)",
     [W_PURGE_SESSIONS] = "DELETE FROM sessions WHERE last_active_ms < ?1",
     [W_PURGE_STREAMS] = "DELETE FROM streams WHERE ended_ms IS NOT NULL AND ended_ms < ?1",
     [W_PURGE_LOGS] = "DELETE FROM logs WHERE ts_ms < ?1",
 };
 
-#define MAX_PARAMS 7
+#define MAX_PARAMS 9
 
 struct param {
     enum { P_NULL, P_INT, P_TEXT } type;
@@ -65,7 +74,8 @@ struct write_op {
     enum write_kind kind;
     int nparams;
     struct param p[MAX_PARAMS];
-    int waited; /* the enqueuer waits on `done` and frees; else the writer frees */
+    int waited;          /* the enqueuer waits on `done` and frees; else the writer frees */
+    int row, chunk, end; /* W_STREAM_WRITE: which statements run */
     sem_t done;
     int rc;
     struct write_op *next;
@@ -83,6 +93,7 @@ struct store {
     pthread_mutex_t rmu; /* guards rdb, and wdb too when they are one */
     sqlite3_stmt *stmt[W_COUNT];
     pthread_t writer;
+    pthread_mutex_t commit_mu; /* held by whoever is committing: the writer or a waiter */
     pthread_mutex_t qmu;
     pthread_cond_t qcv; /* writer: a waited write (or many async ones) arrived */
     struct write_op *head, *tail;
@@ -199,20 +210,27 @@ static int op_run(struct store *st, struct write_op *op)
 {
     if (op->kind == W_FLUSH)
         return 0;
-    if (op->kind == W_CHUNK_END) {
-        /* A savepoint keeps a failed pair from leaving half of itself in
-         * the group's transaction. */
-        sqlite3_exec(st->wdb, "SAVEPOINT chunk_end", NULL, NULL, NULL);
-        int rc = run_stmt(st, op, W_CHUNK);
-        if (rc == 0)
-            rc = run_stmt(st, op, W_CHUNK_END);
+    if (op->kind != W_STREAM_WRITE)
+        return run_stmt(st, op, op->kind);
+    int several = op->row + op->chunk + op->end > 1;
+    if (several && run_stmt(st, op, W_SAVEPOINT) != 0)
+        return -1;
+    int rc = 0;
+    if (op->row)
+        rc = run_stmt(st, op, W_ROW);
+    if (rc == 0 && op->chunk)
+        rc = run_stmt(st, op, W_CHUNK);
+    if (rc == 0 && op->end && !op->row) {
+        rc = run_stmt(st, op, W_END);
         if (rc == 0 && sqlite3_changes(st->wdb) != 1)
             rc = -1; /* no such stream */
-        sqlite3_exec(st->wdb, rc ? "ROLLBACK TO chunk_end; RELEASE chunk_end" : "RELEASE chunk_end",
-                     NULL, NULL, NULL);
-        return rc;
     }
-    return run_stmt(st, op, op->kind);
+    if (several) {
+        if (rc != 0)
+            run_stmt(st, op, W_ROLLBACK_TO);
+        run_stmt(st, op, W_RELEASE);
+    }
+    return rc;
 }
 
 static int run_stmt(struct store *st, struct write_op *op, enum write_kind kind)
@@ -239,6 +257,55 @@ static int run_stmt(struct store *st, struct write_op *op, enum write_kind kind)
     return 0;
 }
 
+/* Commits everything queued as one transaction and hands each waited write
+ * its result. Called with commit_mu held. */
+static void commit_queue(struct store *st)
+{
+    pthread_mutex_lock(&st->qmu);
+    struct write_op *batch = st->head;
+    st->head = st->tail = NULL;
+    st->queued = st->waited_queued = 0;
+    pthread_mutex_unlock(&st->qmu);
+    if (!batch)
+        return;
+
+    int failed = 0;
+    int shared = st->rdb == st->wdb; /* :memory: has one connection */
+    if (shared)
+        pthread_mutex_lock(&st->rmu);
+    if (sqlite3_exec(st->wdb, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+        failed = 1;
+    for (struct write_op *op = batch; op && !failed; op = op->next)
+        op->rc = op_run(st, op);
+    if (!failed && sqlite3_exec(st->wdb, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        sqlite3_exec(st->wdb, "ROLLBACK", NULL, NULL, NULL);
+        failed = 1;
+    }
+    if (shared)
+        pthread_mutex_unlock(&st->rmu);
+
+    int any_failed = failed;
+    struct write_op *next;
+    for (struct write_op *op = batch; op; op = next) {
+        next = op->next;
+        if (failed)
+            op->rc = -1;
+        any_failed |= op->rc != 0;
+        if (op->waited)
+            sem_post(&op->done); /* the waiter owns it from here */
+        else
+            op_free(op);
+    }
+    pthread_mutex_lock(&st->qmu);
+    if (any_failed)
+        st->failed_since_flush = 1;
+    st->healthy = !failed;
+    pthread_mutex_unlock(&st->qmu);
+}
+
+/* The writer commits what no waiting thread commits itself: async writes
+ * (after a short delay, so they share a commit) and waited ones queued
+ * while another commit was running. */
 static void *writer_main(void *arg)
 {
     struct store *st = arg;
@@ -252,49 +319,16 @@ static void *writer_main(void *arg)
                 break;
             }
         }
-        struct write_op *batch = st->head;
-        st->head = st->tail = NULL;
-        st->queued = st->waited_queued = 0;
-        int stopping = st->stop;
+        int have = st->head != NULL, stopping = st->stop;
         pthread_mutex_unlock(&st->qmu);
-        if (!batch) {
+        if (!have) {
             if (stopping)
                 break;
             continue;
         }
-
-        int failed = 0;
-        int shared = st->rdb == st->wdb; /* :memory: has one connection */
-        if (shared)
-            pthread_mutex_lock(&st->rmu);
-        if (sqlite3_exec(st->wdb, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
-            failed = 1;
-        for (struct write_op *op = batch; op && !failed; op = op->next)
-            op->rc = op_run(st, op);
-        if (!failed && sqlite3_exec(st->wdb, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-            sqlite3_exec(st->wdb, "ROLLBACK", NULL, NULL, NULL);
-            failed = 1;
-        }
-        if (shared)
-            pthread_mutex_unlock(&st->rmu);
-
-        int any_failed = failed;
-        struct write_op *next;
-        for (struct write_op *op = batch; op; op = next) {
-            next = op->next;
-            if (failed)
-                op->rc = -1;
-            any_failed |= op->rc != 0;
-            if (op->waited)
-                sem_post(&op->done); /* the waiter owns it from here */
-            else
-                op_free(op);
-        }
-        pthread_mutex_lock(&st->qmu);
-        if (any_failed)
-            st->failed_since_flush = 1;
-        st->healthy = !failed;
-        pthread_mutex_unlock(&st->qmu);
+        pthread_mutex_lock(&st->commit_mu);
+        commit_queue(st);
+        pthread_mutex_unlock(&st->commit_mu);
     }
     return NULL;
 }
@@ -336,6 +370,8 @@ static struct write_op *op_new(enum write_kind kind, const char *fmt, va_list ap
 
 /* Enqueues a write; with wait, blocks until it is committed and returns its
  * result. */
+static int submit(struct store *st, struct write_op *op, int wait);
+
 static int enqueue(struct store *st, int wait, enum write_kind kind, const char *fmt, ...)
 {
     va_list ap;
@@ -344,6 +380,13 @@ static int enqueue(struct store *st, int wait, enum write_kind kind, const char 
     va_end(ap);
     if (!op)
         return -1;
+    return submit(st, op, wait);
+}
+
+/* Queues op; with wait, blocks until it is committed and returns its
+ * result (and frees it). */
+static int submit(struct store *st, struct write_op *op, int wait)
+{
     op->waited = wait;
     if (wait)
         sem_init(&op->done, 0, 0);
@@ -365,17 +408,43 @@ static int enqueue(struct store *st, int wait, enum write_kind kind, const char 
         st->waited_queued++;
     /* Async writes wake the writer only in bulk; otherwise they ride along
      * with the next waited write or the writer's short timer. */
-    if (wait || st->queued == 1 || st->queued >= ASYNC_BATCH)
+    if (!wait && (st->queued == 1 || st->queued >= ASYNC_BATCH))
         pthread_cond_signal(&st->qcv);
     pthread_mutex_unlock(&st->qmu);
     if (!wait)
         return 0;
+    /* Group commit without a hand-off: when no commit is running, this
+     * thread commits the queue (its write and everyone else's) itself;
+     * otherwise the running committer, or the writer it wakes, does. */
+    if (pthread_mutex_trylock(&st->commit_mu) == 0) {
+        commit_queue(st);
+        pthread_mutex_unlock(&st->commit_mu);
+    }
+    pthread_mutex_lock(&st->qmu);
+    if (st->waited_queued)
+        pthread_cond_signal(&st->qcv);
+    pthread_mutex_unlock(&st->qmu);
     while (sem_wait(&op->done) != 0)
         ;
     int rc = op->rc;
     sem_destroy(&op->done);
     op_free(op);
     return rc;
+}
+
+/* A waited W_STREAM_WRITE with its statement flags. */
+static int enqueue_stream(struct store *st, int row, int chunk, int end, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    struct write_op *op = op_new(W_STREAM_WRITE, fmt, ap);
+    va_end(ap);
+    if (!op)
+        return -1;
+    op->row = row;
+    op->chunk = chunk;
+    op->end = end;
+    return submit(st, op, 1);
 }
 
 int store_open(const char *path, struct store **out, char **err)
@@ -394,6 +463,7 @@ int store_open(const char *path, struct store **out, char **err)
     }
     pthread_mutex_init(&st->rmu, NULL);
     pthread_mutex_init(&st->qmu, NULL);
+    pthread_mutex_init(&st->commit_mu, NULL);
     clock_cond_init(&st->qcv);
     if (open_conn(path, &st->wdb, err) || migrate(st, err))
         goto fail;
@@ -441,6 +511,7 @@ void store_close(struct store *st)
     sqlite3_close(st->wdb);
     pthread_mutex_destroy(&st->rmu);
     pthread_mutex_destroy(&st->qmu);
+    pthread_mutex_destroy(&st->commit_mu);
     pthread_cond_destroy(&st->qcv);
     free(st);
 }
@@ -494,24 +565,15 @@ int store_session_delete(struct store *st, const char *id)
     return enqueue(st, 1, W_SESSION_DELETE, "s", id);
 }
 
-int store_stream_put(struct store *st, const char *id, const char *session_id, const char *kind,
-                     const char *request_id, int64_t now_ms)
+int store_stream_write(struct store *st, const char *stream_id,
+                       const struct store_stream_new *create, int64_t seq, const char *msg,
+                       size_t len, const char *end_state, int64_t now_ms)
 {
-    return enqueue(st, 0, W_STREAM_PUT, "ssssi", id, session_id, kind, request_id, now_ms);
-}
-
-int store_append(struct store *st, const char *stream_id, int64_t seq, const char *msg, size_t len,
-                 const char *end_state, int64_t now_ms)
-{
-    if (end_state)
-        return enqueue(st, 1, W_CHUNK_END, "sibiis", stream_id, seq, msg, len, (int64_t)1, now_ms,
-                       end_state);
-    return enqueue(st, 1, W_CHUNK, "sibii", stream_id, seq, msg, len, (int64_t)0, now_ms);
-}
-
-int store_stream_end(struct store *st, const char *stream_id, const char *state, int64_t now_ms)
-{
-    return enqueue(st, 1, W_STREAM_END, "ssi", stream_id, state, now_ms);
+    struct store_stream_new none = {0};
+    const struct store_stream_new *c = create ? create : &none;
+    return enqueue_stream(st, create != NULL, seq >= 0, end_state != NULL, "sibiissss", stream_id,
+                          seq, msg ? msg : "", msg ? len : 0, (int64_t)(end_state != NULL), now_ms,
+                          c->session_id, c->kind, c->request_id, end_state);
 }
 
 int store_log(struct store *st, int64_t ts_ms, const char *level, const char *session_id,

@@ -64,16 +64,23 @@ int store_session_get(struct store *st, const char *id, struct store_session *ou
 /* Bytes of chunk text stored for the session, or -1. */
 int64_t store_session_bytes(struct store *st, const char *id);
 
-/* Async: the stream row. kind is "request" or "standalone"; request_id is
- * the JSON text of the request id, or NULL. */
-int store_stream_put(struct store *st, const char *id, const char *session_id, const char *kind,
-                     const char *request_id, int64_t now_ms);
-/* Appends chunk `seq` and waits for the commit. When end_state is not NULL
- * the stream ends with this chunk and takes that state. */
-int store_append(struct store *st, const char *stream_id, int64_t seq, const char *msg, size_t len,
-                 const char *end_state, int64_t now_ms);
-/* Ends a stream without a chunk; waits for the commit. */
-int store_stream_end(struct store *st, const char *stream_id, const char *state, int64_t now_ms);
+/* What a stream's first write records about it. kind is "request" or
+ * "standalone"; request_id is the JSON text of the request id, or NULL. */
+struct store_stream_new {
+    const char *session_id;
+    const char *kind;
+    const char *request_id;
+};
+
+/* One write to a stream, committed before it returns (its statements stand
+ * or fall together): the stream's row first when `create` is not NULL (a
+ * stream's row is written with its first message, so a stream costs no
+ * write of its own), then chunk `seq` unless seq < 0, then the stream's end
+ * when end_state is not NULL ("finished", "error", ...). Returns 0, or -1
+ * (a duplicate seq, no such stream, a failed write). */
+int store_stream_write(struct store *st, const char *stream_id,
+                       const struct store_stream_new *create, int64_t seq, const char *msg,
+                       size_t len, const char *end_state, int64_t now_ms);
 
 struct store_stream {
     char *id;

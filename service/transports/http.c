@@ -154,7 +154,9 @@ struct reader {
 static void prime(struct reader *r)
 {
     r->primed = 1;
-    if (r->polling) {
+    /* The priming id names this stream: it must be in the store before the
+     * client can hold it, or a crash would leave it naming nothing. */
+    if (r->polling && stream_persist(r->stream) == 0) {
         char id[96];
         stream_event_id(r->stream, r->next - 1, id, sizeof id);
         sse_event(&r->buf, id, http.cfg.retry_ms, "", 0);

@@ -15,6 +15,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The three shapes of store_stream_write the tests use. */
+static int put_stream(struct store *st, const char *id, const char *session, const char *kind,
+                      const char *request_id, int64_t now)
+{
+    struct store_stream_new create = {session, kind, request_id};
+    return store_stream_write(st, id, &create, -1, NULL, 0, NULL, now);
+}
+
+static int append(struct store *st, const char *id, int64_t seq, const char *msg, size_t len,
+                  const char *end_state, int64_t now)
+{
+    return store_stream_write(st, id, NULL, seq, msg, len, end_state, now);
+}
+
+static int end_stream(struct store *st, const char *id, const char *state, int64_t now)
+{
+    return store_stream_write(st, id, NULL, -1, NULL, 0, state, now);
+}
+
 static char tmpdir[64];
 
 /* ---- helpers ---- */
@@ -258,13 +277,13 @@ static void test_data(const char *path, const char *rawpath)
     store_session_free(&out);
 
     /* A stream of five chunks ending with "finished". */
-    CHECK_INT(store_stream_put(st, "str-A", "sess-1", "request", "7", 1000), 0);
+    CHECK_INT(put_stream(st, "str-A", "sess-1", "request", "7", 1000), 0);
     const char *msgs[5] = {"{\"m\":0}", "{\"m\":1}", "{\"m\":\"two\"}", "{\"m\":3}",
                            "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}"};
     for (int i = 0; i < 5; i++)
-        CHECK_INT(store_append(st, "str-A", i, msgs[i], strlen(msgs[i]), i == 4 ? "finished" : NULL,
-                               2000 + i),
-                  0);
+        CHECK_INT(
+            append(st, "str-A", i, msgs[i], strlen(msgs[i]), i == 4 ? "finished" : NULL, 2000 + i),
+            0);
     struct store_stream row;
     struct chunks *c = malloc(sizeof *c);
     CHECK_INT(get_stream(st, "str-A", &row, c), 0);
@@ -291,10 +310,10 @@ static void test_data(const char *path, const char *rawpath)
 
     /* Duplicate seq fails and loses nothing; the failure shows in the next
      * flush only. */
-    CHECK_INT(store_stream_put(st, "str-B", "sess-1", "request", "\"b\"", 1000), 0);
-    CHECK_INT(store_append(st, "str-B", 0, "{\"b\":0}", 7, NULL, 3000), 0);
-    CHECK_INT(store_append(st, "str-B", 1, "{\"b\":1}", 7, NULL, 3001), 0);
-    CHECK_INT(store_append(st, "str-B", 1, "{\"dup\":1}", 9, NULL, 3002), -1);
+    CHECK_INT(put_stream(st, "str-B", "sess-1", "request", "\"b\"", 1000), 0);
+    CHECK_INT(append(st, "str-B", 0, "{\"b\":0}", 7, NULL, 3000), 0);
+    CHECK_INT(append(st, "str-B", 1, "{\"b\":1}", 7, NULL, 3001), 0);
+    CHECK_INT(append(st, "str-B", 1, "{\"dup\":1}", 9, NULL, 3002), -1);
     CHECK_INT(store_flush(st), -1);
     CHECK_INT(store_flush(st), 0);
     CHECK_INT(get_stream(st, "str-B", &row, c), 0);
@@ -312,9 +331,9 @@ static void test_data(const char *path, const char *rawpath)
 
     /* Duplicate seq as the final chunk (end_state set) must fail too, and
      * must not end the stream. */
-    CHECK_INT(store_stream_put(st, "str-F", "sess-1", "request", "\"f\"", 1000), 0);
-    CHECK_INT(store_append(st, "str-F", 0, "{\"f\":0}", 7, NULL, 3000), 0);
-    CHECK_INT(store_append(st, "str-F", 0, "{\"f\":\"end\"}", 11, "finished", 3001), -1);
+    CHECK_INT(put_stream(st, "str-F", "sess-1", "request", "\"f\"", 1000), 0);
+    CHECK_INT(append(st, "str-F", 0, "{\"f\":0}", 7, NULL, 3000), 0);
+    CHECK_INT(append(st, "str-F", 0, "{\"f\":\"end\"}", 11, "finished", 3001), -1);
     store_flush(st);
     CHECK_INT(get_stream(st, "str-F", &row, c), 0);
     CHECK_STR(row.state, "active");
@@ -326,20 +345,20 @@ static void test_data(const char *path, const char *rawpath)
 
     /* A chunk whose stream row is missing violates the foreign key: that
      * fails with or without end_state. */
-    CHECK_INT(store_append(st, "no-such-stream", 0, "{}", 2, NULL, 3000), -1);
-    CHECK_INT(store_append(st, "no-such-stream", 0, "{}", 2, "finished", 3000), -1);
+    CHECK_INT(append(st, "no-such-stream", 0, "{}", 2, NULL, 3000), -1);
+    CHECK_INT(append(st, "no-such-stream", 0, "{}", 2, "finished", 3000), -1);
     store_flush(st);
     CHECK_INT(get_stream(st, "no-such-stream", &row, c), 1);
 
     /* Unfinished request streams: B (active, 2 chunks) and C (active, none)
      * but not A (finished), D (standalone), E (ended without chunk). F's
      * fate depends on the check above, so it is not asserted here. */
-    CHECK_INT(store_stream_put(st, "str-C", "sess-1", "request", "42", 1000), 0);
-    CHECK_INT(store_stream_put(st, "str-D", "sess-1", "standalone", NULL, 1000), 0);
-    CHECK_INT(store_append(st, "str-D", 0, "{\"d\":0}", 7, NULL, 3000), 0);
-    CHECK_INT(store_stream_put(st, "str-E", "sess-1", "request", "43", 1000), 0);
-    CHECK_INT(store_append(st, "str-E", 0, "{\"e\":0}", 7, NULL, 3000), 0);
-    CHECK_INT(store_stream_end(st, "str-E", "error", 3500), 0);
+    CHECK_INT(put_stream(st, "str-C", "sess-1", "request", "42", 1000), 0);
+    CHECK_INT(put_stream(st, "str-D", "sess-1", "standalone", NULL, 1000), 0);
+    CHECK_INT(append(st, "str-D", 0, "{\"d\":0}", 7, NULL, 3000), 0);
+    CHECK_INT(put_stream(st, "str-E", "sess-1", "request", "43", 1000), 0);
+    CHECK_INT(append(st, "str-E", 0, "{\"e\":0}", 7, NULL, 3000), 0);
+    CHECK_INT(end_stream(st, "str-E", "error", 3500), 0);
     CHECK_INT(get_stream(st, "str-E", &row, c), 0);
     CHECK_STR(row.state, "error");
     CHECK_INT(row.ended_ms, 3500);
@@ -379,18 +398,18 @@ static void test_data(const char *path, const char *rawpath)
     CHECK(sid == NULL);
 
     /* Bytes: an ASCII-only session sums the message lengths. */
-    CHECK_INT(store_stream_put(st, "s2-a", "sess-2", "request", "1", 1000), 0);
-    CHECK_INT(store_stream_put(st, "s2-b", "sess-2", "standalone", NULL, 1000), 0);
-    CHECK_INT(store_append(st, "s2-a", 0, "12345", 5, NULL, 1), 0);
-    CHECK_INT(store_append(st, "s2-a", 1, "1234567890", 10, "finished", 1), 0);
-    CHECK_INT(store_append(st, "s2-b", 0, "abc", 3, NULL, 1), 0);
+    CHECK_INT(put_stream(st, "s2-a", "sess-2", "request", "1", 1000), 0);
+    CHECK_INT(put_stream(st, "s2-b", "sess-2", "standalone", NULL, 1000), 0);
+    CHECK_INT(append(st, "s2-a", 0, "12345", 5, NULL, 1), 0);
+    CHECK_INT(append(st, "s2-a", 1, "1234567890", 10, "finished", 1), 0);
+    CHECK_INT(append(st, "s2-b", 0, "abc", 3, NULL, 1), 0);
     CHECK_INT(store_session_bytes(st, "sess-2"), 18);
     CHECK_INT(store_session_bytes(st, "no-such-session"), 0);
     /* Bytes means bytes: "héllo" is 6 bytes of UTF-8 (5 characters). */
     CHECK_INT(put_session(st, "sess-3", 5000), 0);
-    CHECK_INT(store_stream_put(st, "s3-a", "sess-3", "request", "1", 1000), 0);
+    CHECK_INT(put_stream(st, "s3-a", "sess-3", "request", "1", 1000), 0);
     const char *utf8 = "\"h\xc3\xa9llo\"";
-    CHECK_INT(store_append(st, "s3-a", 0, utf8, strlen(utf8), NULL, 1), 0);
+    CHECK_INT(append(st, "s3-a", 0, utf8, strlen(utf8), NULL, 1), 0);
     CHECK_INT(strlen(utf8), 8);
     CHECK_INT(store_session_bytes(st, "sess-3"), 8);
 
@@ -417,15 +436,15 @@ static void test_data(const char *path, const char *rawpath)
     /* Purge: ended streams older than the cutoff go (with their chunks);
      * newer ended ones and active ones (however old) stay. */
     CHECK_INT(put_session(st, "sess-P", 900000), 0);
-    CHECK_INT(store_stream_put(st, "p-old", "sess-P", "request", "1", 100), 0);
-    CHECK_INT(store_append(st, "p-old", 0, "{}", 2, NULL, 100), 0);
-    CHECK_INT(store_append(st, "p-old", 1, "{\"end\":1}", 9, "finished", 1000), 0);
-    CHECK_INT(store_stream_put(st, "p-old2", "sess-P", "request", "2", 100), 0);
-    CHECK_INT(store_stream_end(st, "p-old2", "error", 2000), 0);
-    CHECK_INT(store_stream_put(st, "p-new", "sess-P", "request", "3", 100), 0);
-    CHECK_INT(store_append(st, "p-new", 0, "{\"end\":1}", 9, "finished", 5000), 0);
-    CHECK_INT(store_stream_put(st, "p-active", "sess-P", "request", "4", 1), 0);
-    CHECK_INT(store_append(st, "p-active", 0, "{\"a\":0}", 7, NULL, 1), 0);
+    CHECK_INT(put_stream(st, "p-old", "sess-P", "request", "1", 100), 0);
+    CHECK_INT(append(st, "p-old", 0, "{}", 2, NULL, 100), 0);
+    CHECK_INT(append(st, "p-old", 1, "{\"end\":1}", 9, "finished", 1000), 0);
+    CHECK_INT(put_stream(st, "p-old2", "sess-P", "request", "2", 100), 0);
+    CHECK_INT(end_stream(st, "p-old2", "error", 2000), 0);
+    CHECK_INT(put_stream(st, "p-new", "sess-P", "request", "3", 100), 0);
+    CHECK_INT(append(st, "p-new", 0, "{\"end\":1}", 9, "finished", 5000), 0);
+    CHECK_INT(put_stream(st, "p-active", "sess-P", "request", "4", 1), 0);
+    CHECK_INT(append(st, "p-active", 0, "{\"a\":0}", 7, NULL, 1), 0);
     CHECK_INT(store_log(st, 100, "info", "sess-P", "old event"), 0);
     CHECK_INT(store_log(st, 9000, "info", NULL, "new event"), 0);
     CHECK_INT(store_flush(st), 0);
@@ -466,8 +485,8 @@ static void test_data(const char *path, const char *rawpath)
 
     /* Idle sessions: listed, then purged with their streams. */
     CHECK_INT(put_session(st, "sess-idle", 10), 0);
-    CHECK_INT(store_stream_put(st, "idle-s", "sess-idle", "request", "1", 10), 0);
-    CHECK_INT(store_append(st, "idle-s", 0, "{}", 2, NULL, 10), 0);
+    CHECK_INT(put_stream(st, "idle-s", "sess-idle", "request", "1", 10), 0);
+    CHECK_INT(append(st, "idle-s", 0, "{}", 2, NULL, 10), 0);
     CHECK_INT(put_session(st, "sess-busy", 2000000), 0);
     struct ids idle = {0};
     CHECK_INT(store_sessions_idle(st, 1000000, collect_id, &idle), 0);
@@ -496,14 +515,14 @@ static void test_durability(const char *path)
     if (!st)
         return;
     CHECK_INT(put_session(st, "dur-1", 4242), 0);
-    CHECK_INT(store_stream_put(st, "dur-s", "dur-1", "request", "\"q\"", 1), 0);
+    CHECK_INT(put_stream(st, "dur-s", "dur-1", "request", "\"q\"", 1), 0);
     char msg[32];
     for (int i = 0; i < 20; i++) {
         snprintf(msg, sizeof msg, "{\"n\":%d}", i);
-        CHECK_INT(store_append(st, "dur-s", i, msg, strlen(msg), NULL, 1), 0);
+        CHECK_INT(append(st, "dur-s", i, msg, strlen(msg), NULL, 1), 0);
     }
     /* Async writes still queued at close are committed by store_close. */
-    CHECK_INT(store_stream_put(st, "dur-late", "dur-1", "standalone", NULL, 1), 0);
+    CHECK_INT(put_stream(st, "dur-late", "dur-1", "standalone", NULL, 1), 0);
     CHECK_INT(store_log(st, 1, "info", "dur-1", "late"), 0);
     store_close(st);
 
@@ -552,7 +571,7 @@ static void test_durability(const char *path)
     CHECK(i >= 0);
     if (i >= 0)
         CHECK_INT(u.next_seq[i], 20);
-    CHECK_INT(store_append(st, "dur-s", 20, "{\"n\":20}", 8, "error", 5), 0);
+    CHECK_INT(append(st, "dur-s", 20, "{\"n\":20}", 8, "error", 5), 0);
     CHECK_INT(get_stream(st, "dur-s", &row, c), 0);
     CHECK_INT(c->n, 21);
     CHECK_STR(row.state, "error");
@@ -583,8 +602,7 @@ static void *append_worker(void *arg)
     snprintf(stream, sizeof stream, "conc-%d", w->t);
     for (int i = 0; i < NCHUNKS; i++) {
         int n = snprintf(msg, sizeof msg, "{\"t\":%d,\"i\":%d}", w->t, i);
-        if (store_append(w->st, stream, i, msg, (size_t)n, i == NCHUNKS - 1 ? "finished" : NULL,
-                         i) != 0)
+        if (append(w->st, stream, i, msg, (size_t)n, i == NCHUNKS - 1 ? "finished" : NULL, i) != 0)
             w->failures++;
     }
     return NULL;
@@ -599,7 +617,7 @@ static void test_concurrency(const char *path, const char *rawpath)
     char stream[32];
     for (int t = 0; t < NTHREADS; t++) {
         snprintf(stream, sizeof stream, "conc-%d", t);
-        CHECK_INT(store_stream_put(st, stream, "conc", "request", "1", 1), 0);
+        CHECK_INT(put_stream(st, stream, "conc", "request", "1", 1), 0);
     }
     pthread_t th[NTHREADS];
     struct worker w[NTHREADS];
