@@ -4,6 +4,7 @@
 #include "call_life.h"
 #include "clock.h"
 #include "log.h"
+#include "metrics.h"
 #include "longpoll.h"
 #include "protocol.h"
 #include "reaper.h"
@@ -40,6 +41,7 @@ void core_reply_clear(struct core_reply *r)
 static void reject(struct core_reply *out, enum core_reason why, json_t *id, int code,
                    const char *message)
 {
+    metrics_add(METRIC_REJECTED, 1);
     out->kind = CORE_REJECTED;
     out->reason = why;
     out->error = jsonrpc_error(id, code, message, NULL);
@@ -185,6 +187,11 @@ int core_ready(void)
     return core.accepting && store_ready(core.store);
 }
 
+char *core_metrics(void)
+{
+    return metrics_render(core.store);
+}
+
 static void cancel_for_shutdown(void *value, void *arg)
 {
     (void)arg;
@@ -273,6 +280,7 @@ void core_initialize(json_t *msg, const struct jsonrpc_msg *m, struct core_reply
     if (instructions)
         json_object_set_new(result, "instructions", json_string(instructions));
     log_event(LOG_INFO, session_id(s), "session_created", "protocol=%s", version);
+    metrics_add(METRIC_SESSIONS, 1);
     answer_now(s, m->id, jsonrpc_result(m->id, result), out);
     if (out->kind == CORE_STREAM)
         out->session = s;

@@ -48,6 +48,8 @@ void core_cleanup(void);
 int core_accepting(void);
 /* Ready to serve: accepting, store writable, migrations applied. */
 int core_ready(void);
+/* The /metrics page (Prometheus text); caller frees. */
+char *core_metrics(void);
 
 enum core_kind { CORE_ACCEPTED, CORE_STREAM, CORE_REJECTED };
 enum core_reason { CORE_BAD_REQUEST = 1, CORE_UNAVAILABLE, CORE_NOT_FOUND };

@@ -3,6 +3,7 @@
 #include "clock.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "metrics.h"
 #include "randid.h"
 #include "store.h"
 #include "table.h"
@@ -393,6 +394,8 @@ int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream
     pthread_mutex_unlock(&s->append_mu);
     if (end_state != STREAM_ACTIVE)
         unregister(s);
+    metrics_add(METRIC_MESSAGES, 1);
+    metrics_add(METRIC_MESSAGE_BYTES, len);
     return seq;
 }
 

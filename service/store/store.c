@@ -99,6 +99,7 @@ struct store {
     struct write_op *head, *tail;
     int queued, waited_queued;
     int failed_since_flush;
+    struct store_stats stats; /* guarded by qmu */
     int stop;
     int healthy;
     int schema_version;
@@ -285,12 +286,15 @@ static void commit_queue(struct store *st)
         pthread_mutex_unlock(&st->rmu);
 
     int any_failed = failed;
+    uint64_t nops = 0, nfailed = 0;
     struct write_op *next;
     for (struct write_op *op = batch; op; op = next) {
         next = op->next;
         if (failed)
             op->rc = -1;
         any_failed |= op->rc != 0;
+        nops += op->kind != W_FLUSH;
+        nfailed += op->rc != 0;
         if (op->waited)
             sem_post(&op->done); /* the waiter owns it from here */
         else
@@ -300,6 +304,16 @@ static void commit_queue(struct store *st)
     if (any_failed)
         st->failed_since_flush = 1;
     st->healthy = !failed;
+    st->stats.commits += !failed;
+    st->stats.writes += nops;
+    st->stats.failures += nfailed;
+    pthread_mutex_unlock(&st->qmu);
+}
+
+void store_stats(struct store *st, struct store_stats *out)
+{
+    pthread_mutex_lock(&st->qmu);
+    *out = st->stats;
     pthread_mutex_unlock(&st->qmu);
 }
 

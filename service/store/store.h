@@ -35,6 +35,13 @@ void store_close(struct store *st);
 int store_ready(struct store *st);
 int store_schema_version(struct store *st);
 
+struct store_stats {
+    uint64_t commits;  /* transactions committed */
+    uint64_t writes;   /* writes in them */
+    uint64_t failures; /* writes that failed */
+};
+void store_stats(struct store *st, struct store_stats *out);
+
 /* Waits until every write enqueued before this call is committed.
  * Returns 0, or -1 if any of them failed. */
 int store_flush(struct store *st);

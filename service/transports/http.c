@@ -732,6 +732,19 @@ static int on_readyz(const struct _u_request *req, struct _u_response *resp, voi
     return U_CALLBACK_COMPLETE;
 }
 
+static int on_metrics(const struct _u_request *req, struct _u_response *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    char *page = core_metrics();
+    if (!page)
+        return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
+    ulfius_set_string_body_response(resp, 200, page);
+    u_map_put(resp->map_header, "Content-Type", "text/plain; version=0.0.4");
+    free(page);
+    return U_CALLBACK_COMPLETE;
+}
+
 static int on_unknown(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
     (void)req;
@@ -773,6 +786,7 @@ int http_start(const struct http_config *cfg, char **err)
     ulfius_add_endpoint_by_val(&http.inst, "*", "/mcp", NULL, 1, on_other_method, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "GET", "/healthz", NULL, 0, on_healthz, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "GET", "/readyz", NULL, 0, on_readyz, NULL);
+    ulfius_add_endpoint_by_val(&http.inst, "GET", "/metrics", NULL, 0, on_metrics, NULL);
     ulfius_set_default_endpoint(&http.inst, on_unknown, NULL);
 
     struct MHD_OptionItem ops[] = {

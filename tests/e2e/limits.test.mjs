@@ -135,3 +135,32 @@ test('command line: --help exits 0, bad usage exits 2 with one line on stderr', 
   assert.equal(nonLoopback.status, 2);
   assert.match(nonLoopback.stderr, /non-loopback/);
 });
+
+test('/metrics counts sessions, requests and stored messages', async () => {
+  const mcpd = await startMcpd();
+  try {
+    const scrape = async () => {
+      const r = await request(mcpd.port, { method: 'GET', path: '/metrics' });
+      assert.equal(r.status, 200);
+      assert.match(r.headers['content-type'], /^text\/plain/);
+      return Object.fromEntries(
+        r.text
+          .split('\n')
+          .filter((l) => l && !l.startsWith('#'))
+          .map((l) => l.split(' '))
+          .map(([k, v]) => [k, Number(v)]),
+      );
+    };
+    const before = await scrape();
+    const { session } = await initSession(mcpd.port);
+    await echo(mcpd.port, session);
+    const after = await scrape();
+    assert.equal(after.mcpd_sessions_created_total - before.mcpd_sessions_created_total, 1);
+    assert.ok(after.mcpd_requests_total - before.mcpd_requests_total >= 1);
+    assert.ok(after.mcpd_messages_stored_total - before.mcpd_messages_stored_total >= 2, 'initialize result + echo result');
+    assert.ok(after.mcpd_store_commits_total > before.mcpd_store_commits_total);
+    assert.equal(after.mcpd_store_ready, 1);
+  } finally {
+    await mcpd.cleanup();
+  }
+});

@@ -1,0 +1,70 @@
+/* metrics — see metrics.h. */
+#include "metrics.h"
+#include "session.h"
+#include "store.h"
+#include "stream.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static _Atomic uint64_t counters[METRIC_COUNT];
+
+static const struct {
+    const char *name, *help;
+} counter_info[METRIC_COUNT] = {
+    [METRIC_REQUESTS] = {"mcpd_requests_total", "JSON-RPC requests routed by the core"},
+    [METRIC_NOTIFICATIONS] = {"mcpd_notifications_total", "Client notifications received"},
+    [METRIC_RESPONSES] = {"mcpd_client_responses_total",
+                          "Client responses to server requests received"},
+    [METRIC_REJECTED] = {"mcpd_rejected_total", "Messages the core refused"},
+    [METRIC_SESSIONS] = {"mcpd_sessions_created_total", "Sessions created"},
+    [METRIC_MESSAGES] = {"mcpd_messages_stored_total", "Server messages appended to streams"},
+    [METRIC_MESSAGE_BYTES] = {"mcpd_message_bytes_stored_total",
+                              "Bytes of server messages appended to streams"},
+};
+
+void metrics_add(enum metric m, uint64_t n)
+{
+    atomic_fetch_add_explicit(&counters[m], n, memory_order_relaxed);
+}
+
+char *metrics_render(struct store *st)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    for (int i = 0; i < METRIC_COUNT; i++)
+        fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counter_info[i].name,
+                counter_info[i].help, counter_info[i].name, counter_info[i].name,
+                (unsigned long long)atomic_load(&counters[i]));
+    fprintf(f,
+            "# HELP mcpd_sessions_loaded Sessions in memory\n# TYPE mcpd_sessions_loaded "
+            "gauge\nmcpd_sessions_loaded %zu\n",
+            session_count());
+    fprintf(f,
+            "# HELP mcpd_streams_open Streams being written\n# TYPE mcpd_streams_open "
+            "gauge\nmcpd_streams_open %zu\n",
+            stream_count());
+    struct store_stats ss;
+    store_stats(st, &ss);
+    fprintf(f,
+            "# HELP mcpd_store_commits_total Store transactions committed\n"
+            "# TYPE mcpd_store_commits_total counter\nmcpd_store_commits_total %llu\n"
+            "# HELP mcpd_store_writes_total Store writes committed\n"
+            "# TYPE mcpd_store_writes_total counter\nmcpd_store_writes_total %llu\n"
+            "# HELP mcpd_store_write_failures_total Store writes that failed\n"
+            "# TYPE mcpd_store_write_failures_total counter\n"
+            "mcpd_store_write_failures_total %llu\n"
+            "# HELP mcpd_store_ready Whether the store accepts writes\n"
+            "# TYPE mcpd_store_ready gauge\nmcpd_store_ready %d\n",
+            (unsigned long long)ss.commits, (unsigned long long)ss.writes,
+            (unsigned long long)ss.failures, store_ready(st));
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}

@@ -1,0 +1,31 @@
+/* metrics — process counters for /metrics, in the Prometheus text format.
+ *
+ * Counters are atomics bumped where things happen (a request routed, a
+ * message stored); gauges (sessions and streams in memory, store state) are
+ * read when the page is rendered. Nothing here takes a lock on the hot
+ * path. */
+#ifndef MCPD_METRICS_H
+#define MCPD_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+
+enum metric {
+    METRIC_REQUESTS,      /* JSON-RPC requests routed */
+    METRIC_NOTIFICATIONS, /* client notifications */
+    METRIC_RESPONSES,     /* client answers to server requests */
+    METRIC_REJECTED,      /* messages refused by the core */
+    METRIC_SESSIONS,      /* sessions created */
+    METRIC_MESSAGES,      /* messages appended to streams */
+    METRIC_MESSAGE_BYTES, /* their bytes */
+    METRIC_COUNT
+};
+
+void metrics_add(enum metric m, uint64_t n);
+
+/* Renders every metric into a new string (caller frees), or NULL. */
+char *metrics_render(struct store *st);
+
+#endif
