@@ -417,6 +417,10 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
                  struct core_reply *out)
 {
     memset(out, 0, sizeof *out);
+    metrics_add(m->kind == JSONRPC_REQUEST        ? METRIC_REQUESTS
+                : m->kind == JSONRPC_NOTIFICATION ? METRIC_NOTIFICATIONS
+                                                  : METRIC_RESPONSES,
+                1);
     session_touch(s);
     if (m->kind == JSONRPC_NOTIFICATION) {
         on_notification(s, msg, m);
