@@ -104,11 +104,13 @@ static const char *builtin_instructions(void *self)
     return NULL;
 }
 
-static int builtin_session_open(void *self, const char *session_id, json_t *init_params, char **err)
+static int builtin_session_open(void *self, const char *session_id, json_t *init_params,
+                                json_t **result, char **err)
 {
     (void)self;
     (void)session_id;
     (void)init_params;
+    (void)result;
     (void)err;
     return 0;
 }

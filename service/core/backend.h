@@ -26,10 +26,16 @@ struct backend_ops {
     /* Optional: InitializeResult.instructions, or NULL. Borrowed. */
     const char *(*instructions)(void *self);
 
-    /* Optional: a session was initialized (or revived after a restart) with
-     * the client's initialize params (borrowed). Returns 0, or -1 with a
-     * message in *err (caller frees) to refuse the session. */
-    int (*session_open)(void *self, const char *session_id, json_t *init_params, char **err);
+    /* Optional: a session was initialized with the client's initialize
+     * params (borrowed). Returns 0, or -1 with a message in *err (caller
+     * frees) to refuse the session. It may set *result to the fields of the
+     * InitializeResult the client should see (capabilities, serverInfo,
+     * instructions: an upstream server's own), as a new reference the core
+     * takes; the core keeps the negotiated protocolVersion and adds
+     * logging. A session revived after a restart is not opened again: its
+     * first call carries its init params (call_client_init_params). */
+    int (*session_open)(void *self, const char *session_id, json_t *init_params, json_t **result,
+                        char **err);
 
     /* Optional: the session ended (DELETE, expiry, shutdown). */
     void (*session_close)(void *self, const char *session_id);

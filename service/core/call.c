@@ -25,6 +25,7 @@ struct call {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* cancellation or the client's answer */
     int ended;
+    int channel;                /* a session channel: no request, never ends */
     enum call_cancel cancelled; /* 0 when not cancelled */
     json_t *answer;
     double last_progress;
@@ -107,6 +108,11 @@ static void make_no_capabilities(void)
     no_capabilities = json_object();
 }
 
+json_t *call_client_init_params(const struct call *c)
+{
+    return session_init_params(c->session);
+}
+
 json_t *call_client_capabilities(const struct call *c)
 {
     json_t *caps = session_client_capabilities(c->session);
@@ -151,39 +157,15 @@ void call_deliver_answer(struct call *c, json_t *response)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* Appends msg (stolen) to the call's stream. A final message ends the call:
- * a cancelled call ends its stream without one (the spec says not to
- * respond), and a call cut short by shutdown ends with an error so the
- * client is never left waiting. */
-static int emit(struct call *c, json_t *msg, int final)
+/* Appends text to the call's stream, charging it to the session. Over
+ * the session's cap, a final message becomes the storage error (allowed
+ * past the cap, so the client is not left waiting); a non-final one is
+ * refused and returns 1, and the caller ends the call. */
+static int append(struct call *c, json_t *msg, int final)
 {
-    pthread_mutex_lock(&c->mu);
-    int ended = c->ended;
-    enum call_cancel why = c->cancelled;
-    if (final)
-        c->ended = 1;
-    pthread_mutex_unlock(&c->mu);
-    if (ended) {
-        json_decref(msg);
-        return -1;
-    }
-    enum stream_state end = STREAM_ACTIVE;
-    if (final) {
-        if (c->key[0])
-            session_untrack(c->session, c->key);
-        int is_error = json_object_get(msg, "error") != NULL;
-        if (why == CALL_CANCEL_CLIENT || why == CALL_CANCEL_SESSION_END) {
-            json_decref(msg);
-            stream_end(c->stream, STREAM_ERROR);
-            return 0;
-        }
-        if (why == CALL_CANCEL_SHUTDOWN && is_error) {
-            json_decref(msg);
-            msg = jsonrpc_error(call_id(c), JSONRPC_INTERNAL_ERROR,
-                                "Request interrupted by server shutdown; retry it", NULL);
-        }
-        end = json_object_get(msg, "error") ? STREAM_ERROR : STREAM_FINISHED;
-    }
+    enum stream_state end = !final                          ? STREAM_ACTIVE
+                            : json_object_get(msg, "error") ? STREAM_ERROR
+                                                            : STREAM_FINISHED;
     size_t len;
     char *text = jsonrpc_dump(msg, &len);
     json_decref(msg);
@@ -195,27 +177,18 @@ static int emit(struct call *c, json_t *msg, int final)
     if (session_charge(c->session, len) != 0) {
         free(text);
         log_event(LOG_WARN, session_id(c->session), "session_storage_full",
-                  "request stream %s ended: per-session storage cap reached", stream_id(c->stream));
-        /* Nothing stored is dropped; this request ends with an error that
-         * is allowed past the cap so the client is not left waiting. */
-        pthread_mutex_lock(&c->mu);
-        int was_ended = c->ended && !final;
-        c->ended = 1;
-        pthread_mutex_unlock(&c->mu);
-        if (was_ended)
-            return -1;
-        if (!final && c->key[0])
-            session_untrack(c->session, c->key);
+                  "stream %s ended: per-session storage cap reached", stream_id(c->stream));
+        if (!final)
+            return 1;
         json_t *err =
             jsonrpc_error(call_id(c), JSONRPC_SERVER_ERROR, "Session storage limit exceeded", NULL);
         text = jsonrpc_dump(err, &len);
         json_decref(err);
-        if (text)
-            stream_append(c->stream, text, len, STREAM_ERROR);
-        else
+        end = STREAM_ERROR;
+        if (!text) {
             stream_end(c->stream, STREAM_ERROR);
-        free(text);
-        return -1;
+            return -1;
+        }
     }
     int64_t seq = stream_append(c->stream, text, len, end);
     free(text);
@@ -225,14 +198,124 @@ static int emit(struct call *c, json_t *msg, int final)
     return seq < 0 ? -1 : 0;
 }
 
+/* Moves the call to ended; 1 if this caller did it (and must finish it). */
+static int take_end(struct call *c, enum call_cancel *why)
+{
+    pthread_mutex_lock(&c->mu);
+    int mine = !c->ended;
+    c->ended = 1;
+    if (why)
+        *why = c->cancelled;
+    pthread_mutex_unlock(&c->mu);
+    return mine;
+}
+
+/* After the final message: the call is forgotten by its session and drops
+ * the reference it held on itself since call_new. */
+static void finish(struct call *c)
+{
+    if (c->key[0])
+        session_untrack(c->session, c->key);
+    call_unref(c);
+}
+
+/* The final message (stolen). A cancelled call ends its stream without one
+ * (the spec says not to respond), and a call cut short by shutdown ends
+ * with an error so the client is never left waiting. */
+static int emit_final(struct call *c, json_t *msg)
+{
+    enum call_cancel why;
+    if (c->channel || !take_end(c, &why)) {
+        json_decref(msg);
+        return -1;
+    }
+    int rc = 0;
+    if (why == CALL_CANCEL_CLIENT || why == CALL_CANCEL_SESSION_END) {
+        json_decref(msg);
+        stream_end(c->stream, STREAM_ERROR);
+    } else {
+        if (why == CALL_CANCEL_SHUTDOWN && json_object_get(msg, "error")) {
+            json_decref(msg);
+            msg = jsonrpc_error(call_id(c), JSONRPC_INTERNAL_ERROR,
+                                "Request interrupted by server shutdown; retry it", NULL);
+        }
+        rc = append(c, msg, 1);
+    }
+    finish(c);
+    return rc;
+}
+
+/* A message before the end (stolen). */
+static int emit(struct call *c, json_t *msg)
+{
+    if (call_ended(c)) {
+        json_decref(msg);
+        return -1;
+    }
+    int rc = append(c, msg, 0);
+    if (rc == 1) {
+        /* Over the cap: end the request now, with the storage error. */
+        if (!c->channel && take_end(c, NULL)) {
+            append(c,
+                   jsonrpc_error(call_id(c), JSONRPC_SERVER_ERROR, "Session storage limit exceeded",
+                                 NULL),
+                   1);
+            finish(c);
+        }
+        return -1;
+    }
+    return rc;
+}
+
+int call_send(struct call *c, json_t *msg)
+{
+    return emit(c, msg);
+}
+
+void call_hold(struct call *c)
+{
+    call_ref(c);
+}
+
+void call_release(struct call *c)
+{
+    call_unref(c);
+}
+
+struct call *call_channel(const char *sid)
+{
+    struct session *s = session_find(sid);
+    struct stream *st = s ? session_standalone(s) : NULL;
+    struct call *c = NULL;
+    if (st) {
+        json_t *req = json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method", "mcpd/channel");
+        int dup;
+        c = call_new(s, st, req, NULL, &dup);
+        json_decref(req);
+        if (c)
+            c->channel = 1;
+    }
+    stream_unref(st);
+    session_unref(s);
+    return c;
+}
+
 int call_reply(struct call *c, json_t *result)
 {
-    return emit(c, jsonrpc_result(call_id(c), result), 1);
+    if (c->channel) {
+        json_decref(result);
+        return -1;
+    }
+    return emit_final(c, jsonrpc_result(call_id(c), result));
 }
 
 int call_fail(struct call *c, int code, const char *message, json_t *data)
 {
-    return emit(c, jsonrpc_error(call_id(c), code, message, data), 1);
+    if (c->channel) {
+        json_decref(data);
+        return -1;
+    }
+    return emit_final(c, jsonrpc_error(call_id(c), code, message, data));
 }
 
 /* Whole numbers go out as JSON integers: "progress":3, not 3.0. */
@@ -262,7 +345,7 @@ int call_progress(struct call *c, double progress, double total, const char *mes
         json_object_set_new(p, "total", number(total));
     if (message)
         json_object_set_new(p, "message", json_string(message));
-    return emit(c, jsonrpc_notification("notifications/progress", p), 0);
+    return emit(c, jsonrpc_notification("notifications/progress", p));
 }
 
 int call_log(struct call *c, const char *level, const char *logger, json_t *data)
@@ -275,7 +358,7 @@ int call_log(struct call *c, const char *level, const char *logger, json_t *data
     json_t *p = json_pack("{s:s, s:o}", "level", level, "data", data ? data : json_null());
     if (logger)
         json_object_set_new(p, "logger", json_string(logger));
-    return emit(c, jsonrpc_notification("notifications/message", p), 0);
+    return emit(c, jsonrpc_notification("notifications/message", p));
 }
 
 int call_request_client(struct call *c, const char *method, json_t *params, int timeout_ms,
@@ -299,7 +382,7 @@ int call_request_client(struct call *c, const char *method, json_t *params, int 
         json_decref(params);
         return -1;
     }
-    if (emit(c, jsonrpc_request(id, method, params), 0) != 0) {
+    if (emit(c, jsonrpc_request(id, method, params)) != 0) {
         if (session_pending_take(c->session, key))
             call_unref(c);
         return -1;

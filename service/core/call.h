@@ -10,7 +10,8 @@
  *
  * Handlers run on a worker thread and may block (call_sleep,
  * call_request_client). Exactly one of call_reply / call_fail must end the
- * call; later emits are ignored. A cancelled call (notifications/cancelled)
+ * call, during handle() or later from another thread (the call stays alive
+ * until it ends); later emits are ignored. A cancelled call (notifications/cancelled)
  * makes call_sleep and call_request_client return early, and its reply is
  * dropped as the spec asks. */
 #ifndef MCPD_CALL_H
@@ -30,6 +31,26 @@ const char *call_session_id(const struct call *c);
 /* The client's capabilities from its initialize request (borrowed, may be an
  * empty object), e.g. to check for "elicitation" before asking. */
 json_t *call_client_capabilities(const struct call *c);
+/* The client's whole initialize params (borrowed), e.g. to start an
+ * upstream server for a session revived after a restart. */
+json_t *call_client_init_params(const struct call *c);
+
+/* A backend that uses a call from another thread, or after it may have
+ * ended, holds a reference for that long. */
+void call_hold(struct call *c);
+void call_release(struct call *c);
+
+/* A call-shaped handle on a session's standalone stream, for messages tied
+ * to no request (an upstream's list_changed, its sampling request while no
+ * call is running): call_send, call_log and call_request_client work on
+ * it; call_reply and call_fail do nothing. NULL if the session is gone.
+ * Release it with call_release. */
+struct call *call_channel(const char *session_id);
+
+/* Appends a message the backend built itself (a notification relayed from
+ * an upstream server), as is. Steals msg. Returns 0, or -1 if the call
+ * already ended. */
+int call_send(struct call *c, json_t *msg);
 
 /* notifications/progress for this request's _meta.progressToken. A no-op
  * (returns 0) when the request carried no token. total < 0 means none;

@@ -23,6 +23,8 @@ enum call_cancel { CALL_CANCEL_CLIENT = 1, CALL_CANCEL_SHUTDOWN, CALL_CANCEL_SES
  * set to 1). */
 struct call *call_new(struct session *s, struct stream *stream, json_t *request, const char *key,
                       int *dup);
+/* The call holds a reference on itself until it ends (call_reply or
+ * call_fail); whoever runs it holds another while it does. */
 void call_ref(struct call *c);
 void call_unref(struct call *c);
 

@@ -238,6 +238,19 @@ void core_end_session(struct session *s)
 
 /* ---- initialize ---- */
 
+/* The InitializeResult fields of mcpd's own backend. */
+static json_t *initialize_result(void)
+{
+    json_t *caps = core.ops->capabilities(core.backend);
+    json_t *result =
+        json_pack("{s:o, s:{s:s, s:s}}", "capabilities", caps ? caps : json_object(), "serverInfo",
+                  "name", core.cfg.server_name, "version", core.cfg.server_version);
+    const char *instructions = core.ops->instructions ? core.ops->instructions(core.backend) : NULL;
+    if (instructions)
+        json_object_set_new(result, "instructions", json_string(instructions));
+    return result;
+}
+
 void core_initialize(json_t *msg, const struct jsonrpc_msg *m, struct core_reply *out)
 {
     memset(out, 0, sizeof *out);
@@ -260,8 +273,9 @@ void core_initialize(json_t *msg, const struct jsonrpc_msg *m, struct core_reply
         return;
     }
     char *why = NULL;
+    json_t *fields = NULL;
     if (core.ops->session_open &&
-        core.ops->session_open(core.backend, session_id(s), params, &why) != 0) {
+        core.ops->session_open(core.backend, session_id(s), params, &fields, &why) != 0) {
         reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
                why ? why : "The backend refused the session");
         free(why);
@@ -269,16 +283,17 @@ void core_initialize(json_t *msg, const struct jsonrpc_msg *m, struct core_reply
         session_unref(s);
         return;
     }
-    json_t *caps = core.ops->capabilities(core.backend);
-    if (!caps)
+    json_t *result = json_is_object(fields) ? fields : initialize_result();
+    if (fields && !json_is_object(fields))
+        json_decref(fields);
+    json_t *caps = json_object_get(result, "capabilities");
+    if (!json_is_object(caps)) {
         caps = json_object();
+        json_object_set_new(result, "capabilities", caps);
+    }
+    /* The core serves logging/setLevel itself, whatever the backend is. */
     json_object_set_new(caps, "logging", json_object());
-    json_t *result =
-        json_pack("{s:s, s:o, s:{s:s, s:s}}", "protocolVersion", version, "capabilities", caps,
-                  "serverInfo", "name", core.cfg.server_name, "version", core.cfg.server_version);
-    const char *instructions = core.ops->instructions ? core.ops->instructions(core.backend) : NULL;
-    if (instructions)
-        json_object_set_new(result, "instructions", json_string(instructions));
+    json_object_set_new(result, "protocolVersion", json_string(version));
     log_event(LOG_INFO, session_id(s), "session_created", "protocol=%s", version);
     metrics_add(METRIC_SESSIONS, 1);
     answer_now(s, m->id, jsonrpc_result(m->id, result), out);
@@ -290,6 +305,7 @@ void core_initialize(json_t *msg, const struct jsonrpc_msg *m, struct core_reply
 
 /* ---- everything else ---- */
 
+/* Runs the handler; arg is the runner's own reference to the call. */
 static void run_call(void *arg)
 {
     struct call *c = arg;
@@ -493,6 +509,7 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
             reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Out of memory");
         return;
     }
+    call_ref(c); /* the runner's */
     if (inline_ok) {
         run_call(c);
     } else if (workers_submit(run_call, c) != 0) {
