@@ -42,15 +42,23 @@ out_root="${CONFORMANCE_OUT:-$work/results}"
 mkdir -p "$out_root"
 mcpd_pid=""
 
+# stop_mcpd: SIGTERM our mcpd (SIGKILL after 10 s); sets mcpd_exit to its
+# exit status (0 expected: graceful exit, and no leak report under ASan)
+mcpd_exit=0
 stop_mcpd() {
-  if [ -n "$mcpd_pid" ] && kill -0 "$mcpd_pid" 2>/dev/null; then
+  mcpd_exit=0
+  if [ -n "$mcpd_pid" ]; then
     kill -TERM "$mcpd_pid" 2>/dev/null
-    for _ in $(seq 1 50); do
+    for _ in $(seq 1 100); do
       kill -0 "$mcpd_pid" 2>/dev/null || break
       sleep 0.1
     done
-    kill -0 "$mcpd_pid" 2>/dev/null && kill -KILL "$mcpd_pid" 2>/dev/null
+    if kill -0 "$mcpd_pid" 2>/dev/null; then
+      echo "mcpd did not exit within 10 s of SIGTERM; killing it" >&2
+      kill -KILL "$mcpd_pid" 2>/dev/null
+    fi
     wait "$mcpd_pid" 2>/dev/null
+    mcpd_exit=$?
   fi
   mcpd_pid=""
 }
@@ -137,11 +145,15 @@ for ver in $spec_versions; do
   if ! kill -0 "$mcpd_pid" 2>/dev/null; then
     echo "mcpd DIED during the $ver run; log tail:"
     tail -n 30 "$log"
-    mcpd_pid=""
     status=1
   fi
   stop_mcpd
-  echo "conformance $ver: cli exit $rc"
+  if [ "$mcpd_exit" -ne 0 ]; then
+    echo "mcpd exited with status $mcpd_exit after the $ver run (expected 0 on SIGTERM); log tail:"
+    tail -n 30 "$log"
+    status=1
+  fi
+  echo "conformance $ver: cli exit $rc, mcpd exit $mcpd_exit"
 done
 
 if [ -n "${CONFORMANCE_OUT:-}" ]; then

@@ -9,8 +9,10 @@ import crypto from 'node:crypto';
 import { after, before, test } from 'node:test';
 
 import {
+  ACCEPT_BOTH,
   LATEST,
   callTool,
+  rawExchange,
   echo,
   getStream,
   initSession,
@@ -82,6 +84,11 @@ const CASES = [
   { name: 'empty batch [] (2025-03-26 session)', session: 'legacy', body: '[]', expectStatus: 400, expectCode: -32600 },
   { name: 'empty batch [] (2025-11-25 session)', session: 'valid', body: '[]', expectStatus: 400, expectCode: -32600 },
   { name: 'invalid UTF-8 in a string', session: 'valid', body: badUtf8, expectStatus: 400, expectCode: -32700 },
+  { name: 'request with "jsonrpc": "1.0"', session: 'valid', body: '{"jsonrpc":"1.0","id":1,"method":"ping"}', expectStatus: 400, expectCode: -32600 },
+  { name: 'request without "jsonrpc"', session: 'valid', body: '{"id":1,"method":"ping"}', expectStatus: 400, expectCode: -32600 },
+  { name: 'request with a non-string method', session: 'valid', body: '{"jsonrpc":"2.0","id":1,"method":42}', expectStatus: 400, expectCode: -32600 },
+  { name: 'request with a fractional id', session: 'valid', body: '{"jsonrpc":"2.0","id":1.5,"method":"ping"}', expectStatus: 400, expectCode: -32600 },
+  { name: 'request with an object id', session: 'valid', body: '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', expectStatus: 400, expectCode: -32600 },
   { name: 'request with "id": null', session: 'valid', body: '{"jsonrpc":"2.0","id":null,"method":"ping"}', expectStatus: 400, expectCode: -32600 },
   { name: 'Accept: application/json only', session: 'valid', headers: { Accept: 'application/json' }, body: req('tools/list'), expectStatus: 406, expectCode: -32000 },
   { name: 'Accept: text/event-stream only', session: 'valid', headers: { Accept: 'text/event-stream' }, body: req('tools/list'), expectStatus: 406, expectCode: -32000 },
@@ -106,6 +113,23 @@ const CASES = [
   { name: 'GET without session', method: 'GET', session: 'none', headers: { Accept: 'text/event-stream', 'Content-Type': null }, expectStatus: 400, expectCode: -32000 },
   { name: 'GET with Accept: application/json', method: 'GET', session: 'valid', headers: { Accept: 'application/json', 'Content-Type': null }, expectStatus: 406, expectCode: -32000 },
   { name: 'PUT /mcp', method: 'PUT', session: 'valid', body: req('ping'), expectStatus: 405, expectCode: -32000 },
+  { name: 'overlong session id (4096 chars)', session: 'valid', headers: { 'Mcp-Session-Id': 'a'.repeat(4096) }, body: req('tools/list'), expectStatus: [400, 404], expectCode: [-32000, -32001] },
+  { name: 'session id with path characters', session: 'valid', headers: { 'Mcp-Session-Id': '../../../etc/passwd' }, body: req('tools/list'), expectStatus: [400, 404], expectCode: [-32000, -32001] },
+  { name: 'resume GET on a deleted session', method: 'GET', session: 'deleted', headers: { Accept: 'text/event-stream', 'Content-Type': null, 'Last-Event-ID': 'x:0' }, expectStatus: 404, expectCode: -32001 },
+  { name: 'Last-Event-ID of another session\'s stream is not replayed', run: foreignLastEventId },
+  { name: 'garbage Last-Event-ID values are refused or replay nothing', run: garbageLastEventId },
+  { name: 'Host: localhost.evil.example.com (prefix of an allowed name)', session: 'valid', headers: { Host: 'localhost.evil.example.com' }, body: echoBody('x'), expectStatus: 403, expectCode: -32000 },
+  { name: 'Host: 127.0.0.1.evil.example.com', session: 'valid', headers: { Host: '127.0.0.1.evil.example.com:80' }, body: echoBody('x'), expectStatus: 403, expectCode: -32000 },
+  { name: 'Origin: http://localhost.evil.example.com', session: 'valid', headers: { Origin: 'http://localhost.evil.example.com' }, body: echoBody('x'), expectStatus: 403, expectCode: -32000 },
+  { name: 'Origin: null', session: 'valid', headers: { Origin: 'null' }, body: echoBody('x'), expectStatus: 403, expectCode: -32000 },
+  { name: 'Origin on GET: http://evil.example.com', method: 'GET', session: 'valid', headers: { Origin: 'http://evil.example.com', Accept: 'text/event-stream', 'Content-Type': null }, expectStatus: 403, expectCode: -32000 },
+  { name: 'Origin: http://localhost:1234 is allowed', session: 'valid', headers: { Origin: 'http://localhost:1234' }, body: echoBody('ok-origin'), expectStatus: 200, expectCode: null },
+  { name: 'Host: localhost:<port> is allowed', session: 'valid', headers: { Host: 'localhost:1' }, body: echoBody('ok-host'), expectStatus: 200, expectCode: null },
+  { name: 'Host: [::1]:<port> is allowed', session: 'valid', headers: { Host: '[::1]:1' }, body: echoBody('ok-host6'), expectStatus: 200, expectCode: null },
+  { name: 'Content-Type with charset is accepted', session: 'valid', headers: { 'Content-Type': 'application/json; charset=utf-8' }, body: echoBody('ok-charset'), expectStatus: 200, expectCode: null },
+  { name: 'Accept with q-values is accepted', session: 'valid', headers: { Accept: 'application/json;q=0.9, text/event-stream;q=0.8' }, body: echoBody('ok-q'), expectStatus: 200, expectCode: null },
+  { name: 'pipelined: oversized body then a valid request on the same connection', run: pipelinedAfterError },
+  { name: 'chunked body over --max-body → 413; under it → 200', run: chunkedBodies },
   { name: 'second concurrent GET on the same session → 409', run: secondGet },
 ];
 
@@ -117,7 +141,12 @@ async function runCase(c) {
     if (v !== null) h[k] = v;
   }
   const r = await request(mcpd.port, { method: c.method || 'POST', headers: h, body: c.body, timeout: 5000 });
-  assert.equal(r.status, c.expectStatus, `HTTP status (body: ${r.text.slice(0, 300)})`);
+  const statuses = Array.isArray(c.expectStatus) ? c.expectStatus : [c.expectStatus];
+  assert.ok(statuses.includes(r.status), `HTTP status ${r.status}, expected ${statuses} (body: ${r.text.slice(0, 300)})`);
+  if (c.expectStatus === 200) {
+    const msg = JSON.parse(c.body).params.arguments.message;
+    assert.ok(r.text.includes(`"text":"${msg}"`), `echo reply expected: ${r.text.slice(0, 300)}`);
+  }
   if (c.expectEmpty) assert.equal(r.body.length, 0, `empty body expected, got ${r.text.slice(0, 200)}`);
   if (c.expectCode !== null && c.expectCode !== undefined) {
     assert.ok(r.json, `JSON-RPC error body expected, got: ${r.text.slice(0, 300)}`);
@@ -128,6 +157,104 @@ async function runCase(c) {
     assert.ok(allowed.includes(r.json.error?.code), `error code ${r.json.error?.code}, expected ${allowed}: ${r.text}`);
     assert.equal(typeof r.json.error.message, 'string');
   }
+}
+
+/**
+ * GET on session `session` with Last-Event-ID `lei`: either a 4xx JSON-RPC
+ * error, or a 200 stream that (within 1 s) carries none of `forbidden`
+ * (JSON strings of messages that belong to another stream).
+ */
+async function resumeMustNotLeak(session, lei, forbidden) {
+  const g = await getStream(mcpd.port, session, { lastEventId: lei });
+  try {
+    if (g.status === 200) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const got = g.sse.drainMessages().map((m) => m.msg);
+      for (const m of got) {
+        assert.ok(!forbidden.includes(JSON.stringify(m)), `Last-Event-ID ${lei} replayed a foreign message ${JSON.stringify(m)}`);
+        assert.ok(!('result' in m || 'error' in m), `Last-Event-ID ${lei} replayed a response ${JSON.stringify(m)}`);
+      }
+    } else {
+      assert.ok(g.status >= 400 && g.status < 500, `status ${g.status} for Last-Event-ID ${lei}`);
+      const b = await g.body;
+      assert.ok(b.json?.error, `error body for Last-Event-ID ${lei}: ${b.text}`);
+    }
+  } finally {
+    g.close();
+  }
+}
+
+async function foreignLastEventId() {
+  // another session, same server: must not see the valid session's stream
+  const other = (await initSession(mcpd.port, { protocolVersion: '2025-11-25' })).session;
+  const forbidden = ctx.resumeRest.map((m) => JSON.stringify(m));
+  await resumeMustNotLeak(other, ctx.resumeFrom, forbidden);
+  await request(mcpd.port, { method: 'DELETE', headers: { 'Mcp-Session-Id': other, 'MCP-Protocol-Version': LATEST } });
+}
+
+async function garbageLastEventId() {
+  const forbidden = ctx.resumeRest.map((m) => JSON.stringify(m));
+  const stream = ctx.resumeFrom.slice(0, ctx.resumeFrom.lastIndexOf(':'));
+  for (const lei of ['zzz', ':', `${stream}:abc`, `${stream}:-5`, `${stream}:999999999999999999999`, 'x'.repeat(2000), `${stream}:1e3`]) {
+    // a nonsense id must not replay the (ended) stream as if from its start
+    await resumeMustNotLeak(ctx.valid, lei, lei.endsWith(':-5') ? [] : forbidden);
+  }
+}
+
+function rawPost(body, extra = '') {
+  return (
+    `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${mcpd.port}\r\nAccept: ${ACCEPT_BOTH}\r\n` +
+    `Content-Type: application/json\r\nMcp-Session-Id: ${ctx.valid}\r\nMCP-Protocol-Version: ${LATEST}\r\n` +
+    (extra || `Content-Length: ${Buffer.byteLength(body)}\r\n`) +
+    '\r\n'
+  );
+}
+
+const countResponses = (text) => (text.match(/HTTP\/1\.1 \d{3} /g) || []).length;
+
+async function pipelinedAfterError() {
+  // an error answered before the body is read must not leave that body to be
+  // parsed as the next request: either the next request is answered
+  // correctly, or the server closes the connection after the error.
+  for (const [first, status] of [
+    [rawPost(big) + big, 413],
+    [rawPost(echoBody('x')).replace('Content-Type: application/json', 'Content-Type: text/plain') + echoBody('x'), 415],
+    [rawPost('{"jsonrpc":').replace('Content-Length', 'X-Pad: 1\r\nContent-Length') + '{"jsonrpc":', 400],
+  ]) {
+    const second = echoBody('second-on-socket', 2);
+    const r = await rawExchange(mcpd.port, first + rawPost(second) + second, {
+      ms: 5000,
+      until: (t) => countResponses(t) >= 2 && t.includes('second-on-socket'),
+    });
+    assert.match(r.text, new RegExp(`^HTTP/1\\.1 ${status} `), `first response: ${r.text.slice(0, 200)}`);
+    const n = countResponses(r.text);
+    if (n >= 2) {
+      const tail = r.text.slice(r.text.indexOf('HTTP/1.1', 10));
+      assert.match(tail, /^HTTP\/1\.1 200 /, `second response on the socket: ${tail.slice(0, 300)}`);
+      assert.ok(tail.includes('"text":"second-on-socket"'), tail.slice(0, 400));
+    } else {
+      assert.ok(r.closed, `after a ${status} the server neither answered the next request nor closed: ${r.text.slice(0, 300)}`);
+    }
+  }
+}
+
+async function chunkedBodies() {
+  const chunked = (body) => {
+    let o = '';
+    for (let i = 0; i < body.length; i += 8000) {
+      const c = body.slice(i, i + 8000);
+      o += `${Buffer.byteLength(c).toString(16)}\r\n${c}\r\n`;
+    }
+    return `${o}0\r\n\r\n`;
+  };
+  const te = 'Transfer-Encoding: chunked\r\n';
+  const over = await rawExchange(mcpd.port, rawPost(big, te) + chunked(big), { until: (t) => /\r\n\r\n\{.*\}/s.test(t) });
+  assert.match(over.text, /^HTTP\/1\.1 413 /, `chunked 100 KiB: ${over.text.slice(0, 300)}`);
+  assert.ok(over.text.includes('-32000'), over.text.slice(0, 300));
+  const small = echoBody('chunked-ok');
+  const under = await rawExchange(mcpd.port, rawPost(small, te) + chunked(small), { until: (t) => t.includes('chunked-ok') });
+  assert.match(under.text, /^HTTP\/1\.1 200 /, `chunked small body: ${under.text.slice(0, 300)}`);
+  assert.ok(under.text.includes('"text":"chunked-ok"'));
 }
 
 async function secondGet() {
@@ -147,10 +274,10 @@ async function secondGet() {
   } finally {
     first.close();
   }
-  // after the first closes, a new GET is accepted again (the server sees the
-  // disconnect on its next write, so allow a few tries)
+  // after the first closes, a new GET is accepted again promptly (well before
+  // the 15 s keepalive would reveal the dead peer; allow a few tries)
   let status;
-  for (let i = 0; i < 40; i++) {
+  for (let i = 0; i < 10; i++) {
     const g = await getStream(mcpd.port, ctx.valid);
     status = g.status;
     g.close();

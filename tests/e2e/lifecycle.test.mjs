@@ -7,6 +7,7 @@ import { after, before, test } from 'node:test';
 
 import {
   LATEST,
+  callTool,
   echo,
   getStream,
   initSession,
@@ -179,6 +180,67 @@ test('batch of two requests on a 2025-03-26 session → both responses', async (
   assert.equal(r.messages.filter((m) => 'result' in m || 'error' in m).length, 2);
 });
 
+test('batch on a 2025-03-26 session: progress of a batched call is delivered (SSE) before its response', async () => {
+  const { session } = await initSession(mcpd.port, { protocolVersion: '2025-03-26' });
+  const r = await rpc(
+    mcpd.port,
+    [
+      { jsonrpc: '2.0', id: 'p1', method: 'tools/call', params: { name: 'countdown', arguments: { n: 2, interval_ms: 10 }, _meta: { progressToken: 'batched' } } },
+      { jsonrpc: '2.0', id: 'p2', method: 'ping' },
+    ],
+    { session, version: null },
+  );
+  assert.equal(r.status, 200);
+  const kinds = r.messages.map((m) => m.method ?? m.id);
+  assert.deepEqual(
+    r.messages.filter((m) => m.method === 'notifications/progress').map((m) => [m.params.progressToken, m.params.progress]),
+    [
+      ['batched', 1],
+      ['batched', 2],
+    ],
+    `progress requested with a progressToken must reach the client (${r.headers['content-type']}): ${JSON.stringify(r.messages)}`,
+  );
+  assert.ok(kinds.indexOf('p1') > kinds.lastIndexOf('notifications/progress'), 'progress before the response');
+  assert.ok(responseFor(r.messages, 'p2'), 'ping answered');
+});
+
+test('batch on a 2025-03-26 session: a server→client request (elicitation) reaches the client, no hang', async () => {
+  const { session } = await initSession(mcpd.port, { protocolVersion: '2025-03-26', capabilities: { elicitation: {} } });
+  const s = await openStream(mcpd.port, {
+    method: 'POST',
+    headers: mcpHeaders({ session, version: null }),
+    body: [
+      { jsonrpc: '2.0', id: 'e1', method: 'tools/call', params: { name: 'test_elicitation', arguments: { message: 'batched?' } } },
+      { jsonrpc: '2.0', id: 'e2', method: 'ping' },
+    ],
+    timeout: 5000,
+  }).catch((e) => {
+    throw new Error(`batched elicitation: no reply headers within 5 s (${e.message})`);
+  });
+  try {
+    assert.equal(s.status, 200);
+    assert.ok(s.sse, `a batch whose call asks the client something must be answered with SSE (${s.headers['content-type']})`);
+    let req;
+    for (;;) {
+      const m = await s.sse.nextMessage(5000);
+      assert.ok(m, 'stream ended before the elicitation request');
+      if (m.msg.method === 'elicitation/create') {
+        req = m.msg;
+        break;
+      }
+    }
+    const a = await request(mcpd.port, {
+      headers: mcpHeaders({ session, version: null }),
+      body: { jsonrpc: '2.0', id: req.id, result: { action: 'accept', content: { username: 'b', email: 'b@c.d' } } },
+    });
+    assert.equal(a.status, 202);
+    const rest = (await s.sse.rest(5000)).map((m) => m.msg);
+    assert.ok(responseFor(rest, 'e1')?.result, JSON.stringify(rest));
+  } finally {
+    s.close();
+  }
+});
+
 test('batch of notifications only on a 2025-03-26 session → 202', async () => {
   const { session } = await initSession(mcpd.port, { protocolVersion: '2025-03-26' });
   const r = await request(mcpd.port, {
@@ -230,6 +292,217 @@ test('echo without progress replies with plain JSON (reply-mode auto)', async ()
   assert.equal(r.status, 200);
   assert.match(String(r.headers['content-type']), /^application\/json/);
   assert.equal(r.json?.result?.content?.[0]?.text, 'j');
+});
+
+test('concurrent calls on one session: each stream carries only its own messages', async () => {
+  const { session } = await initSession(mcpd.port);
+  const calls = await Promise.all(
+    Array.from({ length: 8 }, (_, i) =>
+      callTool(mcpd.port, session, 'countdown', { n: 5, interval_ms: 20 }, { progressToken: `iso-${i}`, ms: 15000 }),
+    ),
+  );
+  const allIds = new Set();
+  calls.forEach((r, i) => {
+    assert.equal(r.status, 200);
+    const tokens = r.messages.filter((m) => m.method === 'notifications/progress').map((m) => m.params.progressToken);
+    assert.deepEqual(tokens, Array(5).fill(`iso-${i}`), `stream ${i} carries only its own progress`);
+    assert.equal(r.messages.filter((m) => 'result' in m || 'error' in m).length, 1, `stream ${i}: one response`);
+    assert.equal(r.response?.result?.content?.[0]?.text, 'countdown finished');
+    for (const ev of r.events) {
+      if (!ev.id || ev.data === '') continue;
+      assert.ok(!allIds.has(ev.id), `event id ${ev.id} used on two streams`);
+      allIds.add(ev.id);
+    }
+  });
+  const echoes = await Promise.all(
+    Array.from({ length: 40 }, (_, i) => callTool(mcpd.port, session, 'echo', { message: `m${i}` })),
+  );
+  echoes.forEach((r, i) => assert.equal(r.response?.result?.content?.[0]?.text, `m${i}`));
+});
+
+test('DELETE while a call is running: 200, the POST stream ends, the id is gone', async () => {
+  const { session } = await initSession(mcpd.port);
+  const s = await openStream(mcpd.port, {
+    method: 'POST',
+    headers: mcpHeaders({ session }),
+    body: {
+      jsonrpc: '2.0',
+      id: newId(),
+      method: 'tools/call',
+      params: { name: 'countdown', arguments: { n: 1000, interval_ms: 50 }, _meta: { progressToken: 'del' } },
+    },
+  });
+  try {
+    assert.equal(s.status, 200);
+    await s.sse.nextMessage(5000);
+    const d = await request(mcpd.port, {
+      method: 'DELETE',
+      headers: { 'Mcp-Session-Id': session, 'MCP-Protocol-Version': LATEST },
+    });
+    assert.equal(d.status, 200, `DELETE: ${d.status} ${d.text}`);
+    assert.ok(await s.sse.waitEnd(5000), 'the running call\'s stream ends after DELETE');
+  } finally {
+    s.close();
+  }
+  const r = await request(mcpd.port, {
+    headers: mcpHeaders({ session }),
+    body: { jsonrpc: '2.0', id: 1, method: 'ping' },
+  });
+  assert.equal(r.status, 404);
+  assert.equal(r.json?.error?.code, -32001);
+  const again = await request(mcpd.port, {
+    method: 'DELETE',
+    headers: { 'Mcp-Session-Id': session, 'MCP-Protocol-Version': LATEST },
+  });
+  assert.equal(again.status, 404, 'a second DELETE of the same id → 404');
+});
+
+test('--session-idle-ms: an idle session expires (404), an active one does not', async () => {
+  const m = await startMcpd({ args: ['--session-idle-ms', '1000'] });
+  try {
+    const idle = (await initSession(m.port)).session;
+    const busy = (await initSession(m.port)).session;
+    const until = Date.now() + 3000;
+    while (Date.now() < until) {
+      await echo(m.port, busy, 'keep-me'); // activity every 200 ms
+      await sleep(200);
+    }
+    await echo(m.port, busy, 'still-here');
+    const r = await request(m.port, {
+      headers: mcpHeaders({ session: idle }),
+      body: { jsonrpc: '2.0', id: 1, method: 'ping' },
+    });
+    assert.equal(r.status, 404, `idle for 3 s with --session-idle-ms 1000: ${r.status} ${r.text}`);
+    assert.equal(r.json?.error?.code, -32001);
+  } finally {
+    await m.cleanup();
+  }
+});
+
+test('request ids: 0, 2^53-1 and unicode strings are echoed exactly', async () => {
+  const { session } = await initSession(mcpd.port);
+  for (const [raw, id] of [
+    ['0', 0],
+    ['9007199254740991', 9007199254740991],
+    ['-7', -7],
+    ['"é🙂"', 'é🙂'],
+    ['""', ''],
+  ]) {
+    const r = await request(mcpd.port, {
+      headers: mcpHeaders({ session }),
+      body: `{"jsonrpc":"2.0","id":${raw},"method":"ping"}`,
+    });
+    assert.equal(r.status, 200, `id ${raw}: ${r.text}`);
+    assert.ok(r.text.includes(`"id":${raw}`) || r.json?.id === id, `id ${raw} echoed: ${r.text}`);
+    assert.deepEqual(r.json?.result, {});
+  }
+});
+
+test('progressToken 0 (falsy) still gets progress notifications', async () => {
+  const { session } = await initSession(mcpd.port);
+  const r = await callTool(mcpd.port, session, 'countdown', { n: 3, interval_ms: 5 }, { progressToken: 0 });
+  const p = r.messages.filter((m) => m.method === 'notifications/progress');
+  assert.deepEqual(
+    p.map((m) => [m.params.progressToken, m.params.progress, m.params.total]),
+    [
+      [0, 1, 3],
+      [0, 2, 3],
+      [0, 3, 3],
+    ],
+  );
+});
+
+for (const [what, message] of [
+  ['an escaped NUL (U+0000)', 'a\u0000b'],
+  ['non-BMP and line separators', '🙂 é \u2028 \u2029'],
+  ['JSON escapes', '"\\/\b\f\n\r\t'],
+  ['1 MiB', 'x'.repeat(1 << 20)],
+]) {
+  test(`echo round-trips a valid JSON string: ${what}`, async () => {
+    const { session } = await initSession(mcpd.port);
+    const r = await callTool(mcpd.port, session, 'echo', { message });
+    assert.equal(r.status, 200, `HTTP ${r.status} ${(r.text || '').slice(0, 200)}`);
+    assert.equal(r.response?.result?.content?.[0]?.text, message);
+  });
+}
+
+test('elicitation: the client answers on POST (202); a duplicate or foreign answer → 400 -32600', async () => {
+  const { session } = await initSession(mcpd.port, { capabilities: { elicitation: {} } });
+  const other = (await initSession(mcpd.port, { capabilities: { elicitation: {} } })).session;
+  const id = newId();
+  const s = await openStream(mcpd.port, {
+    method: 'POST',
+    headers: mcpHeaders({ session }),
+    body: { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'test_elicitation', arguments: { message: 'who?' } } },
+  });
+  try {
+    assert.equal(s.status, 200);
+    assert.ok(s.sse, 'elicitation → SSE reply');
+    const req = await s.sse.nextMessage(5000);
+    assert.equal(req?.msg.method, 'elicitation/create', JSON.stringify(req?.msg));
+    const answer = { jsonrpc: '2.0', id: req.msg.id, result: { action: 'accept', content: { username: 'ann', email: 'a@b.c' } } };
+    // the same id from another session must not be accepted
+    const foreign = await request(mcpd.port, { headers: mcpHeaders({ session: other }), body: answer });
+    assert.equal(foreign.status, 400, `answer from another session: ${foreign.status} ${foreign.text}`);
+    assert.equal(foreign.json?.error?.code, -32600);
+    const ok = await request(mcpd.port, { headers: mcpHeaders({ session }), body: answer });
+    assert.equal(ok.status, 202, `answer: ${ok.status} ${ok.text}`);
+    assert.equal(ok.body.length, 0);
+    const rest = await s.sse.rest(5000);
+    const resp = rest.find((m) => m.msg.id === id)?.msg;
+    assert.ok(resp?.result, JSON.stringify(rest.map((m) => m.msg)));
+    assert.match(resp.result.content[0].text, /ann/);
+    const dup = await request(mcpd.port, { headers: mcpHeaders({ session }), body: answer });
+    assert.equal(dup.status, 400, `duplicate answer: ${dup.status} ${dup.text}`);
+    assert.equal(dup.json?.error?.code, -32600);
+  } finally {
+    s.close();
+  }
+});
+
+test('notifications/cancelled from another session does not cancel (ids are per session)', async () => {
+  const { session } = await initSession(mcpd.port);
+  const other = (await initSession(mcpd.port)).session;
+  const id = newId();
+  const p = rpc(
+    mcpd.port,
+    { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'countdown', arguments: { n: 5, interval_ms: 60 }, _meta: { progressToken: 'x' } } },
+    { session },
+  );
+  await sleep(120);
+  const c = await request(mcpd.port, {
+    headers: mcpHeaders({ session: other }),
+    body: { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id } },
+  });
+  assert.equal(c.status, 202);
+  const r = await p;
+  assert.equal(responseFor(r.messages, id)?.result?.content?.[0]?.text, 'countdown finished');
+});
+
+test('a request id already in flight on the session is refused; other sessions may use it', async () => {
+  const { session } = await initSession(mcpd.port);
+  const other = (await initSession(mcpd.port)).session;
+  const body = { jsonrpc: '2.0', id: 'dup', method: 'tools/call', params: { name: 'countdown', arguments: { n: 3, interval_ms: 80 }, _meta: { progressToken: 'd' } } };
+  const first = rpc(mcpd.port, body, { session });
+  await sleep(60);
+  const [second, third] = await Promise.all([rpc(mcpd.port, body, { session }), rpc(mcpd.port, body, { session: other })]);
+  assert.ok(second.status === 400 || second.messages.some((m) => m.error), `duplicate in-flight id: ${second.status} ${JSON.stringify(second.messages)}`);
+  assert.equal(responseFor(third.messages, 'dup')?.result?.content?.[0]?.text, 'countdown finished', 'same id on another session');
+  const r = await first;
+  assert.equal(responseFor(r.messages, 'dup')?.result?.content?.[0]?.text, 'countdown finished', 'first call unharmed');
+  assert.equal(r.messages.filter((m) => m.method === 'notifications/progress').length, 3);
+});
+
+test('initialize on an existing session or inside a batch is refused without creating a session', async () => {
+  const { session } = await initSession(mcpd.port);
+  const init = { jsonrpc: '2.0', id: 'i', method: 'initialize', params: { protocolVersion: LATEST, capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
+  const a = await rpc(mcpd.port, init, { session });
+  assert.equal(a.headers['mcp-session-id'], undefined);
+  assert.ok(a.status === 400 || a.messages.some((m) => m.error), JSON.stringify(a.messages));
+  const legacy = (await initSession(mcpd.port, { protocolVersion: '2025-03-26' })).session;
+  const b = await rpc(mcpd.port, [init], { session: legacy, version: null });
+  assert.equal(b.headers['mcp-session-id'], undefined);
+  assert.ok(b.status === 400 || b.messages.every((m) => m.error), JSON.stringify(b.messages));
 });
 
 test('SIGTERM → exit code 0', async () => {

@@ -85,3 +85,24 @@ test('SDK client: tools, echo, countdown progress, DELETE ends the session', asy
     await client.close();
   }
 });
+
+test('SDK client with SSE polling (--sse-poll-ms 200): countdown still delivers every progress and the result', async () => {
+  const m = await startMcpd({ args: ['--sse-poll-ms', '200', '--sse-retry-ms', '50'] });
+  const transport = new StreamableHTTPClientTransport(new URL(m.url));
+  const client = new Client({ name: 'mcpd-e2e-sdk-poll', version: '0.0.0' });
+  try {
+    await client.connect(transport);
+    const progress = [];
+    const c = await client.callTool({ name: 'countdown', arguments: { n: 10, interval_ms: 60 } }, undefined, {
+      onprogress: (p) => progress.push(p.progress),
+      timeout: 15000,
+    });
+    assert.equal(c.content?.[0]?.text, 'countdown finished');
+    assert.deepEqual(progress, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    const r = await client.callTool({ name: 'echo', arguments: { message: 'after-poll' } });
+    assert.equal(r.content?.[0]?.text, 'after-poll');
+  } finally {
+    await client.close().catch(() => {});
+    await m.cleanup();
+  }
+});

@@ -242,6 +242,35 @@ export function request(port, { method = 'POST', path: p = '/mcp', headers = {},
 }
 
 /**
+ * Write raw bytes on one TCP connection and collect what comes back, until
+ * `until(text)` is true, the server closes, or `ms` passes. Resolves
+ * {text, closed, timedOut}. For pipelining and framing tests.
+ */
+export function rawExchange(port, data, { ms = 5000, until = () => false } = {}) {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let text = '';
+    let done = false;
+    const finish = (closed, timedOut) => {
+      if (done) return;
+      done = true;
+      clearTimeout(t);
+      sock.destroy();
+      resolve({ text, closed, timedOut });
+    };
+    const t = setTimeout(() => finish(false, true), ms);
+    sock.setEncoding('latin1');
+    sock.on('data', (d) => {
+      text += d;
+      if (until(text)) finish(false, false);
+    });
+    sock.on('error', () => finish(true, false));
+    sock.on('close', () => finish(true, false));
+    sock.write(data);
+  });
+}
+
+/**
  * Open a request whose response is read incrementally (SSE). Resolves once
  * the response headers arrive: {status, headers, res, req, sse: SseReader,
  * close()}.
