@@ -45,6 +45,16 @@ static const struct setting settings[] = {
     {"max-workers", K_INT, S(max_workers), "512", "request handler threads at most"},
     {"shutdown-grace-ms", K_INT, S(shutdown_grace_ms), "5000",
      "on SIGTERM, how long running requests may take to finish"},
+    {"upstream", K_STR, S(upstream), NULL,
+     "'CMD ARGS...': serve this stdio MCP server instead of the built-in tools"},
+    {"upstream-mode", K_STR, S(upstream_mode), "per-session",
+     "per-session (a child per session) or shared (a pool for all sessions)"},
+    {"upstream-pool", K_INT, S(upstream_pool), "2", "children in shared mode"},
+    {"upstream-cwd", K_STR, S(upstream_cwd), NULL, "working directory of the upstream"},
+    {"upstream-env", K_STR, S(upstream_env), NULL, "'NAME=VALUE ...' added to its environment"},
+    {"upstream-max", K_INT, S(upstream_max), "64", "upstream processes running at most"},
+    {"upstream-start-timeout-ms", K_INT, S(upstream_start_timeout_ms), "10000",
+     "how long an upstream may take to answer initialize"},
     {"allow-unauthenticated", K_FLAG, S(allow_unauthenticated), "0",
      "allow listening on a non-loopback address without authentication"},
     {"help", K_FLAG, S(help), "0", "print this help"},
@@ -239,6 +249,17 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
         snprintf(err, errcap, "--reply-mode must be auto, json or sse, got '%s'", cfg->reply_mode);
         return -1;
     }
+    if (strcmp(cfg->upstream_mode, "per-session") && strcmp(cfg->upstream_mode, "shared")) {
+        snprintf(err, errcap, "--upstream-mode must be per-session or shared, got '%s'",
+                 cfg->upstream_mode);
+        return -1;
+    }
+    if (cfg->upstream) {
+        char **words = config_split_words(cfg->upstream, 1, err, errcap);
+        if (!words)
+            return -1;
+        config_words_free(words);
+    }
     if (strcmp(cfg->log_level, "debug") && strcmp(cfg->log_level, "info") &&
         strcmp(cfg->log_level, "warn") && strcmp(cfg->log_level, "error")) {
         snprintf(err, errcap, "--log-level must be debug, info, warn or error, got '%s'",
@@ -280,4 +301,109 @@ void config_usage(FILE *out)
     }
     fprintf(out, "\nEndpoints: POST/GET/DELETE /mcp, GET /healthz, GET /readyz.\n"
                  "Exit status: 0 on success, 2 on bad usage, 1 on any other failure.\n");
+}
+
+/* Appends c to the word being built. */
+static int word_put(char **w, size_t *len, size_t *cap, char c)
+{
+    if (*len + 2 > *cap) {
+        size_t ncap = *cap ? *cap * 2 : 32;
+        char *n = realloc(*w, ncap);
+        if (!n)
+            return -1;
+        *w = n;
+        *cap = ncap;
+    }
+    (*w)[(*len)++] = c;
+    (*w)[*len] = '\0';
+    return 0;
+}
+
+char **config_split_words(const char *line, int nonempty, char *err, size_t errcap)
+{
+    err[0] = '\0';
+    size_t n = 0, vcap = 8;
+    char **v = calloc(vcap, sizeof *v);
+    char *w = NULL;
+    size_t len = 0, cap = 0;
+    int in_word = 0, ok = v != NULL;
+    for (const char *p = line; ok && *p; p++) {
+        if (*p == ' ' || *p == '\t' || *p == '\n') {
+            if (in_word) {
+                if (n + 2 > vcap) {
+                    char **nv = realloc(v, (vcap *= 2) * sizeof *v);
+                    ok = nv != NULL;
+                    if (ok)
+                        v = nv;
+                }
+                if (ok) {
+                    v[n++] = w ? w : strdup("");
+                    v[n] = NULL;
+                    w = NULL;
+                    len = cap = 0;
+                    in_word = 0;
+                }
+            }
+            continue;
+        }
+        in_word = 1;
+        if (*p == '\'') {
+            const char *end = strchr(p + 1, '\'');
+            if (!end) {
+                snprintf(err, errcap, "unbalanced ' in: %s", line);
+                ok = 0;
+                break;
+            }
+            for (p++; ok && p < end; p++)
+                ok = word_put(&w, &len, &cap, *p) == 0;
+            p = end;
+        } else if (*p == '"') {
+            for (p++; ok && *p && *p != '"'; p++) {
+                if (*p == '\\' && (p[1] == '"' || p[1] == '\\'))
+                    p++;
+                ok = word_put(&w, &len, &cap, *p) == 0;
+            }
+            if (ok && *p != '"') {
+                snprintf(err, errcap, "unbalanced \" in: %s", line);
+                ok = 0;
+                break;
+            }
+        } else if (*p == '\\' && p[1]) {
+            ok = word_put(&w, &len, &cap, *++p) == 0;
+        } else {
+            ok = word_put(&w, &len, &cap, *p) == 0;
+        }
+    }
+    if (ok && in_word) {
+        if (n + 2 > vcap) {
+            char **nv = realloc(v, (vcap + 2) * sizeof *v);
+            ok = nv != NULL;
+            if (ok)
+                v = nv;
+        }
+        if (ok) {
+            v[n++] = w ? w : strdup("");
+            v[n] = NULL;
+            w = NULL;
+        }
+    }
+    free(w);
+    if (ok && nonempty && n == 0) {
+        snprintf(err, errcap, "the command is empty");
+        ok = 0;
+    }
+    if (!ok) {
+        if (!err[0])
+            snprintf(err, errcap, "out of memory");
+        config_words_free(v);
+        return NULL;
+    }
+    return v;
+}
+
+void config_words_free(char **words)
+{
+    for (char **p = words; p && *p; p++)
+        free(*p);
+    free(words);
 }

@@ -30,6 +30,13 @@ struct config {
     int64_t max_connections;
     int64_t max_workers;
     int64_t shutdown_grace_ms;
+    char *upstream;      /* the command line of a stdio MCP server to put behind mcpd */
+    char *upstream_mode; /* per-session | shared */
+    char *upstream_cwd;
+    char *upstream_env; /* NAME=VALUE words */
+    int64_t upstream_pool;
+    int64_t upstream_max;
+    int64_t upstream_start_timeout_ms;
     int allow_unauthenticated;
     int help;
     int version;
@@ -42,6 +49,15 @@ struct config {
  * with a one-line message in err (bad usage: exit status 2). */
 int config_load(struct config *cfg, int argc, char **argv, char *err, size_t errcap);
 void config_free(struct config *cfg);
+
+/* Splits a command line into words as a POSIX shell would for simple
+ * cases: blanks separate words; '...' quotes literally; "..." quotes with
+ * \ escaping " and \; \ outside quotes escapes the next character. No
+ * expansion of any kind. Returns a NULL-terminated vector the caller frees
+ * with config_words_free, or NULL with a message in err (unbalanced quote,
+ * or no words when `nonempty`). */
+char **config_split_words(const char *line, int nonempty, char *err, size_t errcap);
+void config_words_free(char **words);
 void config_usage(FILE *out);
 
 #endif

@@ -2,6 +2,7 @@
  * the HTTP transport, and wait for SIGTERM/SIGINT to shut down gracefully
  * (refuse new work, let running requests finish within a grace period, flush
  * the store, exit 0). */
+#include "backend.h"
 #include "builtin.h"
 #include "config.h"
 #include "core.h"
@@ -9,6 +10,7 @@
 #include "log.h"
 #include "origin.h"
 #include "store.h"
+#include "upstream.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -34,6 +36,45 @@ static enum http_reply_mode reply_mode(const char *name)
     return strcmp(name, "json") == 0  ? HTTP_REPLY_JSON
            : strcmp(name, "sse") == 0 ? HTTP_REPLY_SSE
                                       : HTTP_REPLY_AUTO;
+}
+
+/* The built-in toolset, or the configured stdio upstream server. */
+static int start_backend(const struct config *cfg, const struct backend_ops **ops, void **backend)
+{
+    if (!cfg->upstream) {
+        *ops = builtin_backend_ops();
+        *backend = builtin_backend_new();
+        if (!*backend)
+            fprintf(stderr, "mcpd: out of memory\n");
+        return *backend ? 0 : -1;
+    }
+    char msg[256];
+    char **argv = config_split_words(cfg->upstream, 1, msg, sizeof msg);
+    char **env =
+        argv ? config_split_words(cfg->upstream_env ? cfg->upstream_env : "", 0, msg, sizeof msg)
+             : NULL;
+    char *why = NULL;
+    if (argv && env) {
+        struct upstream_config uc = {
+            .argv = argv,
+            .env = env,
+            .cwd = cfg->upstream_cwd,
+            .shared = strcmp(cfg->upstream_mode, "shared") == 0,
+            .pool = (int)cfg->upstream_pool,
+            .max_children = (int)cfg->upstream_max,
+            .start_timeout_ms = cfg->upstream_start_timeout_ms,
+            .relay_timeout_ms = 300000,
+            .max_message = (size_t)cfg->max_body,
+        };
+        *ops = upstream_backend_ops();
+        *backend = upstream_backend_new(&uc, &why);
+    }
+    if (!*backend)
+        fprintf(stderr, "mcpd: upstream: %s\n", why ? why : msg);
+    free(why);
+    config_words_free(argv);
+    config_words_free(env);
+    return *backend ? 0 : -1;
 }
 
 int main(int argc, char **argv)
@@ -71,7 +112,7 @@ int main(int argc, char **argv)
     int status = 1;
     struct store *st = NULL;
     void *backend = NULL;
-    const struct backend_ops *ops = builtin_backend_ops();
+    const struct backend_ops *ops = NULL;
     struct origin_policy *origins = NULL;
     char *why = NULL;
     if (store_open(cfg.db, &st, &why) != 0) {
@@ -79,9 +120,10 @@ int main(int argc, char **argv)
         goto out;
     }
     log_set_store(st);
-    backend = builtin_backend_new();
+    if (start_backend(&cfg, &ops, &backend) != 0)
+        goto out;
     origins = origin_policy_new(cfg.allowed_hosts, cfg.allowed_origins);
-    if (!backend || !origins) {
+    if (!origins) {
         fprintf(stderr, "mcpd: out of memory\n");
         goto out;
     }

@@ -1,0 +1,54 @@
+/* child — an MCP server running as a child process, spoken to over stdio.
+ *
+ * child_spawn forks and execs the command with its stdin, stdout and stderr
+ * on pipes (close-on-exec everywhere else, so no descriptor leaks into it),
+ * in its own process group, with PR_SET_PDEATHSIG so it dies with mcpd even
+ * when mcpd is killed with SIGKILL. A reader thread decodes what the child
+ * writes on stdout (NDJSON, or Content-Length frames, detected as for any
+ * stdio peer) and hands each message to on_message as soon as it is
+ * complete; another thread hands each stderr line to on_stderr. When stdout
+ * closes, the child is reaped (never left a zombie) and on_exit gets its
+ * wait status, exactly once.
+ *
+ * child_send writes one message as an NDJSON line; it is safe from any
+ * thread. child_stop ends the process (SIGTERM to its group, SIGKILL after
+ * the grace period), waits for the threads, and frees the child. The
+ * callbacks run on the child's threads and must not call child_stop on the
+ * same child. */
+#ifndef MCPD_CHILD_H
+#define MCPD_CHILD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct child;
+
+struct child_spec {
+    char *const *argv; /* argv[0] is looked up in PATH */
+    char *const *env;  /* extra NAME=VALUE entries (NULL-terminated), or NULL */
+    const char *cwd;   /* or NULL */
+    size_t max_message;
+};
+
+struct child_ops {
+    void (*on_message)(void *arg, const char *msg, size_t len);
+    void (*on_stderr)(void *arg, const char *line, size_t len);
+    void (*on_exit)(void *arg, int wait_status);
+};
+
+/* Returns the child, or NULL with *err (caller frees). */
+struct child *child_spawn(const struct child_spec *spec, const struct child_ops *ops, void *arg,
+                          char **err);
+/* 0, or -1 when the child's stdin is closed (it exited). */
+int child_send(struct child *c, const char *msg, size_t len);
+pid_t child_pid(const struct child *c);
+void child_stop(struct child *c, int64_t grace_ms);
+
+/* "exited with status 3" / "killed by signal 9", for error messages. */
+void child_describe_exit(int wait_status, char *out, size_t cap);
+
+/* How many children are running in this process. */
+int child_count(void);
+
+#endif

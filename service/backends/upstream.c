@@ -1,0 +1,771 @@
+/* upstream — see upstream.h. */
+#include "upstream.h"
+#include "backend.h"
+#include "call.h"
+#include "child.h"
+#include "clock.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "table.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STOP_GRACE_MS 2000
+#define INIT_ID "mcpd-initialize"
+
+/* A request in flight at the child. */
+struct pend {
+    struct call *call;    /* held until the child answers */
+    char key[48];         /* jsonrpc_id_key of the id the child sees */
+    char token[32];       /* the progress token the child sees, or "" */
+    json_t *client_token; /* the client's own progress token */
+};
+
+/* One child and what it serves: one session, or (shared) several. */
+struct link {
+    struct upstream *up;
+    char session[64]; /* per-session mode: the session; shared: "" */
+    _Atomic int refs;
+    pthread_mutex_t mu; /* guards everything below */
+    pthread_cond_t cv;  /* initialize answered, or the child exited */
+    struct child *child;
+    struct child *dead; /* exited, to be joined and freed off its own thread */
+    enum { LINK_DOWN, LINK_STARTING, LINK_READY } state;
+    json_t *init_answer; /* the child's initialize response */
+    struct table *pending;
+    struct table *sessions; /* shared mode: the sessions using this link */
+    uint64_t next_id;
+};
+
+struct upstream {
+    struct upstream_config cfg;
+    char **argv, **env; /* owned copies */
+    char *cwd;
+    pthread_mutex_t mu;
+    struct table *links; /* per-session: session id → link */
+    struct link **pool;  /* shared mode */
+};
+
+/* ---- links ---- */
+
+static struct link *link_new(struct upstream *up, const char *session)
+{
+    struct link *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->up = up;
+    snprintf(l->session, sizeof l->session, "%s", session ? session : "");
+    l->refs = 1;
+    pthread_mutex_init(&l->mu, NULL);
+    clock_cond_init(&l->cv);
+    l->pending = table_new();
+    l->sessions = table_new();
+    if (!l->pending || !l->sessions) {
+        table_free(l->pending);
+        table_free(l->sessions);
+        free(l);
+        return NULL;
+    }
+    return l;
+}
+
+static void link_ref(struct link *l)
+{
+    atomic_fetch_add(&l->refs, 1);
+}
+
+static void link_unref(struct link *l)
+{
+    if (!l || atomic_fetch_sub(&l->refs, 1) != 1)
+        return;
+    child_stop(l->dead, 0);
+    json_decref(l->init_answer);
+    table_free(l->pending);
+    table_free(l->sessions);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l);
+}
+
+static int send_json(struct link *l, json_t *msg)
+{
+    size_t len;
+    char *text = jsonrpc_dump(msg, &len);
+    json_decref(msg);
+    pthread_mutex_lock(&l->mu);
+    struct child *c = l->child;
+    pthread_mutex_unlock(&l->mu);
+    int rc = text && c ? child_send(c, text, len) : -1;
+    free(text);
+    return rc;
+}
+
+/* ---- what the child says ---- */
+
+struct collect {
+    struct pend *one;
+    int count;
+    const char *token;
+    struct pend *by_token;
+    json_t *client_id;
+    struct pend *by_client_id;
+};
+
+static void collect_pend(void *arg, const char *key, void *value)
+{
+    (void)key;
+    struct collect *c = arg;
+    struct pend *p = value;
+    c->count++;
+    c->one = p;
+    if (c->token && strcmp(p->token, c->token) == 0)
+        c->by_token = p;
+    if (c->client_id && json_equal(call_id(p->call), c->client_id))
+        c->by_client_id = p;
+}
+
+/* The call a child's message without an id of ours belongs to: the only
+ * call running, if exactly one is (held; caller releases), else NULL. */
+static struct call *only_call(struct link *l)
+{
+    struct collect c = {0};
+    pthread_mutex_lock(&l->mu);
+    table_each(l->pending, collect_pend, &c);
+    struct call *call = c.count == 1 ? c.one->call : NULL;
+    if (call)
+        call_hold(call);
+    pthread_mutex_unlock(&l->mu);
+    return call;
+}
+
+static void pend_free(struct pend *p)
+{
+    json_decref(p->client_token);
+    free(p);
+}
+
+static void on_response(struct link *l, json_t *msg, const struct jsonrpc_msg *m)
+{
+    if (json_is_string(m->id) && strcmp(json_string_value(m->id), INIT_ID) == 0) {
+        pthread_mutex_lock(&l->mu);
+        json_decref(l->init_answer);
+        l->init_answer = json_incref(msg);
+        pthread_cond_broadcast(&l->cv);
+        pthread_mutex_unlock(&l->mu);
+        return;
+    }
+    char key[96];
+    struct pend *p = NULL;
+    if (jsonrpc_id_key(m->id, key, sizeof key) == 0) {
+        pthread_mutex_lock(&l->mu);
+        p = table_del(l->pending, key);
+        pthread_mutex_unlock(&l->mu);
+    }
+    if (!p)
+        return; /* an answer to something cancelled or never asked */
+    if (m->result) {
+        call_reply(p->call, json_incref(m->result));
+    } else {
+        json_t *code = json_object_get(m->error, "code");
+        json_t *message = json_object_get(m->error, "message");
+        json_t *data = json_object_get(m->error, "data");
+        call_fail(p->call, (int)json_integer_value(code),
+                  json_is_string(message) ? json_string_value(message) : "Upstream error",
+                  data ? json_incref(data) : NULL);
+    }
+    call_release(p->call);
+    pend_free(p);
+}
+
+static void broadcast_one(void *arg, const char *key, void *value)
+{
+    (void)value;
+    json_t *msg = arg;
+    struct call *ch = call_channel(key);
+    if (ch) {
+        call_send(ch, json_incref(msg));
+        call_release(ch);
+    }
+}
+
+static void on_notification(struct link *l, json_t *msg, const struct jsonrpc_msg *m)
+{
+    if (strcmp(m->method, "notifications/progress") == 0) {
+        json_t *token = json_object_get(m->params, "progressToken");
+        struct collect c = {.token = json_is_string(token) ? json_string_value(token) : ""};
+        struct call *call = NULL;
+        json_t *relay = NULL;
+        pthread_mutex_lock(&l->mu);
+        table_each(l->pending, collect_pend, &c);
+        if (c.by_token) {
+            call = c.by_token->call;
+            call_hold(call);
+            relay = json_deep_copy(msg);
+            json_object_set(json_object_get(relay, "params"), "progressToken",
+                            c.by_token->client_token);
+        }
+        pthread_mutex_unlock(&l->mu);
+        if (call) {
+            call_send(call, relay);
+            call_release(call);
+        }
+        return;
+    }
+    if (strcmp(m->method, "notifications/message") == 0) {
+        /* Through call_log, so the session's logging/setLevel filters it. */
+        struct call *call = only_call(l);
+        if (!call && l->session[0])
+            call = call_channel(l->session);
+        if (call) {
+            json_t *logger = json_object_get(m->params, "logger");
+            call_log(call, json_string_value(json_object_get(m->params, "level")),
+                     json_string_value(logger), json_incref(json_object_get(m->params, "data")));
+            call_release(call);
+        }
+        return;
+    }
+    if (strcmp(m->method, "notifications/cancelled") == 0)
+        return; /* the child gave up on a request of its own: nothing to relay */
+    /* list_changed, resources/updated, ...: for every session it serves. */
+    if (l->session[0]) {
+        broadcast_one(msg, l->session, NULL);
+    } else {
+        pthread_mutex_lock(&l->mu);
+        table_each(l->sessions, broadcast_one, msg);
+        pthread_mutex_unlock(&l->mu);
+    }
+}
+
+struct relay {
+    struct link *link;
+    struct call *target;
+    json_t *child_id, *method, *params;
+};
+
+/* Relays one of the child's requests to the client and its answer back. It
+ * blocks for the client, so it runs on its own thread. */
+static void *relay_main(void *arg)
+{
+    struct relay *r = arg;
+    json_t *answer = NULL;
+    int rc = call_request_client(r->target, json_string_value(r->method),
+                                 r->params ? json_incref(r->params) : NULL,
+                                 (int)r->link->up->cfg.relay_timeout_ms, &answer);
+    json_t *reply =
+        rc == 0 ? jsonrpc_result(r->child_id, answer)
+        : rc == 1
+            ? json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", r->child_id, "error", answer)
+            : jsonrpc_error(r->child_id, JSONRPC_INTERNAL_ERROR,
+                            "The client did not answer (timeout, cancellation or shutdown)", NULL);
+    send_json(r->link, reply);
+    call_release(r->target);
+    link_unref(r->link);
+    json_decref(r->child_id);
+    json_decref(r->method);
+    json_decref(r->params);
+    free(r);
+    return NULL;
+}
+
+static void on_request(struct link *l, const struct jsonrpc_msg *m)
+{
+    if (strcmp(m->method, "ping") == 0) {
+        send_json(l, jsonrpc_result(m->id, json_object()));
+        return;
+    }
+    struct call *target = only_call(l);
+    if (!target && l->session[0])
+        target = call_channel(l->session);
+    if (!target) {
+        send_json(l, jsonrpc_error(m->id, JSONRPC_INTERNAL_ERROR,
+                                   "mcpd cannot tell which client this request is for", NULL));
+        return;
+    }
+    struct relay *r = calloc(1, sizeof *r);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    if (r) {
+        link_ref(l);
+        r->link = l;
+        r->target = target;
+        r->child_id = json_incref(m->id);
+        r->method = json_string(m->method);
+        r->params = m->params ? json_incref(m->params) : NULL;
+    }
+    if (!r || pthread_create(&t, &attr, relay_main, r) != 0) {
+        if (r) {
+            link_unref(l);
+            json_decref(r->child_id);
+            json_decref(r->method);
+            json_decref(r->params);
+            free(r);
+        }
+        call_release(target);
+        send_json(l,
+                  jsonrpc_error(m->id, JSONRPC_INTERNAL_ERROR, "mcpd is out of resources", NULL));
+    }
+    pthread_attr_destroy(&attr);
+}
+
+static void child_message(void *arg, const char *text, size_t len)
+{
+    struct link *l = arg;
+    struct jsonrpc_error err;
+    json_t *msg = jsonrpc_parse(text, len, &err);
+    struct jsonrpc_msg m;
+    if (!msg || jsonrpc_classify(msg, &m, &err) != 0) {
+        log_event(LOG_WARN, l->session[0] ? l->session : NULL, "upstream_bad_message", "%s",
+                  err.message);
+        json_decref(msg);
+        return;
+    }
+    if (m.kind == JSONRPC_RESPONSE)
+        on_response(l, msg, &m);
+    else if (m.kind == JSONRPC_NOTIFICATION)
+        on_notification(l, msg, &m);
+    else
+        on_request(l, &m);
+    json_decref(msg);
+}
+
+static void child_stderr(void *arg, const char *line, size_t len)
+{
+    struct link *l = arg;
+    log_event(LOG_INFO, l->session[0] ? l->session : NULL, "upstream_stderr", "%.*s", (int)len,
+              line);
+}
+
+struct drain {
+    struct pend **list;
+    size_t n, cap;
+};
+
+static void take_pend(void *arg, const char *key, void *value)
+{
+    (void)key;
+    struct drain *d = arg;
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 8;
+        struct pend **l = realloc(d->list, cap * sizeof *l);
+        if (!l)
+            return;
+        d->list = l;
+        d->cap = cap;
+    }
+    d->list[d->n++] = value;
+}
+
+static void child_exited(void *arg, int status)
+{
+    struct link *l = arg;
+    char how[64];
+    child_describe_exit(status, how, sizeof how);
+    struct drain d = {0};
+    pthread_mutex_lock(&l->mu);
+    l->dead = l->child;
+    l->child = NULL;
+    l->state = LINK_DOWN;
+    table_each(l->pending, take_pend, &d);
+    for (size_t i = 0; i < d.n; i++)
+        table_del(l->pending, d.list[i]->key);
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    log_event(d.n ? LOG_WARN : LOG_INFO, l->session[0] ? l->session : NULL, "upstream_exited",
+              "%s; %zu requests failed", how, d.n);
+    char msg[160];
+    snprintf(msg, sizeof msg, "Upstream server %s before answering", how);
+    for (size_t i = 0; i < d.n; i++) {
+        call_fail(d.list[i]->call, JSONRPC_INTERNAL_ERROR, msg,
+                  json_pack("{s:s}", "upstream", how));
+        call_release(d.list[i]->call);
+        pend_free(d.list[i]);
+    }
+    free(d.list);
+}
+
+static const struct child_ops child_ops = {
+    .on_message = child_message,
+    .on_stderr = child_stderr,
+    .on_exit = child_exited,
+};
+
+/* Starts the child if it is not running and initializes it with `params`
+ * (the client's initialize params). Returns NULL, or an error message the
+ * caller frees. */
+static char *link_ready(struct link *l, json_t *params)
+{
+    struct upstream *up = l->up;
+    int64_t deadline = clock_mono_ms() + up->cfg.start_timeout_ms;
+    pthread_mutex_lock(&l->mu);
+    while (l->state == LINK_STARTING &&
+           clock_cond_wait_until(&l->cv, &l->mu, deadline) != ETIMEDOUT)
+        ;
+    if (l->state == LINK_READY) {
+        pthread_mutex_unlock(&l->mu);
+        return NULL;
+    }
+    if (l->state == LINK_STARTING) {
+        pthread_mutex_unlock(&l->mu);
+        return strdup("Upstream server is still starting");
+    }
+    l->state = LINK_STARTING;
+    struct child *dead = l->dead;
+    l->dead = NULL;
+    json_decref(l->init_answer);
+    l->init_answer = NULL;
+    pthread_mutex_unlock(&l->mu);
+    child_stop(dead, 0);
+
+    char *err = NULL;
+    struct child *c = NULL;
+    if (child_count() >= up->cfg.max_children) {
+        if (asprintf(&err, "Too many upstream servers running (limit %d)", up->cfg.max_children) <
+            0)
+            err = NULL;
+    } else {
+        struct child_spec spec = {up->argv, up->env, up->cwd, up->cfg.max_message};
+        c = child_spawn(&spec, &child_ops, l, &err);
+    }
+    pthread_mutex_lock(&l->mu);
+    l->child = c;
+    pthread_mutex_unlock(&l->mu);
+    if (c) {
+        /* Replays the client's own initialize, then waits for the answer. */
+        json_t *init = jsonrpc_request(json_string(INIT_ID), "initialize",
+                                       json_deep_copy(params ? params : json_object()));
+        if (send_json(l, init) != 0)
+            err = strdup("Upstream server closed its input");
+        pthread_mutex_lock(&l->mu);
+        while (!err && !l->init_answer && l->child &&
+               clock_cond_wait_until(&l->cv, &l->mu, deadline) != ETIMEDOUT)
+            ;
+        json_t *answer = l->init_answer ? json_incref(l->init_answer) : NULL;
+        int exited = l->child == NULL;
+        pthread_mutex_unlock(&l->mu);
+        if (!err && !answer)
+            err = strdup(exited ? "Upstream server exited during initialize"
+                                : "Upstream server did not answer initialize in time");
+        else if (!err && !json_is_object(json_object_get(answer, "result")))
+            err = strdup("Upstream server refused initialize");
+        json_decref(answer);
+        if (!err)
+            send_json(l, jsonrpc_notification("notifications/initialized", NULL));
+    }
+    pthread_mutex_lock(&l->mu);
+    if (err) {
+        struct child *gone = l->child ? l->child : l->dead;
+        l->child = l->dead = NULL;
+        l->state = LINK_DOWN;
+        pthread_mutex_unlock(&l->mu);
+        child_stop(gone, STOP_GRACE_MS);
+        pthread_mutex_lock(&l->mu);
+    } else {
+        l->state = LINK_READY;
+    }
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    if (err)
+        log_event(LOG_WARN, l->session[0] ? l->session : NULL, "upstream_start_failed", "%s", err);
+    return err;
+}
+
+/* The link serving a session (a new reference), created on demand. */
+static struct link *link_for(struct upstream *up, const char *sid)
+{
+    struct link *l = NULL;
+    pthread_mutex_lock(&up->mu);
+    if (up->cfg.shared) {
+        unsigned h = 0;
+        for (const char *p = sid; *p; p++)
+            h = h * 31 + (unsigned char)*p;
+        l = up->pool[h % (unsigned)up->cfg.pool];
+    } else {
+        l = table_get(up->links, sid);
+        if (!l && (l = link_new(up, sid)) && table_put(up->links, sid, l) != 0) {
+            link_unref(l);
+            l = NULL;
+        }
+    }
+    if (l)
+        link_ref(l);
+    pthread_mutex_unlock(&up->mu);
+    if (l && up->cfg.shared) {
+        pthread_mutex_lock(&l->mu);
+        table_put(l->sessions, sid, l);
+        pthread_mutex_unlock(&l->mu);
+    }
+    return l;
+}
+
+/* ---- backend_ops ---- */
+
+static json_t *upstream_capabilities(void *self)
+{
+    (void)self;
+    return json_object(); /* the child's own come from session_open */
+}
+
+static int upstream_session_open(void *self, const char *sid, json_t *params, json_t **result,
+                                 char **err)
+{
+    struct link *l = link_for(self, sid);
+    if (!l) {
+        *err = strdup("Out of memory");
+        return -1;
+    }
+    *err = link_ready(l, params);
+    if (!*err) {
+        pthread_mutex_lock(&l->mu);
+        json_t *r = json_object_get(l->init_answer, "result");
+        *result = json_pack("{s:O*, s:O*}", "capabilities", json_object_get(r, "capabilities"),
+                            "serverInfo", json_object_get(r, "serverInfo"));
+        json_t *instructions = json_object_get(r, "instructions");
+        if (*result && json_is_string(instructions))
+            json_object_set(*result, "instructions", instructions);
+        pthread_mutex_unlock(&l->mu);
+    }
+    link_unref(l);
+    return *err ? -1 : 0;
+}
+
+static void upstream_session_close(void *self, const char *sid)
+{
+    struct upstream *up = self;
+    if (up->cfg.shared) {
+        struct link *l = link_for(up, sid);
+        if (l) {
+            pthread_mutex_lock(&l->mu);
+            table_del(l->sessions, sid);
+            pthread_mutex_unlock(&l->mu);
+            link_unref(l);
+        }
+        return;
+    }
+    pthread_mutex_lock(&up->mu);
+    struct link *l = table_del(up->links, sid);
+    pthread_mutex_unlock(&up->mu);
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    struct child *c = l->child;
+    l->child = NULL;
+    pthread_mutex_unlock(&l->mu);
+    child_stop(c, STOP_GRACE_MS); /* its exit fails what was still pending */
+    link_unref(l);
+}
+
+/* The request as the child should see it: our id, and our progress token. */
+static json_t *rewrite(struct call *c, struct pend *p, json_t *id)
+{
+    json_t *params = json_deep_copy(call_params(c));
+    json_t *meta = json_object_get(params, "_meta");
+    json_t *token = json_object_get(meta, "progressToken");
+    if (token) {
+        p->client_token = json_incref(token);
+        json_object_set_new(meta, "progressToken", json_string(p->token));
+    } else {
+        p->token[0] = '\0';
+    }
+    return jsonrpc_request(id, call_method(c), params);
+}
+
+static void upstream_handle(void *self, struct call *c)
+{
+    struct upstream *up = self;
+    struct link *l = link_for(up, call_session_id(c));
+    char *err = l ? link_ready(l, call_client_init_params(c)) : strdup("Out of memory");
+    if (err) {
+        call_fail(c, JSONRPC_INTERNAL_ERROR, err, NULL);
+        free(err);
+        link_unref(l);
+        return;
+    }
+    struct pend *p = calloc(1, sizeof *p);
+    if (!p) {
+        call_fail(c, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
+        link_unref(l);
+        return;
+    }
+    pthread_mutex_lock(&l->mu);
+    uint64_t n = ++l->next_id;
+    pthread_mutex_unlock(&l->mu);
+    char id[32];
+    snprintf(id, sizeof id, "mcpd-%llu", (unsigned long long)n);
+    snprintf(p->token, sizeof p->token, "mcpd-progress-%llu", (unsigned long long)n);
+    json_t *jid = json_string(id);
+    jsonrpc_id_key(jid, p->key, sizeof p->key);
+    json_t *req = rewrite(c, p, jid);
+    call_hold(c);
+    p->call = c;
+    pthread_mutex_lock(&l->mu);
+    int ok = l->state == LINK_READY && table_put(l->pending, p->key, p) == 0;
+    pthread_mutex_unlock(&l->mu);
+    if (!ok || send_json(l, req) != 0) {
+        if (!ok)
+            json_decref(req);
+        pthread_mutex_lock(&l->mu);
+        struct pend *still = ok ? table_del(l->pending, p->key) : p;
+        pthread_mutex_unlock(&l->mu);
+        if (still) {
+            call_fail(c, JSONRPC_INTERNAL_ERROR, "Upstream server is not running", NULL);
+            call_release(c);
+            pend_free(still);
+        }
+    }
+    link_unref(l);
+}
+
+static void upstream_notify(void *self, const char *sid, json_t *msg)
+{
+    struct upstream *up = self;
+    const char *method = json_string_value(json_object_get(msg, "method"));
+    struct link *l = link_for(up, sid);
+    if (!l || !method) {
+        link_unref(l);
+        return;
+    }
+    if (strcmp(method, "notifications/cancelled") == 0) {
+        /* Tell the child, in its own ids, and end the call now: a cancelled
+         * request gets no answer, so nothing else would end it. */
+        json_t *params = json_object_get(msg, "params");
+        struct collect c = {.client_id = json_object_get(params, "requestId")};
+        pthread_mutex_lock(&l->mu);
+        table_each(l->pending, collect_pend, &c);
+        struct pend *p = c.by_client_id;
+        if (p)
+            table_del(l->pending, p->key);
+        pthread_mutex_unlock(&l->mu);
+        if (p) {
+            json_t *id = json_loads(p->key, JSON_DECODE_ANY, NULL);
+            json_t *fwd = json_pack("{s:o}", "requestId", id ? id : json_null());
+            json_t *reason = json_object_get(params, "reason");
+            if (reason)
+                json_object_set(fwd, "reason", reason);
+            send_json(l, jsonrpc_notification("notifications/cancelled", fwd));
+            call_fail(p->call, JSONRPC_REQUEST_CANCELLED, "Request cancelled", NULL);
+            call_release(p->call);
+            pend_free(p);
+        }
+    } else {
+        send_json(l, json_incref(msg));
+    }
+    link_unref(l);
+}
+
+static void stop_link(void *arg, const char *key, void *value)
+{
+    (void)arg;
+    (void)key;
+    struct link *l = value;
+    pthread_mutex_lock(&l->mu);
+    struct child *c = l->child;
+    l->child = NULL;
+    pthread_mutex_unlock(&l->mu);
+    child_stop(c, STOP_GRACE_MS);
+    link_unref(l);
+}
+
+static void upstream_destroy(void *self)
+{
+    struct upstream *up = self;
+    if (!up)
+        return;
+    if (up->links) {
+        table_each(up->links, stop_link, NULL);
+        table_free(up->links);
+    }
+    for (int i = 0; up->pool && i < up->cfg.pool; i++)
+        if (up->pool[i])
+            stop_link(NULL, NULL, up->pool[i]);
+    free(up->pool);
+    for (char **a = up->argv; a && *a; a++)
+        free(*a);
+    free(up->argv);
+    for (char **e = up->env; e && *e; e++)
+        free(*e);
+    free(up->env);
+    free(up->cwd);
+    pthread_mutex_destroy(&up->mu);
+    free(up);
+}
+
+static int upstream_may_block(void *self, const char *method, json_t *params)
+{
+    (void)self;
+    (void)method;
+    (void)params;
+    return 1; /* everything waits on the child */
+}
+
+static const struct backend_ops ops = {
+    .name = "upstream",
+    .capabilities = upstream_capabilities,
+    .session_open = upstream_session_open,
+    .session_close = upstream_session_close,
+    .handle = upstream_handle,
+    .may_block = upstream_may_block,
+    .notify = upstream_notify,
+    .destroy = upstream_destroy,
+};
+
+const struct backend_ops *upstream_backend_ops(void)
+{
+    return &ops;
+}
+
+static char **copy_strv(char *const *v)
+{
+    size_t n = 0;
+    while (v && v[n])
+        n++;
+    char **out = calloc(n + 1, sizeof *out);
+    for (size_t i = 0; out && i < n; i++)
+        if (!(out[i] = strdup(v[i]))) {
+            for (size_t j = 0; j < i; j++)
+                free(out[j]);
+            free(out);
+            return NULL;
+        }
+    return out;
+}
+
+void *upstream_backend_new(const struct upstream_config *cfg, char **err)
+{
+    *err = NULL;
+    struct upstream *up = calloc(1, sizeof *up);
+    if (!up || !cfg->argv || !cfg->argv[0]) {
+        free(up);
+        *err = strdup(up ? "the upstream command is empty" : "out of memory");
+        return NULL;
+    }
+    up->cfg = *cfg;
+    if (up->cfg.pool < 1)
+        up->cfg.pool = 1;
+    pthread_mutex_init(&up->mu, NULL);
+    up->argv = copy_strv(cfg->argv);
+    up->env = copy_strv(cfg->env);
+    up->cwd = cfg->cwd ? strdup(cfg->cwd) : NULL;
+    up->cfg.argv = up->argv;
+    up->cfg.env = up->env;
+    up->cfg.cwd = up->cwd;
+    up->links = table_new();
+    if (cfg->shared) {
+        up->pool = calloc((size_t)up->cfg.pool, sizeof *up->pool);
+        for (int i = 0; up->pool && i < up->cfg.pool; i++)
+            up->pool[i] = link_new(up, NULL);
+    }
+    if (!up->argv || !up->env || !up->links || (cfg->shared && !up->pool)) {
+        upstream_destroy(up);
+        *err = strdup("out of memory");
+        return NULL;
+    }
+    return up;
+}
