@@ -138,6 +138,14 @@ static struct session *session_of(const struct _u_request *req, struct _u_respon
 
 /* ---- SSE writer ---- */
 
+/* Headers that keep proxies from buffering or transforming the stream. */
+static void sse_headers(struct _u_response *resp)
+{
+    u_map_put(resp->map_header, "Content-Type", "text/event-stream");
+    u_map_put(resp->map_header, "Cache-Control", "no-cache, no-transform");
+    u_map_put(resp->map_header, "X-Accel-Buffering", "no");
+}
+
 struct reader {
     struct stream *stream;
     struct session *session;
@@ -264,9 +272,7 @@ static int start_sse(struct _u_response *resp, struct session *s, struct stream 
         sse_free(r);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Could not start the event stream");
     }
-    u_map_put(resp->map_header, "Content-Type", "text/event-stream");
-    u_map_put(resp->map_header, "Cache-Control", "no-cache, no-transform");
-    u_map_put(resp->map_header, "X-Accel-Buffering", "no");
+    sse_headers(resp);
     return U_CALLBACK_COMPLETE;
 }
 
@@ -541,9 +547,7 @@ static int post_batch(struct _u_response *resp, struct session *s, json_t *batch
         batch_free(b);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Could not start the event stream");
     }
-    u_map_put(resp->map_header, "Content-Type", "text/event-stream");
-    u_map_put(resp->map_header, "Cache-Control", "no-cache, no-transform");
-    u_map_put(resp->map_header, "X-Accel-Buffering", "no");
+    sse_headers(resp);
     return U_CALLBACK_COMPLETE;
 }
 
