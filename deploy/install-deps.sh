@@ -10,7 +10,8 @@ if [ "${1:-}" = "--test" ]; then
     # tests/package.json pins. wrk drives the benchmark.
     command -v node >/dev/null || packages+=(nodejs)
     command -v npm >/dev/null || packages+=(npm)
-    packages+=(wrk procps)
+    # clang and its runtime build the libFuzzer harnesses.
+    packages+=(wrk procps clang libclang-rt-14-dev)
 fi
 
 missing=()

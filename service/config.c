@@ -41,6 +41,8 @@ static const struct setting settings[] = {
     {"session-max-bytes", K_INT, S(session_max_bytes), "67108864",
      "stored message bytes a session may hold"},
     {"max-body", K_INT, S(max_body), "4194304", "largest POST body accepted (413 beyond)"},
+    {"ws-max-message", K_INT, S(ws_max_message), "1048576", "largest WebSocket message"},
+    {"ws-ping-ms", K_INT, S(ws_ping_ms), "15000", "WebSocket ping interval"},
     {"max-connections", K_INT, S(max_connections), "16384", "concurrent HTTP connections"},
     {"max-workers", K_INT, S(max_workers), "512", "request handler threads at most"},
     {"shutdown-grace-ms", K_INT, S(shutdown_grace_ms), "5000",
@@ -55,6 +57,9 @@ static const struct setting settings[] = {
     {"upstream-max", K_INT, S(upstream_max), "64", "upstream processes running at most"},
     {"upstream-start-timeout-ms", K_INT, S(upstream_start_timeout_ms), "10000",
      "how long an upstream may take to answer initialize"},
+    {"stdio", K_FLAG, S(stdio), "0",
+     "serve MCP on stdin/stdout (NDJSON or Content-Length, detected) instead of HTTP; "
+     "--max-body limits a message"},
     {"allow-unauthenticated", K_FLAG, S(allow_unauthenticated), "0",
      "allow listening on a non-loopback address without authentication"},
     {"help", K_FLAG, S(help), "0", "print this help"},

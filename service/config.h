@@ -27,6 +27,8 @@ struct config {
     int64_t stream_retention_ms;
     int64_t session_max_bytes;
     int64_t max_body;
+    int64_t ws_max_message;
+    int64_t ws_ping_ms;
     int64_t max_connections;
     int64_t max_workers;
     int64_t shutdown_grace_ms;
@@ -38,6 +40,7 @@ struct config {
     int64_t upstream_max;
     int64_t upstream_start_timeout_ms;
     int allow_unauthenticated;
+    int stdio;
     int help;
     int version;
     /* derived from listen */

@@ -9,6 +9,7 @@
 #include "http.h"
 #include "log.h"
 #include "origin.h"
+#include "stdio_transport.h"
 #include "store.h"
 #include "upstream.h"
 
@@ -139,6 +140,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "mcpd: %s\n", why ? why : "cannot start");
         goto out;
     }
+    if (cfg.stdio) {
+        /* stdout is the protocol channel: no HTTP, and logs stay on stderr.
+         * stdio_serve takes the blocked SIGTERM/SIGINT through a signalfd. */
+        struct stdio_config sc = {.max_message = (size_t)cfg.max_body,
+                                  .grace_ms = cfg.shutdown_grace_ms};
+        status = stdio_serve(0, 1, &sc, &sigs);
+        core_stop(cfg.shutdown_grace_ms);
+        core_cleanup();
+        goto out;
+    }
     struct http_config hc = {
         .host = cfg.host,
         .port = cfg.port,
@@ -149,6 +160,8 @@ int main(int argc, char **argv)
         .retry_ms = cfg.sse_retry_ms,
         .connection_limit = (unsigned)cfg.max_connections,
         .origins = origins,
+        .ws_max_message = (size_t)cfg.ws_max_message,
+        .ws_ping_ms = cfg.ws_ping_ms,
     };
     if (http_start(&hc, &why) != 0) {
         fprintf(stderr, "mcpd: %s\n", why ? why : "cannot start the HTTP server");

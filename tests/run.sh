@@ -6,7 +6,9 @@
 #   4. end-to-end tests (node:test, the official MCP SDK client) against the
 #      sanitized mcpd, so memory errors under real traffic fail the run;
 #   5. the official conformance suite, --suite all, for 2025-06-18 and
-#      2025-11-25, against the Release mcpd.
+#      2025-11-25, against the Release mcpd;
+#   6. the libFuzzer harnesses of the WebSocket and stdio decoders, bounded
+#      (FUZZ_SECONDS each, 30 by default).
 # Ends with one line "N passed, N failed" counting tests and scenarios.
 set -uo pipefail
 
@@ -69,6 +71,13 @@ p=$(echo "$out" | grep -c '^✓')
 f=$(echo "$out" | grep -c '^✗')
 [ "$p" -gt 0 ] || f=$((f + 1))
 count "conformance scenarios" "$p" "$f"
+
+echo "== fuzzing the WebSocket and stdio decoders"
+if FUZZ_SECONDS="${FUZZ_SECONDS:-30}" bash tests/fuzz/run.sh; then
+    count "fuzz" 2 0
+else
+    count "fuzz" 0 1
+fi
 
 for line in "${failures[@]}"; do echo "FAILED: $line"; done
 echo "$passed passed, $failed failed"

@@ -15,12 +15,15 @@
 #include <sys/prctl.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A child that stops reading its stdin for this long is treated as hung. */
 #define WRITE_TIMEOUT_MS 10000
 #define READ_CHUNK 65536
 #define STDERR_LINE_MAX 4096
+/* After closing its stdout, how long a child may take to exit by itself. */
+#define EXIT_WAIT_MS 1000
 
 extern char **environ;
 
@@ -236,12 +239,22 @@ static void *reader_main(void *arg)
     stdio_frame_decoder_free(d);
     free(buf);
 
-    /* stdout is closed: the child is exiting (or has been told to). Reap it
-     * so it never lingers as a zombie. */
+    /* stdout is closed: the child is exiting, has been told to, or has
+     * stopped talking while still running, which makes it useless as a
+     * server. Give it a moment to exit, then kill its group; either way reap
+     * it so it never lingers as a zombie. */
     int status = 0;
     pid_t r;
-    while ((r = waitpid(c->pid, &status, 0)) < 0 && errno == EINTR)
-        ;
+    int64_t deadline = clock_mono_ms() + EXIT_WAIT_MS;
+    while ((r = waitpid(c->pid, &status, WNOHANG)) == 0 && clock_mono_ms() < deadline) {
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (r == 0) {
+        kill(-c->pid, SIGKILL);
+        while ((r = waitpid(c->pid, &status, 0)) < 0 && errno == EINTR)
+            ;
+    }
     c->exited = 1;
     running_children--;
     c->ops.on_exit(c->arg, r == c->pid ? status : -1);

@@ -36,6 +36,8 @@ struct link {
     struct child *child;
     struct child *dead; /* exited, to be joined and freed off its own thread */
     enum { LINK_DOWN, LINK_STARTING, LINK_READY } state;
+    int closed;          /* its session ended: start no child for it again */
+    int64_t closed_ms;   /* when (the tombstone is dropped a while later) */
     json_t *init_answer; /* the child's initialize response */
     struct table *pending;
     struct table *sessions; /* shared mode: the sessions using this link */
@@ -416,6 +418,10 @@ static char *link_ready(struct link *l, json_t *params)
         pthread_mutex_unlock(&l->mu);
         return strdup("Upstream server is still starting");
     }
+    if (l->closed) {
+        pthread_mutex_unlock(&l->mu);
+        return strdup("Session ended");
+    }
     l->state = LINK_STARTING;
     struct child *dead = l->dead;
     l->dead = NULL;
@@ -536,6 +542,37 @@ static int upstream_session_open(void *self, const char *sid, json_t *params, js
     return *err ? -1 : 0;
 }
 
+/* How long a closed session's tombstone is kept. */
+#define TOMBSTONE_MS 60000
+
+struct sweep_tombs {
+    int64_t now;
+    struct link **list;
+    size_t n, cap;
+};
+
+/* Collects tombstones old enough to drop (called with up->mu held). */
+static void pick_tombs(void *arg, const char *key, void *value)
+{
+    (void)key;
+    struct sweep_tombs *sw = arg;
+    struct link *l = value;
+    pthread_mutex_lock(&l->mu);
+    int old = l->closed && sw->now - l->closed_ms > TOMBSTONE_MS;
+    pthread_mutex_unlock(&l->mu);
+    if (!old)
+        return;
+    if (sw->n == sw->cap) {
+        size_t cap = sw->cap ? sw->cap * 2 : 8;
+        struct link **nl = realloc(sw->list, cap * sizeof *nl);
+        if (!nl)
+            return;
+        sw->list = nl;
+        sw->cap = cap;
+    }
+    sw->list[sw->n++] = l;
+}
+
 static void upstream_session_close(void *self, const char *sid)
 {
     struct upstream *up = self;
@@ -549,14 +586,28 @@ static void upstream_session_close(void *self, const char *sid)
         }
         return;
     }
+    /* The link stays as a tombstone for a while, so a request racing the
+     * close cannot start a new child for the ended session. */
+    struct sweep_tombs sw = {.now = clock_mono_ms()};
     pthread_mutex_lock(&up->mu);
-    struct link *l = table_del(up->links, sid);
+    struct link *l = table_get(up->links, sid);
+    if (l)
+        link_ref(l);
+    table_each(up->links, pick_tombs, &sw);
+    for (size_t i = 0; i < sw.n; i++)
+        table_del(up->links, sw.list[i]->session);
     pthread_mutex_unlock(&up->mu);
+    for (size_t i = 0; i < sw.n; i++)
+        link_unref(sw.list[i]);
+    free(sw.list);
     if (!l)
         return;
     pthread_mutex_lock(&l->mu);
     struct child *c = l->child;
     l->child = NULL;
+    l->closed = 1;
+    l->closed_ms = clock_mono_ms();
+    l->state = LINK_DOWN;
     pthread_mutex_unlock(&l->mu);
     child_stop(c, STOP_GRACE_MS); /* its exit fails what was still pending */
     link_unref(l);

@@ -230,10 +230,12 @@ static void cancel_for_session_end(void *value, void *arg)
 
 void core_end_session(struct session *s)
 {
+    /* Gone first, so nothing new reaches the backend for it while the
+     * backend tears it down. */
+    session_end(s);
     session_each_tracked(s, cancel_for_session_end, NULL);
     if (core.ops->session_close)
         core.ops->session_close(core.backend, session_id(s));
-    session_end(s);
 }
 
 /* ---- initialize ---- */

@@ -9,6 +9,7 @@
 #include "session.h"
 #include "sse.h"
 #include "stream.h"
+#include "ws.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -758,6 +759,18 @@ static int on_unknown(const struct _u_request *req, struct _u_response *resp, vo
 
 /* ---- lifecycle ---- */
 
+/* MHD's own error lines, through the event log. Every WebSocket connection
+ * ends with one ("Failed to send the response headers ..."), since ws shuts
+ * the socket down under MHD: those are debug. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    line[strcspn(line, "\n")] = '\0';
+    log_event(strstr(line, "`/mcp/ws") ? LOG_DEBUG : LOG_WARN, NULL, "mhd", "%s", line);
+}
+
 int http_start(const struct http_config *cfg, char **err)
 {
     http.cfg = *cfg;
@@ -784,6 +797,9 @@ int http_start(const struct http_config *cfg, char **err)
     /* ulfius truncates past this silently; one byte over the limit lets
      * on_post see the excess and answer 413. */
     http.inst.max_post_body_size = cfg->max_body + 1;
+    struct ws_config wc = {cfg->ws_max_message, cfg->ws_ping_ms, 0, cfg->origins};
+    ws_configure(&wc);
+    ulfius_add_endpoint_by_val(&http.inst, "GET", "/mcp/ws", NULL, 0, ws_endpoint, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "POST", "/mcp", NULL, 0, on_post, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "GET", "/mcp", NULL, 0, on_get, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "DELETE", "/mcp", NULL, 0, on_delete, NULL);
@@ -794,8 +810,9 @@ int http_start(const struct http_config *cfg, char **err)
     ulfius_set_default_endpoint(&http.inst, on_unknown, NULL);
 
     struct MHD_OptionItem ops[] = {
+        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)mhd_request_completed, NULL},
-        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)ulfius_uri_logger, NULL},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)ws_uri_logger, NULL},
         {MHD_OPTION_SOCK_ADDR, 0, &http.addr},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->connection_limit, NULL},
         {MHD_OPTION_THREAD_STACK_SIZE, MHD_STACK, NULL},

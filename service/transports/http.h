@@ -34,6 +34,8 @@ struct http_config {
     int64_t retry_ms;     /* the retry: hint sent to polling clients */
     unsigned connection_limit;
     const struct origin_policy *origins; /* borrowed for the server's life */
+    size_t ws_max_message;
+    int64_t ws_ping_ms;
 };
 
 /* Starts listening. Returns 0, or -1 with *err (caller frees). */

@@ -17,6 +17,7 @@
 #define FORWARD_TICK_MS 1000
 #define FORWARDER_STACK (128 * 1024)
 #define EVENT_ID_KEY "mcpd/event-id"
+#define SESSION_ID_KEY "mcpd/session-id"
 
 struct forwarder {
     struct push *p;
@@ -24,6 +25,7 @@ struct forwarder {
     int64_t next;
     int chunked;    /* opted in: messages go out as mcpd/chunk */
     int standalone; /* the session's standalone stream: holds its GET slot */
+    int announce;   /* initialize's reply: tell the client its session id */
     pthread_t thread;
     struct forwarder *next_fwd;
 };
@@ -81,7 +83,7 @@ static void send_error(struct push *p, json_t *id, int code, const char *message
 /* The stored message with its event id in the object it already has
  * (params of a request or notification, result of a response); an error
  * response has no such object and goes out as stored. New reference. */
-static json_t *with_event_id(const struct stream_chunk *ch, struct stream *st)
+static json_t *with_event_id(const struct stream_chunk *ch, struct stream *st, const char *sid)
 {
     json_t *msg = json_loadb(ch->msg, ch->len, JSON_ALLOW_NUL, NULL);
     json_t *holder = json_object_get(msg, "params");
@@ -97,6 +99,10 @@ static json_t *with_event_id(const struct stream_chunk *ch, struct stream *st)
     char id[96];
     stream_event_id(st, ch->seq, id, sizeof id);
     json_object_set_new(meta, EVENT_ID_KEY, json_string(id));
+    /* A WebSocket client has no response header to learn its session id
+     * from, and needs it to resume after a reconnect. */
+    if (sid)
+        json_object_set_new(meta, SESSION_ID_KEY, json_string(sid));
     return msg;
 }
 
@@ -106,7 +112,9 @@ static int forward_chunk(struct forwarder *f, const struct stream_chunk *ch)
         return send_json(f->p,
                          poll_chunk_notification(f->stream, ch->seq, ch->msg, ch->len, ch->is_end));
     if (f->p->io.event_ids)
-        return send_json(f->p, with_event_id(ch, f->stream));
+        return send_json(
+            f->p, with_event_id(ch, f->stream,
+                                f->announce && ch->is_end ? session_id(f->p->session) : NULL));
     return send_text(f->p, ch->msg, ch->len);
 }
 
@@ -157,7 +165,8 @@ static void *forward_main(void *arg)
 }
 
 /* Starts following st from seq `from` (takes the reference to st). */
-static void forward(struct push *p, struct stream *st, int64_t from, int chunked, int standalone)
+static void forward(struct push *p, struct stream *st, int64_t from, int chunked, int standalone,
+                    int announce)
 {
     struct forwarder *f = calloc(1, sizeof *f);
     if (!f) {
@@ -169,6 +178,7 @@ static void forward(struct push *p, struct stream *st, int64_t from, int chunked
     f->next = from;
     f->chunked = chunked;
     f->standalone = standalone;
+    f->announce = announce;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, FORWARDER_STACK);
@@ -207,14 +217,14 @@ static void adopt(struct push *p, struct session *s)
     }
     struct stream *st = session_standalone(s);
     if (st)
-        forward(p, st, session_get_cursor(s), 0, 1);
+        forward(p, st, session_get_cursor(s), 0, 1, 0);
     else
         session_get_release(s);
 }
 
 /* ---- receiving ---- */
 
-static void deliver(struct push *p, struct core_reply *r)
+static void deliver(struct push *p, struct core_reply *r, int announce)
 {
     if (r->kind == CORE_REJECTED) {
         send_json(p, r->error);
@@ -225,7 +235,7 @@ static void deliver(struct push *p, struct core_reply *r)
             send_json(p, r->ack);
             r->ack = NULL;
         }
-        forward(p, r->stream, 0, chunked, 0);
+        forward(p, r->stream, 0, chunked, 0, announce);
         r->stream = NULL;
     }
     core_reply_clear(r);
@@ -250,7 +260,7 @@ static void receive_one(struct push *p, json_t *msg)
         core_initialize(msg, &m, &r);
         if (r.session)
             adopt(p, r.session);
-        deliver(p, &r);
+        deliver(p, &r, r.session != NULL);
         return;
     }
     if (!p->session) {
@@ -267,7 +277,7 @@ static void receive_one(struct push *p, json_t *msg)
         return;
     }
     core_submit(p->session, msg, &m, p->io.transport, &r);
-    deliver(p, &r);
+    deliver(p, &r, 0);
 }
 
 void push_receive(struct push *p, const char *buf, size_t len)
@@ -325,7 +335,7 @@ int push_resume(struct push *p, const char *sid, const char *last_event_id)
     adopt(p, s);
     session_unref(s);
     if (st)
-        forward(p, st, seq + 1, 0, 0);
+        forward(p, st, seq + 1, 0, 0, 0);
     return 0;
 }
 

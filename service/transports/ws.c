@@ -46,6 +46,8 @@ void ws_configure(const struct ws_config *cfg)
         ws_cfg.max_message = 1048576;
     if (ws_cfg.ping_ms <= 0)
         ws_cfg.ping_ms = 15000;
+    if (ws_cfg.ping_ms > 86400000) /* keeps 2 * ping_ms and poll()'s int in range */
+        ws_cfg.ping_ms = 86400000;
     if (ws_cfg.write_timeout_ms <= 0)
         ws_cfg.write_timeout_ms = 10000;
 }
@@ -148,6 +150,11 @@ static struct MHD_Connection *take_connection(const struct _u_request *req)
     size_t len = a->sa_family == AF_INET    ? sizeof(struct sockaddr_in)
                  : a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                             : 0;
+    /* ulfius keeps only sizeof(struct sockaddr) bytes of the address (all
+     * of an IPv4 one; family, port and half the address for IPv6), which
+     * is plenty to tell one connection from another. */
+    if (len > sizeof(struct sockaddr))
+        len = sizeof(struct sockaddr);
     if (len == 0 || memcmp(a, b, len) != 0)
         return NULL;
     return con;
@@ -162,6 +169,8 @@ struct ws_conn {
     atomic_int dead;     /* a write failed or timed out: stop */
     struct push *push;
     struct ws_parser parser;
+    const char *why;   /* how the session ended, for the log (static text) */
+    unsigned why_code; /* the close code sent, 0 if none */
 };
 
 /* Marks the connection dead and wakes the reading thread: after
@@ -218,15 +227,6 @@ static int conn_writev(struct ws_conn *c, struct iovec *iov, int n)
         }
     }
     return 0;
-}
-
-static int conn_write(struct ws_conn *c, const void *buf, size_t len)
-{
-    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-    pthread_mutex_lock(&c->wmu);
-    int rc = conn_writev(c, &iov, 1);
-    pthread_mutex_unlock(&c->wmu);
-    return rc;
 }
 
 /* push_io.send: one message, one text frame. Called by push's forwarder
@@ -306,11 +306,15 @@ static int on_event(struct ws_conn *c, const struct ws_event *ev, int64_t *await
         log_event(LOG_DEBUG, push_session_id(c->push), "ws_close_received", "code %u",
                   (unsigned)ev->code);
         close_with(c, ev->code, ev->reason); /* the echo */
+        c->why = "closed by the client";
+        c->why_code = ev->code;
         return 1;
     case WS_EV_ERROR:
         log_event(LOG_INFO, push_session_id(c->push), "ws_bad_frame", "closing with %u: %s",
                   (unsigned)ev->code, ev->reason);
         close_with(c, ev->code, ev->reason);
+        c->why = ev->reason;
+        c->why_code = ev->code;
         return 1;
     }
     return 0;
@@ -335,6 +339,8 @@ static void conn_run(struct ws_conn *c)
             log_event(LOG_INFO, push_session_id(c->push), "ws_ping_timeout",
                       "no pong for %lld ms; closing", (long long)(now - awaiting_pong));
             close_with(c, WS_CLOSE_GOING_AWAY, "ping timeout");
+            c->why = "ping timeout";
+            c->why_code = WS_CLOSE_GOING_AWAY;
             break;
         }
         if (now >= next_ping) {
@@ -358,8 +364,12 @@ static void conn_run(struct ws_conn *c)
         ssize_t got = recv(c->fd, buf, READ_BUF, 0);
         if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
-        if (got <= 0)
-            break; /* the client vanished without a close frame */
+        if (got <= 0) {
+            /* The client vanished without a close frame, or a writer gave
+             * up on it and shut the socket down. */
+            c->why = atomic_load(&c->dead) ? "the client stopped reading" : "connection lost";
+            break;
+        }
         size_t off = 0, len = (size_t)got;
         int end = 0;
         while (off < len && !end) {
@@ -407,8 +417,7 @@ static int check_handshake(const struct _u_request *req, struct _u_response *res
     const char *version = header(req, "Sec-WebSocket-Version");
     if (!version || strcmp(version, "13") != 0) {
         u_map_put(resp->map_header, "Sec-WebSocket-Version", "13");
-        fail(resp, 426, JSONRPC_SERVER_ERROR,
-             "Upgrade Required: Sec-WebSocket-Version must be 13");
+        fail(resp, 426, JSONRPC_SERVER_ERROR, "Upgrade Required: Sec-WebSocket-Version must be 13");
         return -1;
     }
     if (!key_ok(header(req, "Sec-WebSocket-Key"))) {
@@ -457,8 +466,7 @@ int ws_endpoint(const struct _u_request *req, struct _u_response *resp, void *us
     c->fd = ci->connect_fd;
     pthread_mutex_init(&c->wmu, NULL);
     ws_parser_init(&c->parser, ws_cfg.max_message);
-    struct push_io io = {
-        .send = conn_send, .io = c, .transport = WS_TRANSPORT, .event_ids = 1};
+    struct push_io io = {.send = conn_send, .io = c, .transport = WS_TRANSPORT, .event_ids = 1};
     c->push = push_open(&io);
     if (!c->push) {
         pthread_mutex_destroy(&c->wmu);
@@ -521,7 +529,8 @@ int ws_endpoint(const struct _u_request *req, struct _u_response *resp, void *us
              push_session_id(c->push) ? push_session_id(c->push) : "");
     conn_kill(c);
     push_close(c->push);
-    log_event(LOG_INFO, sid_copy[0] ? sid_copy : NULL, "ws_closed", NULL);
+    log_event(LOG_INFO, sid_copy[0] ? sid_copy : NULL, "ws_closed", "%s (close code %u)",
+              c->why ? c->why : "a write failed or timed out", c->why_code);
     ws_parser_free(&c->parser);
     pthread_mutex_destroy(&c->wmu);
     free(c);

@@ -1,0 +1,306 @@
+/* stdio_transport — see stdio_transport.h.
+ *
+ * One thread (the caller's) reads: it polls in_fd, a signalfd for the stop
+ * signals and out_fd (for its error condition only: a pipe whose reader
+ * closed reports POLLERR, so a vanished client is seen even while stdin is
+ * quiet). Writes come from push's forwarder threads and from the reading
+ * thread (framing errors), serialised by out.mu; each is one writev of
+ * prefix, message and suffix, so frames never interleave. */
+#include "stdio_transport.h"
+#include "clock.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "push.h"
+#include "stdio_frame.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define READ_CHUNK (64 * 1024)
+/* A writer waiting for a slow reader re-checks its deadline this often. */
+#define WRITE_TICK_MS 200
+
+struct out {
+    int fd;
+    int sfd; /* the stop signals: polled (never read) by a waiting writer */
+    int64_t grace_ms;
+    pthread_mutex_t mu; /* one frame at a time; guards what follows */
+    enum stdio_framing framing;
+    int dead; /* out_fd is gone or gave up: every send fails at once */
+    /* 0 while writers wait for the reader as long as it takes; otherwise
+     * the monotonic time at which a blocked write gives up (set at EOF or
+     * on a stop signal, so a client that never reads cannot hold us). */
+    _Atomic int64_t give_up_at;
+};
+
+static void give_up_after_grace(struct out *o)
+{
+    int64_t none = 0;
+    atomic_compare_exchange_strong(&o->give_up_at, &none, clock_mono_ms() + o->grace_ms);
+}
+
+/* Waits until out_fd takes more bytes. 0, or -1 when it never will. */
+static int wait_writable(struct out *o)
+{
+    int watch_signal = 1;
+    for (;;) {
+        int64_t give_up = atomic_load(&o->give_up_at), now = clock_mono_ms();
+        if (give_up && now >= give_up)
+            return -1;
+        int64_t tick = give_up && give_up - now < WRITE_TICK_MS ? give_up - now : WRITE_TICK_MS;
+        struct pollfd pf[2] = {{.fd = o->fd, .events = POLLOUT}, {.fd = o->sfd, .events = POLLIN}};
+        /* Once the signal is noted, stop watching it: it stays pending for
+         * the reading thread and would wake this poll at once forever. */
+        int n = watch_signal && !give_up ? 2 : 1;
+        if (poll(pf, (nfds_t)n, (int)tick) < 0 && errno != EINTR)
+            return -1;
+        if (pf[0].revents & (POLLERR | POLLNVAL))
+            return -1;
+        if (pf[0].revents & (POLLOUT | POLLHUP))
+            return 0; /* a hang-up shows as EPIPE on the write */
+        if (n == 2 && (pf[1].revents & POLLIN)) {
+            give_up_after_grace(o);
+            watch_signal = 0;
+            log_event(LOG_INFO, NULL, "shutting_down",
+                      "stop signal while the client is not reading; giving up in %lld ms",
+                      (long long)o->grace_ms);
+        }
+    }
+}
+
+static int write_all(struct out *o, struct iovec *iov, int cnt)
+{
+    while (cnt > 0) {
+        if (iov->iov_len == 0) {
+            iov++;
+            cnt--;
+            continue;
+        }
+        ssize_t w = writev(o->fd, iov, cnt);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if ((errno == EAGAIN || errno == EWOULDBLOCK) && wait_writable(o) == 0)
+                continue;
+            return -1;
+        }
+        size_t left = (size_t)w;
+        while (cnt > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+/* push_io.send: one message as one frame in the detected framing. */
+static int out_send(void *arg, const char *msg, size_t len)
+{
+    struct out *o = arg;
+    int rc = -1;
+    pthread_mutex_lock(&o->mu);
+    if (!o->dead) {
+        char prefix[STDIO_FRAME_PREFIX_MAX];
+        size_t pl = stdio_frame_prefix(o->framing, len, prefix, sizeof prefix);
+        const char *suffix = stdio_frame_suffix(o->framing);
+        struct iovec iov[3] = {
+            {.iov_base = prefix, .iov_len = pl},
+            {.iov_base = (void *)msg, .iov_len = len},
+            {.iov_base = (void *)suffix, .iov_len = strlen(suffix)},
+        };
+        rc = write_all(o, iov, 3);
+        if (rc != 0) {
+            int e = errno;
+            o->dead = 1;
+            log_event(LOG_WARN, NULL, "stdio_output_closed", "cannot write to stdout (%s)",
+                      e == EAGAIN || e == EWOULDBLOCK ? "client stopped reading" : strerror(e));
+        }
+    }
+    pthread_mutex_unlock(&o->mu);
+    return rc;
+}
+
+static int out_dead(struct out *o)
+{
+    pthread_mutex_lock(&o->mu);
+    int dead = o->dead;
+    pthread_mutex_unlock(&o->mu);
+    return dead;
+}
+
+/* The decoder decides the framing before it yields anything, so replies,
+ * which only follow messages, always find it set. */
+static void sync_framing(struct out *o, const struct stdio_frame_decoder *dec)
+{
+    enum stdio_framing f = stdio_frame_framing(dec);
+    pthread_mutex_lock(&o->mu);
+    int changed = o->framing != f;
+    o->framing = f;
+    pthread_mutex_unlock(&o->mu);
+    if (changed)
+        log_event(LOG_INFO, NULL, "stdio_framing", "client uses %s",
+                  f == STDIO_FRAMING_CONTENT_LENGTH ? "Content-Length framing"
+                                                    : "newline-delimited JSON");
+}
+
+static void handle(struct out *o, struct push *p, const struct stdio_frame_event *ev, size_t max)
+{
+    if (ev->kind == STDIO_FRAME_MESSAGE) {
+        push_receive(p, ev->data, ev->len);
+        return;
+    }
+    char message[160];
+    if (ev->error == STDIO_FRAME_ERR_TOO_LARGE)
+        snprintf(message, sizeof message, "Invalid Request: message larger than %zu bytes", max);
+    else
+        snprintf(message, sizeof message, "%s", stdio_frame_error_message(ev->error));
+    log_event(LOG_WARN, NULL, "stdio_bad_frame", "%s", message);
+    json_t *err = jsonrpc_error(NULL, stdio_frame_error_code(ev->error), message, NULL);
+    size_t len;
+    char *text = err ? jsonrpc_dump(err, &len) : NULL;
+    json_decref(err);
+    if (text)
+        out_send(o, text, len);
+    free(text);
+}
+
+/* Non-blocking writes on a pipe or socket let a writer give up on a client
+ * that never reads. Terminals and files are left alone (they do not block
+ * forever, and their flags may be shared with other processes). Returns
+ * the flags to restore, or -1 when nothing was changed. */
+static int make_nonblocking(int fd)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !(S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode)))
+        return -1;
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || (flags & O_NONBLOCK))
+        return -1;
+    return fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 ? flags : -1;
+}
+
+enum ending { END_EOF, END_SIGNAL, END_OUTPUT };
+
+int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sigset_t *stop)
+{
+    size_t max = cfg->max_message ? cfg->max_message : STDIO_FRAME_DEFAULT_MAX;
+    int64_t grace = cfg->grace_ms > 0 ? cfg->grace_ms : 0;
+    int sfd = signalfd(-1, stop, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) {
+        log_event(LOG_ERROR, NULL, "stdio_failed", "signalfd: %s", strerror(errno));
+        return 1;
+    }
+    struct out o = {.fd = out_fd, .sfd = sfd, .grace_ms = grace};
+    pthread_mutex_init(&o.mu, NULL);
+    atomic_init(&o.give_up_at, 0);
+    struct push_io io = {.send = out_send, .io = &o, .transport = "stdio", .event_ids = 0};
+    struct stdio_frame_decoder *dec = stdio_frame_decoder_new(max);
+    char *buf = malloc(READ_CHUNK);
+    struct push *p = dec && buf ? push_open(&io) : NULL;
+    if (!p) {
+        log_event(LOG_ERROR, NULL, "stdio_failed", "out of memory");
+        stdio_frame_decoder_free(dec);
+        free(buf);
+        pthread_mutex_destroy(&o.mu);
+        close(sfd);
+        return 1;
+    }
+    int saved_flags = make_nonblocking(out_fd);
+    log_event(LOG_INFO, NULL, "stdio_serving", "MCP on stdin/stdout, messages up to %zu bytes",
+              max);
+
+    enum ending why = END_EOF;
+    for (;;) {
+        if (out_dead(&o)) {
+            why = END_OUTPUT;
+            break;
+        }
+        struct pollfd pf[3] = {
+            {.fd = in_fd, .events = POLLIN},
+            {.fd = sfd, .events = POLLIN},
+            {.fd = out_fd, .events = 0}, /* POLLERR/POLLHUP: the client is gone */
+        };
+        if (poll(pf, 3, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            log_event(LOG_ERROR, NULL, "stdio_poll_failed", "%s", strerror(errno));
+            break;
+        }
+        if (pf[1].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            ssize_t n = read(sfd, &si, sizeof si);
+            log_event(LOG_INFO, NULL, "shutting_down", "signal %d",
+                      n == (ssize_t)sizeof si ? (int)si.ssi_signo : 0);
+            why = END_SIGNAL;
+            break;
+        }
+        if (pf[2].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            log_event(LOG_INFO, NULL, "stdio_output_closed", "stdout was closed by the client");
+            why = END_OUTPUT;
+            break;
+        }
+        if (!pf[0].revents)
+            continue;
+        ssize_t n = read(in_fd, buf, READ_CHUNK);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;
+        if (n <= 0) {
+            if (n < 0)
+                log_event(LOG_WARN, NULL, "stdio_read_failed", "stdin: %s", strerror(errno));
+            why = END_EOF;
+            break;
+        }
+        size_t off = 0;
+        while (off < (size_t)n) {
+            size_t used;
+            struct stdio_frame_event ev;
+            int got = stdio_frame_decode(dec, buf + off, (size_t)n - off, &used, &ev);
+            off += used;
+            sync_framing(&o, dec);
+            if (got)
+                handle(&o, p, &ev, max);
+        }
+    }
+
+    if (why == END_EOF) {
+        struct stdio_frame_event ev;
+        int got = stdio_frame_finish(dec, &ev);
+        sync_framing(&o, dec);
+        if (got)
+            handle(&o, p, &ev, max);
+        log_event(LOG_INFO, NULL, "stdio_eof", "end of input; finishing requests in flight");
+    }
+    /* Requests in flight finish and are answered; a client that stopped
+     * reading holds nobody (neither the drain nor push_close, which joins
+     * the forwarders) beyond the same deadline. */
+    give_up_after_grace(&o);
+    if (why != END_OUTPUT) {
+        if (push_drain(p, grace) != 0 && !out_dead(&o))
+            log_event(LOG_WARN, NULL, "stdio_drain_timeout",
+                      "requests still running after %lld ms; their replies stay in their streams",
+                      (long long)grace);
+    }
+    push_close(p);
+    if (saved_flags >= 0)
+        fcntl(out_fd, F_SETFL, saved_flags);
+    stdio_frame_decoder_free(dec);
+    free(buf);
+    pthread_mutex_destroy(&o.mu);
+    close(sfd);
+    return 0;
+}
