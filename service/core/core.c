@@ -228,6 +228,16 @@ static void cancel_for_session_end(void *value, void *arg)
     call_cancel(value, CALL_CANCEL_SESSION_END);
 }
 
+int core_relay_to_standalone(struct session *s, const char *msg, size_t len)
+{
+    struct stream *st = session_standalone(s);
+    int rc = st && session_charge(s, len) == 0 && stream_append(st, msg, len, STREAM_ACTIVE) >= 0
+                 ? 0
+                 : -1;
+    stream_unref(st);
+    return rc;
+}
+
 void core_end_session(struct session *s)
 {
     /* Gone first, so nothing new reaches the backend for it while the
@@ -431,6 +441,13 @@ static json_t *without_opt_in(json_t *msg)
     return copy;
 }
 
+/* A request answered on the spot honours "stream": true like any other. */
+static void opt_in(const struct jsonrpc_msg *m, const char *transport, struct core_reply *out)
+{
+    if (out->kind == CORE_STREAM && poll_opted_in(m->params))
+        out->ack = poll_ack(m->id, out->stream, transport);
+}
+
 void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, const char *transport,
                  struct core_reply *out)
 {
@@ -461,6 +478,7 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
     }
     if (strcmp(method, "ping") == 0) {
         answer_now(s, m->id, jsonrpc_result(m->id, json_object()), out);
+        opt_in(m, transport, out);
         return;
     }
     if (strcmp(method, "logging/setLevel") == 0) {
@@ -476,6 +494,7 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
         }
         session_set_log_level(s, level);
         answer_now(s, m->id, jsonrpc_result(m->id, json_object()), out);
+        opt_in(m, transport, out);
         return;
     }
 

@@ -73,6 +73,11 @@ void core_reply_clear(struct core_reply *r);
 void core_initialize(json_t *msg, const struct jsonrpc_msg *m, struct core_reply *out);
 void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, const char *transport,
                  struct core_reply *out);
+/* For a transport that can carry only a request's response (JSON replies):
+ * appends a copy of one of the request's other messages to the session's
+ * standalone stream, where the client's GET stream picks it up. */
+int core_relay_to_standalone(struct session *s, const char *msg, size_t len);
+
 /* Ends a session (DELETE or expiry): cancels its requests, tells the
  * backend, forgets it. */
 void core_end_session(struct session *s);

