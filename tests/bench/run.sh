@@ -7,7 +7,8 @@
 #   a bare libmicrohttpd handler with a fixed JSON body (mhd_ceiling.c): the HTTP ceiling
 # opens one session on each MCP server and drives `tools/call echo` with wrk
 # (echo.lua) at each concurrency, then measures mcpd's resident memory with
-# BENCH_STREAMS concurrent GET streams (streams_rss.mjs) on a fresh mcpd.
+# BENCH_STREAMS concurrent GET streams (streams_rss.mjs) on a fresh mcpd, and
+# the CPU that BENCH_IDLE_POLLS (500) parked long polls cost (idle_polls.mjs).
 # Prints one table, the ratios, the memory line, and a markdown table for the
 # README. Builds nothing except the ceiling when its binary is missing.
 #
@@ -203,6 +204,20 @@ if want mcpd && [ "$BENCH_STREAMS" -gt 0 ]; then
   fi
 fi
 
+# --- CPU of idle long polls (fresh mcpd) -------------------------------------------
+IDLE_LINE=""
+BENCH_IDLE_POLLS=${BENCH_IDLE_POLLS:-500}
+if want mcpd && [ "$BENCH_IDLE_POLLS" -gt 0 ]; then
+  port=$(free_port)
+  PORT[mcpd-idle]=$port
+  if start mcpd-idle "$port" "$MCPD_BIN" --listen "127.0.0.1:$port" --db "$TMP/mcpd-idle.db" \
+    --log-level error; then
+    note "mcpd: parking $BENCH_IDLE_POLLS long polls"
+    IDLE_LINE=$(timeout -k 5 120 "$NODE" "$HERE/idle_polls.mjs" "http://127.0.0.1:$port/mcp" "$LAST_PID" \
+      "$BENCH_IDLE_POLLS" 10 2> >(sed 's/^/bench: /' >&2) | grep '^IDLE' || true)
+  fi
+fi
+
 # --- report ---------------------------------------------------------------------
 kv() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $STREAMS_LINE"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
@@ -279,5 +294,11 @@ if [ -n "$STREAMS_LINE" ]; then
   echo
   echo "mcpd holding $(kv open) concurrent GET streams (one per session): $(kv kib_per_session_and_stream) KiB" \
     "resident memory per session+stream ($(kv kib_per_stream) KiB per stream alone)."
+fi
+if [ -n "$IDLE_LINE" ]; then
+  echo
+  idle() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $IDLE_LINE"; }
+  echo "mcpd with $(idle polls) idle long polls parked: $(idle cpu_ms) ms of CPU in $(idle seconds) s" \
+    "($(idle cpu_percent)% of one core)."
 fi
 exit 0
