@@ -59,7 +59,8 @@ if [ -z "$total" ]; then count "unit" 0 1; else count "unit" $((total - nfail)) 
 echo "== end-to-end tests (official SDK client, sanitized mcpd)"
 out="$(cd tests && MCPD_BIN="$repo/build-asan/bin/mcpd" "$node22" --test --test-concurrency=1 \
         --test-timeout=180000 e2e/*.test.mjs 2>&1)"
-echo "$out" | grep -vE '^\s*$' | tail -n 60
+echo "$out" | grep -vE '^\s*$' | tail -n 12
+echo "$out" | grep -E '^not ok|^    not ok' | sed 's/^/FAILED TEST: /'
 p=$(echo "$out" | sed -n 's/^# pass \([0-9]*\)$/\1/p' | tail -1)
 f=$(echo "$out" | sed -n 's/^# fail \([0-9]*\)$/\1/p' | tail -1)
 count "e2e" "${p:-0}" "${f:-1}"
