@@ -178,7 +178,9 @@ static int spawn_on_spawner(struct spawn_req *r)
 
 /* environ plus the extra entries (which win), plus PYTHONUNBUFFERED=1
  * unless set: a Python server without -u buffers stdout and its replies
- * would arrive late. */
+ * would arrive late. mcpd's own MCPD_* settings are left out: an mcpd run
+ * as the upstream would otherwise take MCPD_UPSTREAM too and start itself
+ * again, without end. */
 static char **build_env(char *const *extra)
 {
     size_t n = 0, k = 0;
@@ -194,7 +196,7 @@ static char **build_env(char *const *extra)
     for (size_t i = 0; i < n; i++) {
         const char *eq = strchr(environ[i], '=');
         size_t nlen = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
-        int overridden = 0;
+        int overridden = strncmp(environ[i], "MCPD_", 5) == 0;
         for (size_t j = 0; j < k && !overridden; j++)
             overridden = strncmp(extra[j], environ[i], nlen) == 0 && extra[j][nlen] == '=';
         if (!overridden)
