@@ -11,6 +11,12 @@
 # Environment:
 #   MCPD_BIN          mcpd binary (default: <repo>/build/bin/mcpd)
 #   MCPD_ARGS         extra mcpd arguments (word-split), e.g. "--log-level debug"
+#   GATEWAY_UPSTREAM  if set, passed as ONE argument to --upstream, so that the
+#                     suite runs through the gateway, e.g.
+#                     GATEWAY_UPSTREAM="$PWD/build/bin/mcpd --stdio --db :memory:"
+#                     (add "--upstream-mode shared" to MCPD_ARGS for shared mode).
+#                     Not MCPD_UPSTREAM: mcpd reads that itself, and an mcpd
+#                     child would inherit it and start another child, and so on.
 #   CONFORMANCE_OUT   keep per-scenario checks.json here (default: a temp dir, removed)
 #   SPEC_VERSIONS     revisions to run (default: "2025-06-18 2025-11-25")
 #   SUITE             conformance suite (default: all)
@@ -77,8 +83,10 @@ free_port() {
 start_mcpd() {
   local log="$1" db="$work/mcpd-$RANDOM.db"
   port="$(free_port)"
+  local upstream=()
+  [ -n "${GATEWAY_UPSTREAM:-}" ] && upstream=(--upstream "$GATEWAY_UPSTREAM")
   # shellcheck disable=SC2086
-  "$mcpd_bin" --listen "127.0.0.1:$port" --db "$db" ${MCPD_ARGS:-} 2>"$log" &
+  "$mcpd_bin" --listen "127.0.0.1:$port" --db "$db" "${upstream[@]}" ${MCPD_ARGS:-} 2>"$log" &
   mcpd_pid=$!
   for _ in $(seq 1 100); do
     if ! kill -0 "$mcpd_pid" 2>/dev/null; then

@@ -37,6 +37,7 @@ struct link {
     struct child *dead; /* exited, to be joined and freed off its own thread */
     enum { LINK_DOWN, LINK_STARTING, LINK_READY } state;
     int closed;          /* its session ended: start no child for it again */
+    char last_exit[64];  /* how the last child ended, for error messages */
     int64_t closed_ms;   /* when (the tombstone is dropped a while later) */
     json_t *init_answer; /* the child's initialize response */
     struct table *pending;
@@ -375,6 +376,7 @@ static void child_exited(void *arg, int status)
     l->dead = l->child;
     l->child = NULL;
     l->state = LINK_DOWN;
+    snprintf(l->last_exit, sizeof l->last_exit, "%s", how);
     table_each(l->pending, take_pend, &d);
     for (size_t i = 0; i < d.n; i++)
         table_del(l->pending, d.list[i]->key);
@@ -455,11 +457,15 @@ static char *link_ready(struct link *l, json_t *params)
             ;
         json_t *answer = l->init_answer ? json_incref(l->init_answer) : NULL;
         int exited = l->child == NULL;
+        char how[64];
+        snprintf(how, sizeof how, "%s", l->last_exit);
         pthread_mutex_unlock(&l->mu);
-        if (!err && !answer)
-            err = strdup(exited ? "Upstream server exited during initialize"
-                                : "Upstream server did not answer initialize in time");
-        else if (!err && !json_is_object(json_object_get(answer, "result")))
+        if (!err && !answer && exited) {
+            if (asprintf(&err, "Upstream server %s during initialize", how) < 0)
+                err = NULL;
+        } else if (!err && !answer) {
+            err = strdup("Upstream server did not answer initialize in time");
+        } else if (!err && !json_is_object(json_object_get(answer, "result")))
             err = strdup("Upstream server refused initialize");
         json_decref(answer);
         if (!err)

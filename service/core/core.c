@@ -514,6 +514,13 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
         reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Could not open a stream");
         return;
     }
+    if (session_ended(s)) {
+        /* Ended (DELETE, expiry) while this request was on its way. */
+        stream_end(st, STREAM_EXPIRED);
+        stream_unref(st);
+        reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
+        return;
+    }
     int opted_in = poll_opted_in(m->params);
     json_t *request = opted_in ? without_opt_in(msg) : json_incref(msg);
     int inline_ok = core.ops->may_block && !core.ops->may_block(core.backend, method, m->params);

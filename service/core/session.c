@@ -438,7 +438,7 @@ void session_end(struct session *s)
     struct session *held = reg.sessions ? table_del(reg.sessions, s->id) : NULL;
     pthread_mutex_unlock(&reg.mu);
     if (reg.store)
-        store_session_delete(reg.store, s->id);
+        store_session_delete(reg.store, s->id, clock_wall_ms());
     stream_drop_session(s->id);
     session_unref(held);
 }

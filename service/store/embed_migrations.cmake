@@ -1,4 +1,6 @@
-# Writes OUT: a C array of {version, name, sql} from the migration FILES, in order.
+# Writes OUT: a C array of {version, name, sql} from the migration FILES
+# ('|'-separated), in order.
+string(REPLACE "|" ";" FILES "${FILES}")
 set(body "/* Generated from the migrations folder at build time. Do not edit. */\n#include \"store_migrations.h\"\n\nconst struct store_migration store_migrations[] = {\n")
 set(count 0)
 foreach(f ${FILES})

@@ -19,6 +19,7 @@ enum write_kind {
     W_SESSION_STATE,
     W_SESSION_TOUCH,
     W_SESSION_DELETE,
+    W_SESSION_STREAMS_DELETE,
     W_ROW,
     W_CHUNK,
     W_END,
@@ -41,7 +42,8 @@ static const char *const write_sql[W_COUNT] = {
     [W_SESSION_STATE] = "UPDATE sessions SET log_level = ?2, initialized = ?3 WHERE id = ?1",
     [W_SESSION_TOUCH] =
         "UPDATE sessions SET last_active_ms = MAX(last_active_ms, ?2) WHERE id = ?1",
-    [W_SESSION_DELETE] = "DELETE FROM sessions WHERE id = ?1",
+    [W_SESSION_DELETE] = "UPDATE sessions SET deleted_ms = ?2 WHERE id = ?1",
+    [W_SESSION_STREAMS_DELETE] = "DELETE FROM streams WHERE session_id = ?1",
     /* A stream write binds one vector to all three of these: ?1 stream id,
      * ?2 seq, ?3 message, ?4 is_end, ?5 now, ?6 session id, ?7 kind, ?8
      * request id, ?9 end state (NULL while the stream goes on). */
@@ -56,7 +58,7 @@ static const char *const write_sql[W_COUNT] = {
     [W_RELEASE] = "RELEASE stream_write",
     [W_ROLLBACK_TO] = "ROLLBACK TO stream_write",
     [W_LOG] = "INSERT INTO logs(ts_ms, level, session_id, event) VALUES(?1, ?2, ?3, ?4)",
-    [W_PURGE_SESSIONS] = "DELETE FROM sessions WHERE last_active_ms < ?1",
+    [W_PURGE_SESSIONS] = "DELETE FROM sessions WHERE last_active_ms < ?1 OR deleted_ms IS NOT NULL",
     [W_PURGE_STREAMS] = "DELETE FROM streams WHERE ended_ms IS NOT NULL AND ended_ms < ?1",
     [W_PURGE_LOGS] = "DELETE FROM logs WHERE ts_ms < ?1",
 };
@@ -285,14 +287,16 @@ static void commit_queue(struct store *st)
     if (shared)
         pthread_mutex_unlock(&st->rmu);
 
-    int any_failed = failed;
+    /* store_flush reports the failures nobody else heard of: a waited
+     * write's failure went back to its caller. */
+    int unheard_failed = failed;
     uint64_t nops = 0, nfailed = 0;
     struct write_op *next;
     for (struct write_op *op = batch; op; op = next) {
         next = op->next;
         if (failed)
             op->rc = -1;
-        any_failed |= op->rc != 0;
+        unheard_failed |= op->rc != 0 && !op->waited;
         nops += op->kind != W_FLUSH;
         nfailed += op->rc != 0;
         if (op->waited)
@@ -301,7 +305,7 @@ static void commit_queue(struct store *st)
             op_free(op);
     }
     pthread_mutex_lock(&st->qmu);
-    if (any_failed)
+    if (unheard_failed)
         st->failed_since_flush = 1;
     st->healthy = !failed;
     st->stats.commits += !failed;
@@ -574,9 +578,11 @@ int store_session_touch(struct store *st, const char *id, int64_t now_ms)
     return enqueue(st, 0, W_SESSION_TOUCH, "si", id, now_ms);
 }
 
-int store_session_delete(struct store *st, const char *id)
+int store_session_delete(struct store *st, const char *id, int64_t now_ms)
 {
-    return enqueue(st, 1, W_SESSION_DELETE, "s", id);
+    if (enqueue(st, 0, W_SESSION_DELETE, "si", id, now_ms))
+        return -1;
+    return enqueue(st, 1, W_SESSION_STREAMS_DELETE, "s", id);
 }
 
 int store_stream_write(struct store *st, const char *stream_id,
@@ -654,7 +660,7 @@ int store_session_get(struct store *st, const char *id, struct store_session *ou
     memset(out, 0, sizeof *out);
     sqlite3_stmt *q = read_begin(st, "SELECT id, protocol_version, init_params, log_level, "
                                      "initialized, created_ms, last_active_ms FROM sessions "
-                                     "WHERE id = ?1");
+                                     "WHERE id = ?1 AND deleted_ms IS NULL");
     if (!q)
         return -1;
     sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
@@ -778,7 +784,8 @@ int store_session_standalone(struct store *st, const char *session_id, char **id
 
 int store_sessions_idle(struct store *st, int64_t cutoff_ms, store_id_cb cb, void *arg)
 {
-    sqlite3_stmt *q = read_begin(st, "SELECT id FROM sessions WHERE last_active_ms < ?1");
+    sqlite3_stmt *q =
+        read_begin(st, "SELECT id FROM sessions WHERE last_active_ms < ?1 AND deleted_ms IS NULL");
     if (!q)
         return -1;
     sqlite3_bind_int64(q, 1, cutoff_ms);

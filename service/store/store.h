@@ -43,7 +43,8 @@ struct store_stats {
 void store_stats(struct store *st, struct store_stats *out);
 
 /* Waits until every write enqueued before this call is committed.
- * Returns 0, or -1 if any of them failed. */
+ * Returns 0, or -1 if any write that nobody waited for (a touch, a log
+ * row) failed since the last flush. */
 int store_flush(struct store *st);
 
 struct store_session {
@@ -63,8 +64,10 @@ int store_session_put(struct store *st, const struct store_session *s);
 int store_session_set_state(struct store *st, const char *id, const char *log_level,
                             int initialized);
 int store_session_touch(struct store *st, const char *id, int64_t now_ms);
-/* Deletes the session with its streams and chunks; waits for the commit. */
-int store_session_delete(struct store *st, const char *id);
+/* Deletes the session's streams and chunks and leaves the session a
+ * tombstone, invisible to store_session_get, until store_purge removes it
+ * (with anything a racing request wrote since). Waits for the commit. */
+int store_session_delete(struct store *st, const char *id, int64_t now_ms);
 /* 0 found (fields filled, caller frees with store_session_free), 1 not
  * found, -1 error. */
 int store_session_get(struct store *st, const char *id, struct store_session *out);
@@ -120,7 +123,8 @@ int store_session_standalone(struct store *st, const char *session_id, char **id
 int store_log(struct store *st, int64_t ts_ms, const char *level, const char *session_id,
               const char *event);
 
-/* Deletes sessions idle since before session_cutoff_ms (with their streams)
+/* Deletes sessions idle since before session_cutoff_ms, and tombstones,
+ * (with their streams)
  * and streams ended before stream_cutoff_ms, and logs older than
  * log_cutoff_ms. Waits for the commit. */
 int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cutoff_ms,

@@ -306,6 +306,17 @@ static enum stream_wait wait_final(struct session *s, struct stream *st, struct 
     }
 }
 
+/* A request whose stream ended with no response: its session ended under
+ * it (404, as for any request of an ended session), or the client
+ * cancelled it (the spec says to send nothing: an empty 202). */
+static int ended_without_reply(struct _u_response *resp, struct session *s)
+{
+    if (session_ended(s))
+        return fail(resp, 404, JSONRPC_SESSION_NOT_FOUND, "Session not found");
+    ulfius_set_empty_body_response(resp, 202);
+    return U_CALLBACK_COMPLETE;
+}
+
 /* The reply to a request: JSON or SSE, per the reply mode; always JSON for
  * a single-message reply (a poll result: a poll exists for clients that
  * cannot take streaming responses). Consumes the reference to st. */
@@ -321,7 +332,7 @@ static int reply_stream(struct _u_response *resp, struct session *s, struct stre
         if (w == STREAM_CHUNK)
             rc = send_chunk_json(resp, &ch);
         else if (w == STREAM_ENDED)
-            rc = (ulfius_set_empty_body_response(resp, 202), U_CALLBACK_COMPLETE);
+            rc = ended_without_reply(resp, s);
         else
             rc = fail(resp, 503, JSONRPC_SERVER_ERROR,
                       "The reply is not ready; resume the stream with GET and Last-Event-ID");
@@ -337,8 +348,7 @@ static int reply_stream(struct _u_response *resp, struct session *s, struct stre
         }
         if (w == STREAM_ENDED) {
             stream_unref(st);
-            ulfius_set_empty_body_response(resp, 202);
-            return U_CALLBACK_COMPLETE;
+            return ended_without_reply(resp, s);
         }
         if (w == STREAM_POLL)
             stream_detach_readers(st); /* re-arm it for the SSE reader */

