@@ -10,6 +10,7 @@ if [ "${1:-}" = "--test" ]; then
     # tests/package.json pins. wrk drives the benchmark.
     command -v node >/dev/null || packages+=(nodejs)
     command -v npm >/dev/null || packages+=(npm)
+    command -v python3 >/dev/null || packages+=(python3) # a test upstream that never flushes
     # clang and its runtime build the libFuzzer harnesses.
     packages+=(wrk procps clang libclang-rt-14-dev)
 fi

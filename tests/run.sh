@@ -6,7 +6,8 @@
 #   4. end-to-end tests (node:test, the official MCP SDK client) against the
 #      sanitized mcpd, so memory errors under real traffic fail the run;
 #   5. the official conformance suite, --suite all, for 2025-06-18 and
-#      2025-11-25, against the Release mcpd;
+#      2025-11-25, against the Release mcpd, then through the upstream
+#      gateway (mcpd fronting `mcpd --stdio`) in per-session and shared mode;
 #   6. the libFuzzer harnesses of the WebSocket and stdio decoders, bounded
 #      (FUZZ_SECONDS each, 30 by default).
 # Ends with one line "N passed, N failed" counting tests and scenarios.
@@ -72,6 +73,17 @@ p=$(echo "$out" | grep -c '^✓')
 f=$(echo "$out" | grep -c '^✗')
 [ "$p" -gt 0 ] || f=$((f + 1))
 count "conformance scenarios" "$p" "$f"
+
+for mode in per-session shared; do
+    echo "== conformance suite through the gateway ($mode upstreams)"
+    out="$(MCPD_BIN="$repo/build/bin/mcpd" GATEWAY_UPSTREAM="$repo/build/bin/mcpd --stdio --db :memory:" \
+            MCPD_ARGS="--upstream-mode $mode" bash tests/conformance.sh 2>&1)"
+    echo "$out" | grep -E '✗|Total|FAIL' | head -n 40
+    p=$(echo "$out" | grep -c '^✓')
+    f=$(echo "$out" | grep -c '^✗')
+    [ "$p" -gt 0 ] || f=$((f + 1))
+    count "conformance through the gateway ($mode)" "$p" "$f"
+done
 
 echo "== fuzzing the WebSocket and stdio decoders"
 if FUZZ_SECONDS="${FUZZ_SECONDS:-30}" bash tests/fuzz/run.sh; then
