@@ -59,7 +59,10 @@ static const char *const write_sql[W_COUNT] = {
     [W_ROLLBACK_TO] = "ROLLBACK TO stream_write",
     [W_LOG] = "INSERT INTO logs(ts_ms, level, session_id, event) VALUES(?1, ?2, ?3, ?4)",
     [W_PURGE_SESSIONS] = "DELETE FROM sessions WHERE last_active_ms < ?1 OR deleted_ms IS NOT NULL",
-    [W_PURGE_STREAMS] = "DELETE FROM streams WHERE ended_ms IS NOT NULL AND ended_ms < ?1",
+    /* ?2 is the id prefix of streams created at the cutoff: a stream that
+     * ended before it was created before it, so the key's range finds it. */
+    [W_PURGE_STREAMS] =
+        "DELETE FROM streams WHERE id < ?2 AND ended_ms IS NOT NULL AND ended_ms < ?1",
     [W_PURGE_LOGS] = "DELETE FROM logs WHERE ts_ms < ?1",
 };
 
@@ -106,6 +109,8 @@ struct store {
     int healthy;
     int schema_version;
 };
+
+static int migrate_all(struct store *st, char **err);
 
 static char *fmt_err(const char *fmt, ...)
 {
@@ -170,6 +175,20 @@ static int open_conn(const char *path, sqlite3 **db, char **err)
 }
 
 static int migrate(struct store *st, char **err)
+{
+    /* A migration may rebuild a table; with foreign keys on, dropping the
+     * old one would cascade-delete everything that refers to it. */
+    char *ignored = NULL;
+    exec_sql(st->wdb, "PRAGMA foreign_keys=OFF", &ignored);
+    free(ignored);
+    int rc = migrate_all(st, err);
+    ignored = NULL;
+    exec_sql(st->wdb, "PRAGMA foreign_keys=ON", &ignored);
+    free(ignored);
+    return rc;
+}
+
+static int migrate_all(struct store *st, char **err)
 {
     sqlite3_stmt *q;
     int version = 0;
@@ -605,8 +624,13 @@ int store_log(struct store *st, int64_t ts_ms, const char *level, const char *se
 int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cutoff_ms,
                 int64_t log_cutoff_ms)
 {
+    /* Stream ids start with 12 hex digits of their creation time (randid);
+     * the first id that could have been created at the cutoff. */
+    char id_prefix[16];
+    snprintf(id_prefix, sizeof id_prefix, "%012llx",
+             (unsigned long long)(stream_cutoff_ms > 0 ? stream_cutoff_ms : 0) & 0xffffffffffffULL);
     if (enqueue(st, 0, W_PURGE_SESSIONS, "i", session_cutoff_ms) ||
-        enqueue(st, 0, W_PURGE_STREAMS, "i", stream_cutoff_ms))
+        enqueue(st, 0, W_PURGE_STREAMS, "is", stream_cutoff_ms, id_prefix))
         return -1;
     return enqueue(st, 1, W_PURGE_LOGS, "i", log_cutoff_ms);
 }

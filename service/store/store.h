@@ -82,7 +82,11 @@ struct store_stream_new {
     const char *request_id;
 };
 
-/* One write to a stream, committed before it returns (its statements stand
+/* Stream ids must begin with 12 lowercase hex digits of their creation
+ * time in ms (randid_make_ordered makes such ids): store_purge finds old
+ * streams through that prefix of their key.
+ *
+ * One write to a stream, committed before it returns (its statements stand
  * or fall together): the stream's row first when `create` is not NULL (a
  * stream's row is written with its first message, so a stream costs no
  * write of its own), then chunk `seq` unless seq < 0, then the stream's end

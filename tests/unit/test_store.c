@@ -15,6 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Stream ids begin with 12 hex digits of their creation time (the store's
+ * purge relies on it); these test streams all say "created at time 0", so
+ * only their ended_ms decides when they are purged. */
+#define SID(name) "000000000000" name
+
 /* The three shapes of store_stream_write the tests use. */
 static int put_stream(struct store *st, const char *id, const char *session, const char *kind,
                       const char *request_id, int64_t now)
@@ -277,17 +282,17 @@ static void test_data(const char *path, const char *rawpath)
     store_session_free(&out);
 
     /* A stream of five chunks ending with "finished". */
-    CHECK_INT(put_stream(st, "str-A", "sess-1", "request", "7", 1000), 0);
+    CHECK_INT(put_stream(st, SID("str-A"), "sess-1", "request", "7", 1000), 0);
     const char *msgs[5] = {"{\"m\":0}", "{\"m\":1}", "{\"m\":\"two\"}", "{\"m\":3}",
                            "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}"};
     for (int i = 0; i < 5; i++)
-        CHECK_INT(
-            append(st, "str-A", i, msgs[i], strlen(msgs[i]), i == 4 ? "finished" : NULL, 2000 + i),
-            0);
+        CHECK_INT(append(st, SID("str-A"), i, msgs[i], strlen(msgs[i]), i == 4 ? "finished" : NULL,
+                         2000 + i),
+                  0);
     struct store_stream row;
     struct chunks *c = malloc(sizeof *c);
-    CHECK_INT(get_stream(st, "str-A", &row, c), 0);
-    CHECK_STR(row.id, "str-A");
+    CHECK_INT(get_stream(st, SID("str-A"), &row, c), 0);
+    CHECK_STR(row.id, SID("str-A"));
     CHECK_STR(row.session_id, "sess-1");
     CHECK_STR(row.kind, "request");
     CHECK_STR(row.request_id, "7");
@@ -305,17 +310,17 @@ static void test_data(const char *path, const char *rawpath)
     CHECK(row.id == NULL);
 
     /* Unknown stream. */
-    CHECK_INT(get_stream(st, "no-such-stream", &row, c), 1);
+    CHECK_INT(get_stream(st, SID("no-such-stream"), &row, c), 1);
     CHECK_INT(c->n, 0);
 
     /* Duplicate seq fails and loses nothing; the failure went back to its
      * caller, so a flush has nothing more to report. */
-    CHECK_INT(put_stream(st, "str-B", "sess-1", "request", "\"b\"", 1000), 0);
-    CHECK_INT(append(st, "str-B", 0, "{\"b\":0}", 7, NULL, 3000), 0);
-    CHECK_INT(append(st, "str-B", 1, "{\"b\":1}", 7, NULL, 3001), 0);
-    CHECK_INT(append(st, "str-B", 1, "{\"dup\":1}", 9, NULL, 3002), -1);
+    CHECK_INT(put_stream(st, SID("str-B"), "sess-1", "request", "\"b\"", 1000), 0);
+    CHECK_INT(append(st, SID("str-B"), 0, "{\"b\":0}", 7, NULL, 3000), 0);
+    CHECK_INT(append(st, SID("str-B"), 1, "{\"b\":1}", 7, NULL, 3001), 0);
+    CHECK_INT(append(st, SID("str-B"), 1, "{\"dup\":1}", 9, NULL, 3002), -1);
     CHECK_INT(store_flush(st), 0);
-    CHECK_INT(get_stream(st, "str-B", &row, c), 0);
+    CHECK_INT(get_stream(st, SID("str-B"), &row, c), 0);
     CHECK_STR(row.state, "active");
     CHECK_INT(row.ended_ms, 0);
     CHECK_INT(c->n, 2);
@@ -330,11 +335,11 @@ static void test_data(const char *path, const char *rawpath)
 
     /* Duplicate seq as the final chunk (end_state set) must fail too, and
      * must not end the stream. */
-    CHECK_INT(put_stream(st, "str-F", "sess-1", "request", "\"f\"", 1000), 0);
-    CHECK_INT(append(st, "str-F", 0, "{\"f\":0}", 7, NULL, 3000), 0);
-    CHECK_INT(append(st, "str-F", 0, "{\"f\":\"end\"}", 11, "finished", 3001), -1);
+    CHECK_INT(put_stream(st, SID("str-F"), "sess-1", "request", "\"f\"", 1000), 0);
+    CHECK_INT(append(st, SID("str-F"), 0, "{\"f\":0}", 7, NULL, 3000), 0);
+    CHECK_INT(append(st, SID("str-F"), 0, "{\"f\":\"end\"}", 11, "finished", 3001), -1);
     store_flush(st);
-    CHECK_INT(get_stream(st, "str-F", &row, c), 0);
+    CHECK_INT(get_stream(st, SID("str-F"), &row, c), 0);
     CHECK_STR(row.state, "active");
     CHECK_INT(c->n, 1);
     if (c->n == 1)
@@ -344,21 +349,21 @@ static void test_data(const char *path, const char *rawpath)
 
     /* A chunk whose stream row is missing violates the foreign key: that
      * fails with or without end_state. */
-    CHECK_INT(append(st, "no-such-stream", 0, "{}", 2, NULL, 3000), -1);
-    CHECK_INT(append(st, "no-such-stream", 0, "{}", 2, "finished", 3000), -1);
+    CHECK_INT(append(st, SID("no-such-stream"), 0, "{}", 2, NULL, 3000), -1);
+    CHECK_INT(append(st, SID("no-such-stream"), 0, "{}", 2, "finished", 3000), -1);
     store_flush(st);
-    CHECK_INT(get_stream(st, "no-such-stream", &row, c), 1);
+    CHECK_INT(get_stream(st, SID("no-such-stream"), &row, c), 1);
 
     /* Unfinished request streams: B (active, 2 chunks) and C (active, none)
      * but not A (finished), D (standalone), E (ended without chunk). F's
      * fate depends on the check above, so it is not asserted here. */
-    CHECK_INT(put_stream(st, "str-C", "sess-1", "request", "42", 1000), 0);
-    CHECK_INT(put_stream(st, "str-D", "sess-1", "standalone", NULL, 1000), 0);
-    CHECK_INT(append(st, "str-D", 0, "{\"d\":0}", 7, NULL, 3000), 0);
-    CHECK_INT(put_stream(st, "str-E", "sess-1", "request", "43", 1000), 0);
-    CHECK_INT(append(st, "str-E", 0, "{\"e\":0}", 7, NULL, 3000), 0);
-    CHECK_INT(end_stream(st, "str-E", "error", 3500), 0);
-    CHECK_INT(get_stream(st, "str-E", &row, c), 0);
+    CHECK_INT(put_stream(st, SID("str-C"), "sess-1", "request", "42", 1000), 0);
+    CHECK_INT(put_stream(st, SID("str-D"), "sess-1", "standalone", NULL, 1000), 0);
+    CHECK_INT(append(st, SID("str-D"), 0, "{\"d\":0}", 7, NULL, 3000), 0);
+    CHECK_INT(put_stream(st, SID("str-E"), "sess-1", "request", "43", 1000), 0);
+    CHECK_INT(append(st, SID("str-E"), 0, "{\"e\":0}", 7, NULL, 3000), 0);
+    CHECK_INT(end_stream(st, SID("str-E"), "error", 3500), 0);
+    CHECK_INT(get_stream(st, SID("str-E"), &row, c), 0);
     CHECK_STR(row.state, "error");
     CHECK_INT(row.ended_ms, 3500);
     CHECK_INT(c->n, 1);
@@ -369,7 +374,7 @@ static void test_data(const char *path, const char *rawpath)
 
     struct unfinished u = {0};
     CHECK_INT(store_streams_unfinished(st, collect_unfinished, &u), 0);
-    int b = find_unfinished(&u, "str-B"), cc = find_unfinished(&u, "str-C");
+    int b = find_unfinished(&u, SID("str-B")), cc = find_unfinished(&u, SID("str-C"));
     CHECK(b >= 0);
     CHECK(cc >= 0);
     if (b >= 0) {
@@ -381,15 +386,15 @@ static void test_data(const char *path, const char *rawpath)
         CHECK_INT(u.next_seq[cc], 0);
         CHECK_STR(u.request_id[cc], "42");
     }
-    CHECK_INT(find_unfinished(&u, "str-A"), -1);
-    CHECK_INT(find_unfinished(&u, "str-D"), -1);
-    CHECK_INT(find_unfinished(&u, "str-E"), -1);
+    CHECK_INT(find_unfinished(&u, SID("str-A")), -1);
+    CHECK_INT(find_unfinished(&u, SID("str-D")), -1);
+    CHECK_INT(find_unfinished(&u, SID("str-E")), -1);
     CHECK(u.n <= 3);
 
     /* The standalone stream of a session. */
     char *sid = NULL;
     CHECK_INT(store_session_standalone(st, "sess-1", &sid), 0);
-    CHECK_STR(sid, "str-D");
+    CHECK_STR(sid, SID("str-D"));
     free(sid);
     CHECK_INT(put_session(st, "sess-2", 5000), 0);
     sid = (char *)"x";
@@ -397,37 +402,39 @@ static void test_data(const char *path, const char *rawpath)
     CHECK(sid == NULL);
 
     /* Bytes: an ASCII-only session sums the message lengths. */
-    CHECK_INT(put_stream(st, "s2-a", "sess-2", "request", "1", 1000), 0);
-    CHECK_INT(put_stream(st, "s2-b", "sess-2", "standalone", NULL, 1000), 0);
-    CHECK_INT(append(st, "s2-a", 0, "12345", 5, NULL, 1), 0);
-    CHECK_INT(append(st, "s2-a", 1, "1234567890", 10, "finished", 1), 0);
-    CHECK_INT(append(st, "s2-b", 0, "abc", 3, NULL, 1), 0);
+    CHECK_INT(put_stream(st, SID("s2-a"), "sess-2", "request", "1", 1000), 0);
+    CHECK_INT(put_stream(st, SID("s2-b"), "sess-2", "standalone", NULL, 1000), 0);
+    CHECK_INT(append(st, SID("s2-a"), 0, "12345", 5, NULL, 1), 0);
+    CHECK_INT(append(st, SID("s2-a"), 1, "1234567890", 10, "finished", 1), 0);
+    CHECK_INT(append(st, SID("s2-b"), 0, "abc", 3, NULL, 1), 0);
     CHECK_INT(store_session_bytes(st, "sess-2"), 18);
     CHECK_INT(store_session_bytes(st, "no-such-session"), 0);
     /* Bytes means bytes: "héllo" is 6 bytes of UTF-8 (5 characters). */
     CHECK_INT(put_session(st, "sess-3", 5000), 0);
-    CHECK_INT(put_stream(st, "s3-a", "sess-3", "request", "1", 1000), 0);
+    CHECK_INT(put_stream(st, SID("s3-a"), "sess-3", "request", "1", 1000), 0);
     const char *utf8 = "\"h\xc3\xa9llo\"";
-    CHECK_INT(append(st, "s3-a", 0, utf8, strlen(utf8), NULL, 1), 0);
+    CHECK_INT(append(st, SID("s3-a"), 0, utf8, strlen(utf8), NULL, 1), 0);
     CHECK_INT(strlen(utf8), 8);
     CHECK_INT(store_session_bytes(st, "sess-3"), 8);
 
     /* store_session_delete cascades to streams and chunks. */
     CHECK_INT(store_session_delete(st, "sess-2", 5000), 0);
     CHECK_INT(store_session_get(st, "sess-2", &out), 1);
-    CHECK_INT(get_stream(st, "s2-a", &row, c), 1);
-    CHECK_INT(get_stream(st, "s2-b", &row, c), 1);
+    CHECK_INT(get_stream(st, SID("s2-a"), &row, c), 1);
+    CHECK_INT(get_stream(st, SID("s2-b"), &row, c), 1);
     CHECK_INT(store_session_bytes(st, "sess-2"), 0);
     if (rawpath) {
-        CHECK_INT(
-            raw_count(rawpath, "SELECT COUNT(*) FROM chunks WHERE stream_id LIKE 's2-%'", NULL), 0);
+        CHECK_INT(raw_count(rawpath,
+                            "SELECT COUNT(*) FROM chunks WHERE stream_id LIKE '" SID("s2-") "%'",
+                            NULL),
+                  0);
         CHECK_INT(
             raw_count(rawpath, "SELECT COUNT(*) FROM streams WHERE session_id = ?1", "sess-2"), 0);
     }
     /* Other sessions untouched. */
     CHECK_INT(store_session_get(st, "sess-1", &out), 0);
     store_session_free(&out);
-    CHECK_INT(get_stream(st, "str-A", &row, c), 0);
+    CHECK_INT(get_stream(st, SID("str-A"), &row, c), 0);
     CHECK_INT(c->n, 5);
     chunks_free(c);
     store_stream_free(&row);
@@ -435,15 +442,15 @@ static void test_data(const char *path, const char *rawpath)
     /* Purge: ended streams older than the cutoff go (with their chunks);
      * newer ended ones and active ones (however old) stay. */
     CHECK_INT(put_session(st, "sess-P", 900000), 0);
-    CHECK_INT(put_stream(st, "p-old", "sess-P", "request", "1", 100), 0);
-    CHECK_INT(append(st, "p-old", 0, "{}", 2, NULL, 100), 0);
-    CHECK_INT(append(st, "p-old", 1, "{\"end\":1}", 9, "finished", 1000), 0);
-    CHECK_INT(put_stream(st, "p-old2", "sess-P", "request", "2", 100), 0);
-    CHECK_INT(end_stream(st, "p-old2", "error", 2000), 0);
-    CHECK_INT(put_stream(st, "p-new", "sess-P", "request", "3", 100), 0);
-    CHECK_INT(append(st, "p-new", 0, "{\"end\":1}", 9, "finished", 5000), 0);
-    CHECK_INT(put_stream(st, "p-active", "sess-P", "request", "4", 1), 0);
-    CHECK_INT(append(st, "p-active", 0, "{\"a\":0}", 7, NULL, 1), 0);
+    CHECK_INT(put_stream(st, SID("p-old"), "sess-P", "request", "1", 100), 0);
+    CHECK_INT(append(st, SID("p-old"), 0, "{}", 2, NULL, 100), 0);
+    CHECK_INT(append(st, SID("p-old"), 1, "{\"end\":1}", 9, "finished", 1000), 0);
+    CHECK_INT(put_stream(st, SID("p-old2"), "sess-P", "request", "2", 100), 0);
+    CHECK_INT(end_stream(st, SID("p-old2"), "error", 2000), 0);
+    CHECK_INT(put_stream(st, SID("p-new"), "sess-P", "request", "3", 100), 0);
+    CHECK_INT(append(st, SID("p-new"), 0, "{\"end\":1}", 9, "finished", 5000), 0);
+    CHECK_INT(put_stream(st, SID("p-active"), "sess-P", "request", "4", 1), 0);
+    CHECK_INT(append(st, SID("p-active"), 0, "{\"a\":0}", 7, NULL, 1), 0);
     CHECK_INT(store_log(st, 100, "info", "sess-P", "old event"), 0);
     CHECK_INT(store_log(st, 9000, "info", NULL, "new event"), 0);
     CHECK_INT(store_flush(st), 0);
@@ -453,29 +460,30 @@ static void test_data(const char *path, const char *rawpath)
 
     CHECK_INT(store_purge(st, 0, 3000, 5000), 0);
     /* Also sess-1's streams: A ended at 2004 (gone), E at 3500 (kept). */
-    CHECK_INT(get_stream(st, "str-A", &row, c), 1);
-    CHECK_INT(get_stream(st, "str-E", &row, c), 0);
+    CHECK_INT(get_stream(st, SID("str-A"), &row, c), 1);
+    CHECK_INT(get_stream(st, SID("str-E"), &row, c), 0);
     chunks_free(c);
     store_stream_free(&row);
-    CHECK_INT(get_stream(st, "str-B", &row, c), 0);
+    CHECK_INT(get_stream(st, SID("str-B"), &row, c), 0);
     CHECK_INT(c->n, 2);
     chunks_free(c);
     store_stream_free(&row);
-    CHECK_INT(get_stream(st, "p-old", &row, c), 1);
-    CHECK_INT(get_stream(st, "p-old2", &row, c), 1);
-    CHECK_INT(get_stream(st, "p-new", &row, c), 0);
+    CHECK_INT(get_stream(st, SID("p-old"), &row, c), 1);
+    CHECK_INT(get_stream(st, SID("p-old2"), &row, c), 1);
+    CHECK_INT(get_stream(st, SID("p-new"), &row, c), 0);
     CHECK_INT(c->n, 1);
     chunks_free(c);
     store_stream_free(&row);
-    CHECK_INT(get_stream(st, "p-active", &row, c), 0);
+    CHECK_INT(get_stream(st, SID("p-active"), &row, c), 0);
     CHECK_STR(row.state, "active");
     CHECK_INT(c->n, 1);
     chunks_free(c);
     store_stream_free(&row);
     CHECK_INT(store_session_bytes(st, "sess-P"), 9 + 7);
     if (rawpath) {
-        CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM chunks WHERE stream_id = ?1", "p-old"),
-                  0);
+        CHECK_INT(
+            raw_count(rawpath, "SELECT COUNT(*) FROM chunks WHERE stream_id = ?1", SID("p-old")),
+            0);
         CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM logs WHERE event LIKE '% event'", NULL),
                   1);
     }
@@ -484,8 +492,8 @@ static void test_data(const char *path, const char *rawpath)
 
     /* Idle sessions: listed, then purged with their streams. */
     CHECK_INT(put_session(st, "sess-idle", 10), 0);
-    CHECK_INT(put_stream(st, "idle-s", "sess-idle", "request", "1", 10), 0);
-    CHECK_INT(append(st, "idle-s", 0, "{}", 2, NULL, 10), 0);
+    CHECK_INT(put_stream(st, SID("idle-s"), "sess-idle", "request", "1", 10), 0);
+    CHECK_INT(append(st, SID("idle-s"), 0, "{}", 2, NULL, 10), 0);
     CHECK_INT(put_session(st, "sess-busy", 2000000), 0);
     struct ids idle = {0};
     CHECK_INT(store_sessions_idle(st, 1000000, collect_id, &idle), 0);
@@ -495,8 +503,8 @@ static void test_data(const char *path, const char *rawpath)
     CHECK_INT(store_purge(st, 1000000, 0, 0), 0);
     CHECK_INT(store_session_get(st, "sess-idle", &out), 1);
     CHECK_INT(store_session_get(st, "sess-P", &out), 1);
-    CHECK_INT(get_stream(st, "idle-s", &row, c), 1);
-    CHECK_INT(get_stream(st, "p-active", &row, c), 1);
+    CHECK_INT(get_stream(st, SID("idle-s"), &row, c), 1);
+    CHECK_INT(get_stream(st, SID("p-active"), &row, c), 1);
     CHECK_INT(store_session_get(st, "sess-busy", &out), 0);
     store_session_free(&out);
     CHECK_INT(store_session_get(st, "sess-1", &out), 0); /* touched at 1700000009999 */
@@ -514,14 +522,14 @@ static void test_durability(const char *path)
     if (!st)
         return;
     CHECK_INT(put_session(st, "dur-1", 4242), 0);
-    CHECK_INT(put_stream(st, "dur-s", "dur-1", "request", "\"q\"", 1), 0);
+    CHECK_INT(put_stream(st, SID("dur-s"), "dur-1", "request", "\"q\"", 1), 0);
     char msg[32];
     for (int i = 0; i < 20; i++) {
         snprintf(msg, sizeof msg, "{\"n\":%d}", i);
-        CHECK_INT(append(st, "dur-s", i, msg, strlen(msg), NULL, 1), 0);
+        CHECK_INT(append(st, SID("dur-s"), i, msg, strlen(msg), NULL, 1), 0);
     }
     /* Async writes still queued at close are committed by store_close. */
-    CHECK_INT(put_stream(st, "dur-late", "dur-1", "standalone", NULL, 1), 0);
+    CHECK_INT(put_stream(st, SID("dur-late"), "dur-1", "standalone", NULL, 1), 0);
     CHECK_INT(store_log(st, 1, "info", "dur-1", "late"), 0);
     store_close(st);
 
@@ -535,7 +543,7 @@ static void test_durability(const char *path)
     store_session_free(&out);
     struct store_stream row;
     struct chunks *c = malloc(sizeof *c);
-    CHECK_INT(get_stream(st, "dur-s", &row, c), 0);
+    CHECK_INT(get_stream(st, SID("dur-s"), &row, c), 0);
     CHECK_STR(row.state, "active");
     CHECK_STR(row.request_id, "\"q\"");
     CHECK_INT(c->n, 20);
@@ -548,30 +556,30 @@ static void test_durability(const char *path)
     store_stream_free(&row);
     char *sid = NULL;
     CHECK_INT(store_session_standalone(st, "dur-1", &sid), 0);
-    CHECK_STR(sid, "dur-late");
+    CHECK_STR(sid, SID("dur-late"));
     free(sid);
     /* The earlier test's data is there too. */
     CHECK_INT(store_session_get(st, "sess-1", &out), 0);
     store_session_free(&out);
-    CHECK_INT(get_stream(st, "str-B", &row, c), 0);
+    CHECK_INT(get_stream(st, SID("str-B"), &row, c), 0);
     CHECK_INT(c->n, 2);
     CHECK_STR(row.state, "active");
     chunks_free(c);
     store_stream_free(&row);
-    CHECK_INT(get_stream(st, "str-E", &row, c), 0);
+    CHECK_INT(get_stream(st, SID("str-E"), &row, c), 0);
     CHECK_STR(row.state, "error");
     chunks_free(c);
     store_stream_free(&row);
-    CHECK_INT(get_stream(st, "str-A", &row, c), 1); /* purged stays purged */
+    CHECK_INT(get_stream(st, SID("str-A"), &row, c), 1); /* purged stays purged */
     /* And appending continues where it stopped. */
     struct unfinished u = {0};
     CHECK_INT(store_streams_unfinished(st, collect_unfinished, &u), 0);
-    int i = find_unfinished(&u, "dur-s");
+    int i = find_unfinished(&u, SID("dur-s"));
     CHECK(i >= 0);
     if (i >= 0)
         CHECK_INT(u.next_seq[i], 20);
-    CHECK_INT(append(st, "dur-s", 20, "{\"n\":20}", 8, "error", 5), 0);
-    CHECK_INT(get_stream(st, "dur-s", &row, c), 0);
+    CHECK_INT(append(st, SID("dur-s"), 20, "{\"n\":20}", 8, "error", 5), 0);
+    CHECK_INT(get_stream(st, SID("dur-s"), &row, c), 0);
     CHECK_INT(c->n, 21);
     CHECK_STR(row.state, "error");
     if (c->n == 21)
@@ -598,7 +606,7 @@ static void *append_worker(void *arg)
 {
     struct worker *w = arg;
     char stream[32], msg[64];
-    snprintf(stream, sizeof stream, "conc-%d", w->t);
+    snprintf(stream, sizeof stream, SID("conc-%d"), w->t);
     for (int i = 0; i < NCHUNKS; i++) {
         int n = snprintf(msg, sizeof msg, "{\"t\":%d,\"i\":%d}", w->t, i);
         if (append(w->st, stream, i, msg, (size_t)n, i == NCHUNKS - 1 ? "finished" : NULL, i) != 0)
@@ -615,7 +623,7 @@ static void test_concurrency(const char *path, const char *rawpath)
     CHECK_INT(put_session(st, "conc", 1), 0);
     char stream[32];
     for (int t = 0; t < NTHREADS; t++) {
-        snprintf(stream, sizeof stream, "conc-%d", t);
+        snprintf(stream, sizeof stream, SID("conc-%d"), t);
         CHECK_INT(put_stream(st, stream, "conc", "request", "1", 1), 0);
     }
     pthread_t th[NTHREADS];
@@ -636,7 +644,7 @@ static void test_concurrency(const char *path, const char *rawpath)
     char msg[64];
     int64_t total_bytes = 0;
     for (int t = 0; t < NTHREADS; t++) {
-        snprintf(stream, sizeof stream, "conc-%d", t);
+        snprintf(stream, sizeof stream, SID("conc-%d"), t);
         struct store_stream row;
         CHECK_INT(get_stream(st, stream, &row, c), 0);
         CHECK_STR(row.state, "finished");
@@ -654,18 +662,63 @@ static void test_concurrency(const char *path, const char *rawpath)
     }
     CHECK_INT(store_session_bytes(st, "conc"), total_bytes);
     if (rawpath) {
-        CHECK_INT(
-            raw_count(rawpath, "SELECT COUNT(*) FROM chunks WHERE stream_id LIKE 'conc-%'", NULL),
-            NTHREADS * NCHUNKS);
+        CHECK_INT(raw_count(rawpath,
+                            "SELECT COUNT(*) FROM chunks WHERE stream_id LIKE '" SID("conc-") "%'",
+                            NULL),
+                  NTHREADS * NCHUNKS);
         CHECK_INT(raw_count(rawpath,
                             "SELECT COUNT(*) FROM (SELECT stream_id, seq FROM chunks WHERE "
-                            "stream_id LIKE 'conc-%' GROUP BY stream_id, seq)",
+                            "stream_id LIKE '" SID("conc-") "%' GROUP BY stream_id, seq)",
                             NULL),
                   NTHREADS * NCHUNKS);
     }
     CHECK_INT(store_flush(st), 0);
     store_close(st);
     free(c);
+}
+
+/* A database made by the first migration, with data in it, is brought up
+ * to date by store_open and keeps every row: a migration that rebuilds a
+ * table must not cascade-delete what refers to it. */
+static void test_upgrade(void)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/old/mcpd.db", tmpdir);
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/old", tmpdir);
+    mkdir(dir, 0700);
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    char *e = NULL;
+    CHECK(sqlite3_exec(db, store_migrations[0].sql, NULL, NULL, &e) == SQLITE_OK);
+    sqlite3_free(e);
+    CHECK(sqlite3_exec(db,
+                       "PRAGMA user_version=1;"
+                       "INSERT INTO sessions(id, protocol_version, init_params, created_ms, "
+                       "last_active_ms) VALUES('old-s', '2025-06-18', '{}', 1, 1);"
+                       "INSERT INTO streams(id, session_id, kind, state, created_ms) "
+                       "VALUES('000000000001old', 'old-s', 'request', 'active', 1);"
+                       "INSERT INTO chunks(stream_id, seq, message, created_ms) "
+                       "VALUES('000000000001old', 0, '{\"kept\":1}', 1);",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+
+    struct store *st = open_store(path);
+    if (!st)
+        return;
+    CHECK_INT(store_schema_version(st), store_migrations[store_migrations_count - 1].version);
+    struct store_session sess;
+    CHECK_INT(store_session_get(st, "old-s", &sess), 0);
+    store_session_free(&sess);
+    struct store_stream row;
+    struct chunks *c = malloc(sizeof *c);
+    CHECK_INT(get_stream(st, "000000000001old", &row, c), 0);
+    CHECK_INT(c->n, 1);
+    store_stream_free(&row);
+    chunks_free(c);
+    free(c);
+    store_close(st);
+    CHECK_INT(raw_count(path, "SELECT COUNT(*) FROM chunks", NULL), 1);
 }
 
 int main(void)
@@ -679,6 +732,7 @@ int main(void)
     snprintf(path, sizeof path, "%s/a/b/mcpd.db", tmpdir);
 
     test_open();
+    test_upgrade();
     test_data(path, path);
     test_durability(path);
     char cpath[256];
