@@ -228,14 +228,13 @@ static void cancel_for_session_end(void *value, void *arg)
     call_cancel(value, CALL_CANCEL_SESSION_END);
 }
 
-int core_relay_to_standalone(struct session *s, const char *msg, size_t len)
+int64_t core_relay_to_standalone(struct session *s, const char *msg, size_t len)
 {
     struct stream *st = session_standalone(s);
-    int rc = st && session_charge(s, len) == 0 && stream_append(st, msg, len, STREAM_ACTIVE) >= 0
-                 ? 0
-                 : -1;
+    int64_t seq =
+        st && session_charge(s, len) == 0 ? stream_append(st, msg, len, STREAM_ACTIVE) : -1;
     stream_unref(st);
-    return rc;
+    return seq;
 }
 
 void core_end_session(struct session *s)

@@ -75,8 +75,9 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
                  struct core_reply *out);
 /* For a transport that can carry only a request's response (JSON replies):
  * appends a copy of one of the request's other messages to the session's
- * standalone stream, where the client's GET stream picks it up. */
-int core_relay_to_standalone(struct session *s, const char *msg, size_t len);
+ * standalone stream, where the client's GET stream picks it up. Returns
+ * its seq on that stream, or -1. */
+int64_t core_relay_to_standalone(struct session *s, const char *msg, size_t len);
 
 /* Ends a session (DELETE or expiry): cancels its requests, tells the
  * backend, forgets it. */

@@ -8,6 +8,7 @@
 #include "stream.h"
 #include "table.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@ struct session {
     struct stream *standalone;
     int get_claimed;
     int64_t get_cursor;
+    pthread_cond_t cursor_cv;       /* the GET stream wrote more */
     _Atomic int64_t last_active_ms; /* touched on every request: no lock */
     _Atomic int64_t persisted_active_ms;
     int64_t bytes;
@@ -58,6 +60,7 @@ static void session_free(struct session *s)
     table_free(s->tracked);
     table_free(s->pending);
     pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cursor_cv);
     free(s);
 }
 
@@ -101,6 +104,7 @@ static struct session *session_alloc(const char *id, const char *protocol, json_
     s->init_params = init_params;
     s->refs = 1;
     pthread_mutex_init(&s->mu, NULL);
+    clock_cond_init(&s->cursor_cv);
     s->tracked = table_new();
     s->pending = table_new();
     s->last_active_ms = s->persisted_active_ms = clock_wall_ms();
@@ -308,6 +312,7 @@ void session_get_release(struct session *s)
 {
     pthread_mutex_lock(&s->mu);
     s->get_claimed = 0;
+    pthread_cond_broadcast(&s->cursor_cv);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -322,8 +327,19 @@ int64_t session_get_cursor(struct session *s)
 void session_set_get_cursor(struct session *s, int64_t next_seq)
 {
     pthread_mutex_lock(&s->mu);
-    if (next_seq > s->get_cursor)
+    if (next_seq > s->get_cursor) {
         s->get_cursor = next_seq;
+        pthread_cond_broadcast(&s->cursor_cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void session_wait_get_cursor(struct session *s, int64_t next_seq, int64_t deadline_mono_ms)
+{
+    pthread_mutex_lock(&s->mu);
+    while (s->get_claimed && s->get_cursor < next_seq &&
+           clock_cond_wait_until(&s->cursor_cv, &s->mu, deadline_mono_ms) != ETIMEDOUT)
+        ;
     pthread_mutex_unlock(&s->mu);
 }
 

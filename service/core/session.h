@@ -63,6 +63,10 @@ void session_get_release(struct session *s);
  * stopped: messages sent while no GET was open are delivered by the next. */
 int64_t session_get_cursor(struct session *s);
 void session_set_get_cursor(struct session *s, int64_t next_seq);
+/* Waits until the GET stream has written everything before next_seq, or
+ * until the deadline; returns at once when no GET stream is open. Lets a
+ * JSON reply follow the messages its request relayed to the GET stream. */
+void session_wait_get_cursor(struct session *s, int64_t next_seq, int64_t deadline_mono_ms);
 
 /* Storage accounting: 0 if `bytes` more fit under the cap (and counts
  * them), -1 if not. */

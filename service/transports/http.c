@@ -31,6 +31,9 @@
  * this long for it to turn out dead before answering 409. */
 #define PROBE_WAIT_MS 1000
 #define PROBE_GAP_MS 50
+/* How long a JSON reply waits for the GET stream to write the messages its
+ * request relayed there first. */
+#define RELAY_WAIT_MS 2000
 #define MHD_STACK (256 * 1024)
 #define HTTP_TRANSPORT "http"
 
@@ -179,8 +182,14 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
     (void)pos;
     struct reader *r = ud;
     for (;;) {
-        if (sse_pending(&r->buf))
-            return (ssize_t)sse_drain(&r->buf, out, max);
+        if (sse_pending(&r->buf)) {
+            ssize_t n = (ssize_t)sse_drain(&r->buf, out, max);
+            /* Once written, the standalone stream's messages count as
+             * delivered (a JSON reply may be waiting for them). */
+            if (r->standalone_get && !sse_pending(&r->buf))
+                session_set_get_cursor(r->session, r->next);
+            return n;
+        }
         if (r->done)
             return U_STREAM_END;
         if (!r->primed) {
@@ -290,18 +299,25 @@ static int send_chunk_json(struct _u_response *resp, const struct stream_chunk *
 static enum stream_wait wait_final(struct session *s, struct stream *st, struct stream_reader *tok,
                                    int64_t deadline, struct stream_chunk *ch)
 {
-    int64_t seq = 0;
+    int64_t seq = 0, relayed = -1;
     for (;;) {
         enum stream_wait w = stream_read(st, tok, seq, deadline, ch);
         if (w == STREAM_POLL)
             continue;
-        if (w != STREAM_CHUNK || ch->is_end)
+        if (w != STREAM_CHUNK || ch->is_end) {
+            /* The response after what it relayed, as on every transport. */
+            if (relayed >= 0)
+                session_wait_get_cursor(s, relayed + 1, clock_mono_ms() + RELAY_WAIT_MS);
             return w;
+        }
         /* A JSON reply carries one message: what comes before it (progress,
          * logs, an elicitation request the handler waits on) goes to the
          * session's GET stream, where the client can get it. */
-        if (s)
-            core_relay_to_standalone(s, ch->msg, ch->len);
+        if (s) {
+            int64_t r = core_relay_to_standalone(s, ch->msg, ch->len);
+            if (r >= 0)
+                relayed = r;
+        }
         seq = ch->seq + 1;
     }
 }

@@ -474,6 +474,11 @@ class HttpDriver {
       try {
         const { text, json } = await withTimeout(s.body, 120000, `reply to ${msg.method}`);
         this.open_.delete(s);
+        // With JSON replies a request's other messages travel on the GET
+        // stream. mcpd writes them there before it sends the response, but
+        // two sockets give no order on the client's side: let the GET
+        // socket's data in first.
+        await new Promise((resolve) => setTimeout(resolve, 30));
         if (json === undefined) {
           if (!this.closing) {
             this.inbox.fail(new Error(`${this.name}: HTTP ${s.status} with no JSON body for ${msg.method}: ${show(text)}`));
