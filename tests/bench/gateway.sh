@@ -47,70 +47,17 @@ SG_VERSION=$(sed -n 's/.*"version": *"\([^"]*\)".*/\1/p' "$REPO/tests/node_modul
 
 ulimit -n 65536 2>/dev/null || true
 
-TMP=$(mktemp -d /tmp/mcpd-gwbench.XXXXXX)
-PIDS=()
-# descendants PID: its children, recursively (from /proc)
-descendants() {
-  local p=$1 c f
-  for f in /proc/"$p"/task/*/children; do
-    [ -r "$f" ] || continue
-    for c in $(cat "$f" 2>/dev/null); do
-      echo "$c"
-      descendants "$c"
-    done
-  done
-}
-cleanup() {
-  local p i kids=()
-  for p in "${PIDS[@]}"; do
-    kids+=($(descendants "$p"))
-    kill -TERM "$p" 2>/dev/null
-  done
-  for i in $(seq 50); do
-    local alive=0
-    for p in "${PIDS[@]}" "${kids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ $alive = 0 ] && break
-    sleep 0.1
-  done
-  for p in "${PIDS[@]}" "${kids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() {
-  "$NODE" -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
-}
-
-# wait_port PORT PID NAME: up to 15 s for a listener; fails if the process dies.
-wait_port() {
-  local i
-  for i in $(seq 150); do
-    kill -0 "$2" 2>/dev/null || { note "$3 exited; its log:"; tail -20 "$TMP/$3.log" >&2; return 1; }
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  note "$3 did not listen on port $1 within 15 s"
-  return 1
-}
-
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 declare -A PORT
-LAST_PID=
-start() { # start NAME PORT CMD...
-  local name=$1 port=$2
-  shift 2
-  "$@" >"$TMP/$name.log" 2>&1 &
-  LAST_PID=$!
-  PIDS+=("$LAST_PID")
-  PORT[$name]=$port
-  wait_port "$port" "$LAST_PID" "$name"
-}
 
 PORT_M=$(free_port)
+PORT[mcpd]=$PORT_M
 start mcpd "$PORT_M" "$MCPD_BIN" --listen "127.0.0.1:$PORT_M" --db "$TMP/mcpd.db" --log-level error \
   --upstream "$UPSTREAM" || die "mcpd did not start"
 PORT_S=$(free_port)
 # shellcheck disable=SC2086
+PORT[supergateway]=$PORT_S
 start supergateway "$PORT_S" "$NODE" "$SUPERGATEWAY" --stdio "$UPSTREAM" --outputTransport streamableHttp \
   --stateful --port "$PORT_S" --logLevel none || die "supergateway did not start"
 
