@@ -400,11 +400,6 @@ int child_send(struct child *c, const char *msg, size_t len)
     return rc;
 }
 
-pid_t child_pid(const struct child *c)
-{
-    return c->pid;
-}
-
 void child_stop(struct child *c, int64_t grace_ms)
 {
     if (!c)

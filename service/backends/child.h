@@ -42,7 +42,6 @@ struct child *child_spawn(const struct child_spec *spec, const struct child_ops 
                           char **err);
 /* 0, or -1 when the child's stdin is closed (it exited). */
 int child_send(struct child *c, const char *msg, size_t len);
-pid_t child_pid(const struct child *c);
 void child_stop(struct child *c, int64_t grace_ms);
 
 /* "exited with status 3" / "killed by signal 9", for error messages. */

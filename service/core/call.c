@@ -131,7 +131,7 @@ int call_cancelled(const struct call *c)
     return v;
 }
 
-int call_ended(struct call *c)
+static int call_ended(struct call *c)
 {
     pthread_mutex_lock(&c->mu);
     int v = c->ended;

@@ -32,6 +32,5 @@ void call_cancel(struct call *c, enum call_cancel why);
 /* The client's response (result or error message; borrowed) to the
  * server→client request this call is waiting on. */
 void call_deliver_answer(struct call *c, json_t *response);
-int call_ended(struct call *c);
 
 #endif

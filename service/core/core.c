@@ -177,11 +177,6 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
     return 0;
 }
 
-int core_accepting(void)
-{
-    return core.accepting;
-}
-
 int core_ready(void)
 {
     return core.accepting && store_ready(core.store);

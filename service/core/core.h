@@ -45,7 +45,6 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
 void core_stop(int64_t grace_ms);
 /* Frees the registries (after transports have stopped). */
 void core_cleanup(void);
-int core_accepting(void);
 /* Ready to serve: accepting, store writable, migrations applied. */
 int core_ready(void);
 /* The /metrics page (Prometheus text); caller frees. */

@@ -15,7 +15,6 @@ void log_set_level(enum log_level min);
 void log_set_store(struct store *st);
 /* Parses debug|info|warn|error. Returns 0, or -1 if unknown. */
 int log_level_parse(const char *name, enum log_level *out);
-int log_enabled(enum log_level level);
 
 /* session may be NULL; event is a short snake_case tag; fmt/... is the
  * human detail (may be NULL). */

@@ -805,17 +805,3 @@ int store_session_standalone(struct store *st, const char *session_id, char **id
     read_end(st, q);
     return result;
 }
-
-int store_sessions_idle(struct store *st, int64_t cutoff_ms, store_id_cb cb, void *arg)
-{
-    sqlite3_stmt *q =
-        read_begin(st, "SELECT id FROM sessions WHERE last_active_ms < ?1 AND deleted_ms IS NULL");
-    if (!q)
-        return -1;
-    sqlite3_bind_int64(q, 1, cutoff_ms);
-    int rc;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
-        cb(arg, (const char *)sqlite3_column_text(q, 0));
-    read_end(st, q);
-    return rc == SQLITE_DONE ? 0 : -1;
-}

@@ -138,9 +138,4 @@ int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cuto
  * writer). Call it periodically; the writer never checkpoints itself. */
 int store_checkpoint(struct store *st);
 
-/* Sessions idle since before cutoff: cb gets each id. cb must not call the
- * store (the read lock is held). */
-typedef void (*store_id_cb)(void *arg, const char *id);
-int store_sessions_idle(struct store *st, int64_t cutoff_ms, store_id_cb cb, void *arg);
-
 #endif

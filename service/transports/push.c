@@ -358,14 +358,6 @@ const char *push_session_id(struct push *p)
     return p->session ? session_id(p->session) : NULL;
 }
 
-int push_busy(struct push *p)
-{
-    pthread_mutex_lock(&p->mu);
-    int busy = p->busy > 0;
-    pthread_mutex_unlock(&p->mu);
-    return busy;
-}
-
 int push_drain(struct push *p, int64_t timeout_ms)
 {
     int64_t deadline = clock_mono_ms() + timeout_ms;

@@ -52,9 +52,6 @@ int push_resume(struct push *p, const char *session_id, const char *last_event_i
 /* The connection's session id, or NULL before initialize. Borrowed. */
 const char *push_session_id(struct push *p);
 
-/* 1 while any request of this connection still has messages to send. */
-int push_busy(struct push *p);
-
 /* Waits up to timeout_ms for every request of this connection to finish
  * sending (stdio at EOF: finish what is in flight). Returns 0 when all
  * finished, -1 on timeout. */
