@@ -291,8 +291,8 @@ void config_free(struct config *cfg)
 void config_usage(FILE *out)
 {
     fprintf(out, "usage: mcpd [options]\n\n"
-                 "Serves the Model Context Protocol over Streamable HTTP at /mcp, keeping\n"
-                 "sessions and every server message in SQLite.\n\n"
+                 "Serves the Model Context Protocol over Streamable HTTP, WebSocket,\n"
+                 "long-polling or stdio, keeping sessions and every server message in SQLite.\n\n"
                  "Options (also settable as MCPD_<NAME> in the environment or as\n"
                  "`name = value` in the --config file; the command line wins):\n");
     for (size_t i = 0; i < NSETTINGS; i++) {
@@ -304,8 +304,11 @@ void config_usage(FILE *out)
             fprintf(out, " (default %s)", s->def);
         fputc('\n', out);
     }
-    fprintf(out, "\nEndpoints: POST/GET/DELETE /mcp, GET /healthz, GET /readyz.\n"
-                 "Exit status: 0 on success, 2 on bad usage, 1 on any other failure.\n");
+    fprintf(
+        out,
+        "\nEndpoints: POST/GET/DELETE /mcp, GET /mcp/ws (WebSocket), GET /healthz, GET /readyz,\n"
+        "GET /metrics.\n"
+        "Exit status: 0 on success, 2 on bad usage, 1 on any other failure.\n");
 }
 
 /* Appends c to the word being built. */
