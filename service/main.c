@@ -13,14 +13,33 @@
 #include "store.h"
 #include "upstream.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #define MCPD_VERSION "0.1.0"
+
+/* A descriptor 0-2 left closed by whoever started mcpd would be handed to
+ * the next open (the database, a socket) and logs written to stderr would
+ * land in it: hold them with /dev/null. */
+static void guard_std_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+            continue;
+        int n = open("/dev/null", O_RDWR);
+        if (n >= 0 && n != fd) {
+            dup2(n, fd);
+            close(n);
+        }
+    }
+}
 
 /* Thread-per-connection needs a descriptor per client: take the hard limit. */
 static void raise_fd_limit(void)
@@ -80,6 +99,7 @@ static int start_backend(const struct config *cfg, const struct backend_ops **op
 
 int main(int argc, char **argv)
 {
+    guard_std_fds();
     struct config cfg;
     char err[512];
     if (config_load(&cfg, argc, argv, err, sizeof err) != 0) {

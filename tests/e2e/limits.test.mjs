@@ -164,3 +164,29 @@ test('/metrics counts sessions, requests and stored messages', async () => {
     await mcpd.cleanup();
   }
 });
+
+test('started with stdin, stdout and stderr closed, mcpd holds them with /dev/null and serves', async () => {
+  const fs = await import('node:fs');
+  const { spawn } = await import('node:child_process');
+  const port = await freePort();
+  const dir = fs.mkdtempSync('/tmp/mcpd-fds-');
+  const child = spawn('/bin/sh', ['-c', `exec "$0" --listen 127.0.0.1:${port} --db "$1" <&- >&- 2>&-`, MCPD_BIN, `${dir}/m.db`], {
+    stdio: 'ignore',
+  });
+  try {
+    const deadline = Date.now() + 10000;
+    let ok = false;
+    while (!ok && Date.now() < deadline) {
+      ok = await request(port, { method: 'GET', path: '/healthz', timeout: 1000 }).then((r) => r.status === 200, () => false);
+      if (!ok) await sleep(50);
+    }
+    assert.ok(ok, 'mcpd answers /healthz');
+    for (const fd of [0, 1, 2]) assert.equal(fs.readlinkSync(`/proc/${child.pid}/fd/${fd}`), '/dev/null', `fd ${fd}`);
+    const { session } = await initSession(port);
+    assert.equal(await echo(port, session), 'still-alive');
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.on('exit', r));
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
