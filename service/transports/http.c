@@ -868,6 +868,7 @@ void http_stop(void)
 {
     if (!http.started)
         return;
+    ws_stop();
     ulfius_stop_framework(&http.inst);
     ulfius_clean_instance(&http.inst);
     http.started = 0;

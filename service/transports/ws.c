@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <sys/uio.h>
 #include <ulfius.h>
 
@@ -34,6 +36,13 @@
 #define LINGER_MS 2000
 
 static struct ws_config ws_cfg = {1048576, 15000, 10000, NULL};
+
+/* Readable once ws_stop is called: every session's read loop polls it too,
+ * so all of them say goodbye (1001) at once. */
+static int stop_fd = -1;
+/* Sessions running, so ws_stop can wait for their close frames to go out
+ * before the HTTP server tears the sockets down. */
+static atomic_int running_sessions;
 
 /* The connection whose request line this thread parsed last: set by
  * ws_uri_logger, taken by ws_endpoint (same thread, thread-per-connection). */
@@ -50,6 +59,22 @@ void ws_configure(const struct ws_config *cfg)
         ws_cfg.ping_ms = 86400000;
     if (ws_cfg.write_timeout_ms <= 0)
         ws_cfg.write_timeout_ms = 10000;
+    if (stop_fd < 0)
+        stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+void ws_stop(void)
+{
+    uint64_t one = 1;
+    if (stop_fd < 0 || write(stop_fd, &one, sizeof one) < 0) {
+        log_event(LOG_WARN, NULL, "ws_stop_failed", "cannot signal WebSocket sessions");
+        return;
+    }
+    int64_t deadline = clock_mono_ms() + LINGER_MS + 1000;
+    while (atomic_load(&running_sessions) > 0 && clock_mono_ms() < deadline) {
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 void *ws_uri_logger(void *cls, const char *uri, struct MHD_Connection *con)
@@ -355,12 +380,18 @@ static void conn_run(struct ws_conn *c)
             wait = awaiting_pong + 2 * ws_cfg.ping_ms - now;
         if (wait < 0)
             wait = 0;
-        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-        int r = poll(&pfd, 1, wait > 60000 ? 60000 : (int)wait);
+        struct pollfd pfd[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = stop_fd, .events = POLLIN}};
+        int r = poll(pfd, stop_fd >= 0 ? 2 : 1, wait > 60000 ? 60000 : (int)wait);
         if (r < 0 && errno != EINTR)
             break;
         if (r <= 0)
             continue;
+        if (stop_fd >= 0 && (pfd[1].revents & POLLIN)) {
+            close_with(c, WS_CLOSE_GOING_AWAY, "server shutting down");
+            c->why = "server shutting down";
+            c->why_code = WS_CLOSE_GOING_AWAY;
+            break;
+        }
         ssize_t got = recv(c->fd, buf, READ_BUF, 0);
         if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
@@ -520,6 +551,7 @@ int ws_endpoint(const struct _u_request *req, struct _u_response *resp, void *us
     if (ok) {
         log_event(LOG_INFO, push_session_id(c->push), "ws_open", "%s%s",
                   sid ? "resumed" : "new connection", last ? " from an event id" : "");
+        atomic_fetch_add(&running_sessions, 1);
         conn_run(c);
     }
     /* Stop the forwarders first (a write they are blocked in fails once
@@ -534,5 +566,7 @@ int ws_endpoint(const struct _u_request *req, struct _u_response *resp, void *us
     ws_parser_free(&c->parser);
     pthread_mutex_destroy(&c->wmu);
     free(c);
+    if (ok)
+        atomic_fetch_sub(&running_sessions, 1);
     return done(resp);
 }

@@ -69,6 +69,10 @@ void ws_configure(const struct ws_config *cfg);
 void *ws_uri_logger(void *cls, const char *uri, struct MHD_Connection *con);
 
 /* The ulfius callback for GET /mcp/ws. */
+/* Tells every open WebSocket session to close with 1001 "going away"
+ * (server shutdown); call before stopping the HTTP server. */
+void ws_stop(void);
+
 int ws_endpoint(const struct _u_request *req, struct _u_response *resp, void *user_data);
 
 #endif

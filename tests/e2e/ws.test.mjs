@@ -672,3 +672,25 @@ test('SIGKILL mid-countdown, restart on the same db, reconnect: stored messages 
     await mcpd.cleanup();
   }
 });
+
+test('SIGTERM: open WebSocket sessions are closed with 1001 and mcpd exits 0', async () => {
+  const mcpd = await startMcpd();
+  try {
+    const ws = new WebSocket(`ws://127.0.0.1:${mcpd.port}/mcp/ws`, 'mcp');
+    await withTimeout(new Promise((resolve, reject) => {
+      ws.onopen = resolve;
+      ws.onerror = () => reject(new Error('WebSocket did not open'));
+    }), 5000, 'WebSocket open');
+    const closed = new Promise((resolve) => {
+      ws.onclose = (e) => resolve({ code: e.code, reason: e.reason });
+    });
+    mcpd.kill('SIGTERM');
+    const close = await withTimeout(closed, 10000, 'close frame after SIGTERM');
+    assert.equal(close.code, 1001, JSON.stringify(close));
+    assert.match(close.reason, /shutting down/);
+    const exit = await withTimeout(mcpd.exited, 10000, 'mcpd exit');
+    assert.equal(exit.code, 0, JSON.stringify(exit));
+  } finally {
+    await mcpd.cleanup();
+  }
+});
