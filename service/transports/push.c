@@ -17,6 +17,7 @@
 #define FORWARD_TICK_MS 1000
 #define FORWARDER_STACK (128 * 1024)
 #define EVENT_ID_KEY "mcpd/event-id"
+#define DEFAULT_MAX_INFLIGHT 256
 #define SESSION_ID_KEY "mcpd/session-id"
 
 struct forwarder {
@@ -276,6 +277,16 @@ static void receive_one(struct push *p, json_t *msg)
             send_error(p, m.id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
         return;
     }
+    if (m.kind == JSONRPC_REQUEST) {
+        pthread_mutex_lock(&p->mu);
+        int full = p->busy >= p->io.max_inflight;
+        pthread_mutex_unlock(&p->mu);
+        if (full) {
+            send_error(p, m.id, JSONRPC_SERVER_ERROR,
+                       "Too many requests in flight on this connection; wait for some to finish");
+            return;
+        }
+    }
     core_submit(p->session, msg, &m, p->io.transport, &r);
     deliver(p, &r, 0);
 }
@@ -347,6 +358,8 @@ struct push *push_open(const struct push_io *io)
     if (!p)
         return NULL;
     p->io = *io;
+    if (p->io.max_inflight <= 0)
+        p->io.max_inflight = DEFAULT_MAX_INFLIGHT;
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->send_mu, NULL);
     clock_cond_init(&p->cv);

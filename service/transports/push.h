@@ -34,6 +34,11 @@ struct push_io {
      * (where the message has an object to carry it), so a client can resume
      * after a reconnect. Off for stdio, which cannot reconnect. */
     int event_ids;
+    /* Requests this connection may have in flight at once (0: 256). More
+     * are refused with an error instead of run: each one in flight holds a
+     * forwarder thread, and a client that floods requests and never reads
+     * must not pile them up without end. */
+    int max_inflight;
 };
 
 /* A new connection. The io struct is copied. NULL when out of memory. */

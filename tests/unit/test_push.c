@@ -179,6 +179,32 @@ int main(void)
     CHECK(m != NULL);
     json_decref(m);
 
+    /* Past its in-flight cap a connection refuses requests instead of
+     * running them. */
+    struct capture cap3 = {.msgs = json_array()};
+    pthread_mutex_init(&cap3.mu, NULL);
+    struct push_io io3 = {
+        .send = capture_send, .io = &cap3, .transport = "stdio", .max_inflight = 2};
+    struct push *p3 = push_open(&io3);
+    CHECK_INT(push_resume(p3, sid, NULL), 0);
+    for (int i = 0; i < 3; i++) {
+        char req[200];
+        snprintf(req, sizeof req,
+                 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{"
+                 "\"name\":\"countdown\",\"arguments\":{\"n\":1,\"interval_ms\":300}}}",
+                 20 + i);
+        feed(p3, req);
+    }
+    m = wait_for(&cap3, 22, NULL);
+    CHECK_INT(json_integer_value(json_object_get(json_object_get(m, "error"), "code")), -32000);
+    json_decref(m);
+    CHECK(push_drain(p3, 5000) == 0);
+    m = wait_for(&cap3, 20, NULL);
+    CHECK(m && json_object_get(m, "result"));
+    json_decref(m);
+    push_close(p3);
+    json_decref(cap3.msgs);
+
     /* A connection whose sends fail stops sending; the request still ends. */
     cap2.fail_sends = 1;
     feed(p2, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":"
