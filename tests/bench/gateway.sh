@@ -61,19 +61,6 @@ PORT[supergateway]=$PORT_S
 start supergateway "$PORT_S" "$NODE" "$SUPERGATEWAY" --stdio "$UPSTREAM" --outputTransport streamableHttp \
   --stateful --port "$PORT_S" --logLevel none || die "supergateway did not start"
 
-to_ms() { # "485.00us" | "11.29ms" | "1.20s" -> milliseconds
-  awk -v v="$1" 'BEGIN { n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
-    if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
-    printf "%.2f", n }'
-}
-
-run_wrk() { # run_wrk NAME SESSION CONC SECONDS
-  local name=$1 sid=$2 c=$3 secs=$4 t=2
-  [ "$c" -lt 2 ] && t=1
-  MCP_SESSION_ID=$sid timeout -k 5 $((secs + 30)) "$WRK" -t$t -c"$c" -d"${secs}s" --timeout 5s --latency \
-    -s "$HERE/echo.lua" "http://127.0.0.1:${PORT[$name]}/mcp" >"$TMP/wrk-$name-$c.txt" 2>&1
-}
-
 declare -A RPS P50 P99 ERR
 for name in mcpd supergateway; do
   sid=$(timeout 30 "$NODE" "$HERE/open_session.mjs" "http://127.0.0.1:${PORT[$name]}/mcp") ||
@@ -83,24 +70,9 @@ for name in mcpd supergateway; do
   for c in $BENCH_CONC; do
     note "$name: c=$c for ${BENCH_SECONDS}s"
     sleep 1
-    run_wrk "$name" "$sid" "$c" "$BENCH_SECONDS"
-    out=$TMP/wrk-$name-$c.txt
-    rps=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$out")
-    p50=$(awk '$1 == "50%" {print $2}' "$out")
-    p99=$(awk '$1 == "99%" {print $2}' "$out")
-    lua_err=$(sed -n 's/.*BENCH responses=[0-9]* errors=\([0-9]*\).*/\1/p' "$out")
-    sock_err=$(awk '/Socket errors:/ {gsub(",", ""); print $4 + $6 + $8 + $10}' "$out")
-    RPS[$name-$c]=${rps:-0}
-    P50[$name-$c]=$([ -n "$p50" ] && to_ms "$p50" || echo nan)
-    P99[$name-$c]=$([ -n "$p99" ] && to_ms "$p99" || echo nan)
-    ERR[$name-$c]=$((${lua_err:-0} + ${sock_err:-0}))
-    [ -z "$rps" ] && { note "$name c=$c: wrk produced no figures:"; tail -5 "$out" >&2; }
-    first=$(sed -n 's/.*first_error=\(..*\)$/\1/p' "$out")
-    [ -n "$first" ] && note "$name c=$c: first error: $first"
+    measure "$name" "$sid" "$c" "$BENCH_SECONDS"
   done
 done
-
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 echo
 echo "gateway benchmark: tools/call echo through a stdio upstream, one session, wrk ${BENCH_SECONDS}s, loopback, $(nproc) CPUs"

@@ -1,7 +1,8 @@
 # lib.sh — what the benchmark scripts share: starting servers on loopback,
 # waiting for them to listen, and stopping exactly the processes they started
-# (and those processes' children) when the script exits. Sourced; the caller
-# sets NODE and defines note() first.
+# (and those processes' children) when the script exits, and measuring them
+# with wrk. Sourced; the caller sets NODE, WRK and HERE, declares the PORT,
+# RPS, P50, P99 and ERR arrays, and defines note() first.
 
 TMP=$(mktemp -d /tmp/mcpd-bench.XXXXXX)
 PIDS=()
@@ -62,4 +63,49 @@ start() {
   LAST_PID=$!
   PIDS+=("$LAST_PID")
   wait_port "$port" "$LAST_PID" "$name"
+}
+
+to_ms() { # "485.00us" | "11.29ms" | "1.20s" | "2.00m" -> milliseconds
+  awk -v v="$1" 'BEGIN {
+    n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+    if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
+    printf "%.2f", n }'
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+# run_wrk NAME SESSION CONC SECONDS: tools/call echo (echo.lua) on PORT[NAME].
+run_wrk() {
+  local name=$1 sid=$2 c=$3 secs=$4 t=2
+  [ "$c" -lt 2 ] && t=1
+  MCP_SESSION_ID=$sid timeout -k 5 $((secs + 30)) "$WRK" -t$t -c"$c" -d"${secs}s" --timeout 5s --latency \
+    -s "$HERE/echo.lua" "http://127.0.0.1:${PORT[$name]}/mcp" >"$TMP/wrk-$name-$c.txt" 2>&1
+}
+
+# measure NAME SESSION CONC SECONDS [fixed]: one wrk run, its figures into
+# RPS, P50, P99 and ERR[NAME-CONC] (declared by the caller). Errors are
+# non-2xx replies and bodies without a result (echo.lua) plus socket errors;
+# with "fixed" (a server answering a fixed body) only socket errors count.
+measure() {
+  local name=$1 sid=$2 c=$3 secs=$4 fixed=${5:-}
+  run_wrk "$name" "$sid" "$c" "$secs"
+  local out=$TMP/wrk-$name-$c.txt rps p50 p99 lua_err sock_err first
+  rps=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$out")
+  p50=$(awk '$1 == "50%" {print $2}' "$out")
+  p99=$(awk '$1 == "99%" {print $2}' "$out")
+  lua_err=$(sed -n 's/.*BENCH responses=[0-9]* errors=\([0-9]*\).*/\1/p' "$out")
+  sock_err=$(awk '/Socket errors:/ {gsub(",", ""); print $4 + $6 + $8 + $10}' "$out")
+  [ -n "$fixed" ] && lua_err=0
+  RPS[$name-$c]=${rps:-0}
+  P50[$name-$c]=$([ -n "$p50" ] && to_ms "$p50" || echo nan)
+  P99[$name-$c]=$([ -n "$p99" ] && to_ms "$p99" || echo nan)
+  ERR[$name-$c]=$((${lua_err:-0} + ${sock_err:-0}))
+  if [ -z "$rps" ]; then
+    note "$name c=$c: wrk produced no figures:"
+    tail -5 "$out" >&2
+  fi
+  first=$(sed -n 's/.*first_error=\(..*\)$/\1/p' "$out")
+  [ -n "$first" ] && [ -z "$fixed" ] && note "$name c=$c: first error: $first"
+  [ "${sock_err:-0}" != 0 ] && note "$name c=$c: $(grep 'Socket errors' "$out")"
+  return 0
 }

@@ -97,20 +97,8 @@ if want ceiling; then
 fi
 
 # --- wrk ------------------------------------------------------------------------
-to_ms() { # "485.00us" | "11.29ms" | "1.20s" | "2.00m" -> milliseconds
-  awk -v v="$1" 'BEGIN {
-    n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
-    if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
-    printf "%.2f", n }'
-}
 
 # run_wrk NAME SESSION CONC SECONDS -> writes $TMP/wrk-NAME-CONC.txt
-run_wrk() {
-  local name=$1 sid=$2 c=$3 secs=$4 t=2
-  [ "$c" -lt 2 ] && t=1
-  MCP_SESSION_ID=$sid timeout -k 5 $((secs + 30)) "$WRK" -t$t -c"$c" -d"${secs}s" --timeout 5s --latency \
-    -s "$HERE/echo.lua" "http://127.0.0.1:${PORT[$name]}/mcp" >"$TMP/wrk-$name-$c.txt" 2>&1
-}
 
 declare -A RPS P50 P99 ERR
 for run in "${RUNS[@]}"; do
@@ -127,26 +115,7 @@ for run in "${RUNS[@]}"; do
   for c in $BENCH_CONC; do
     note "$name: c=$c for ${BENCH_SECONDS}s"
     sleep 1
-    run_wrk "$name" "$sid" "$c" "$BENCH_SECONDS"
-    out=$TMP/wrk-$name-$c.txt
-    rps=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$out")
-    p50=$(awk '$1 == "50%" {print $2}' "$out")
-    p99=$(awk '$1 == "99%" {print $2}' "$out")
-    # Errors: non-2xx / bodies without a result (echo.lua) + socket errors (wrk).
-    lua_err=$(sed -n 's/.*BENCH responses=[0-9]* errors=\([0-9]*\).*/\1/p' "$out")
-    sock_err=$(awk '/Socket errors:/ {gsub(",", ""); print $4 + $6 + $8 + $10}' "$out")
-    if [ "$server" = ceiling ]; then lua_err=0; fi # the fixed body is right by definition
-    RPS[$name-$c]=${rps:-0}
-    P50[$name-$c]=$([ -n "$p50" ] && to_ms "$p50" || echo nan)
-    P99[$name-$c]=$([ -n "$p99" ] && to_ms "$p99" || echo nan)
-    ERR[$name-$c]=$((${lua_err:-0} + ${sock_err:-0}))
-    if [ -z "$rps" ]; then
-      note "$name c=$c: wrk produced no figures:"
-      tail -5 "$out" >&2
-    fi
-    first=$(sed -n 's/.*first_error=\(..*\)$/\1/p' "$out")
-    [ -n "$first" ] && [ "$server" != ceiling ] && note "$name c=$c: first error: $first"
-    [ -n "${sock_err:-}" ] && [ "${sock_err:-0}" != 0 ] && note "$name c=$c: $(grep 'Socket errors' "$out")"
+    measure "$name" "$sid" "$c" "$BENCH_SECONDS" "$([ "$server" = ceiling ] && echo fixed)"
   done
 done
 
@@ -179,7 +148,6 @@ fi
 
 # --- report ---------------------------------------------------------------------
 kv() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $STREAMS_LINE"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 echo
 echo "mcpd benchmark: tools/call echo on one session, wrk -t2 -d${BENCH_SECONDS}s, loopback, $(nproc) CPUs"
