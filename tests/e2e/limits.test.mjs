@@ -190,3 +190,53 @@ test('started with stdin, stdout and stderr closed, mcpd holds them with /dev/nu
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('config file and --upstream: bad input exits 2 naming the problem; command line > environment > file', async () => {
+  const fs = await import('node:fs');
+  const dir = fs.mkdtempSync('/tmp/mcpd-config-');
+  try {
+    const bad = (argv, env, re) => {
+      const r = spawnSync(MCPD_BIN, argv, { encoding: 'utf8', env: { ...process.env, ...env } });
+      assert.equal(r.status, 2, `${argv.join(' ')} → exit 2 (${r.stderr})`);
+      assert.equal(r.stderr.trim().split('\n').length, 1, `one line: ${r.stderr}`);
+      assert.match(r.stderr, re);
+    };
+    fs.writeFileSync(`${dir}/unknown.conf`, '# comment\nlisten = 127.0.0.1:0\nbogus = 1\n');
+    bad(['--config', `${dir}/unknown.conf`], {}, /unknown\.conf:3: unknown setting 'bogus'/);
+    fs.writeFileSync(`${dir}/noeq.conf`, 'listen 127.0.0.1:0\n');
+    bad(['--config', `${dir}/noeq.conf`], {}, /noeq\.conf:1: expected key = value/);
+    fs.writeFileSync(`${dir}/nan.conf`, 'max-body = lots\n');
+    bad(['--config', `${dir}/nan.conf`], {}, /max-body needs a non-negative number/);
+    bad(['--config', `${dir}/missing.conf`], {}, /cannot read config file/);
+    bad(['--upstream', "node 'unbalanced"], {}, /unbalanced '/);
+    bad(['--upstream', '   '], {}, /empty/);
+    bad(['--upstream-mode', 'sometimes'], {}, /per-session or shared/);
+    bad([], { MCPD_MAX_BODY: 'x' }, /MCPD_MAX_BODY: max-body needs a non-negative number/);
+
+    // Precedence: the file says one port, the environment another, the
+    // command line a third; the command line wins, then the environment.
+    const [pf, pe, pc] = [await freePort(), await freePort(), await freePort()];
+    fs.writeFileSync(`${dir}/ok.conf`, `listen = 127.0.0.1:${pf}\ndb = ${dir}/a.db\n`);
+    const { spawn } = await import('node:child_process');
+    for (const [argv, env, port] of [
+      [['--config', `${dir}/ok.conf`], {}, pf],
+      [['--config', `${dir}/ok.conf`], { MCPD_LISTEN: `127.0.0.1:${pe}` }, pe],
+      [['--config', `${dir}/ok.conf`, '--listen', `127.0.0.1:${pc}`], { MCPD_LISTEN: `127.0.0.1:${pe}` }, pc],
+    ]) {
+      const child = spawn(MCPD_BIN, argv, { stdio: 'ignore', env: { ...process.env, ...env } });
+      try {
+        let ok = false;
+        for (let i = 0; i < 100 && !ok; i++) {
+          ok = await request(port, { method: 'GET', path: '/healthz', timeout: 500 }).then((r) => r.status === 200, () => false);
+          if (!ok) await sleep(50);
+        }
+        assert.ok(ok, `mcpd listens on ${port} for ${argv.join(' ')} ${JSON.stringify(env)}`);
+      } finally {
+        child.kill('SIGTERM');
+        await new Promise((r) => child.on('exit', r));
+      }
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
