@@ -45,8 +45,9 @@ struct call *call_new(struct session *s, struct stream *stream, json_t *request,
     json_t *params = json_object_get(request, "params");
     c->params = json_is_object(params) ? json_incref(params) : json_object();
     c->last_progress = -1e300;
-    if (key && session_track(s, key, c) != 0) {
-        *dup = 1;
+    int tracked = key ? session_track(s, key, c) : 0;
+    if (tracked != 0) {
+        *dup = tracked == -2 ? 2 : 1;
         json_decref(c->params);
         pthread_mutex_destroy(&c->mu);
         pthread_cond_destroy(&c->cv);

@@ -19,8 +19,8 @@ enum call_cancel { CALL_CANCEL_CLIENT = 1, CALL_CANCEL_SHUTDOWN, CALL_CANCEL_SES
  * replying on `stream` (reference taken), in session `s` (reference taken),
  * tracked in the session under `key` until it ends, so it can be cancelled
  * (NULL key: not tracked, for a call that ends before anyone could cancel
- * it). NULL when out of memory or when the id is already in flight (*dup
- * set to 1). */
+ * it). NULL when out of memory, when the id is already in flight (*dup set
+ * to 1), or when the session has ended (*dup set to 2). */
 struct call *call_new(struct session *s, struct stream *stream, json_t *request, const char *key,
                       int *dup);
 /* The call holds a reference on itself until it ends (call_reply or

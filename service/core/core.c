@@ -524,7 +524,9 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
     if (!c) {
         stream_end(st, STREAM_ERROR);
         stream_unref(st);
-        if (dup)
+        if (dup == 2)
+            reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
+        else if (dup)
             reject(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_REQUEST,
                    "Invalid Request: a request with this id is already in flight");
         else

@@ -373,7 +373,7 @@ void session_recount(struct session *s)
 int session_track(struct session *s, const char *key, void *value)
 {
     pthread_mutex_lock(&s->mu);
-    int rc = s->ended || table_get(s->tracked, key) ? -1 : table_put(s->tracked, key, value);
+    int rc = s->ended ? -2 : table_get(s->tracked, key) ? -1 : table_put(s->tracked, key, value);
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
@@ -450,11 +450,14 @@ void session_end(struct session *s)
     pthread_mutex_unlock(&s->mu);
     if (was)
         return;
+    /* The store's tombstone first: while it is being written the registry
+     * still answers with this (ended) session, and once the session leaves
+     * the registry a lookup finds the tombstone, never a row to revive. */
+    if (reg.store)
+        store_session_delete(reg.store, s->id, clock_wall_ms());
     pthread_mutex_lock(&reg.mu);
     struct session *held = reg.sessions ? table_del(reg.sessions, s->id) : NULL;
     pthread_mutex_unlock(&reg.mu);
-    if (reg.store)
-        store_session_delete(reg.store, s->id, clock_wall_ms());
     stream_drop_session(s->id);
     session_unref(held);
 }

@@ -76,7 +76,7 @@ void session_recount(struct session *s);
 
 /* In-flight requests by id key (jsonrpc_id_key), for cancellation and
  * duplicate-id detection. Values are opaque to the session. track returns
- * -1 if the key is already in flight. */
+ * -1 if the key is already in flight, -2 if the session has ended. */
 int session_track(struct session *s, const char *key, void *value);
 void session_untrack(struct session *s, const char *key);
 /* Runs fn on the tracked value under the session lock (so it cannot go
