@@ -474,7 +474,7 @@ static void test_session_end(void)
     CHECK(b.elapsed_ms < 5000);
     CHECK_INT(stream_state(st), STREAM_EXPIRED);
     CHECK_INT(session_ended(s), 1);
-    CHECK_INT(session_track(s, "1", s), -1);
+    CHECK_INT(session_track(s, "1", s), -2); /* refused: the session ended */
     CHECK_INT(session_get_claim(s), -1);
 
     CHECK(session_find(saved_session) == NULL);
