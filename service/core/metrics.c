@@ -4,9 +4,11 @@
 #include "store.h"
 #include "stream.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static _Atomic uint64_t counters[METRIC_COUNT];
 
@@ -29,6 +31,61 @@ void metrics_add(enum metric m, uint64_t n)
     atomic_fetch_add_explicit(&counters[m], n, memory_order_relaxed);
 }
 
+enum { MAX_REASONS = 64 };
+
+/* Reasons are appended under the lock and never removed, so a reader that
+ * loads reason_count may walk that many slots without it. */
+static struct {
+    const char *reason;
+    _Atomic uint64_t n;
+} refusals[MAX_REASONS] = {[MAX_REASONS - 1] = {.reason = "other"}};
+static _Atomic int reason_count;
+static pthread_mutex_t reasons_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int reason_slot(const char *reason)
+{
+    int n = atomic_load_explicit(&reason_count, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (strcmp(refusals[i].reason, reason) == 0)
+            return i;
+    pthread_mutex_lock(&reasons_lock);
+    n = atomic_load_explicit(&reason_count, memory_order_relaxed);
+    int slot = -1;
+    for (int i = 0; i < n && slot < 0; i++)
+        if (strcmp(refusals[i].reason, reason) == 0)
+            slot = i;
+    if (slot < 0 && n < MAX_REASONS - 1) {
+        refusals[n].reason = reason;
+        slot = n;
+        atomic_store_explicit(&reason_count, n + 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&reasons_lock);
+    return slot;
+}
+
+void metrics_refused(const char *reason)
+{
+    int slot = reason_slot(reason);
+    if (slot < 0)
+        slot = MAX_REASONS - 1; /* reserved for the overflow bucket */
+    atomic_fetch_add_explicit(&refusals[slot].n, 1, memory_order_relaxed);
+}
+
+void metrics_refusals_each(void (*fn)(const char *reason, uint64_t n, void *arg), void *arg)
+{
+    int n = atomic_load_explicit(&reason_count, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        fn(refusals[i].reason, atomic_load(&refusals[i].n), arg);
+    uint64_t other = atomic_load(&refusals[MAX_REASONS - 1].n);
+    if (other)
+        fn("other", other, arg);
+}
+
+static void render_refusal(const char *reason, uint64_t n, void *arg)
+{
+    fprintf(arg, "mcpd_refusals_total{reason=\"%s\"} %llu\n", reason, (unsigned long long)n);
+}
+
 char *metrics_render(struct store *st)
 {
     char *buf = NULL;
@@ -40,6 +97,10 @@ char *metrics_render(struct store *st)
         fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counter_info[i].name,
                 counter_info[i].help, counter_info[i].name, counter_info[i].name,
                 (unsigned long long)atomic_load(&counters[i]));
+    fputs("# HELP mcpd_refusals_total Requests and messages refused, by reason\n"
+          "# TYPE mcpd_refusals_total counter\n",
+          f);
+    metrics_refusals_each(render_refusal, f);
     fprintf(f,
             "# HELP mcpd_sessions_loaded Sessions in memory\n# TYPE mcpd_sessions_loaded "
             "gauge\nmcpd_sessions_loaded %zu\n",

@@ -25,6 +25,16 @@ enum metric {
 
 void metrics_add(enum metric m, uint64_t n);
 
+/* Counts one refusal (a limit hit, bad input turned away) under `reason`,
+ * rendered as mcpd_refusals_total{reason="..."}. `reason` must be a string
+ * literal or otherwise outlive the process: it is kept, not copied. Reasons
+ * are few and fixed (snake_case); past 64 distinct ones they are counted as
+ * "other". Safe from any thread. */
+void metrics_refused(const char *reason);
+
+/* Calls fn once per reason counted so far, in first-seen order. */
+void metrics_refusals_each(void (*fn)(const char *reason, uint64_t n, void *arg), void *arg);
+
 /* Renders every metric into a new string (caller frees), or NULL. */
 char *metrics_render(struct store *st);
 
