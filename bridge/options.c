@@ -1,0 +1,410 @@
+/* options — see options.h. */
+#include "options.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef MCP_BRIDGE_VERSION
+#define MCP_BRIDGE_VERSION "0.0.0"
+#endif
+
+#define MAX_TOKEN_FILE (64 * 1024)
+
+static const char usage_text[] =
+    "usage: mcp-bridge [options] URL\n"
+    "\n"
+    "Connects an MCP client that speaks stdio (Claude Desktop, an IDE) to a remote\n"
+    "MCP server over HTTP(S). stdin/stdout carry JSON-RPC (newline-delimited JSON or\n"
+    "Content-Length frames, detected from the first bytes); logs go to stderr.\n"
+    "Every request gets exactly one reply: when the server cannot answer, a JSON-RPC\n"
+    "error says what happened and what to check.\n"
+    "\n"
+    "options:\n"
+    "  --header 'Name: value'     extra HTTP header on every request (repeatable);\n"
+    "                             ${NAME} in the value is taken from the environment\n"
+    "  --token-env NAME           bearer token from environment variable NAME\n"
+    "  --token-file FILE          bearer token from FILE (first line); never logged\n"
+    "  --cacert FILE              trust the CA certificates in FILE (PEM) as well\n"
+    "                             (TLS verification is always on)\n"
+    "  --transport http|ws|poll|sse\n"
+    "                             http: Streamable HTTP, falling back to HTTP+SSE\n"
+    "                             (2024-11-05) when the server answers 404/405;\n"
+    "                             ws: mcpd's WebSocket transport; poll: mcpd's\n"
+    "                             long-polling mode; sse: HTTP+SSE only (default http)\n"
+    "  --connect-timeout-ms N     time to connect, TLS included (default 10000)\n"
+    "  --response-timeout-ms N    time to the first byte of a response, and the\n"
+    "                             longest silence on a response stream (default 60000)\n"
+    "  --allow-http               allow plain http:// to a host that is not loopback\n"
+    "  --log-level LEVEL          debug|info|warn|error (default info)\n"
+    "  --version                  print the version and exit\n"
+    "  --help                     print this help and exit\n"
+    "\n"
+    "example (Claude Desktop, claude_desktop_config.json):\n"
+    "  \"mcpServers\": { \"mcpd\": { \"command\": \"mcp-bridge\",\n"
+    "      \"args\": [\"--token-env\", \"MCPD_TOKEN\", \"https://mcp.example.com/mcp\"],\n"
+    "      \"env\": { \"MCPD_TOKEN\": \"...\" } } }\n";
+
+enum {
+    OPT_HEADER = 256,
+    OPT_TOKEN_ENV,
+    OPT_TOKEN_FILE,
+    OPT_CACERT,
+    OPT_TRANSPORT,
+    OPT_CONNECT_TIMEOUT,
+    OPT_RESPONSE_TIMEOUT,
+    OPT_ALLOW_HTTP,
+    OPT_LOG_LEVEL,
+    OPT_VERSION,
+    OPT_HELP,
+};
+
+static const struct option long_options[] = {
+    {"header", required_argument, NULL, OPT_HEADER},
+    {"token-env", required_argument, NULL, OPT_TOKEN_ENV},
+    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"cacert", required_argument, NULL, OPT_CACERT},
+    {"transport", required_argument, NULL, OPT_TRANSPORT},
+    {"connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+    {"response-timeout-ms", required_argument, NULL, OPT_RESPONSE_TIMEOUT},
+    {"allow-http", no_argument, NULL, OPT_ALLOW_HTTP},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+char *options_expand_env(const char *s, const char **err)
+{
+    size_t cap = strlen(s) + 1, len = 0;
+    char *out = malloc(cap);
+    if (!out) {
+        *err = "out of memory";
+        return NULL;
+    }
+    for (const char *p = s; *p;) {
+        const char *piece = p;
+        size_t piece_len = 1;
+        char name[256];
+        if (p[0] == '$' && p[1] == '{') {
+            const char *end = strchr(p + 2, '}');
+            size_t n = end ? (size_t)(end - (p + 2)) : 0;
+            if (!end || n == 0 || n >= sizeof name) {
+                *err = "a ${NAME} reference is not closed or its name is empty or too long";
+                free(out);
+                return NULL;
+            }
+            memcpy(name, p + 2, n);
+            name[n] = '\0';
+            piece = getenv(name);
+            if (!piece) {
+                *err = "a ${NAME} reference names an environment variable that is not set";
+                free(out);
+                return NULL;
+            }
+            piece_len = strlen(piece);
+            p = end + 1;
+        } else {
+            p++;
+        }
+        if (len + piece_len + 1 > cap) {
+            cap = (len + piece_len + 1) * 2;
+            char *bigger = realloc(out, cap);
+            if (!bigger) {
+                *err = "out of memory";
+                free(out);
+                return NULL;
+            }
+            out = bigger;
+        }
+        memcpy(out + len, piece, piece_len);
+        len += piece_len;
+    }
+    out[len] = '\0';
+    return out;
+}
+
+const char *options_check_header(const char *h)
+{
+    const char *colon = strchr(h, ':');
+    if (!colon || colon == h)
+        return "expected 'Name: value'";
+    for (const char *p = h; p < colon; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c <= ' ' || c >= 127 || strchr("\"(),/:;<=>?@[\\]{}", c))
+            return "the header name has a character that is not allowed";
+    }
+    for (const char *p = colon + 1; *p; p++) {
+        if (*p == '\r' || *p == '\n')
+            return "the header contains a line break";
+    }
+    return NULL;
+}
+
+int options_is_loopback(const char *host)
+{
+    if (!host)
+        return 0;
+    if (strcasecmp(host, "localhost") == 0 || strcmp(host, "::1") == 0 ||
+        strcmp(host, "[::1]") == 0)
+        return 1;
+    /* 127.0.0.0/8, written as a dotted quad */
+    unsigned a, b, c, d;
+    char tail;
+    if (sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4)
+        return a == 127 && b < 256 && c < 256 && d < 256;
+    return 0;
+}
+
+int options_check_url(const char *url, enum bridge_transport t, int allow_http, char *err,
+                      size_t cap)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL;
+    int rc = -1;
+    if (!u) {
+        snprintf(err, cap, "out of memory");
+        return -1;
+    }
+    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+        snprintf(err, cap, "'%s' is not a valid URL (expected https://host/path)", url);
+        goto out;
+    }
+    int ws = strcmp(scheme, "ws") == 0 || strcmp(scheme, "wss") == 0;
+    int plain = strcmp(scheme, "http") == 0 || strcmp(scheme, "ws") == 0;
+    if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0 && !(ws && t == TRANSPORT_WS)) {
+        snprintf(err, cap, "the URL's scheme '%s' is not supported (use https://%s)", scheme,
+                 t == TRANSPORT_WS ? " or wss://" : "");
+        goto out;
+    }
+    if (plain && !allow_http && !options_is_loopback(host)) {
+        snprintf(err, cap,
+                 "refusing plain %s to %s: the token and the conversation would travel "
+                 "unencrypted (use https://, or --allow-http on a trusted network)",
+                 scheme, host);
+        goto out;
+    }
+    rc = 0;
+out:
+    curl_free(scheme);
+    curl_free(host);
+    curl_url_cleanup(u);
+    return rc;
+}
+
+static int parse_ms(const char *arg, const char *flag, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v <= 0 || v > 24L * 3600 * 1000) {
+        fprintf(stderr, "mcp-bridge: %s wants a positive number of milliseconds, not '%s'\n", flag,
+                arg);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The first line of the file, without surrounding white space. */
+static char *read_token_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "mcp-bridge: cannot read --token-file %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = calloc(1, MAX_TOKEN_FILE + 1);
+    size_t n = buf ? fread(buf, 1, MAX_TOKEN_FILE, f) : 0;
+    fclose(f);
+    if (!buf)
+        return NULL;
+    buf[n] = '\0';
+    char *start = buf;
+    while (*start && isspace((unsigned char)*start))
+        start++;
+    size_t len = strcspn(start, "\r\n");
+    while (len && isspace((unsigned char)start[len - 1]))
+        len--;
+    memmove(buf, start, len);
+    buf[len] = '\0';
+    if (!len) {
+        fprintf(stderr, "mcp-bridge: --token-file %s is empty\n", path);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static int token_ok(const char *t)
+{
+    for (const char *p = t; *p; p++) {
+        if ((unsigned char)*p < ' ' || *p == 127)
+            return 0;
+    }
+    return *t != '\0';
+}
+
+static int add_header(struct bridge_options *o, const char *arg)
+{
+    const char *why = options_check_header(arg);
+    if (why) {
+        fprintf(stderr, "mcp-bridge: bad --header (%s)\n", why);
+        return -1;
+    }
+    const char *err = NULL;
+    char *h = options_expand_env(arg, &err);
+    if (!h) {
+        fprintf(stderr, "mcp-bridge: bad --header: %s\n", err);
+        return -1;
+    }
+    /* the expansion must not have smuggled a line break in */
+    if ((why = options_check_header(h)) != NULL) {
+        fprintf(stderr, "mcp-bridge: bad --header after ${} expansion (%s)\n", why);
+        free(h);
+        return -1;
+    }
+    char **more = realloc(o->headers, sizeof *more * (size_t)(o->n_headers + 2));
+    if (!more) {
+        free(h);
+        return -1;
+    }
+    o->headers = more;
+    o->headers[o->n_headers++] = h;
+    o->headers[o->n_headers] = NULL;
+    return 0;
+}
+
+enum options_result options_parse(int argc, char **argv, struct bridge_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->connect_timeout_ms = 10000;
+    o->response_timeout_ms = 60000;
+    o->log_level = BLOG_INFO;
+    const char *token_env = NULL, *token_file = NULL;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
+        switch (c) {
+        case OPT_HEADER:
+            if (add_header(o, optarg) < 0)
+                goto bad;
+            break;
+        case OPT_TOKEN_ENV:
+            token_env = optarg;
+            break;
+        case OPT_TOKEN_FILE:
+            token_file = optarg;
+            break;
+        case OPT_CACERT:
+            free(o->cacert);
+            o->cacert = strdup(optarg);
+            break;
+        case OPT_TRANSPORT:
+            if (strcmp(optarg, "http") == 0)
+                o->transport = TRANSPORT_HTTP;
+            else if (strcmp(optarg, "ws") == 0)
+                o->transport = TRANSPORT_WS;
+            else if (strcmp(optarg, "poll") == 0)
+                o->transport = TRANSPORT_POLL;
+            else if (strcmp(optarg, "sse") == 0)
+                o->transport = TRANSPORT_SSE;
+            else {
+                fprintf(stderr, "mcp-bridge: --transport is http, ws, poll or sse, not '%s'\n",
+                        optarg);
+                goto bad;
+            }
+            break;
+        case OPT_CONNECT_TIMEOUT:
+            if (parse_ms(optarg, "--connect-timeout-ms", &o->connect_timeout_ms) < 0)
+                goto bad;
+            break;
+        case OPT_RESPONSE_TIMEOUT:
+            if (parse_ms(optarg, "--response-timeout-ms", &o->response_timeout_ms) < 0)
+                goto bad;
+            break;
+        case OPT_ALLOW_HTTP:
+            o->allow_http = 1;
+            break;
+        case OPT_LOG_LEVEL:
+            if (bridge_log_level_parse(optarg, &o->log_level) < 0) {
+                fprintf(stderr, "mcp-bridge: --log-level is debug, info, warn or error\n");
+                goto bad;
+            }
+            break;
+        case OPT_VERSION:
+            printf("mcp-bridge %s (%s)\n", MCP_BRIDGE_VERSION, curl_version());
+            options_free(o);
+            return OPTIONS_EXIT_OK;
+        case OPT_HELP:
+            fputs(usage_text, stdout);
+            options_free(o);
+            return OPTIONS_EXIT_OK;
+        default:
+            fprintf(stderr, "mcp-bridge: unknown or incomplete option '%s' (see --help)\n",
+                    argv[optind - 1]);
+            goto bad;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "mcp-bridge: %s\n%s",
+                optind >= argc ? "the server URL is missing" : "only one URL, after the options",
+                "usage: mcp-bridge [options] URL (see --help)\n");
+        goto bad;
+    }
+    o->url = strdup(argv[optind]);
+    char err[512];
+    if (!o->url || options_check_url(o->url, o->transport, o->allow_http, err, sizeof err) < 0) {
+        fprintf(stderr, "mcp-bridge: %s\n", o->url ? err : "out of memory");
+        goto bad;
+    }
+    if (token_env && token_file) {
+        fprintf(stderr, "mcp-bridge: give --token-env or --token-file, not both\n");
+        goto bad;
+    }
+    if (token_env) {
+        const char *v = getenv(token_env);
+        if (!v || !*v) {
+            fprintf(stderr, "mcp-bridge: --token-env %s: that environment variable is not set\n",
+                    token_env);
+            goto bad;
+        }
+        o->token = strdup(v);
+    } else if (token_file) {
+        o->token = read_token_file(token_file);
+        if (!o->token)
+            goto bad;
+    }
+    if (o->token && !token_ok(o->token)) {
+        fprintf(stderr, "mcp-bridge: the token contains control characters\n");
+        goto bad;
+    }
+    return OPTIONS_OK;
+bad:
+    options_free(o);
+    return OPTIONS_EXIT_BAD;
+}
+
+void options_free(struct bridge_options *o)
+{
+    free(o->url);
+    for (int i = 0; i < o->n_headers; i++)
+        free(o->headers[i]);
+    free(o->headers);
+    if (o->token) {
+        /* the token should not linger in freed memory */
+        volatile char *p = o->token;
+        while (*p)
+            *p++ = 0;
+        free(o->token);
+    }
+    free(o->cacert);
+    memset(o, 0, sizeof *o);
+}
