@@ -680,12 +680,12 @@ static void stream_dropped(struct http_remote *r, struct req *q, struct xfer *xf
     int64_t now = clock_mono_ms();
     char msg[MSG_CAP];
     if (!q->last_event_id) {
-        describe_failure(r, xf, cc, msg);
-        if (cc == CURLE_OK && !xf->timed_out)
-            snprintf(msg, sizeof msg,
-                     "mcp-bridge: %s closed the response stream before answering, without "
-                     "event ids to resume it; the request may or may not have run",
-                     r->host);
+        char cause[MSG_CAP];
+        describe_failure(r, xf, cc, cause);
+        snprintf(msg, sizeof msg,
+                 "mcp-bridge: %s closed the response stream before answering, without event "
+                 "ids to resume it; the request may or may not have run (%.300s)",
+                 r->host, cause + strlen("mcp-bridge: "));
         req_fail(r, q, msg);
         return;
     }
