@@ -7,7 +7,8 @@
 #      sanitized mcpd, so memory errors under real traffic fail the run;
 #   5. the official conformance suite, --suite all, for 2025-06-18 and
 #      2025-11-25, against the Release mcpd, then through the upstream
-#      gateway (mcpd fronting `mcpd --stdio`) in per-session and shared mode;
+#      gateway (mcpd fronting `mcpd --stdio`) in per-session and shared mode,
+#      and through mcp-bridge (mcpd fronting `mcp-bridge URL` → a second mcpd);
 #   6. the libFuzzer harnesses of the WebSocket and stdio decoders, bounded
 #      (FUZZ_SECONDS each, 30 by default).
 # Ends with one line "N passed, N failed" counting tests and scenarios.
@@ -84,6 +85,14 @@ for mode in per-session shared; do
     [ "$p" -gt 0 ] || f=$((f + 1))
     count "conformance through the gateway ($mode)" "$p" "$f"
 done
+
+echo "== conformance suite through mcp-bridge (mcpd --upstream 'mcp-bridge URL' -> mcpd)"
+out="$(MCPD_BIN="$repo/build/bin/mcpd" bash tests/bridge-conformance.sh 2>&1)"
+echo "$out" | grep -E '✗|Total|FAIL|DIED' | head -n 40
+p=$(echo "$out" | grep -c '^✓')
+f=$(echo "$out" | grep -c '^✗')
+[ "$p" -gt 0 ] || f=$((f + 1))
+count "conformance through mcp-bridge" "$p" "$f"
 
 echo "== fuzzing the WebSocket and stdio decoders"
 if FUZZ_SECONDS="${FUZZ_SECONDS:-30}" bash tests/fuzz/run.sh; then
