@@ -29,11 +29,12 @@
 #define MSG_CAP 768
 
 enum xfer_kind {
-    XF_POST,     /* a client message */
-    XF_RESUME,   /* GET with Last-Event-ID, for a request's dropped stream */
-    XF_LISTEN,   /* the standalone GET stream */
-    XF_REINIT,   /* the replayed initialize */
-    XF_REINIT_OK /* the replayed notifications/initialized */
+    XF_POST,      /* a client message */
+    XF_RESUME,    /* GET with Last-Event-ID, for a request's dropped stream */
+    XF_LISTEN,    /* the standalone GET stream */
+    XF_REINIT,    /* the replayed initialize */
+    XF_REINIT_OK, /* the replayed notifications/initialized */
+    XF_POLL       /* mcpd/poll for a request's stream (--transport poll) */
 };
 
 struct req {
@@ -52,6 +53,11 @@ struct req {
     int resume_attempts;
     long retry_ms; /* the server's SSE retry: hint, or -1 */
     char *last_event_id;
+    /* --transport poll: the request went with "stream": true, and its
+     * messages are fetched with mcpd/poll from next_seq */
+    int streamed;
+    char *stream_id;
+    long long next_seq;
     struct xfer *xf; /* the transfer serving it now, or NULL */
 };
 
@@ -73,8 +79,10 @@ struct xfer {
     struct sse_buf acc; /* a JSON body, or the start of an error body */
     int64_t started, last_activity;
     int timed_out, too_big;
-    int got_event; /* an SSE event arrived: the stream worked */
-    int opening;   /* initialize or notifications/initialized: holds the rest */
+    int got_event;     /* an SSE event arrived: the stream worked */
+    int opening;       /* initialize or notifications/initialized: holds the rest */
+    char poll_key[64]; /* XF_POLL: the id key of the mcpd/poll request */
+    int poll_ended;    /* XF_POLL: the stream is finished, failed or expired */
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -106,6 +114,7 @@ struct http_remote {
     int listen_attempts;
     char *listen_last_id;
     char reinit_key[64]; /* the replayed initialize's id key */
+    unsigned poll_count; /* for unique mcpd/poll ids */
     int stopping;
 };
 
@@ -172,6 +181,7 @@ static void req_free(struct http_remote *r, struct req *q)
     free(q->key);
     free(q->body);
     free(q->last_event_id);
+    free(q->stream_id);
     free(q);
 }
 
@@ -206,6 +216,57 @@ static void reinit_result(struct http_remote *r, struct xfer *xf, const json_t *
     bridge_log(BLOG_INFO, "session_reinitialized", "new session adopted");
 }
 
+static void incoming_one(struct http_remote *r, struct xfer *xf, const json_t *m, const char *raw,
+                         size_t raw_len);
+
+/* The reply to a "stream": true request: keeps the stream id. Returns 0
+ * when m is not a handle (an error: that is the request's answer). */
+static int stream_handle(struct req *q, const json_t *m)
+{
+    const json_t *res = json_object_get(m, "result");
+    const char *sid = json_string_value(json_object_get(res, "stream_id"));
+    if (!sid)
+        return 0;
+    free(q->stream_id);
+    q->stream_id = strdup(sid);
+    q->next_seq = 0;
+    return q->stream_id != NULL;
+}
+
+/* An mcpd/poll result: relay its chunks, remember where to go on. */
+static void poll_result(struct http_remote *r, struct xfer *xf, const json_t *m)
+{
+    struct req *q = xf->req;
+    const json_t *res = json_object_get(m, "result");
+    if (!res) {
+        const json_t *err = json_object_get(m, "error");
+        char msg[MSG_CAP];
+        snprintf(msg, sizeof msg, "mcp-bridge: %s lost the request's stream (%s)", r->host,
+                 json_string_value(json_object_get(err, "message"))
+                     ? json_string_value(json_object_get(err, "message"))
+                     : "mcpd/poll failed");
+        xf->poll_ended = 1;
+        req_fail(r, q, msg);
+        return;
+    }
+    size_t i;
+    const json_t *chunk;
+    json_array_foreach(json_object_get(res, "chunks"), i, chunk)
+    {
+        const json_t *msg = json_object_get(chunk, "message");
+        if (msg)
+            incoming_one(r, xf, msg, NULL, 0);
+    }
+    const json_t *next = json_object_get(res, "next_seq");
+    if (json_is_integer(next))
+        q->next_seq = json_integer_value(next);
+    const char *state = json_string_value(json_object_get(res, "state"));
+    xf->poll_ended = state && (strcmp(state, "finished") == 0 || strcmp(state, "error") == 0 ||
+                               strcmp(state, "expired") == 0);
+    if (json_is_true(json_object_get(res, "has_more")))
+        xf->poll_ended = 0;
+}
+
 /* One JSON-RPC message from the server (from xf). */
 static void incoming_one(struct http_remote *r, struct xfer *xf, const json_t *m, const char *raw,
                          size_t raw_len)
@@ -220,12 +281,19 @@ static void incoming_one(struct http_remote *r, struct xfer *xf, const json_t *m
             free(key);
             return;
         }
+        if (xf->kind == XF_POLL && strcmp(key, xf->poll_key) == 0) {
+            free(key);
+            poll_result(r, xf, m);
+            return;
+        }
         struct req *q = req_find(r, key);
         free(key);
         if (!q) {
             bridge_log(BLOG_DEBUG, "response_dropped", "a response to no pending request");
             return;
         }
+        if (q->streamed && !q->stream_id && stream_handle(q, m))
+            return; /* the handle is the bridge's business, not the client's */
         if (q->is_initialize) {
             const char *v =
                 json_string_value(json_object_get(json_object_get(m, "result"), "protocolVersion"));
@@ -479,6 +547,9 @@ static void xfer_free(struct http_remote *r, struct xfer *xf)
 /* Sends q's body (again). */
 static void post_req(struct http_remote *r, struct req *q)
 {
+    /* a new POST of a streamed request gets a new stream */
+    free(q->stream_id);
+    q->stream_id = NULL;
     struct xfer *xf = xfer_new(r, XF_POST, "POST", q->body, q->body_len, NULL);
     if (!xf) {
         req_fail(r, q, "mcp-bridge: out of memory");
@@ -490,8 +561,41 @@ static void post_req(struct http_remote *r, struct req *q)
     xfer_start(r, xf);
 }
 
+/* Fetches q's next messages with mcpd/poll. The poll waits at most half
+ * the response timeout, so a silent poll is never mistaken for a dead one. */
+static void poll_req(struct http_remote *r, struct req *q)
+{
+    q->resume_at = 0;
+    long wait_ms = r->o->response_timeout_ms / 2;
+    if (wait_ms > 20000)
+        wait_ms = 20000;
+    char id[48];
+    snprintf(id, sizeof id, "mcp-bridge-poll-%u", ++r->poll_count);
+    json_t *m = json_pack("{s:s, s:s, s:s, s:{s:s, s:I, s:i, s:i}}", "jsonrpc", "2.0", "id", id,
+                          "method", "mcpd/poll", "params", "stream_id", q->stream_id, "from_seq",
+                          (json_int_t)q->next_seq, "wait_ms", (int)wait_ms, "max_chunks", 100);
+    char *body = m ? json_dumps(m, JSON_COMPACT) : NULL;
+    json_decref(m);
+    struct xfer *xf = body ? xfer_new(r, XF_POLL, "POST", body, strlen(body), NULL) : NULL;
+    if (!xf) {
+        free(body);
+        req_fail(r, q, "mcp-bridge: out of memory");
+        return;
+    }
+    xf->body = body;
+    snprintf(xf->poll_key, sizeof xf->poll_key, "\"%s\"", id);
+    snprintf(xf->method, sizeof xf->method, "mcpd/poll");
+    xf->req = q;
+    q->xf = xf;
+    xfer_start(r, xf);
+}
+
 static void resume_req(struct http_remote *r, struct req *q)
 {
+    if (q->stream_id) {
+        poll_req(r, q);
+        return;
+    }
     q->resume_at = 0;
     struct xfer *xf = xfer_new(r, XF_RESUME, "GET", NULL, 0, q->last_event_id);
     if (!xf) {
@@ -679,7 +783,7 @@ static void stream_dropped(struct http_remote *r, struct req *q, struct xfer *xf
 {
     int64_t now = clock_mono_ms();
     char msg[MSG_CAP];
-    if (!q->last_event_id) {
+    if (!q->last_event_id && !q->stream_id) {
         char cause[MSG_CAP];
         describe_failure(r, xf, cc, cause);
         snprintf(msg, sizeof msg,
@@ -704,8 +808,8 @@ static void stream_dropped(struct http_remote *r, struct req *q, struct xfer *xf
     if (q->retry_ms < 0)
         q->retry_ms = xf->sse.retry_ms;
     q->resume_at = now + backoff_ms(q->resume_attempts++, q->retry_ms);
-    bridge_log(BLOG_INFO, "stream_dropped", "%s id=%s: resuming after event %s", q->method, q->key,
-               q->last_event_id);
+    bridge_log(BLOG_INFO, "stream_dropped", "%s id=%s: resuming after %s", q->method, q->key,
+               q->stream_id ? "a failed poll" : q->last_event_id);
 }
 
 static void done_request(struct http_remote *r, struct xfer *xf, CURLcode cc)
@@ -723,8 +827,24 @@ static void done_request(struct http_remote *r, struct xfer *xf, CURLcode cc)
                      r->host);
             req_fail(r, q, msg);
         }
-        if (!q->answered)
-            req_fail(r, q, "mcp-bridge: the server's JSON reply did not answer this request");
+    }
+    if (q->answered)
+        return;
+    if (q->stream_id && (xf->kind == XF_POST || xf->kind == XF_POLL) && cc == CURLE_OK &&
+        !xf->timed_out && st / 100 == 2) {
+        /* a streamed request: its handle, or a poll that brought what there was */
+        if (xf->poll_ended)
+            req_fail(r, q, "mcp-bridge: the request's stream ended without a response");
+        else
+            poll_req(r, q);
+        return;
+    }
+    if (xf->kind == XF_POLL && st != 404 && (cc != CURLE_OK || xf->timed_out || st >= 500)) {
+        stream_dropped(r, q, xf, cc); /* the server is away: poll again later */
+        return;
+    }
+    if (cc == CURLE_OK && !xf->timed_out && st / 100 == 2 && xf->is_json) {
+        req_fail(r, q, "mcp-bridge: the server's JSON reply did not answer this request");
         return;
     }
     if (st == 404 && r->s.id && !q->is_initialize && !xf->timed_out) {
@@ -832,7 +952,8 @@ static void done_other(struct http_remote *r, struct xfer *xf, CURLcode cc)
         end_reinit(r, NULL);
         return;
     case XF_RESUME:
-        return;
+    case XF_POLL:
+        return; /* they always serve a request: done_request */
     }
 }
 
@@ -925,6 +1046,25 @@ static void forget_cancelled(struct http_remote *r, const json_t *id)
     }
 }
 
+/* The request with "stream": true in its params (compact JSON, length in
+ * *len), or NULL when out of memory. */
+static char *with_stream_flag(const json_t *m, size_t *len)
+{
+    json_t *copy = json_deep_copy(m);
+    json_t *params = json_object_get(copy, "params");
+    if (copy && !json_is_object(params)) {
+        params = json_object();
+        json_object_set_new(copy, "params", params);
+    }
+    char *s = NULL;
+    if (params && json_object_set_new(params, "stream", json_true()) == 0)
+        s = json_dumps(copy, JSON_COMPACT);
+    json_decref(copy);
+    if (s)
+        *len = strlen(s);
+    return s;
+}
+
 void http_remote_send(struct http_remote *r, const char *body, size_t len, json_t *m)
 {
     enum rpc_kind k = rpc_classify(m);
@@ -939,12 +1079,13 @@ void http_remote_send(struct http_remote *r, const char *body, size_t len, json_
         post_message(r, body, len, method ? method : "response");
         return;
     }
-    struct req *q = calloc(1, sizeof *q);
-    if (!q || !(q->key = rpc_id_key(json_object_get(m, "id"))) || !(q->body = dup_n(body, len))) {
-        if (q) {
-            free(q->key);
-            free(q);
-        }
+    /* --transport poll: every request but initialize asks for a handle */
+    int streamed = r->o->transport == TRANSPORT_POLL && strcmp(method, "initialize") != 0;
+    char *own_body = streamed ? with_stream_flag(m, &len) : dup_n(body, len);
+    struct req *q = own_body ? calloc(1, sizeof *q) : NULL;
+    if (!q || !(q->key = rpc_id_key(json_object_get(m, "id")))) {
+        free(own_body);
+        free(q);
         char *reply = rpc_error_reply(json_object_get(m, "id"), RPC_INTERNAL_ERROR,
                                       "mcp-bridge: out of memory");
         if (reply)
@@ -952,7 +1093,9 @@ void http_remote_send(struct http_remote *r, const char *body, size_t len, json_
         free(reply);
         return;
     }
+    q->body = own_body;
     q->body_len = len;
+    q->streamed = streamed;
     q->id = json_incref(json_object_get(m, "id"));
     q->retry_ms = -1;
     snprintf(q->method, sizeof q->method, "%s", method);

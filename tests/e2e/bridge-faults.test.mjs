@@ -197,3 +197,20 @@ test('several bridges at once share nothing and do not interfere', async () => {
     await m.cleanup();
   }
 });
+
+test('--transport poll: requests go with "stream": true, a failed mcpd/poll is retried', async () => {
+  await withProxy(
+    async ({ p, b }) => {
+      p.arm('status500', 'mcpd/poll');
+      b.send(toolCall(2, 'countdown', { n: 3, interval_ms: 100 }, { progressToken: 'q' }));
+      const r = await b.response(2, 30000);
+      assert.equal(r.result?.content?.[0]?.text, 'countdown finished', JSON.stringify(r));
+      const prog = b.msgs.filter((m) => m.method === 'notifications/progress' && m.params.progressToken === 'q');
+      assert.deepEqual(prog.map((m) => m.params.progress), [1, 2, 3]);
+      assert.ok(p.log.filter((x) => x.rpcMethod === 'mcpd/poll').length >= 2, 'polled, and polled again after the 500');
+      assert.ok(!b.msgs.some((m) => m.result?.stream_id), 'the stream handle is not relayed');
+      await echoOk(b, 3);
+    },
+    ['--transport', 'poll'],
+  );
+});

@@ -21,69 +21,71 @@ after(async () => {
   await mcpd?.cleanup();
 });
 
-test('SDK through mcp-bridge: tools, resources, prompts, progress, sampling, elicitation', async () => {
-  const sampled = [];
-  const b = await sdkBridge([mcpd.url], {
-    capabilities: { sampling: {}, elicitation: {} },
-    handlers: [
-      [
-        CreateMessageRequestSchema,
-        async (req) => {
-          sampled.push(req.params);
-          return { role: 'assistant', content: { type: 'text', text: 'sampled answer' }, model: 'test-model', stopReason: 'endTurn' };
-        },
+for (const transport of ['http', 'poll']) {
+  test(`SDK through mcp-bridge --transport ${transport}: tools, resources, prompts, progress, sampling, elicitation`, async () => {
+    const sampled = [];
+    const b = await sdkBridge(['--transport', transport, mcpd.url], {
+      capabilities: { sampling: {}, elicitation: {} },
+      handlers: [
+        [
+          CreateMessageRequestSchema,
+          async (req) => {
+            sampled.push(req.params);
+            return { role: 'assistant', content: { type: 'text', text: 'sampled answer' }, model: 'test-model', stopReason: 'endTurn' };
+          },
+        ],
+        [ElicitRequestSchema, async (req) => ({ action: 'accept', content: { username: 'ada', email: `ada@${req.params.message}` } })],
       ],
-      [ElicitRequestSchema, async (req) => ({ action: 'accept', content: { username: 'ada', email: `ada@${req.params.message}` } })],
-    ],
-  });
-  const { client } = b;
-  try {
-    assert.equal(client.getServerVersion()?.name, 'mcpd');
-    const { tools } = await client.listTools();
-    for (const n of ['echo', 'countdown', 'test_sampling', 'test_elicitation']) {
-      assert.ok(tools.some((t) => t.name === n), `tools/list lacks ${n}`);
-    }
-    const r = await client.callTool({ name: 'echo', arguments: { message: 'héllo wörld ✓' } });
-    assert.deepEqual(r.content, [{ type: 'text', text: 'héllo wörld ✓' }]);
-
-    // progress is relayed as it arrives, then the result
-    const progress = [];
-    const c = await client.callTool({ name: 'countdown', arguments: { n: 4, interval_ms: 50 } }, undefined, {
-      onprogress: (p) => progress.push(p.progress),
-      timeout: 20000,
     });
-    assert.equal(c.content?.[0]?.text, 'countdown finished');
-    assert.ok(progress.length >= 3, `progress notifications relayed: ${JSON.stringify(progress)}`);
-    assert.deepEqual(progress, [1, 2, 3, 4].slice(0, progress.length));
+    const { client } = b;
+    try {
+      assert.equal(client.getServerVersion()?.name, 'mcpd');
+      const { tools } = await client.listTools();
+      for (const n of ['echo', 'countdown', 'test_sampling', 'test_elicitation']) {
+        assert.ok(tools.some((t) => t.name === n), `tools/list lacks ${n}`);
+      }
+      const r = await client.callTool({ name: 'echo', arguments: { message: 'héllo wörld ✓' } });
+      assert.deepEqual(r.content, [{ type: 'text', text: 'héllo wörld ✓' }]);
 
-    // server→client requests on the call's stream, answers POSTed back
-    const s = await client.callTool({ name: 'test_sampling', arguments: { prompt: 'say hi' } }, undefined, { timeout: 20000 });
-    assert.equal(s.isError ?? false, false, JSON.stringify(s));
-    assert.match(JSON.stringify(s.content), /sampled answer/);
-    assert.equal(sampled.length, 1);
-    const e = await client.callTool({ name: 'test_elicitation', arguments: { message: 'example.org' } }, undefined, { timeout: 20000 });
-    assert.equal(e.isError ?? false, false, JSON.stringify(e));
-    assert.match(e.content[0].text, /ada@example\.org/);
+      // progress is relayed as it arrives, then the result
+      const progress = [];
+      const c = await client.callTool({ name: 'countdown', arguments: { n: 4, interval_ms: 50 } }, undefined, {
+        onprogress: (p) => progress.push(p.progress),
+        timeout: 20000,
+      });
+      assert.equal(c.content?.[0]?.text, 'countdown finished');
+      assert.ok(progress.length >= 3, `progress notifications relayed: ${JSON.stringify(progress)}`);
+      assert.deepEqual(progress, [1, 2, 3, 4].slice(0, progress.length));
 
-    const { resources } = await client.listResources();
-    assert.ok(resources.some((x) => x.uri === 'test://static-text'));
-    const rr = await client.readResource({ uri: 'test://static-text' });
-    assert.equal(rr.contents[0].uri, 'test://static-text');
-    const { prompts } = await client.listPrompts();
-    assert.ok(prompts.some((p) => p.name === 'test_simple_prompt'));
-    const gp = await client.getPrompt({ name: 'test_simple_prompt' });
-    assert.ok(gp.messages.length >= 1);
+      // server→client requests on the call's stream, answers POSTed back
+      const s = await client.callTool({ name: 'test_sampling', arguments: { prompt: 'say hi' } }, undefined, { timeout: 20000 });
+      assert.equal(s.isError ?? false, false, JSON.stringify(s));
+      assert.match(JSON.stringify(s.content), /sampled answer/);
+      assert.equal(sampled.length, 1);
+      const e = await client.callTool({ name: 'test_elicitation', arguments: { message: 'example.org' } }, undefined, { timeout: 20000 });
+      assert.equal(e.isError ?? false, false, JSON.stringify(e));
+      assert.match(e.content[0].text, /ada@example\.org/);
 
-    // a server error is relayed as the server said it
-    await assert.rejects(client.request({ method: 'no/such/method', params: {} }, EmptyResultSchema), /-32601|not found/i);
-  } finally {
-    await client.close();
-  }
-  const { code, signal } = await withTimeout(b.exited, 15000, 'bridge exit after the SDK closed stdin');
-  assert.equal(signal, null, b.stderr());
-  assert.equal(code, 0, b.stderr());
-  assert.match(b.stderr(), /event=bridge_ready/, 'logs go to stderr');
-});
+      const { resources } = await client.listResources();
+      assert.ok(resources.some((x) => x.uri === 'test://static-text'));
+      const rr = await client.readResource({ uri: 'test://static-text' });
+      assert.equal(rr.contents[0].uri, 'test://static-text');
+      const { prompts } = await client.listPrompts();
+      assert.ok(prompts.some((p) => p.name === 'test_simple_prompt'));
+      const gp = await client.getPrompt({ name: 'test_simple_prompt' });
+      assert.ok(gp.messages.length >= 1);
+
+      // a server error is relayed as the server said it
+      await assert.rejects(client.request({ method: 'no/such/method', params: {} }, EmptyResultSchema), /-32601|not found/i);
+    } finally {
+      await client.close();
+    }
+    const { code, signal } = await withTimeout(b.exited, 15000, 'bridge exit after the SDK closed stdin');
+    assert.equal(signal, null, b.stderr());
+    assert.equal(code, 0, b.stderr());
+    assert.match(b.stderr(), /event=bridge_ready/, 'logs go to stderr');
+  });
+}
 
 for (const framing of ['ndjson', 'content-length']) {
   test(`raw ${framing}: replies and server messages come back in the client's framing`, async () => {
