@@ -1,11 +1,8 @@
-/* http_remote — see http_remote.h.
- *
- * Two kinds of object: a struct req is a client request waiting for its
- * response (it outlives transfers: POST, then maybe resumes, then maybe a
- * retry after re-initialization), and a struct xfer is one HTTP exchange.
- * Responses are paired with requests by id wherever they arrive, so a
- * response that comes on a resumed or standalone stream still counts. */
-#include "http_remote.h"
+/* http_remote — see http_remote.h; the parts it shares with http_xfer.c,
+ * http_reinit.c and http_poll.c are in http_remote_int.h. This file holds
+ * the requests: sending, pairing responses, and what each completed
+ * transfer means for them. */
+#include "http_remote_int.h"
 
 #include "bridge_log.h"
 #include "remote_error.h"
@@ -21,106 +18,9 @@
 #include <strings.h>
 #include <unistd.h>
 
-#define MAX_BODY (16u * 1024 * 1024) /* a JSON reply or one SSE event */
-#define MAX_ERROR_BODY 4096          /* kept of a non-2xx body, for the message */
-#define BACKOFF_BASE_MS 250
-#define BACKOFF_CAP_MS 5000
-#define DELETE_TIMEOUT_MS 2000
-#define MSG_CAP 768
-
-enum xfer_kind {
-    XF_POST,      /* a client message */
-    XF_RESUME,    /* GET with Last-Event-ID, for a request's dropped stream */
-    XF_LISTEN,    /* the standalone GET stream */
-    XF_REINIT,    /* the replayed initialize */
-    XF_REINIT_OK, /* the replayed notifications/initialized */
-    XF_POLL       /* mcpd/poll for a request's stream (--transport poll) */
-};
-
-struct req {
-    struct req *next, *prev;
-    json_t *id;
-    char *key;
-    char *body; /* as the client sent it */
-    size_t body_len;
-    char method[64];
-    int is_initialize;
-    int answered;
-    int retried;           /* sent again after a re-initialization already */
-    int waiting;           /* parked until re-initialization ends */
-    int64_t resume_at;     /* a resume is scheduled (monotonic ms), or 0 */
-    int64_t drop_deadline; /* resumes stop here */
-    int resume_attempts;
-    long retry_ms; /* the server's SSE retry: hint, or -1 */
-    char *last_event_id;
-    /* --transport poll: the request went with "stream": true, and its
-     * messages are fetched with mcpd/poll from next_seq */
-    int streamed;
-    char *stream_id;
-    long long next_seq;
-    struct xfer *xf; /* the transfer serving it now, or NULL */
-};
-
-struct xfer {
-    struct xfer *next, *prev;
-    struct http_remote *r;
-    enum xfer_kind kind;
-    CURL *easy;
-    struct curl_slist *hdrs;
-    struct req *req; /* XF_POST of a request, XF_RESUME */
-    char *body;      /* what is POSTed when no req owns it */
-    size_t body_len;
-    char method[64];     /* of a POSTed notification, for logs */
-    unsigned generation; /* session generation it was sent under */
-    long status;
-    int headers_done, is_sse, is_json;
-    char *session_hdr;
-    struct sse_parser sse;
-    struct sse_buf acc; /* a JSON body, or the start of an error body */
-    int64_t started, last_activity;
-    int timed_out, too_big;
-    int got_event;     /* an SSE event arrived: the stream worked */
-    int opening;       /* initialize or notifications/initialized: holds the rest */
-    char poll_key[64]; /* XF_POLL: the id key of the mcpd/poll request */
-    int poll_ended;    /* XF_POLL: the stream is finished, failed or expired */
-    char errbuf[CURL_ERROR_SIZE];
-};
-
-/* A client notification or response held while the session opens. */
-struct parked {
-    struct parked *next;
-    char *body;
-    size_t len;
-    char method[64];
-};
-
-struct http_remote {
-    const struct bridge_options *o;
-    struct remote_sink sink;
-    CURLM *multi;
-    char host[256];
-    struct session s;
-    struct req *reqs, *reqs_tail; /* in arrival order */
-    struct xfer *xfers;
-    /* While the client's initialize or notifications/initialized is on its
-     * way, later messages wait: the server must see them in that order,
-     * and they need the session id the initialize reply brings. */
-    int hold;
-    struct parked *parked, *parked_tail;
-    int n_pending;
-    /* the standalone GET stream */
-    int listen_wanted; /* the server has one: keep it open */
-    int64_t listen_at; /* reconnect scheduled (monotonic ms), or 0 */
-    int listen_attempts;
-    char *listen_last_id;
-    char reinit_key[64]; /* the replayed initialize's id key */
-    unsigned poll_count; /* for unique mcpd/poll ids */
-    int stopping;
-};
-
 /* ------------------------------------------------------------------ util */
 
-static char *dup_n(const char *s, size_t n)
+char *http_remote_dup(const char *s, size_t n)
 {
     char *d = malloc(n + 1);
     if (d) {
@@ -130,7 +30,7 @@ static char *dup_n(const char *s, size_t n)
     return d;
 }
 
-static void emit(struct http_remote *r, const char *json, size_t len)
+void http_remote_emit(struct http_remote *r, const char *json, size_t len)
 {
     r->sink.emit(r->sink.ud, json, len);
 }
@@ -139,12 +39,12 @@ static void emit_json(struct http_remote *r, const json_t *m)
 {
     char *s = json_dumps(m, JSON_COMPACT);
     if (s) {
-        emit(r, s, strlen(s));
+        http_remote_emit(r, s, strlen(s));
         free(s);
     }
 }
 
-static int64_t backoff_ms(int attempt, long hint_ms)
+int64_t http_remote_backoff_ms(int attempt, long hint_ms)
 {
     int64_t base = hint_ms > 0 ? hint_ms : BACKOFF_BASE_MS;
     int64_t d = base << (attempt < 10 ? attempt : 10);
@@ -165,7 +65,7 @@ static struct req *req_find(struct http_remote *r, const char *key)
     return NULL;
 }
 
-static void req_free(struct http_remote *r, struct req *q)
+void http_remote_req_free(struct http_remote *r, struct req *q)
 {
     if (q->prev)
         q->prev->next = q->next;
@@ -186,7 +86,7 @@ static void req_free(struct http_remote *r, struct req *q)
 }
 
 /* Answers q with a bridge error (unless it was answered meanwhile). */
-static void req_fail(struct http_remote *r, struct req *q, const char *message)
+void http_remote_fail(struct http_remote *r, struct req *q, const char *message)
 {
     if (q->answered)
         return;
@@ -195,81 +95,19 @@ static void req_fail(struct http_remote *r, struct req *q, const char *message)
     q->answered = 1;
     r->n_pending--;
     if (reply) {
-        emit(r, reply, strlen(reply));
+        http_remote_emit(r, reply, strlen(reply));
         free(reply);
     }
 }
 
 /* ----------------------------------------------------------- incoming */
 
-static void start_reinit(struct http_remote *r);
-
-/* The result of the replayed initialize: adopt it, then send the replayed
- * notifications/initialized. */
-static void reinit_result(struct http_remote *r, struct xfer *xf, const json_t *m)
-{
-    if (!json_object_get(m, "result")) {
-        bridge_log(BLOG_ERROR, "reinit_refused", "the server refused the replayed initialize");
-        return; /* the transfer's end fails the waiting requests */
-    }
-    session_adopt(&r->s, xf->session_hdr);
-    bridge_log(BLOG_INFO, "session_reinitialized", "new session adopted");
-}
-
-static void incoming_one(struct http_remote *r, struct xfer *xf, const json_t *m, const char *raw,
-                         size_t raw_len);
-
-/* The reply to a "stream": true request: keeps the stream id. Returns 0
- * when m is not a handle (an error: that is the request's answer). */
-static int stream_handle(struct req *q, const json_t *m)
-{
-    const json_t *res = json_object_get(m, "result");
-    const char *sid = json_string_value(json_object_get(res, "stream_id"));
-    if (!sid)
-        return 0;
-    free(q->stream_id);
-    q->stream_id = strdup(sid);
-    q->next_seq = 0;
-    return q->stream_id != NULL;
-}
-
-/* An mcpd/poll result: relay its chunks, remember where to go on. */
-static void poll_result(struct http_remote *r, struct xfer *xf, const json_t *m)
-{
-    struct req *q = xf->req;
-    const json_t *res = json_object_get(m, "result");
-    if (!res) {
-        const json_t *err = json_object_get(m, "error");
-        char msg[MSG_CAP];
-        snprintf(msg, sizeof msg, "mcp-bridge: %s lost the request's stream (%s)", r->host,
-                 json_string_value(json_object_get(err, "message"))
-                     ? json_string_value(json_object_get(err, "message"))
-                     : "mcpd/poll failed");
-        xf->poll_ended = 1;
-        req_fail(r, q, msg);
-        return;
-    }
-    size_t i;
-    const json_t *chunk;
-    json_array_foreach(json_object_get(res, "chunks"), i, chunk)
-    {
-        const json_t *msg = json_object_get(chunk, "message");
-        if (msg)
-            incoming_one(r, xf, msg, NULL, 0);
-    }
-    const json_t *next = json_object_get(res, "next_seq");
-    if (json_is_integer(next))
-        q->next_seq = json_integer_value(next);
-    const char *state = json_string_value(json_object_get(res, "state"));
-    xf->poll_ended = state && (strcmp(state, "finished") == 0 || strcmp(state, "error") == 0 ||
-                               strcmp(state, "expired") == 0);
-    if (json_is_true(json_object_get(res, "has_more")))
-        xf->poll_ended = 0;
-}
+void http_remote_incoming(struct http_remote *r, struct xfer *xf, const json_t *m, const char *raw,
+                          size_t raw_len);
 
 /* One JSON-RPC message from the server (from xf). */
-static void incoming_one(struct http_remote *r, struct xfer *xf, const json_t *m, const char *raw,
-                         size_t raw_len)
+void http_remote_incoming(struct http_remote *r, struct xfer *xf, const json_t *m, const char *raw,
+                          size_t raw_len)
 {
     enum rpc_kind k = rpc_classify(m);
     if (k == RPC_RESPONSE) {
@@ -277,13 +115,13 @@ static void incoming_one(struct http_remote *r, struct xfer *xf, const json_t *m
         if (!key)
             return;
         if (xf->kind == XF_REINIT && strcmp(key, r->reinit_key) == 0) {
-            reinit_result(r, xf, m);
+            http_reinit_result(r, xf, m);
             free(key);
             return;
         }
         if (xf->kind == XF_POLL && strcmp(key, xf->poll_key) == 0) {
             free(key);
-            poll_result(r, xf, m);
+            http_poll_result(r, xf, m);
             return;
         }
         struct req *q = req_find(r, key);
@@ -292,7 +130,7 @@ static void incoming_one(struct http_remote *r, struct xfer *xf, const json_t *m
             bridge_log(BLOG_DEBUG, "response_dropped", "a response to no pending request");
             return;
         }
-        if (q->streamed && !q->stream_id && stream_handle(q, m))
+        if (q->streamed && !q->stream_id && http_poll_handle(q, m))
             return; /* the handle is the bridge's business, not the client's */
         if (q->is_initialize) {
             const char *v =
@@ -310,14 +148,14 @@ static void incoming_one(struct http_remote *r, struct xfer *xf, const json_t *m
         return;
     }
     if (raw && !memchr(raw, '\n', raw_len) && !memchr(raw, '\r', raw_len))
-        emit(r, raw, raw_len);
+        http_remote_emit(r, raw, raw_len);
     else
         emit_json(r, m);
 }
 
 /* A JSON text from the server: one message or a batch. Returns -1 when it
  * is not JSON. */
-static int incoming_text(struct http_remote *r, struct xfer *xf, const char *text, size_t len)
+int http_remote_incoming_text(struct http_remote *r, struct xfer *xf, const char *text, size_t len)
 {
     json_error_t err;
     json_t *m = json_loadb(text, len, 0, &err);
@@ -328,290 +166,55 @@ static int incoming_text(struct http_remote *r, struct xfer *xf, const char *tex
     if (json_is_array(m)) {
         size_t i;
         json_t *e;
-        json_array_foreach(m, i, e) incoming_one(r, xf, e, NULL, 0);
+        json_array_foreach(m, i, e) http_remote_incoming(r, xf, e, NULL, 0);
     } else {
-        incoming_one(r, xf, m, text, len);
+        http_remote_incoming(r, xf, m, text, len);
     }
     json_decref(m);
-    return 0;
-}
-
-static int on_sse_event(void *ud, const struct sse_event *ev)
-{
-    struct xfer *xf = ud;
-    struct http_remote *r = xf->r;
-    /* remember where we are, for Last-Event-ID */
-    if (*ev->last_id) {
-        char **slot = xf->req                 ? &xf->req->last_event_id
-                      : xf->kind == XF_LISTEN ? &r->listen_last_id
-                                              : NULL;
-        if (slot && (!*slot || strcmp(*slot, ev->last_id) != 0)) {
-            free(*slot);
-            *slot = strdup(ev->last_id);
-        }
-    }
-    xf->got_event = 1;
-    if (strcmp(ev->type, "message") != 0)
-        return 0;
-    if (ev->len == 0 || (ev->len == 1 && ev->data[0] == ' '))
-        return 0; /* a priming event */
-    incoming_text(r, xf, ev->data, ev->len);
     return 0;
 }
 
 /* ---------------------------------------------------------- transfers */
 
-static size_t on_header(char *buf, size_t size, size_t n, void *ud)
-{
-    struct xfer *xf = ud;
-    size_t len = size * n;
-    xf->last_activity = clock_mono_ms();
-    if (len >= 5 && memcmp(buf, "HTTP/", 5) == 0) {
-        /* a new header block (after 1xx): start over */
-        xf->headers_done = xf->is_sse = xf->is_json = 0;
-        free(xf->session_hdr);
-        xf->session_hdr = NULL;
-        return len;
-    }
-    if (len <= 2 && (buf[0] == '\r' || buf[0] == '\n')) {
-        curl_easy_getinfo(xf->easy, CURLINFO_RESPONSE_CODE, &xf->status);
-        if (xf->status >= 200)
-            xf->headers_done = 1;
-        /* the session of an initialize is needed before its reply is
-         * relayed: the client's next message must carry it */
-        if (xf->headers_done && xf->kind == XF_POST && xf->req && xf->req->is_initialize &&
-            xf->status / 100 == 2) {
-            session_adopt(&xf->r->s, xf->session_hdr);
-        }
-        return len;
-    }
-    const char *colon = memchr(buf, ':', len);
-    if (!colon)
-        return len;
-    size_t name_len = (size_t)(colon - buf);
-    const char *v = colon + 1;
-    size_t vlen = len - name_len - 1;
-    while (vlen && (*v == ' ' || *v == '\t'))
-        v++, vlen--;
-    while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
-        vlen--;
-    if (name_len == 12 && strncasecmp(buf, "content-type", 12) == 0) {
-        xf->is_sse = vlen >= 17 && strncasecmp(v, "text/event-stream", 17) == 0;
-        xf->is_json = vlen >= 16 && strncasecmp(v, "application/json", 16) == 0;
-    } else if (name_len == 14 && strncasecmp(buf, "mcp-session-id", 14) == 0 && vlen &&
-               vlen < 1024) {
-        free(xf->session_hdr);
-        xf->session_hdr = dup_n(v, vlen);
-    }
-    return len;
-}
-
-static size_t on_body(char *buf, size_t size, size_t n, void *ud)
-{
-    struct xfer *xf = ud;
-    size_t len = size * n;
-    xf->last_activity = clock_mono_ms();
-    if (xf->status / 100 == 2 && xf->is_sse) {
-        if (sse_parser_feed(&xf->sse, buf, len, on_sse_event, xf) < 0) {
-            xf->too_big = 1;
-            return 0; /* aborts the transfer */
-        }
-        return len;
-    }
-    size_t cap = xf->status / 100 == 2 ? MAX_BODY : MAX_ERROR_BODY;
-    size_t take = xf->acc.len + len > cap ? cap - xf->acc.len : len;
-    if (take < len && xf->status / 100 == 2) {
-        xf->too_big = 1;
-        return 0;
-    }
-    if (take) {
-        char *bigger = realloc(xf->acc.p, xf->acc.len + take + 1);
-        if (!bigger)
-            return 0;
-        xf->acc.p = bigger;
-        memcpy(xf->acc.p + xf->acc.len, buf, take);
-        xf->acc.len += take;
-        xf->acc.p[xf->acc.len] = '\0';
-    }
-    return len;
-}
-
-static struct curl_slist *add_header(struct curl_slist *l, const char *name, const char *value)
-{
-    char line[2048];
-    snprintf(line, sizeof line, "%s: %s", name, value);
-    struct curl_slist *more = curl_slist_append(l, line);
-    return more ? more : l;
-}
-
-static struct xfer *xfer_new(struct http_remote *r, enum xfer_kind kind, const char *method_http,
-                             const char *body, size_t body_len, const char *last_event_id)
-{
-    struct xfer *xf = calloc(1, sizeof *xf);
-    if (!xf)
-        return NULL;
-    xf->r = r;
-    xf->kind = kind;
-    xf->generation = r->s.generation;
-    xf->started = xf->last_activity = clock_mono_ms();
-    sse_parser_init(&xf->sse, MAX_BODY);
-    xf->easy = curl_easy_init();
-    if (!xf->easy) {
-        free(xf);
-        return NULL;
-    }
-    const struct bridge_options *o = r->o;
-    CURL *e = xf->easy;
-    curl_easy_setopt(e, CURLOPT_URL, o->url);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, xf);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, xf);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, xf);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, xf->errbuf);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, o->connect_timeout_ms);
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    if (o->cacert)
-        curl_easy_setopt(e, CURLOPT_CAINFO, o->cacert);
-    /* a proxy must not see a compressed stream it would buffer */
-    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
-
-    struct curl_slist *h = NULL;
-    if (body) {
-        h = add_header(h, "Content-Type", "application/json");
-        h = add_header(h, "Accept", "application/json, text/event-stream");
-        h = curl_slist_append(h, "Expect:");
-    } else {
-        h = add_header(h, "Accept", "text/event-stream");
-    }
-    /* a replayed initialize starts a session: the old id must not go with it */
-    if (r->s.id && kind != XF_REINIT)
-        h = add_header(h, "Mcp-Session-Id", r->s.id);
-    if (r->s.protocol_version && kind != XF_REINIT)
-        h = add_header(h, "MCP-Protocol-Version", r->s.protocol_version);
-    if (last_event_id)
-        h = add_header(h, "Last-Event-ID", last_event_id);
-    if (o->token) {
-        char auth[1024 + 64];
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", o->token);
-        h = curl_slist_append(h, auth);
-    }
-    for (int i = 0; i < o->n_headers; i++)
-        h = curl_slist_append(h, o->headers[i]);
-    xf->hdrs = h;
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
-
-    if (strcmp(method_http, "POST") == 0) {
-        curl_easy_setopt(e, CURLOPT_POST, 1L);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
-    } else if (strcmp(method_http, "GET") != 0) {
-        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method_http);
-    }
-    return xf;
-}
-
-static void xfer_start(struct http_remote *r, struct xfer *xf)
-{
-    xf->next = r->xfers;
-    if (r->xfers)
-        r->xfers->prev = xf;
-    r->xfers = xf;
-    curl_multi_add_handle(r->multi, xf->easy);
-}
-
-static void xfer_free(struct http_remote *r, struct xfer *xf)
-{
-    if (xf->prev)
-        xf->prev->next = xf->next;
-    else if (r->xfers == xf)
-        r->xfers = xf->next;
-    if (xf->next)
-        xf->next->prev = xf->prev;
-    curl_multi_remove_handle(r->multi, xf->easy);
-    curl_easy_cleanup(xf->easy);
-    curl_slist_free_all(xf->hdrs);
-    sse_parser_free(&xf->sse);
-    free(xf->acc.p);
-    free(xf->body);
-    free(xf->session_hdr);
-    if (xf->req && xf->req->xf == xf)
-        xf->req->xf = NULL;
-    free(xf);
-}
-
 /* Sends q's body (again). */
-static void post_req(struct http_remote *r, struct req *q)
+void http_remote_post_req(struct http_remote *r, struct req *q)
 {
     /* a new POST of a streamed request gets a new stream */
     free(q->stream_id);
     q->stream_id = NULL;
-    struct xfer *xf = xfer_new(r, XF_POST, "POST", q->body, q->body_len, NULL);
+    struct xfer *xf = http_xfer_new(r, XF_POST, "POST", q->body, q->body_len, NULL);
     if (!xf) {
-        req_fail(r, q, "mcp-bridge: out of memory");
+        http_remote_fail(r, q, "mcp-bridge: out of memory");
         return;
     }
     xf->req = q;
     q->xf = xf;
     q->waiting = 0;
-    xfer_start(r, xf);
-}
-
-/* Fetches q's next messages with mcpd/poll. The poll waits at most half
- * the response timeout, so a silent poll is never mistaken for a dead one. */
-static void poll_req(struct http_remote *r, struct req *q)
-{
-    q->resume_at = 0;
-    long wait_ms = r->o->response_timeout_ms / 2;
-    if (wait_ms > 20000)
-        wait_ms = 20000;
-    char id[48];
-    snprintf(id, sizeof id, "mcp-bridge-poll-%u", ++r->poll_count);
-    json_t *m = json_pack("{s:s, s:s, s:s, s:{s:s, s:I, s:i, s:i}}", "jsonrpc", "2.0", "id", id,
-                          "method", "mcpd/poll", "params", "stream_id", q->stream_id, "from_seq",
-                          (json_int_t)q->next_seq, "wait_ms", (int)wait_ms, "max_chunks", 100);
-    char *body = m ? json_dumps(m, JSON_COMPACT) : NULL;
-    json_decref(m);
-    struct xfer *xf = body ? xfer_new(r, XF_POLL, "POST", body, strlen(body), NULL) : NULL;
-    if (!xf) {
-        free(body);
-        req_fail(r, q, "mcp-bridge: out of memory");
-        return;
-    }
-    xf->body = body;
-    snprintf(xf->poll_key, sizeof xf->poll_key, "\"%s\"", id);
-    snprintf(xf->method, sizeof xf->method, "mcpd/poll");
-    xf->req = q;
-    q->xf = xf;
-    xfer_start(r, xf);
+    http_xfer_start(r, xf);
 }
 
 static void resume_req(struct http_remote *r, struct req *q)
 {
     if (q->stream_id) {
-        poll_req(r, q);
+        http_poll_next(r, q);
         return;
     }
     q->resume_at = 0;
-    struct xfer *xf = xfer_new(r, XF_RESUME, "GET", NULL, 0, q->last_event_id);
+    struct xfer *xf = http_xfer_new(r, XF_RESUME, "GET", NULL, 0, q->last_event_id);
     if (!xf) {
-        req_fail(r, q, "mcp-bridge: out of memory");
+        http_remote_fail(r, q, "mcp-bridge: out of memory");
         return;
     }
     xf->req = q;
     q->xf = xf;
-    xfer_start(r, xf);
+    http_xfer_start(r, xf);
 }
 
-static struct xfer *post_other(struct http_remote *r, enum xfer_kind kind, const char *body,
-                               size_t len, const char *method)
+struct xfer *http_remote_post_other(struct http_remote *r, enum xfer_kind kind, const char *body,
+                                    size_t len, const char *method)
 {
-    char *copy = dup_n(body, len);
-    struct xfer *xf = copy ? xfer_new(r, kind, "POST", copy, len, NULL) : NULL;
+    char *copy = http_remote_dup(body, len);
+    struct xfer *xf = copy ? http_xfer_new(r, kind, "POST", copy, len, NULL) : NULL;
     if (!xf) {
         free(copy);
         bridge_log(BLOG_ERROR, "out_of_memory", "dropping %s", method);
@@ -619,7 +222,7 @@ static struct xfer *post_other(struct http_remote *r, enum xfer_kind kind, const
     }
     xf->body = copy;
     snprintf(xf->method, sizeof xf->method, "%s", method);
-    xfer_start(r, xf);
+    http_xfer_start(r, xf);
     return xf;
 }
 
@@ -629,7 +232,7 @@ static void post_message(struct http_remote *r, const char *body, size_t len, co
 {
     if (r->hold) {
         struct parked *p = calloc(1, sizeof *p);
-        if (p && (p->body = dup_n(body, len))) {
+        if (p && (p->body = http_remote_dup(body, len))) {
             p->len = len;
             snprintf(p->method, sizeof p->method, "%s", method);
             if (r->parked_tail)
@@ -643,7 +246,7 @@ static void post_message(struct http_remote *r, const char *body, size_t len, co
         }
         return;
     }
-    struct xfer *xf = post_other(r, XF_POST, body, len, method);
+    struct xfer *xf = http_remote_post_other(r, XF_POST, body, len, method);
     if (xf && strcmp(method, "notifications/initialized") == 0) {
         xf->opening = 1;
         r->hold++;
@@ -652,7 +255,7 @@ static void post_message(struct http_remote *r, const char *body, size_t len, co
 
 /* The session is open (or re-opened): what waited goes out, notifications
  * first, in the order the client sent them. */
-static void release_waiting(struct http_remote *r)
+void http_remote_release(struct http_remote *r)
 {
     while (r->parked && !r->hold) {
         struct parked *p = r->parked;
@@ -667,85 +270,24 @@ static void release_waiting(struct http_remote *r)
         return;
     for (struct req *q = r->reqs; q; q = q->next) {
         if (q->waiting && !q->answered)
-            post_req(r, q);
+            http_remote_post_req(r, q);
         q->waiting = 0;
     }
 }
 
-static void open_listen(struct http_remote *r)
+void http_remote_open_listen(struct http_remote *r)
 {
     r->listen_at = 0;
     for (struct xfer *xf = r->xfers; xf; xf = xf->next) {
         if (xf->kind == XF_LISTEN)
             return;
     }
-    struct xfer *xf = xfer_new(r, XF_LISTEN, "GET", NULL, 0, r->listen_last_id);
+    struct xfer *xf = http_xfer_new(r, XF_LISTEN, "GET", NULL, 0, r->listen_last_id);
     if (xf)
-        xfer_start(r, xf);
+        http_xfer_start(r, xf);
 }
 
 /* ------------------------------------------------------ re-initialize */
-
-static void start_reinit(struct http_remote *r)
-{
-    char *body = session_replay_initialize(&r->s, r->reinit_key, sizeof r->reinit_key);
-    if (!body) {
-        bridge_log(BLOG_ERROR, "reinit_impossible", "the client's initialize was not seen");
-        return;
-    }
-    bridge_log(BLOG_INFO, "session_lost",
-               "the server no longer knows the session; "
-               "re-initializing");
-    r->s.state = SESSION_REINIT;
-    r->listen_wanted = 0;
-    r->listen_at = 0;
-    free(r->listen_last_id);
-    r->listen_last_id = NULL;
-    post_other(r, XF_REINIT, body, strlen(body), "initialize");
-    free(body);
-}
-
-/* Re-initialization ended: send the parked requests (again), or fail them. */
-static void end_reinit(struct http_remote *r, const char *failure)
-{
-    /* after a failure the old session id stays: the next 404 tries again */
-    r->s.state = SESSION_READY;
-    if (!failure) {
-        release_waiting(r);
-        r->listen_wanted = 1;
-        open_listen(r);
-        return;
-    }
-    for (struct req *q = r->reqs, *next; q; q = next) {
-        next = q->next;
-        if (!q->waiting)
-            continue;
-        q->waiting = 0;
-        req_fail(r, q, failure);
-        if (!q->xf)
-            req_free(r, q);
-    }
-}
-
-/* A request met a 404 for its session. */
-static void session_gone(struct http_remote *r, struct req *q, unsigned generation)
-{
-    if (q->retried) {
-        req_fail(r, q,
-                 "mcp-bridge: the server lost the session again right after the bridge "
-                 "re-initialized it; it may be restarting in a loop (check its logs)");
-        return;
-    }
-    q->retried = 1;
-    q->waiting = 1;
-    if (r->s.state == SESSION_REINIT)
-        return;
-    if (generation != r->s.generation) {
-        end_reinit(r, NULL); /* already re-initialized since: just send again */
-        return;
-    }
-    start_reinit(r);
-}
 
 /* --------------------------------------------------------- completion */
 
@@ -773,7 +315,7 @@ static int relay_error_body(struct http_remote *r, struct xfer *xf)
     json_t *m = json_loadb(xf->acc.p, xf->acc.len, 0, NULL);
     int ok = m && rpc_classify(m) == RPC_RESPONSE;
     if (ok)
-        incoming_one(r, xf, m, NULL, 0);
+        http_remote_incoming(r, xf, m, NULL, 0);
     json_decref(m);
     return ok;
 }
@@ -790,7 +332,7 @@ static void stream_dropped(struct http_remote *r, struct req *q, struct xfer *xf
                  "mcp-bridge: %s closed the response stream before answering, without event "
                  "ids to resume it; the request may or may not have run (%.300s)",
                  r->host, cause + strlen("mcp-bridge: "));
-        req_fail(r, q, msg);
+        http_remote_fail(r, q, msg);
         return;
     }
     if (!q->drop_deadline)
@@ -802,12 +344,12 @@ static void stream_dropped(struct http_remote *r, struct req *q, struct xfer *xf
                  "mcp-bridge: the response stream from %s dropped and could not be resumed "
                  "within %ld ms (last: %.400s)",
                  r->host, r->o->response_timeout_ms, msg + strlen("mcp-bridge: "));
-        req_fail(r, q, full);
+        http_remote_fail(r, q, full);
         return;
     }
     if (q->retry_ms < 0)
         q->retry_ms = xf->sse.retry_ms;
-    q->resume_at = now + backoff_ms(q->resume_attempts++, q->retry_ms);
+    q->resume_at = now + http_remote_backoff_ms(q->resume_attempts++, q->retry_ms);
     bridge_log(BLOG_INFO, "stream_dropped", "%s id=%s: resuming after %s", q->method, q->key,
                q->stream_id ? "a failed poll" : q->last_event_id);
 }
@@ -820,12 +362,12 @@ static void done_request(struct http_remote *r, struct xfer *xf, CURLcode cc)
     if (q->answered)
         return;
     if (cc == CURLE_OK && !xf->timed_out && st / 100 == 2 && xf->is_json && xf->acc.p) {
-        if (incoming_text(r, xf, xf->acc.p, xf->acc.len) < 0) {
+        if (http_remote_incoming_text(r, xf, xf->acc.p, xf->acc.len) < 0) {
             snprintf(msg, sizeof msg,
                      "mcp-bridge: %s answered with a body that is not JSON: is the URL an MCP "
                      "endpoint?",
                      r->host);
-            req_fail(r, q, msg);
+            http_remote_fail(r, q, msg);
         }
     }
     if (q->answered)
@@ -834,9 +376,9 @@ static void done_request(struct http_remote *r, struct xfer *xf, CURLcode cc)
         !xf->timed_out && st / 100 == 2) {
         /* a streamed request: its handle, or a poll that brought what there was */
         if (xf->poll_ended)
-            req_fail(r, q, "mcp-bridge: the request's stream ended without a response");
+            http_remote_fail(r, q, "mcp-bridge: the request's stream ended without a response");
         else
-            poll_req(r, q);
+            http_poll_next(r, q);
         return;
     }
     if (xf->kind == XF_POLL && st != 404 && (cc != CURLE_OK || xf->timed_out || st >= 500)) {
@@ -844,12 +386,12 @@ static void done_request(struct http_remote *r, struct xfer *xf, CURLcode cc)
         return;
     }
     if (cc == CURLE_OK && !xf->timed_out && st / 100 == 2 && xf->is_json) {
-        req_fail(r, q, "mcp-bridge: the server's JSON reply did not answer this request");
+        http_remote_fail(r, q, "mcp-bridge: the server's JSON reply did not answer this request");
         return;
     }
     if (st == 404 && r->s.id && !q->is_initialize && !xf->timed_out) {
         /* the session died (for a resume: while the stream was down) */
-        session_gone(r, q, xf->generation);
+        http_reinit_session_gone(r, q, xf->generation);
         return;
     }
     if (xf->kind == XF_RESUME && (st == 405 || st == 400)) {
@@ -857,7 +399,7 @@ static void done_request(struct http_remote *r, struct xfer *xf, CURLcode cc)
                  "mcp-bridge: the response stream from %s dropped and the server cannot "
                  "resume it (HTTP %ld to GET with Last-Event-ID)",
                  r->host, st);
-        req_fail(r, q, msg);
+        http_remote_fail(r, q, msg);
         return;
     }
     if (st / 100 == 2 && xf->is_sse && !xf->too_big) {
@@ -879,13 +421,13 @@ static void done_request(struct http_remote *r, struct xfer *xf, CURLcode cc)
                            : "mcp-bridge: %s answered with a body that is neither JSON nor an "
                              "event stream: is the URL an MCP endpoint?",
                  r->host);
-        req_fail(r, q, msg);
+        http_remote_fail(r, q, msg);
         return;
     }
     if (cc == CURLE_OK && !xf->timed_out && relay_error_body(r, xf) && q->answered)
         return;
     describe_failure(r, xf, cc, msg);
-    req_fail(r, q, msg);
+    http_remote_fail(r, q, msg);
 }
 
 static void done_other(struct http_remote *r, struct xfer *xf, CURLcode cc)
@@ -896,16 +438,16 @@ static void done_other(struct http_remote *r, struct xfer *xf, CURLcode cc)
     case XF_POST:
         if (ok) {
             if (xf->is_json && xf->acc.p)
-                incoming_text(r, xf, xf->acc.p, xf->acc.len);
+                http_remote_incoming_text(r, xf, xf->acc.p, xf->acc.len);
             if (strcmp(xf->method, "notifications/initialized") == 0) {
                 r->listen_wanted = 1;
-                open_listen(r);
+                http_remote_open_listen(r);
             }
             return;
         }
         if (xf->status == 404 && r->s.id && xf->generation == r->s.generation &&
             r->s.state == SESSION_READY)
-            start_reinit(r);
+            http_reinit_start(r);
         describe_failure(r, xf, cc, msg);
         bridge_log(BLOG_WARN, "notification_failed", "%s: %s", xf->method, msg);
         return;
@@ -923,17 +465,18 @@ static void done_other(struct http_remote *r, struct xfer *xf, CURLcode cc)
             return;
         if (xf->status / 100 == 2 && xf->got_event)
             r->listen_attempts = 0;
-        r->listen_at = clock_mono_ms() + backoff_ms(r->listen_attempts++, xf->sse.retry_ms);
+        r->listen_at =
+            clock_mono_ms() + http_remote_backoff_ms(r->listen_attempts++, xf->sse.retry_ms);
         return;
     case XF_REINIT:
         if (ok && xf->is_json && xf->acc.p)
-            incoming_text(r, xf, xf->acc.p, xf->acc.len);
+            http_remote_incoming_text(r, xf, xf->acc.p, xf->acc.len);
         if (ok && r->s.state == SESSION_REINIT && r->s.generation != xf->generation) {
             if (r->s.initialized_body)
-                post_other(r, XF_REINIT_OK, r->s.initialized_body, strlen(r->s.initialized_body),
-                           "notifications/initialized");
+                http_remote_post_other(r, XF_REINIT_OK, r->s.initialized_body,
+                                       strlen(r->s.initialized_body), "notifications/initialized");
             else
-                end_reinit(r, NULL);
+                http_reinit_end(r, NULL);
             return;
         }
         describe_failure(r, xf, cc, msg);
@@ -942,14 +485,14 @@ static void done_other(struct http_remote *r, struct xfer *xf, CURLcode cc)
                      "mcp-bridge: the session with %s was lost and the server refused to "
                      "start a new one",
                      r->host);
-        end_reinit(r, msg);
+        http_reinit_end(r, msg);
         return;
     case XF_REINIT_OK:
         if (!ok) {
             describe_failure(r, xf, cc, msg);
             bridge_log(BLOG_WARN, "notification_failed", "notifications/initialized: %s", msg);
         }
-        end_reinit(r, NULL);
+        http_reinit_end(r, NULL);
         return;
     case XF_RESUME:
     case XF_POLL:
@@ -965,11 +508,11 @@ static void xfer_done(struct http_remote *r, struct xfer *xf, CURLcode cc)
         done_request(r, xf, cc);
     else
         done_other(r, xf, cc);
-    xfer_free(r, xf);
+    http_xfer_free(r, xf);
     if (opening && --r->hold == 0)
-        release_waiting(r);
+        http_remote_release(r);
     if (q && q->answered && !q->xf && !q->resume_at)
-        req_free(r, q);
+        http_remote_req_free(r, q);
 }
 
 /* ----------------------------------------------------------- public */
@@ -1008,9 +551,9 @@ void http_remote_free(struct http_remote *r)
     if (!r)
         return;
     while (r->xfers)
-        xfer_free(r, r->xfers);
+        http_xfer_free(r, r->xfers);
     while (r->reqs)
-        req_free(r, r->reqs);
+        http_remote_req_free(r, r->reqs);
     while (r->parked) {
         struct parked *p = r->parked;
         r->parked = p->next;
@@ -1046,25 +589,6 @@ static void forget_cancelled(struct http_remote *r, const json_t *id)
     }
 }
 
-/* The request with "stream": true in its params (compact JSON, length in
- * *len), or NULL when out of memory. */
-static char *with_stream_flag(const json_t *m, size_t *len)
-{
-    json_t *copy = json_deep_copy(m);
-    json_t *params = json_object_get(copy, "params");
-    if (copy && !json_is_object(params)) {
-        params = json_object();
-        json_object_set_new(copy, "params", params);
-    }
-    char *s = NULL;
-    if (params && json_object_set_new(params, "stream", json_true()) == 0)
-        s = json_dumps(copy, JSON_COMPACT);
-    json_decref(copy);
-    if (s)
-        *len = strlen(s);
-    return s;
-}
-
 void http_remote_send(struct http_remote *r, const char *body, size_t len, json_t *m)
 {
     enum rpc_kind k = rpc_classify(m);
@@ -1081,7 +605,7 @@ void http_remote_send(struct http_remote *r, const char *body, size_t len, json_
     }
     /* --transport poll: every request but initialize asks for a handle */
     int streamed = r->o->transport == TRANSPORT_POLL && strcmp(method, "initialize") != 0;
-    char *own_body = streamed ? with_stream_flag(m, &len) : dup_n(body, len);
+    char *own_body = streamed ? http_poll_body(m, &len) : http_remote_dup(body, len);
     struct req *q = own_body ? calloc(1, sizeof *q) : NULL;
     if (!q || !(q->key = rpc_id_key(json_object_get(m, "id")))) {
         free(own_body);
@@ -1089,7 +613,7 @@ void http_remote_send(struct http_remote *r, const char *body, size_t len, json_
         char *reply = rpc_error_reply(json_object_get(m, "id"), RPC_INTERNAL_ERROR,
                                       "mcp-bridge: out of memory");
         if (reply)
-            emit(r, reply, strlen(reply));
+            http_remote_emit(r, reply, strlen(reply));
         free(reply);
         return;
     }
@@ -1110,7 +634,7 @@ void http_remote_send(struct http_remote *r, const char *body, size_t len, json_
     if (q->is_initialize) {
         session_remember_initialize(&r->s, body, len);
         r->s.state = SESSION_NONE;
-        post_req(r, q);
+        http_remote_post_req(r, q);
         if (q->xf) {
             q->xf->opening = 1;
             r->hold++;
@@ -1121,7 +645,7 @@ void http_remote_send(struct http_remote *r, const char *body, size_t len, json_
         q->waiting = 1;
         return;
     }
-    post_req(r, q);
+    http_remote_post_req(r, q);
 }
 
 void http_remote_run(struct http_remote *r)
@@ -1160,10 +684,10 @@ void http_remote_run(struct http_remote *r)
         if (q->resume_at && now >= q->resume_at && !q->answered)
             resume_req(r, q);
         else if (q->answered && !q->xf)
-            req_free(r, q);
+            http_remote_req_free(r, q);
     }
     if (r->listen_wanted && r->listen_at && now >= r->listen_at && !r->stopping)
-        open_listen(r);
+        http_remote_open_listen(r);
 }
 
 long http_remote_timeout_ms(struct http_remote *r)
@@ -1187,13 +711,13 @@ void http_remote_shutdown(struct http_remote *r, const char *why)
 {
     r->stopping = 1;
     for (struct req *q = r->reqs; q; q = q->next)
-        req_fail(r, q, why);
+        http_remote_fail(r, q, why);
     while (r->xfers)
-        xfer_free(r, r->xfers);
+        http_xfer_free(r, r->xfers);
     if (!r->s.id)
         return;
     /* end the session on the server: it frees what it holds for us */
-    struct xfer *xf = xfer_new(r, XF_POST, "DELETE", NULL, 0, NULL);
+    struct xfer *xf = http_xfer_new(r, XF_POST, "DELETE", NULL, 0, NULL);
     if (!xf)
         return;
     curl_easy_setopt(xf->easy, CURLOPT_TIMEOUT_MS, (long)DELETE_TIMEOUT_MS);
