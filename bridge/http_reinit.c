@@ -19,18 +19,29 @@
 void http_reinit_result(struct http_remote *r, struct xfer *xf, const json_t *m)
 {
     if (!json_object_get(m, "result")) {
-        bridge_log(BLOG_ERROR, "reinit_refused", "the server refused the replayed initialize");
-        return; /* the transfer's end fails the waiting requests */
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "mcp-bridge: the session with %s was lost and the server refused to start a "
+                 "new one",
+                 r->host);
+        http_reinit_end(r, msg);
+        return;
     }
     session_adopt(&r->s, xf->session_hdr);
     bridge_log(BLOG_INFO, "session_reinitialized", "new session adopted");
+    if (r->s.initialized_body)
+        http_remote_post_other(r, XF_REINIT_OK, r->s.initialized_body,
+                               strlen(r->s.initialized_body), "notifications/initialized");
+    else
+        http_reinit_end(r, NULL);
 }
 
 void http_reinit_start(struct http_remote *r)
 {
     char *body = session_replay_initialize(&r->s, r->reinit_key, sizeof r->reinit_key);
     if (!body) {
-        bridge_log(BLOG_ERROR, "reinit_impossible", "the client's initialize was not seen");
+        http_reinit_end(r, "mcp-bridge: the server lost the session, and without the client's "
+                           "initialize the bridge cannot start a new one; restart the client");
         return;
     }
     bridge_log(BLOG_INFO, "session_lost",

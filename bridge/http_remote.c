@@ -114,7 +114,7 @@ void http_remote_incoming(struct http_remote *r, struct xfer *xf, const json_t *
         char *key = rpc_id_key(json_object_get(m, "id"));
         if (!key)
             return;
-        if (xf->kind == XF_REINIT && strcmp(key, r->reinit_key) == 0) {
+        if (r->s.state == SESSION_REINIT && strcmp(key, r->reinit_key) == 0) {
             http_reinit_result(r, xf, m);
             free(key);
             return;
@@ -230,7 +230,7 @@ struct xfer *http_remote_post_other(struct http_remote *r, enum xfer_kind kind, 
  * opening (then it waits its turn). */
 static void post_message(struct http_remote *r, const char *body, size_t len, const char *method)
 {
-    if (r->hold) {
+    if (http_remote_gated(r)) {
         struct parked *p = calloc(1, sizeof *p);
         if (p && (p->body = http_remote_dup(body, len))) {
             p->len = len;
@@ -257,7 +257,7 @@ static void post_message(struct http_remote *r, const char *body, size_t len, co
  * first, in the order the client sent them. */
 void http_remote_release(struct http_remote *r)
 {
-    while (r->parked && !r->hold) {
+    while (r->parked && !http_remote_gated(r)) {
         struct parked *p = r->parked;
         r->parked = p->next;
         if (!r->parked)
@@ -266,7 +266,7 @@ void http_remote_release(struct http_remote *r)
         free(p->body);
         free(p);
     }
-    if (r->hold || r->s.state == SESSION_REINIT)
+    if (http_remote_gated(r))
         return;
     for (struct req *q = r->reqs; q; q = q->next) {
         if (q->waiting && !q->answered)
@@ -275,8 +275,19 @@ void http_remote_release(struct http_remote *r)
     }
 }
 
+int http_remote_gated(struct http_remote *r)
+{
+    if (r->legacy && !r->legacy_endpoint) {
+        http_legacy_open(r);
+        return 1;
+    }
+    return r->hold || r->s.state == SESSION_REINIT;
+}
+
 void http_remote_open_listen(struct http_remote *r)
 {
+    if (r->legacy)
+        return; /* the legacy stream is the only one */
     r->listen_at = 0;
     for (struct xfer *xf = r->xfers; xf; xf = xf->next) {
         if (xf->kind == XF_LISTEN)
@@ -291,7 +302,7 @@ void http_remote_open_listen(struct http_remote *r)
 
 /* --------------------------------------------------------- completion */
 
-static void describe_failure(struct http_remote *r, struct xfer *xf, CURLcode cc, char *msg)
+void http_remote_describe_failure(struct http_remote *r, struct xfer *xf, CURLcode cc, char *msg)
 {
     if (xf->timed_out)
         remote_error_silent(msg, MSG_CAP, r->host, r->o->response_timeout_ms, xf->headers_done);
@@ -327,7 +338,7 @@ static void stream_dropped(struct http_remote *r, struct req *q, struct xfer *xf
     char msg[MSG_CAP];
     if (!q->last_event_id && !q->stream_id) {
         char cause[MSG_CAP];
-        describe_failure(r, xf, cc, cause);
+        http_remote_describe_failure(r, xf, cc, cause);
         snprintf(msg, sizeof msg,
                  "mcp-bridge: %s closed the response stream before answering, without event "
                  "ids to resume it; the request may or may not have run (%.300s)",
@@ -338,7 +349,7 @@ static void stream_dropped(struct http_remote *r, struct req *q, struct xfer *xf
     if (!q->drop_deadline)
         q->drop_deadline = now + r->o->response_timeout_ms;
     if (now >= q->drop_deadline) {
-        describe_failure(r, xf, cc, msg);
+        http_remote_describe_failure(r, xf, cc, msg);
         char full[MSG_CAP + 512];
         snprintf(full, sizeof full,
                  "mcp-bridge: the response stream from %s dropped and could not be resumed "
@@ -361,6 +372,16 @@ static void done_request(struct http_remote *r, struct xfer *xf, CURLcode cc)
     char msg[MSG_CAP];
     if (q->answered)
         return;
+    if (r->legacy && xf->kind == XF_POST && cc == CURLE_OK && !xf->timed_out && st / 100 == 2)
+        return; /* accepted: the response comes on the legacy stream */
+    if (q->is_initialize && !r->legacy && r->o->transport == TRANSPORT_HTTP && cc == CURLE_OK &&
+        (st == 404 || st == 405)) {
+        /* an older server: try the 2024-11-05 transport on the same URL */
+        q->waiting = 1;
+        http_legacy_enter(r);
+        http_remote_gated(r);
+        return;
+    }
     if (cc == CURLE_OK && !xf->timed_out && st / 100 == 2 && xf->is_json && xf->acc.p) {
         if (http_remote_incoming_text(r, xf, xf->acc.p, xf->acc.len) < 0) {
             snprintf(msg, sizeof msg,
@@ -426,7 +447,7 @@ static void done_request(struct http_remote *r, struct xfer *xf, CURLcode cc)
     }
     if (cc == CURLE_OK && !xf->timed_out && relay_error_body(r, xf) && q->answered)
         return;
-    describe_failure(r, xf, cc, msg);
+    http_remote_describe_failure(r, xf, cc, msg);
     http_remote_fail(r, q, msg);
 }
 
@@ -448,7 +469,7 @@ static void done_other(struct http_remote *r, struct xfer *xf, CURLcode cc)
         if (xf->status == 404 && r->s.id && xf->generation == r->s.generation &&
             r->s.state == SESSION_READY)
             http_reinit_start(r);
-        describe_failure(r, xf, cc, msg);
+        http_remote_describe_failure(r, xf, cc, msg);
         bridge_log(BLOG_WARN, "notification_failed", "%s: %s", xf->method, msg);
         return;
     case XF_LISTEN:
@@ -471,15 +492,11 @@ static void done_other(struct http_remote *r, struct xfer *xf, CURLcode cc)
     case XF_REINIT:
         if (ok && xf->is_json && xf->acc.p)
             http_remote_incoming_text(r, xf, xf->acc.p, xf->acc.len);
-        if (ok && r->s.state == SESSION_REINIT && r->s.generation != xf->generation) {
-            if (r->s.initialized_body)
-                http_remote_post_other(r, XF_REINIT_OK, r->s.initialized_body,
-                                       strlen(r->s.initialized_body), "notifications/initialized");
-            else
-                http_reinit_end(r, NULL);
-            return;
-        }
-        describe_failure(r, xf, cc, msg);
+        if (r->s.state != SESSION_REINIT || r->s.generation != xf->generation)
+            return; /* its result was seen */
+        if (ok && r->legacy)
+            return; /* the result comes on the SSE stream */
+        http_remote_describe_failure(r, xf, cc, msg);
         if (ok)
             snprintf(msg, sizeof msg,
                      "mcp-bridge: the session with %s was lost and the server refused to "
@@ -489,10 +506,13 @@ static void done_other(struct http_remote *r, struct xfer *xf, CURLcode cc)
         return;
     case XF_REINIT_OK:
         if (!ok) {
-            describe_failure(r, xf, cc, msg);
+            http_remote_describe_failure(r, xf, cc, msg);
             bridge_log(BLOG_WARN, "notification_failed", "notifications/initialized: %s", msg);
         }
         http_reinit_end(r, NULL);
+        return;
+    case XF_LEGACY:
+        http_legacy_done(r, xf, cc);
         return;
     case XF_RESUME:
     case XF_POLL:
@@ -504,6 +524,11 @@ static void xfer_done(struct http_remote *r, struct xfer *xf, CURLcode cc)
 {
     struct req *q = xf->req;
     int opening = xf->opening;
+    static const char *const kinds[] = {"post",      "resume", "listen",       "reinit",
+                                        "reinit-ok", "poll",   "legacy-stream"};
+    bridge_log(BLOG_DEBUG, "transfer_done", "%s %s: HTTP %ld, %s%s", kinds[xf->kind],
+               q ? q->method : xf->method, xf->status, curl_easy_strerror(cc),
+               xf->timed_out ? " (timed out)" : "");
     if (q)
         done_request(r, xf, cc);
     else
@@ -524,6 +549,7 @@ struct http_remote *http_remote_new(const struct bridge_options *o, struct remot
         return NULL;
     r->o = o;
     r->sink = sink;
+    r->legacy = o->transport == TRANSPORT_SSE;
     r->multi = curl_multi_init();
     if (!r->multi) {
         free(r);
@@ -562,6 +588,7 @@ void http_remote_free(struct http_remote *r)
     }
     curl_multi_cleanup(r->multi);
     free(r->listen_last_id);
+    free(r->legacy_endpoint);
     session_free(&r->s);
     free(r);
 }
@@ -634,6 +661,11 @@ void http_remote_send(struct http_remote *r, const char *body, size_t len, json_
     if (q->is_initialize) {
         session_remember_initialize(&r->s, body, len);
         r->s.state = SESSION_NONE;
+        if (r->legacy && !r->legacy_endpoint) {
+            q->waiting = 1;
+            http_remote_gated(r); /* opens the stream that says where to POST */
+            return;
+        }
         http_remote_post_req(r, q);
         if (q->xf) {
             q->xf->opening = 1;
@@ -641,7 +673,7 @@ void http_remote_send(struct http_remote *r, const char *body, size_t len, json_
         }
         return;
     }
-    if (r->hold || r->s.state == SESSION_REINIT) {
+    if (http_remote_gated(r)) {
         q->waiting = 1;
         return;
     }
@@ -669,7 +701,7 @@ void http_remote_run(struct http_remote *r)
     long limit = r->o->response_timeout_ms;
     for (struct xfer *xf = r->xfers, *next; xf; xf = next) {
         next = xf->next;
-        if (xf->kind == XF_LISTEN && xf->headers_done)
+        if ((xf->kind == XF_LISTEN || xf->kind == XF_LEGACY) && xf->headers_done)
             continue; /* idle by nature; TCP keepalive watches it */
         if (now - xf->last_activity < limit)
             continue;
@@ -688,6 +720,7 @@ void http_remote_run(struct http_remote *r)
     }
     if (r->listen_wanted && r->listen_at && now >= r->listen_at && !r->stopping)
         http_remote_open_listen(r);
+    http_xfer_start_pending(r);
 }
 
 long http_remote_timeout_ms(struct http_remote *r)

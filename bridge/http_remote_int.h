@@ -32,7 +32,8 @@ enum xfer_kind {
     XF_LISTEN,    /* the standalone GET stream */
     XF_REINIT,    /* the replayed initialize */
     XF_REINIT_OK, /* the replayed notifications/initialized */
-    XF_POLL       /* mcpd/poll for a request's stream (--transport poll) */
+    XF_POLL,      /* mcpd/poll for a request's stream (--transport poll) */
+    XF_LEGACY     /* the 2024-11-05 transport's GET stream (http_legacy.c) */
 };
 
 struct req {
@@ -77,6 +78,7 @@ struct xfer {
     struct sse_buf acc; /* a JSON body, or the start of an error body */
     int64_t started, last_activity;
     int timed_out, too_big;
+    int unstarted;     /* not handed to curl yet (http_xfer_start_pending) */
     int got_event;     /* an SSE event arrived: the stream worked */
     int opening;       /* initialize or notifications/initialized: holds the rest */
     char poll_key[64]; /* XF_POLL: the id key of the mcpd/poll request */
@@ -113,6 +115,11 @@ struct http_remote {
     char *listen_last_id;
     char reinit_key[64]; /* the replayed initialize's id key */
     unsigned poll_count; /* for unique mcpd/poll ids */
+    /* the 2024-11-05 HTTP+SSE transport: POSTs go to the endpoint the GET
+     * stream announced; replies come on that stream */
+    int legacy;
+    char *legacy_endpoint;
+    int legacy_had_session; /* the client initialized over an earlier stream */
     int stopping;
 };
 
@@ -126,6 +133,9 @@ struct xfer *http_xfer_new(struct http_remote *r, enum xfer_kind kind, const cha
 /* Links xf into r and hands it to curl. */
 void http_xfer_start(struct http_remote *r, struct xfer *xf);
 
+/* Hands the transfers started since the last call to curl. Called from
+ * the poll loop, outside curl's callbacks. */
+void http_xfer_start_pending(struct http_remote *r);
 /* Unlinks, stops and frees xf (and its body when it owns one). */
 void http_xfer_free(struct http_remote *r, struct xfer *xf);
 
@@ -191,5 +201,23 @@ void http_remote_release(struct http_remote *r);
 
 /* Opens the standalone GET stream unless it is open. */
 void http_remote_open_listen(struct http_remote *r);
+
+/* 1 while client messages must wait: the session is opening or being
+ * rebuilt, or the legacy stream has not announced its endpoint yet (then
+ * it is opened). */
+int http_remote_gated(struct http_remote *r);
+
+/* Describes why xf failed, for the user (MSG_CAP bytes into msg). */
+void http_remote_describe_failure(struct http_remote *r, struct xfer *xf, CURLcode cc, char *msg);
+
+/* http_legacy.c: switch to the 2024-11-05 transport (the server answered
+ * the POST of initialize with 404 or 405, or --transport sse). */
+void http_legacy_enter(struct http_remote *r);
+/* Opens the GET stream unless it is open. */
+void http_legacy_open(struct http_remote *r);
+/* The stream announced where to POST. */
+void http_legacy_endpoint(struct http_remote *r, const char *data);
+/* The stream ended: what was sent on it cannot be answered any more. */
+void http_legacy_done(struct http_remote *r, struct xfer *xf, CURLcode cc);
 
 #endif

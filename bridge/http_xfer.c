@@ -29,6 +29,10 @@ static int on_sse_event(void *ud, const struct sse_event *ev)
         }
     }
     xf->got_event = 1;
+    if (xf->kind == XF_LEGACY && strcmp(ev->type, "endpoint") == 0) {
+        http_legacy_endpoint(r, ev->data);
+        return 0;
+    }
     if (strcmp(ev->type, "message") != 0)
         return 0;
     if (ev->len == 0 || (ev->len == 1 && ev->data[0] == ' '))
@@ -138,7 +142,8 @@ struct xfer *http_xfer_new(struct http_remote *r, enum xfer_kind kind, const cha
     }
     const struct bridge_options *o = r->o;
     CURL *e = xf->easy;
-    curl_easy_setopt(e, CURLOPT_URL, o->url);
+    int to_endpoint = r->legacy && r->legacy_endpoint && kind != XF_LEGACY;
+    curl_easy_setopt(e, CURLOPT_URL, to_endpoint ? r->legacy_endpoint : o->url);
     curl_easy_setopt(e, CURLOPT_PRIVATE, xf);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, xf);
@@ -197,7 +202,19 @@ void http_xfer_start(struct http_remote *r, struct xfer *xf)
     if (r->xfers)
         r->xfers->prev = xf;
     r->xfers = xf;
-    curl_multi_add_handle(r->multi, xf->easy);
+    /* curl refuses new handles from inside its callbacks, where many
+     * transfers are born (an SSE event that ends a wait): added later */
+    xf->unstarted = 1;
+}
+
+void http_xfer_start_pending(struct http_remote *r)
+{
+    for (struct xfer *xf = r->xfers; xf; xf = xf->next) {
+        if (xf->unstarted) {
+            xf->unstarted = 0;
+            curl_multi_add_handle(r->multi, xf->easy);
+        }
+    }
 }
 
 void http_xfer_free(struct http_remote *r, struct xfer *xf)
