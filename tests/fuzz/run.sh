@@ -18,15 +18,17 @@ seconds=${FUZZ_SECONDS:-60}
 work=${FUZZ_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/mcpd-fuzz-XXXXXX")}
 cc=${CC_FUZZ:-clang}
 
-# build NAME SOURCE INCLUDE_DIR
+# build NAME SOURCE INCLUDE_DIR [MORE SOURCES AND LIBRARIES]
 build() {
     mkdir -p "$work/$1/corpus"
     "$cc" -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror \
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-        -I"$3" "$here/$1.c" "$2" -o "$work/$1/$1"
+        -I"$3" "$here/$1.c" "$2" "${@:4}" -o "$work/$1/$1"
 }
 build fuzz_ws_frame "$repo/service/transports/ws_frame.c" "$repo/service/transports"
 build fuzz_stdio_frame "$repo/service/base/stdio_frame.c" "$repo/service/base"
+build fuzz_bridge_sse "$repo/bridge/sse_parser.c" "$repo/bridge"
+build fuzz_bridge_options "$repo/bridge/options.c" "$repo/bridge" "$repo/bridge/bridge_log.c" -lcurl
 
 # Seeds: well-formed inputs, so the fuzzers start past the header checks.
 # WebSocket client frames use the mask key 01 02 03 04.
@@ -40,9 +42,13 @@ seed fuzz_ws_frame utf8 '\x06\x00\x81\x84\x01\x02\x03\x04\xe3\x80\xaf\x9a'
 seed fuzz_stdio_frame ndjson '\x06\x03{"jsonrpc":"2.0","id":1,"method":"ping"}\n{"a":[1]}\r\n\n'
 seed fuzz_stdio_frame cl '\x06\x02Content-Length: 9\r\nContent-Type: x\r\n\r\n{"a":[1]}'
 seed fuzz_stdio_frame bom '\x04\x01\xef\xbb\xbf{}\n'
+seed fuzz_bridge_sse events '\x03: keepalive\r\n\r\nid: s1:0\nretry: 500\ndata: {"a":1}\n\nevent: endpoint\ndata: /m?x=1\r\rdata\ndata: two\n\n'
+seed fuzz_bridge_options header '\x00X-Api-Key: ${FUZZ_BRIDGE_VAR}-x'
+seed fuzz_bridge_options url '\x00http://127.0.0.1:8080/mcp'
+seed fuzz_bridge_options url6 '\x01https://[::1]/mcp?x=${A}'
 
 rc=0
-for t in fuzz_ws_frame fuzz_stdio_frame; do
+for t in fuzz_ws_frame fuzz_stdio_frame fuzz_bridge_sse fuzz_bridge_options; do
     echo "fuzz: $t in $work/$t (for ${seconds}s)"
     (cd "$work/$t" && ./$t -max_total_time="$seconds" -print_final_stats=1 \
         -timeout=10 -rss_limit_mb=2048 corpus) >"$work/$t/fuzz.log" 2>&1 || rc=$?
