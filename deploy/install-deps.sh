@@ -3,7 +3,7 @@
 # its test suite needs, skipping whatever is already there. Safe to re-run.
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libulfius-dev libmicrohttpd-dev libjansson-dev
+packages=(build-essential cmake pkg-config libulfius-dev libmicrohttpd-dev libjansson-dev libcurl4-gnutls-dev
           libsqlite3-dev)
 if [ "${1:-}" = "--test" ]; then
     # Node runs npm ci; the tests themselves run on the Node 22 that
@@ -13,6 +13,8 @@ if [ "${1:-}" = "--test" ]; then
     command -v python3 >/dev/null || packages+=(python3) # a test upstream that never flushes
     # clang and its runtime build the libFuzzer harnesses.
     packages+=(wrk procps clang libclang-rt-14-dev)
+    # caddy: a real TLS reverse proxy in front of mcpd for the mcp-bridge tests.
+    packages+=(caddy)
 fi
 
 missing=()
