@@ -586,6 +586,8 @@ void http_remote_free(struct http_remote *r)
         free(p->body);
         free(p);
     }
+    while (r->n_spare)
+        curl_easy_cleanup(r->spare[--r->n_spare]);
     curl_multi_cleanup(r->multi);
     free(r->listen_last_id);
     free(r->legacy_endpoint);

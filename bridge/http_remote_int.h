@@ -25,6 +25,7 @@
 #define BACKOFF_CAP_MS 5000
 #define DELETE_TIMEOUT_MS 2000
 #define MSG_CAP 768
+#define SPARE_HANDLES 32 /* finished easy handles kept for reuse */
 
 enum xfer_kind {
     XF_POST,      /* a client message */
@@ -115,6 +116,8 @@ struct http_remote {
     char *listen_last_id;
     char reinit_key[64]; /* the replayed initialize's id key */
     unsigned poll_count; /* for unique mcpd/poll ids */
+    CURL *spare[SPARE_HANDLES];
+    int n_spare;
     /* the 2024-11-05 HTTP+SSE transport: POSTs go to the endpoint the GET
      * stream announced; replies come on that stream */
     int legacy;

@@ -135,7 +135,13 @@ struct xfer *http_xfer_new(struct http_remote *r, enum xfer_kind kind, const cha
     xf->generation = r->s.generation;
     xf->started = xf->last_activity = clock_mono_ms();
     sse_parser_init(&xf->sse, MAX_BODY);
-    xf->easy = curl_easy_init();
+    /* a used handle is cheaper than a new one: requests come by thousands */
+    if (r->n_spare) {
+        xf->easy = r->spare[--r->n_spare];
+        curl_easy_reset(xf->easy);
+    } else {
+        xf->easy = curl_easy_init();
+    }
     if (!xf->easy) {
         free(xf);
         return NULL;
@@ -226,7 +232,10 @@ void http_xfer_free(struct http_remote *r, struct xfer *xf)
     if (xf->next)
         xf->next->prev = xf->prev;
     curl_multi_remove_handle(r->multi, xf->easy);
-    curl_easy_cleanup(xf->easy);
+    if (r->n_spare < SPARE_HANDLES)
+        r->spare[r->n_spare++] = xf->easy;
+    else
+        curl_easy_cleanup(xf->easy);
     curl_slist_free_all(xf->hdrs);
     sse_parser_free(&xf->sse);
     free(xf->acc.p);

@@ -24,6 +24,7 @@
 #define SIGNAL_GRACE_MS 2000
 
 struct bridge {
+    enum bridge_transport transport;
     struct stdio_side *io;
     struct http_remote *remote;
     int out_gone;
@@ -53,6 +54,14 @@ static void client_one(struct bridge *b, const char *text, size_t len, json_t *m
         const json_t *id = json_object_get(m, "id");
         reply_error(b, json_is_string(id) || json_is_integer(id) ? id : NULL, RPC_INVALID_REQUEST,
                     "mcp-bridge: not a JSON-RPC 2.0 request, notification or response");
+        return;
+    }
+    if (b->transport == TRANSPORT_WS) {
+        /* not built yet: say so on every request rather than hang or exit */
+        if (rpc_classify(m) == RPC_REQUEST)
+            reply_error(b, json_object_get(m, "id"), RPC_BRIDGE_ERROR,
+                        "mcp-bridge: --transport ws is not implemented in this version; use "
+                        "--transport http, or poll behind proxies that buffer streams");
         return;
     }
     if (text && !memchr(text, '\n', len)) {
@@ -109,7 +118,7 @@ static int signal_fd(void)
 
 static int run(const struct bridge_options *o)
 {
-    struct bridge b = {0};
+    struct bridge b = {.transport = o->transport};
     int sfd = signal_fd();
     b.io = stdio_side_new(STDIN_FILENO, STDOUT_FILENO, STDIO_FRAME_DEFAULT_MAX);
     b.remote = http_remote_new(o, (struct remote_sink){emit_to_client, &b});

@@ -34,8 +34,9 @@ static const char usage_text[] =
     "  --transport http|ws|poll|sse\n"
     "                             http: Streamable HTTP, falling back to HTTP+SSE\n"
     "                             (2024-11-05) when the server answers 404/405;\n"
-    "                             ws: mcpd's WebSocket transport; poll: mcpd's\n"
-    "                             long-polling mode; sse: HTTP+SSE only (default http)\n"
+    "                             poll: mcpd's long-polling mode; sse: HTTP+SSE\n"
+    "                             only; ws: mcpd's WebSocket transport (not\n"
+    "                             implemented yet: requests get an error) (default http)\n"
     "  --connect-timeout-ms N     time to connect, TLS included (default 10000)\n"
     "  --response-timeout-ms N    time to the first byte of a response, and the\n"
     "                             longest silence on a response stream (default 60000)\n"
@@ -170,7 +171,7 @@ int options_check_url(const char *url, enum bridge_transport t, int allow_http, 
         snprintf(err, cap, "out of memory");
         return -1;
     }
-    if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK ||
+    if (curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
         curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
         snprintf(err, cap, "'%s' is not a valid URL (expected https://host/path)", url);

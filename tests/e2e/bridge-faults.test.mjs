@@ -143,6 +143,7 @@ test('a session expired on the server: re-initialized on the next call', async (
     await echoOk(b, 2);
     await sleep(3500);
     await echoOk(b, 3);
+    assert.match(b.stderr, /event=session_reinitialized/, 'the expired session was rebuilt');
   } finally {
     await b.cleanup();
     await m.cleanup();

@@ -154,6 +154,18 @@ test('an unreachable server: every request gets a JSON-RPC error saying what to 
   }
 });
 
+test('--transport ws is not implemented yet: every request is told so, nothing hangs', async () => {
+  const b = new BridgeProc(['--transport', 'ws', mcpd.url.replace('http:', 'ws:')]);
+  try {
+    b.send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '0' } } });
+    assert.match((await b.response(1)).error.message, /--transport ws is not implemented.*--transport http/);
+    b.end();
+    assert.deepEqual(await b.waitExit(), { code: 0, signal: null });
+  } finally {
+    await b.cleanup();
+  }
+});
+
 test('command line: --help, --version, bad options, plain http only to loopback', () => {
   const run = (args, env = {}) => spawnSync(BRIDGE_BIN, args, { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 10000 });
   const help = run(['--help']);
