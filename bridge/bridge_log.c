@@ -3,33 +3,15 @@
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <string.h>
 
-static enum bridge_log_level min_level = BLOG_INFO;
-static const char *const level_names[] = {"debug", "info", "warn", "error"};
+static enum log_level min_level = LOG_INFO;
 
-void bridge_log_set_level(enum bridge_log_level min)
+void bridge_log_set_level(enum log_level min)
 {
     min_level = min;
 }
 
-int bridge_log_level_parse(const char *name, enum bridge_log_level *out)
-{
-    for (int i = 0; i < 4; i++) {
-        if (strcmp(name, level_names[i]) == 0) {
-            *out = (enum bridge_log_level)i;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-int bridge_log_enabled(enum bridge_log_level level)
-{
-    return level >= min_level;
-}
-
-void bridge_log(enum bridge_log_level level, const char *event, const char *fmt, ...)
+void bridge_log(enum log_level level, const char *event, const char *fmt, ...)
 {
     if (level < min_level)
         return;
@@ -45,6 +27,6 @@ void bridge_log(enum bridge_log_level level, const char *event, const char *fmt,
         if (*p == '"' || *p == '\n' || *p == '\r')
             *p = '\'';
     }
-    fprintf(stderr, "mcp-bridge: level=%s event=%s%s%s%s\n", level_names[level], event,
+    fprintf(stderr, "mcp-bridge: level=%s event=%s%s%s%s\n", log_level_name(level), event,
             *msg ? " msg=\"" : "", msg, *msg ? "\"" : "");
 }

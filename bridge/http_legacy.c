@@ -20,7 +20,7 @@
 
 void http_legacy_enter(struct http_remote *r)
 {
-    bridge_log(BLOG_INFO, "legacy_transport",
+    bridge_log(LOG_INFO, "legacy_transport",
                "the server has no Streamable HTTP at this URL; trying HTTP+SSE (2024-11-05)");
     r->legacy = 1;
     r->listen_wanted = 0;
@@ -74,14 +74,14 @@ void http_legacy_endpoint(struct http_remote *r, const char *data)
 {
     char *url = resolve_endpoint(r->o->url, data);
     if (!url) {
-        bridge_log(BLOG_ERROR, "legacy_bad_endpoint",
+        bridge_log(LOG_ERROR, "legacy_bad_endpoint",
                    "the server's endpoint event points to another origin or is not a URL; "
                    "ignored");
         return;
     }
     free(r->legacy_endpoint);
     r->legacy_endpoint = url;
-    bridge_log(BLOG_DEBUG, "legacy_endpoint", "posting to the endpoint the stream announced");
+    bridge_log(LOG_DEBUG, "legacy_endpoint", "posting to the endpoint the stream announced");
     if (r->legacy_had_session && r->s.init_body)
         http_reinit_start(r); /* a new stream is a new session */
     else
@@ -107,7 +107,7 @@ void http_legacy_done(struct http_remote *r, struct xfer *xf, CURLcode cc)
     snprintf(msg, sizeof msg, "%s%s", cause,
              had_endpoint ? " (the HTTP+SSE stream ended; the request may or may not have run)"
                           : "");
-    bridge_log(BLOG_WARN, "legacy_stream_ended", "%s", msg);
+    bridge_log(LOG_WARN, "legacy_stream_ended", "%s", msg);
     /* nothing sent on this stream can be answered now, and what waited for
      * its endpoint will not get one */
     if (r->s.state == SESSION_REINIT)

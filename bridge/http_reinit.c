@@ -28,7 +28,7 @@ void http_reinit_result(struct http_remote *r, struct xfer *xf, const json_t *m)
         return;
     }
     session_adopt(&r->s, xf->session_hdr);
-    bridge_log(BLOG_INFO, "session_reinitialized", "new session adopted");
+    bridge_log(LOG_INFO, "session_reinitialized", "new session adopted");
     if (r->s.initialized_body)
         http_remote_post_other(r, XF_REINIT_OK, r->s.initialized_body,
                                strlen(r->s.initialized_body), "notifications/initialized");
@@ -44,7 +44,7 @@ void http_reinit_start(struct http_remote *r)
                            "initialize the bridge cannot start a new one; restart the client");
         return;
     }
-    bridge_log(BLOG_INFO, "session_lost",
+    bridge_log(LOG_INFO, "session_lost",
                "the server no longer knows the session; "
                "re-initializing");
     r->s.state = SESSION_REINIT;

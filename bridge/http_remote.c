@@ -90,7 +90,7 @@ void http_remote_fail(struct http_remote *r, struct req *q, const char *message)
 {
     if (q->answered)
         return;
-    bridge_log(BLOG_WARN, "request_failed", "%s id=%s: %s", q->method, q->key, message);
+    bridge_log(LOG_WARN, "request_failed", "%s id=%s: %s", q->method, q->key, message);
     char *reply = rpc_error_reply(q->id, RPC_BRIDGE_ERROR, message);
     q->answered = 1;
     r->n_pending--;
@@ -127,7 +127,7 @@ void http_remote_incoming(struct http_remote *r, struct xfer *xf, const json_t *
         struct req *q = req_find(r, key);
         free(key);
         if (!q) {
-            bridge_log(BLOG_DEBUG, "response_dropped", "a response to no pending request");
+            bridge_log(LOG_DEBUG, "response_dropped", "a response to no pending request");
             return;
         }
         if (q->streamed && !q->stream_id && http_poll_handle(q, m))
@@ -142,7 +142,7 @@ void http_remote_incoming(struct http_remote *r, struct xfer *xf, const json_t *
         q->answered = 1;
         r->n_pending--;
     } else if (k == RPC_INVALID) {
-        bridge_log(BLOG_WARN, "bad_server_message",
+        bridge_log(LOG_WARN, "bad_server_message",
                    "the server sent a message that is not "
                    "JSON-RPC; dropped");
         return;
@@ -160,7 +160,7 @@ int http_remote_incoming_text(struct http_remote *r, struct xfer *xf, const char
     json_error_t err;
     json_t *m = json_loadb(text, len, 0, &err);
     if (!m) {
-        bridge_log(BLOG_WARN, "bad_server_json", "%s", err.text);
+        bridge_log(LOG_WARN, "bad_server_json", "%s", err.text);
         return -1;
     }
     if (json_is_array(m)) {
@@ -217,7 +217,7 @@ struct xfer *http_remote_post_other(struct http_remote *r, enum xfer_kind kind, 
     struct xfer *xf = copy ? http_xfer_new(r, kind, "POST", copy, len, NULL) : NULL;
     if (!xf) {
         free(copy);
-        bridge_log(BLOG_ERROR, "out_of_memory", "dropping %s", method);
+        bridge_log(LOG_ERROR, "out_of_memory", "dropping %s", method);
         return NULL;
     }
     xf->body = copy;
@@ -242,7 +242,7 @@ static void post_message(struct http_remote *r, const char *body, size_t len, co
             r->parked_tail = p;
         } else {
             free(p);
-            bridge_log(BLOG_ERROR, "out_of_memory", "dropping %s", method);
+            bridge_log(LOG_ERROR, "out_of_memory", "dropping %s", method);
         }
         return;
     }
@@ -361,7 +361,7 @@ static void stream_dropped(struct http_remote *r, struct req *q, struct xfer *xf
     if (q->retry_ms < 0)
         q->retry_ms = xf->sse.retry_ms;
     q->resume_at = now + http_remote_backoff_ms(q->resume_attempts++, q->retry_ms);
-    bridge_log(BLOG_INFO, "stream_dropped", "%s id=%s: resuming after %s", q->method, q->key,
+    bridge_log(LOG_INFO, "stream_dropped", "%s id=%s: resuming after %s", q->method, q->key,
                q->stream_id ? "a failed poll" : q->last_event_id);
 }
 
@@ -470,14 +470,14 @@ static void done_other(struct http_remote *r, struct xfer *xf, CURLcode cc)
             r->s.state == SESSION_READY)
             http_reinit_start(r);
         http_remote_describe_failure(r, xf, cc, msg);
-        bridge_log(BLOG_WARN, "notification_failed", "%s: %s", xf->method, msg);
+        bridge_log(LOG_WARN, "notification_failed", "%s: %s", xf->method, msg);
         return;
     case XF_LISTEN:
         if (r->stopping)
             return;
         if (xf->status == 405 || xf->status == 404 || xf->status == 400 ||
             (xf->status / 100 == 2 && !xf->is_sse)) {
-            bridge_log(BLOG_DEBUG, "no_listen_stream", "the server has no GET stream (HTTP %ld)",
+            bridge_log(LOG_DEBUG, "no_listen_stream", "the server has no GET stream (HTTP %ld)",
                        xf->status);
             r->listen_wanted = 0;
             return;
@@ -507,7 +507,7 @@ static void done_other(struct http_remote *r, struct xfer *xf, CURLcode cc)
     case XF_REINIT_OK:
         if (!ok) {
             http_remote_describe_failure(r, xf, cc, msg);
-            bridge_log(BLOG_WARN, "notification_failed", "notifications/initialized: %s", msg);
+            bridge_log(LOG_WARN, "notification_failed", "notifications/initialized: %s", msg);
         }
         http_reinit_end(r, NULL);
         return;
@@ -526,7 +526,7 @@ static void xfer_done(struct http_remote *r, struct xfer *xf, CURLcode cc)
     int opening = xf->opening;
     static const char *const kinds[] = {"post",      "resume", "listen",       "reinit",
                                         "reinit-ok", "poll",   "legacy-stream"};
-    bridge_log(BLOG_DEBUG, "transfer_done", "%s %s: HTTP %ld, %s%s", kinds[xf->kind],
+    bridge_log(LOG_DEBUG, "transfer_done", "%s %s: HTTP %ld, %s%s", kinds[xf->kind],
                q ? q->method : xf->method, xf->status, curl_easy_strerror(cc),
                xf->timed_out ? " (timed out)" : "");
     if (q)
@@ -707,7 +707,7 @@ void http_remote_run(struct http_remote *r)
             continue; /* idle by nature; TCP keepalive watches it */
         if (now - xf->last_activity < limit)
             continue;
-        bridge_log(BLOG_DEBUG, "transfer_timeout", "no bytes for %ld ms", limit);
+        bridge_log(LOG_DEBUG, "transfer_timeout", "no bytes for %ld ms", limit);
         xf->timed_out = 1;
         curl_multi_remove_handle(r->multi, xf->easy);
         xfer_done(r, xf, CURLE_OPERATION_TIMEDOUT);
@@ -758,7 +758,7 @@ void http_remote_shutdown(struct http_remote *r, const char *why)
     curl_easy_setopt(xf->easy, CURLOPT_TIMEOUT_MS, (long)DELETE_TIMEOUT_MS);
     CURLcode cc = curl_easy_perform(xf->easy);
     curl_easy_getinfo(xf->easy, CURLINFO_RESPONSE_CODE, &xf->status);
-    bridge_log(BLOG_DEBUG, "session_deleted", "DELETE: %s, HTTP %ld", curl_easy_strerror(cc),
+    bridge_log(LOG_DEBUG, "session_deleted", "DELETE: %s, HTTP %ld", curl_easy_strerror(cc),
                xf->status);
     curl_easy_cleanup(xf->easy);
     curl_slist_free_all(xf->hdrs);

@@ -35,7 +35,7 @@ static void emit_to_client(void *ud, const char *json, size_t len)
     struct bridge *b = ud;
     if (stdio_side_write(b->io, json, len) < 0 && !b->out_gone) {
         b->out_gone = 1;
-        bridge_log(BLOG_INFO, "stdout_closed", "the client stopped reading; stopping");
+        bridge_log(LOG_INFO, "stdout_closed", "the client stopped reading; stopping");
     }
 }
 
@@ -123,10 +123,10 @@ static int run(const struct bridge_options *o)
     b.io = stdio_side_new(STDIN_FILENO, STDOUT_FILENO, STDIO_FRAME_DEFAULT_MAX);
     b.remote = http_remote_new(o, (struct remote_sink){emit_to_client, &b});
     if (sfd < 0 || !b.io || !b.remote) {
-        bridge_log(BLOG_ERROR, "start_failed", "out of memory or no signalfd");
+        bridge_log(LOG_ERROR, "start_failed", "out of memory or no signalfd");
         return 1;
     }
-    bridge_log(BLOG_INFO, "bridge_ready", "relaying stdio to %s", o->url);
+    bridge_log(LOG_INFO, "bridge_ready", "relaying stdio to %s", o->url);
     const struct stdio_side_handler h = {on_client_message, on_frame_error, &b};
     int eof = 0, stopping = 0;
     int64_t deadline = 0;
@@ -145,7 +145,7 @@ static int run(const struct bridge_options *o)
         if (fds[0].revents) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si && !stopping) {
-                bridge_log(BLOG_INFO, "signal", "%s: finishing", strsignal((int)si.ssi_signo));
+                bridge_log(LOG_INFO, "signal", "%s: finishing", strsignal((int)si.ssi_signo));
                 stopping = 1;
                 why = "mcp-bridge: stopped by a signal before the server answered";
                 int64_t d = clock_mono_ms() + SIGNAL_GRACE_MS;
@@ -155,7 +155,7 @@ static int run(const struct bridge_options *o)
         }
         if (nfds == 2 && fds[1].revents) {
             if (stdio_side_read(b.io, &h) != 0) {
-                bridge_log(BLOG_INFO, "stdin_closed", "%d request(s) in flight",
+                bridge_log(LOG_INFO, "stdin_closed", "%d request(s) in flight",
                            http_remote_pending(b.remote));
                 eof = 1;
                 why = "mcp-bridge: the client closed stdin before the server answered";
@@ -174,7 +174,7 @@ static int run(const struct bridge_options *o)
     http_remote_free(b.remote);
     stdio_side_free(b.io);
     close(sfd);
-    bridge_log(BLOG_INFO, "bridge_exit", NULL);
+    bridge_log(LOG_INFO, "bridge_exit", NULL);
     return 0;
 }
 

@@ -287,7 +287,7 @@ enum options_result options_parse(int argc, char **argv, struct bridge_options *
     memset(o, 0, sizeof *o);
     o->connect_timeout_ms = 10000;
     o->response_timeout_ms = 60000;
-    o->log_level = BLOG_INFO;
+    o->log_level = LOG_INFO;
     const char *token_env = NULL, *token_file = NULL;
     int c;
     optind = 1;
@@ -335,7 +335,7 @@ enum options_result options_parse(int argc, char **argv, struct bridge_options *
             o->allow_http = 1;
             break;
         case OPT_LOG_LEVEL:
-            if (bridge_log_level_parse(optarg, &o->log_level) < 0) {
+            if (log_level_parse(optarg, &o->log_level) < 0) {
                 fprintf(stderr, "mcp-bridge: --log-level is debug, info, warn or error\n");
                 goto bad;
             }

@@ -36,7 +36,7 @@ struct bridge_options {
     enum bridge_transport transport;
     long connect_timeout_ms;
     long response_timeout_ms;
-    enum bridge_log_level log_level;
+    enum log_level log_level;
     int allow_http;
 };
 

@@ -12,7 +12,6 @@
 static _Atomic int min_level = LOG_INFO;
 static struct store *_Atomic log_store;
 
-static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 void log_set_level(enum log_level min)
 {
@@ -22,17 +21,6 @@ void log_set_level(enum log_level min)
 void log_set_store(struct store *st)
 {
     log_store = st;
-}
-
-int log_level_parse(const char *name, enum log_level *out)
-{
-    for (int i = 0; i < 4; i++) {
-        if (strcmp(name, level_names[i]) == 0) {
-            *out = (enum log_level)i;
-            return 0;
-        }
-    }
-    return -1;
 }
 
 static int log_enabled(enum log_level level)
@@ -79,12 +67,12 @@ void log_event(enum log_level level, const char *session, const char *event, con
     char ts[32];
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
     fprintf(stderr, "ts=%s.%03dZ level=%s session=%s event=%s msg=\"%s\"\n", ts, (int)(now % 1000),
-            level_names[level], session ? session : "-", event, quoted);
+            log_level_name(level), session ? session : "-", event, quoted);
 
     struct store *st = log_store;
     if (st) {
         char row[1200];
         snprintf(row, sizeof row, "%s %s", event, detail);
-        store_log(st, now, level_names[level], session, row);
+        store_log(st, now, log_level_name(level), session, row);
     }
 }

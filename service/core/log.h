@@ -6,15 +6,14 @@
 #ifndef MCPD_LOG_H
 #define MCPD_LOG_H
 
+#include "log_level.h"
+
 struct store;
 
-enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR };
 
 void log_set_level(enum log_level min);
 /* Attach (or, with NULL, detach) the store that receives log rows. */
 void log_set_store(struct store *st);
-/* Parses debug|info|warn|error. Returns 0, or -1 if unknown. */
-int log_level_parse(const char *name, enum log_level *out);
 
 /* session may be NULL; event is a short snake_case tag; fmt/... is the
  * human detail (may be NULL). */

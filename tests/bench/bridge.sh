@@ -11,7 +11,7 @@
 # neighbour on the machine hurts them alike.
 #
 # Bounded in time: every driver run is under `timeout`; mcpd is stopped by
-# PID on exit.
+# PID on exit (lib.sh), and the driver kills its bridge by PID.
 #
 # Environment (all optional):
 #   MCPD_BIN, MCP_BRIDGE_BIN (default build/bin/{mcpd,mcp-bridge})
@@ -37,27 +37,13 @@ die() { echo "bridge bench: $*" >&2; exit 1; }
 [ -f "$NM/supergateway/dist/index.js" ] || die "supergateway missing: run (cd tests && npm ci)"
 version() { sed -n 's/.*"version": *"\([^"]*\)".*/\1/p' "$NM/$1/package.json" | head -1; }
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/bridge-bench.XXXXXX")
-MCPD_PID=""
-cleanup() {
-  if [ -n "$MCPD_PID" ]; then
-    kill -TERM "$MCPD_PID" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$MCPD_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$MCPD_PID" 2>/dev/null
-  fi
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+note() { echo "bridge bench: $*" >&2; }
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 
-PORT=$("$NODE" -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{process.stdout.write(String(s.address().port));s.close()})')
-"$MCPD_BIN" --listen "127.0.0.1:$PORT" --db "$TMP/mcpd.db" --log-level error 2>"$TMP/mcpd.log" &
-MCPD_PID=$!
-for _ in $(seq 1 100); do
-  "$NODE" -e 'fetch(process.argv[1]).then(r=>process.exit(r.status===200?0:1),()=>process.exit(1))' \
-    "http://127.0.0.1:$PORT/healthz" 2>/dev/null && break
-  sleep 0.1
-done
+PORT=$(free_port)
+start mcpd "$PORT" "$MCPD_BIN" --listen "127.0.0.1:$PORT" --db "$TMP/mcpd.db" --log-level error ||
+  die "mcpd did not start"
 URL="http://127.0.0.1:$PORT/mcp"
 
 declare -A CMD

@@ -28,7 +28,8 @@ build() {
 build fuzz_ws_frame "$repo/service/transports/ws_frame.c" "$repo/service/transports"
 build fuzz_stdio_frame "$repo/service/base/stdio_frame.c" "$repo/service/base"
 build fuzz_bridge_sse "$repo/bridge/sse_parser.c" "$repo/bridge"
-build fuzz_bridge_options "$repo/bridge/options.c" "$repo/bridge" "$repo/bridge/bridge_log.c" -lcurl
+build fuzz_bridge_options "$repo/bridge/options.c" "$repo/bridge" "$repo/bridge/bridge_log.c" \
+    "$repo/service/base/log_level.c" -I"$repo/service/base" -lcurl
 
 # Seeds: well-formed inputs, so the fuzzers start past the header checks.
 # WebSocket client frames use the mask key 01 02 03 04.
