@@ -5,6 +5,7 @@
 #include "http_remote_int.h"
 
 #include "bridge_log.h"
+#include "connection.h"
 #include "remote_error.h"
 #include "rpc_message.h"
 #include "session.h"
@@ -16,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 /* ------------------------------------------------------------------ util */
 
@@ -42,16 +42,6 @@ static void emit_json(struct http_remote *r, const json_t *m)
         http_remote_emit(r, s, strlen(s));
         free(s);
     }
-}
-
-int64_t http_remote_backoff_ms(int attempt, long hint_ms)
-{
-    int64_t base = hint_ms > 0 ? hint_ms : BACKOFF_BASE_MS;
-    int64_t d = base << (attempt < 10 ? attempt : 10);
-    if (d > BACKOFF_CAP_MS)
-        d = BACKOFF_CAP_MS;
-    /* jitter: half to all of it, so many bridges do not come back in step */
-    return d / 2 + (int64_t)(random() % (d / 2 + 1));
 }
 
 /* ------------------------------------------------------------ requests */
@@ -360,7 +350,7 @@ static void stream_dropped(struct http_remote *r, struct req *q, struct xfer *xf
     }
     if (q->retry_ms < 0)
         q->retry_ms = xf->sse.retry_ms;
-    q->resume_at = now + http_remote_backoff_ms(q->resume_attempts++, q->retry_ms);
+    q->resume_at = now + connection_backoff_ms(q->resume_attempts++, q->retry_ms);
     bridge_log(LOG_INFO, "stream_dropped", "%s id=%s: resuming after %s", q->method, q->key,
                q->stream_id ? "a failed poll" : q->last_event_id);
 }
@@ -487,7 +477,7 @@ static void done_other(struct http_remote *r, struct xfer *xf, CURLcode cc)
         if (xf->status / 100 == 2 && xf->got_event)
             r->listen_attempts = 0;
         r->listen_at =
-            clock_mono_ms() + http_remote_backoff_ms(r->listen_attempts++, xf->sse.retry_ms);
+            clock_mono_ms() + connection_backoff_ms(r->listen_attempts++, xf->sse.retry_ms);
         return;
     case XF_REINIT:
         if (ok && xf->is_json && xf->acc.p)
@@ -568,7 +558,6 @@ struct http_remote *http_remote_new(const struct bridge_options *o, struct remot
     curl_free(host);
     curl_free(port);
     curl_url_cleanup(u);
-    srandom((unsigned)clock_mono_ms() ^ (unsigned)getpid());
     return r;
 }
 

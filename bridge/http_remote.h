@@ -30,15 +30,11 @@
 #define MCP_BRIDGE_HTTP_REMOTE_H
 
 #include "options.h"
+#include "remote.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
 #include <stdint.h>
-
-struct remote_sink {
-    void (*emit)(void *ud, const char *json, size_t len);
-    void *ud;
-};
 
 struct http_remote;
 

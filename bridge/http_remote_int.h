@@ -21,8 +21,6 @@
 
 #define MAX_BODY (16u * 1024 * 1024) /* a JSON reply or one SSE event */
 #define MAX_ERROR_BODY 4096          /* kept of a non-2xx body, for the message */
-#define BACKOFF_BASE_MS 250
-#define BACKOFF_CAP_MS 5000
 #define DELETE_TIMEOUT_MS 2000
 #define MSG_CAP 768
 #define SPARE_HANDLES 32 /* finished easy handles kept for reuse */
@@ -173,10 +171,6 @@ char *http_remote_dup(const char *s, size_t n);
 
 /* One message to the client. */
 void http_remote_emit(struct http_remote *r, const char *json, size_t len);
-
-/* Capped exponential backoff with jitter for the attempt-th retry; hint_ms
- * (the server's SSE retry:) replaces the base when positive. */
-int64_t http_remote_backoff_ms(int attempt, long hint_ms);
 
 /* Answers q with a bridge error, unless it was answered already. */
 void http_remote_fail(struct http_remote *r, struct req *q, const char *message);

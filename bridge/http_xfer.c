@@ -4,6 +4,8 @@
  * or the start of an error body). */
 #include "http_remote_int.h"
 
+#include "connection.h"
+
 #include "bridge_log.h"
 #include "rpc_message.h"
 
@@ -155,15 +157,7 @@ struct xfer *http_xfer_new(struct http_remote *r, enum xfer_kind kind, const cha
     curl_easy_setopt(e, CURLOPT_HEADERDATA, xf);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, xf);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, xf->errbuf);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, o->connect_timeout_ms);
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    if (o->cacert)
-        curl_easy_setopt(e, CURLOPT_CAINFO, o->cacert);
+    connection_setup(e, o, xf->errbuf);
     /* a proxy must not see a compressed stream it would buffer */
     curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
 

@@ -2,7 +2,7 @@
  * remote MCP server over HTTP(S) on the other. One thread, one poll loop:
  * stdin, a signalfd and libcurl's sockets. See README "mcp-bridge". */
 #include "bridge_log.h"
-#include "http_remote.h"
+#include "remote.h"
 #include "options.h"
 #include "rpc_message.h"
 #include "stdio_side.h"
@@ -24,9 +24,8 @@
 #define SIGNAL_GRACE_MS 2000
 
 struct bridge {
-    enum bridge_transport transport;
     struct stdio_side *io;
-    struct http_remote *remote;
+    struct remote remote;
     int out_gone;
 };
 
@@ -56,21 +55,13 @@ static void client_one(struct bridge *b, const char *text, size_t len, json_t *m
                     "mcp-bridge: not a JSON-RPC 2.0 request, notification or response");
         return;
     }
-    if (b->transport == TRANSPORT_WS) {
-        /* not built yet: say so on every request rather than hang or exit */
-        if (rpc_classify(m) == RPC_REQUEST)
-            reply_error(b, json_object_get(m, "id"), RPC_BRIDGE_ERROR,
-                        "mcp-bridge: --transport ws is not implemented in this version; use "
-                        "--transport http, or poll behind proxies that buffer streams");
-        return;
-    }
     if (text && !memchr(text, '\n', len)) {
-        http_remote_send(b->remote, text, len, m);
+        remote_send(&b->remote, text, len, m);
         return;
     }
     char *compact = json_dumps(m, JSON_COMPACT);
     if (compact) {
-        http_remote_send(b->remote, compact, strlen(compact), m);
+        remote_send(&b->remote, compact, strlen(compact), m);
         free(compact);
     }
 }
@@ -118,11 +109,11 @@ static int signal_fd(void)
 
 static int run(const struct bridge_options *o)
 {
-    struct bridge b = {.transport = o->transport};
+    struct bridge b = {0};
     int sfd = signal_fd();
     b.io = stdio_side_new(STDIN_FILENO, STDOUT_FILENO, STDIO_FRAME_DEFAULT_MAX);
-    b.remote = http_remote_new(o, (struct remote_sink){emit_to_client, &b});
-    if (sfd < 0 || !b.io || !b.remote) {
+    int remote_rc = remote_open(&b.remote, o, (struct remote_sink){emit_to_client, &b});
+    if (sfd < 0 || !b.io || remote_rc != 0) {
         bridge_log(LOG_ERROR, "start_failed", "out of memory or no signalfd");
         return 1;
     }
@@ -132,16 +123,20 @@ static int run(const struct bridge_options *o)
     int64_t deadline = 0;
     const char *why = NULL;
     for (;;) {
-        struct curl_waitfd fds[2] = {{sfd, CURL_WAIT_POLLIN, 0},
+        struct curl_waitfd fds[3] = {{sfd, CURL_WAIT_POLLIN, 0},
                                      {STDIN_FILENO, CURL_WAIT_POLLIN, 0}};
         int nfds = eof || stopping ? 1 : 2;
-        long timeout = http_remote_timeout_ms(b.remote);
+        short remote_events = 0;
+        int rfd = remote_fd(&b.remote, &remote_events);
+        if (rfd >= 0)
+            fds[nfds++] = (struct curl_waitfd){rfd, remote_events, 0};
+        long timeout = remote_timeout_ms(&b.remote);
         if (deadline) {
             int64_t left = deadline - clock_mono_ms();
             if (left < timeout)
                 timeout = left < 0 ? 0 : (long)left;
         }
-        curl_multi_poll(http_remote_multi(b.remote), fds, (unsigned)nfds, (int)timeout, NULL);
+        curl_multi_poll(remote_multi(&b.remote), fds, (unsigned)nfds, (int)timeout, NULL);
         if (fds[0].revents) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof si) == (ssize_t)sizeof si && !stopping) {
@@ -153,25 +148,24 @@ static int run(const struct bridge_options *o)
                     deadline = d;
             }
         }
-        if (nfds == 2 && fds[1].revents) {
+        if (!eof && !stopping && fds[1].revents) {
             if (stdio_side_read(b.io, &h) != 0) {
                 bridge_log(LOG_INFO, "stdin_closed", "%d request(s) in flight",
-                           http_remote_pending(b.remote));
+                           remote_pending(&b.remote));
                 eof = 1;
                 why = "mcp-bridge: the client closed stdin before the server answered";
                 if (!deadline)
                     deadline = clock_mono_ms() + EOF_GRACE_MS;
             }
         }
-        http_remote_run(b.remote);
+        remote_run(&b.remote);
         if (b.out_gone)
             break;
-        if ((eof || stopping) &&
-            (http_remote_pending(b.remote) == 0 || clock_mono_ms() >= deadline))
+        if ((eof || stopping) && (remote_pending(&b.remote) == 0 || clock_mono_ms() >= deadline))
             break;
     }
-    http_remote_shutdown(b.remote, why ? why : "mcp-bridge: stopping");
-    http_remote_free(b.remote);
+    remote_shutdown(&b.remote, why ? why : "mcp-bridge: stopping");
+    remote_free(&b.remote);
     stdio_side_free(b.io);
     close(sfd);
     bridge_log(LOG_INFO, "bridge_exit", NULL);
@@ -191,6 +185,8 @@ int main(int argc, char **argv)
         return pr == OPTIONS_EXIT_OK ? 0 : 2;
     }
     bridge_log_set_level(o.log_level);
+    /* the retry jitter must differ between the bridges a client starts */
+    srandom((unsigned)clock_mono_ms() ^ (unsigned)getpid());
     signal(SIGPIPE, SIG_IGN);
     int rc = run(&o);
     options_free(&o);

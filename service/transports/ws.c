@@ -6,11 +6,10 @@
 #include "origin.h"
 #include "push.h"
 #include "ws_frame.h"
+#include "ws_handshake.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <gnutls/crypto.h>
-#include <gnutls/gnutls.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -27,7 +26,6 @@
 #include <ulfius.h>
 
 #define WS_TRANSPORT "ws"
-#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define READ_BUF 16384
 /* After a close frame, how long to keep reading (and discarding) for the
  * client's own close or its FIN. Closing with unread data in the receive
@@ -117,43 +115,6 @@ static int has_token(const char *value, const char *token)
             return 1;
         p += len;
     }
-    return 0;
-}
-
-/* Sec-WebSocket-Key: base64 of 16 bytes, i.e. 22 characters and "==". */
-static int key_ok(const char *key)
-{
-    if (!key || strlen(key) != 24 || strcmp(key + 22, "==") != 0)
-        return 0;
-    for (int i = 0; i < 22; i++) {
-        char c = key[i];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '+' || c == '/'))
-            return 0;
-    }
-    return 1;
-}
-
-/* Sec-WebSocket-Accept: base64(SHA-1(key + GUID)), 28 characters. */
-static int accept_key(const char *key, char out[29])
-{
-    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char in[24 + sizeof WS_GUID];
-    memcpy(in, key, 24);
-    memcpy(in + 24, WS_GUID, sizeof WS_GUID - 1);
-    unsigned char d[21] = {0}; /* 20 bytes of digest, padded to a multiple of 3 */
-    if (gnutls_hash_fast(GNUTLS_DIG_SHA1, in, 24 + sizeof WS_GUID - 1, d) != 0)
-        return -1;
-    size_t o = 0;
-    for (size_t i = 0; i < 21; i += 3) {
-        unsigned v = (unsigned)d[i] << 16 | (unsigned)d[i + 1] << 8 | d[i + 2];
-        out[o++] = b64[v >> 18 & 63];
-        out[o++] = b64[v >> 12 & 63];
-        out[o++] = b64[v >> 6 & 63];
-        out[o++] = b64[v & 63];
-    }
-    out[27] = '='; /* 20 bytes: the last group has one byte of padding */
-    out[28] = '\0';
     return 0;
 }
 
@@ -451,7 +412,7 @@ static int check_handshake(const struct _u_request *req, struct _u_response *res
         fail(resp, 426, JSONRPC_SERVER_ERROR, "Upgrade Required: Sec-WebSocket-Version must be 13");
         return -1;
     }
-    if (!key_ok(header(req, "Sec-WebSocket-Key"))) {
+    if (!ws_handshake_key_ok(header(req, "Sec-WebSocket-Key"))) {
         fail(resp, 400, JSONRPC_SERVER_ERROR,
              "Bad Request: Sec-WebSocket-Key must be 16 base64-encoded bytes");
         return -1;
@@ -488,7 +449,7 @@ int ws_endpoint(const struct _u_request *req, struct _u_response *resp, void *us
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable");
     }
     char accept[29];
-    if (accept_key(header(req, "Sec-WebSocket-Key"), accept) != 0)
+    if (ws_handshake_accept(header(req, "Sec-WebSocket-Key"), accept) != 0)
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable");
 
     struct ws_conn *c = calloc(1, sizeof *c);

@@ -89,6 +89,12 @@ void ws_parser_init(struct ws_parser *p, size_t max_message)
     p->utf8.hi = 0xBF;
 }
 
+void ws_parser_init_client(struct ws_parser *p, size_t max_message)
+{
+    ws_parser_init(p, max_message);
+    p->from_server = 1;
+}
+
 void ws_parser_free(struct ws_parser *p)
 {
     free(p->msg);
@@ -117,7 +123,7 @@ static int is_control(int op)
 static size_t header_size(const unsigned char *h)
 {
     unsigned len7 = h[1] & 0x7F;
-    return 2 + (len7 == 126 ? 2 : len7 == 127 ? 8 : 0) + 4;
+    return 2 + (len7 == 126 ? 2 : len7 == 127 ? 8 : 0) + (h[1] & 0x80 ? 4 : 0);
 }
 
 /* Checks the first two bytes, before the rest of the header arrives. */
@@ -127,8 +133,10 @@ static const char *check_start(const struct ws_parser *p, const unsigned char *h
     *code = WS_CLOSE_PROTOCOL_ERROR;
     if (h[0] & 0x70)
         return "reserved bits set";
-    if (!(h[1] & 0x80))
+    if (!p->from_server && !(h[1] & 0x80))
         return "client frames must be masked";
+    if (p->from_server && (h[1] & 0x80))
+        return "server frames must not be masked";
     if (is_control(op)) {
         if (op != WS_OP_CLOSE && op != WS_OP_PING && op != WS_OP_PONG)
             return "reserved opcode";
@@ -172,7 +180,10 @@ static const char *parse_header(struct ws_parser *p, uint16_t *code)
             return "frame length with the most significant bit set";
         }
     }
-    memcpy(p->mask, h + at, 4);
+    if (h[1] & 0x80)
+        memcpy(p->mask, h + at, 4);
+    else
+        memset(p->mask, 0, 4);
     p->opcode = h[0] & 0x0F;
     p->fin = (h[0] & 0x80) != 0;
     p->frame_len = len;
@@ -401,6 +412,26 @@ unsigned char *ws_frame_text(const char *msg, size_t len, size_t *out_len)
     if (len)
         memcpy(f + h, msg, len);
     *out_len = h + len;
+    return f;
+}
+
+unsigned char *ws_frame_client(enum ws_opcode op, const void *payload, size_t len,
+                               const unsigned char key[4], size_t *out_len)
+{
+    if (len > SIZE_MAX - WS_MAX_HEADER - 4)
+        return NULL;
+    unsigned char hdr[WS_MAX_HEADER];
+    size_t h = ws_frame_header(hdr, op, len);
+    unsigned char *f = malloc(h + 4 + len);
+    if (!f)
+        return NULL;
+    memcpy(f, hdr, h);
+    f[1] |= 0x80;
+    memcpy(f + h, key, 4);
+    const unsigned char *in = payload;
+    for (size_t i = 0; i < len; i++)
+        f[h + 4 + i] = in[i] ^ key[i & 3];
+    *out_len = h + 4 + len;
     return f;
 }
 

@@ -105,10 +105,14 @@ struct ws_parser {
     char ctl[WS_MAX_CONTROL_PAYLOAD + 1];
 
     size_t largest_alloc; /* the biggest buffer ever requested: tests check it */
+    int from_server;      /* a client's parser: frames must be unmasked */
 };
 
 /* Sets up p for messages of at most max_message bytes (at least 1). */
 void ws_parser_init(struct ws_parser *p, size_t max_message);
+/* The same for a client (mcp-bridge) reading a server: frames must not be
+ * masked (1002 if they are), everything else as above. */
+void ws_parser_init_client(struct ws_parser *p, size_t max_message);
 /* Frees the message buffer. p may be initialised again afterwards. */
 void ws_parser_free(struct ws_parser *p);
 
@@ -139,6 +143,12 @@ size_t ws_frame_control(unsigned char out[WS_MAX_CONTROL_FRAME], enum ws_opcode 
  * close that had no code). The reason (may be NULL) is cut to fit 123 bytes
  * on a UTF-8 character boundary. Returns the frame's length. */
 size_t ws_frame_close(unsigned char out[WS_MAX_CONTROL_FRAME], uint16_t code, const char *reason);
+
+/* A client frame (FIN set, masked with key): op, then the payload XORed
+ * with the key. malloc'd (caller frees); its size in *out_len. NULL when out
+ * of memory. */
+unsigned char *ws_frame_client(enum ws_opcode op, const void *payload, size_t len,
+                               const unsigned char key[4], size_t *out_len);
 
 /* 1 when code may appear in a close frame on the wire. */
 int ws_close_code_valid(unsigned code);

@@ -215,3 +215,48 @@ test('--transport poll: requests go with "stream": true, a failed mcpd/poll is r
     ['--transport', 'poll'],
   );
 });
+
+test('--transport ws: mcpd SIGKILLed and restarted mid-call; the bridge reconnects and resumes', async () => {
+  const m = await startMcpd();
+  const b = new BridgeProc(['--transport', 'ws', '--response-timeout-ms', '20000', `ws://127.0.0.1:${m.port}/mcp/ws`]);
+  try {
+    await b.init();
+    await echoOk(b, 2);
+    b.send(toolCall(3, 'countdown', { n: 8, interval_ms: 250 }, { progressToken: 'w' }));
+    await b.waitFor((x) => x.method === 'notifications/progress' && x.params.progressToken === 'w', 15000, 'first progress');
+    m.kill('SIGKILL');
+    await m.exited;
+    await sleep(300);
+    await m.start(); // same port, same db: the session survives
+    const r = await b.response(3, 40000);
+    // mcpd ends the interrupted call with "interrupted by server restart"
+    if (r.error) assert.match(r.error.message, /restart|^mcp-bridge: /);
+    else assert.equal(r.result.content[0].text, 'countdown finished');
+    assert.equal(b.repliesTo(3).length, 1);
+    assert.match(b.stderr, /event=ws_resumed/);
+    await echoOk(b, 4);
+  } finally {
+    await b.cleanup();
+    await m.cleanup();
+  }
+});
+
+test('--transport ws: an unreachable server gets a clear error, then a working one is used', async () => {
+  const port = await freePort();
+  const b = new BridgeProc(['--transport', 'ws', '--connect-timeout-ms', '3000', `ws://127.0.0.1:${port}/mcp/ws`]);
+  try {
+    b.send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '0' } } });
+    assert.match((await b.response(1)).error.message, /cannot connect to 127\.0\.0\.1:\d+/);
+    const { dir, db } = tempDb();
+    const m = new Mcpd({ db, dir, port });
+    await m.start();
+    try {
+      await b.init();
+      await echoOk(b, 2);
+    } finally {
+      await m.cleanup();
+    }
+  } finally {
+    await b.cleanup();
+  }
+});

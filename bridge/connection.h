@@ -1,0 +1,22 @@
+/* connection — what every connection of the bridge has in common, whatever
+ * the transport: the curl options (connect timeout, TLS verification always
+ * on, --cacert, TCP keepalive, http and https only, no signals), and the
+ * delay before trying again after a failure (capped exponential backoff
+ * with jitter, so that the bridges of many desktops do not all come back
+ * in step after a server restart). */
+#ifndef MCP_BRIDGE_CONNECTION_H
+#define MCP_BRIDGE_CONNECTION_H
+
+#include "options.h"
+
+#include <curl/curl.h>
+#include <stdint.h>
+
+void connection_setup(CURL *e, const struct bridge_options *o, char *errbuf);
+
+/* Milliseconds to wait before the attempt-th retry (0-based): 250 ms
+ * doubling up to 5 s, or hint_ms (the server's SSE retry:) doubling when
+ * positive, then a random half to all of it. */
+int64_t connection_backoff_ms(int attempt, long hint_ms);
+
+#endif

@@ -1,0 +1,69 @@
+/* remote — see remote.h. */
+#include "remote.h"
+
+#include "http_remote.h"
+#include "options.h"
+#include "ws_remote.h"
+
+int remote_open(struct remote *rm, const struct bridge_options *o, struct remote_sink sink)
+{
+    rm->http = NULL;
+    rm->ws = NULL;
+    if (o->transport == TRANSPORT_WS)
+        rm->ws = ws_remote_new(o, sink);
+    else
+        rm->http = http_remote_new(o, sink);
+    return rm->http || rm->ws ? 0 : -1;
+}
+
+void remote_free(struct remote *rm)
+{
+    if (rm->ws)
+        ws_remote_free(rm->ws);
+    else
+        http_remote_free(rm->http);
+}
+
+CURLM *remote_multi(struct remote *rm)
+{
+    return rm->ws ? ws_remote_multi(rm->ws) : http_remote_multi(rm->http);
+}
+
+int remote_fd(struct remote *rm, short *events)
+{
+    return rm->ws ? ws_remote_fd(rm->ws, events) : -1;
+}
+
+void remote_send(struct remote *rm, const char *body, size_t len, json_t *m)
+{
+    if (rm->ws)
+        ws_remote_send(rm->ws, body, len, m);
+    else
+        http_remote_send(rm->http, body, len, m);
+}
+
+void remote_run(struct remote *rm)
+{
+    if (rm->ws)
+        ws_remote_run(rm->ws);
+    else
+        http_remote_run(rm->http);
+}
+
+long remote_timeout_ms(struct remote *rm)
+{
+    return rm->ws ? ws_remote_timeout_ms(rm->ws) : http_remote_timeout_ms(rm->http);
+}
+
+int remote_pending(struct remote *rm)
+{
+    return rm->ws ? ws_remote_pending(rm->ws) : http_remote_pending(rm->http);
+}
+
+void remote_shutdown(struct remote *rm, const char *why)
+{
+    if (rm->ws)
+        ws_remote_shutdown(rm->ws, why);
+    else
+        http_remote_shutdown(rm->http, why);
+}
