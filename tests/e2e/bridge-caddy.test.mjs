@@ -108,6 +108,22 @@ test('through Caddy with tls internal and --cacert: SSE progress arrives as it i
   }
 });
 
+test('--transport ws through Caddy: wss with --cacert, progress and a reply', { skip: !haveCaddy && 'caddy is not installed' }, async () => {
+  const b = new BridgeProc(['--transport', 'ws', '--cacert', rootCert, `wss://127.0.0.1:${port}/mcp/ws`]);
+  try {
+    const init = await b.init();
+    assert.equal(init.result.serverInfo.name, 'mcpd');
+    b.send(toolCall(2, 'countdown', { n: 3, interval_ms: 100 }, { progressToken: 'wss' }));
+    assert.equal((await b.response(2, 30000)).result.content[0].text, 'countdown finished');
+    const prog = b.msgs.filter((m) => m.method === 'notifications/progress' && m.params.progressToken === 'wss');
+    assert.deepEqual(prog.map((m) => m.params.progress), [1, 2, 3]);
+    b.end();
+    assert.deepEqual(await b.waitExit(), { code: 0, signal: null });
+  } finally {
+    await b.cleanup();
+  }
+});
+
 test('without --cacert the certificate is not trusted, and the error says what to do', { skip: !haveCaddy && 'caddy is not installed' }, async () => {
   const b = new BridgeProc([`https://127.0.0.1:${port}/mcp`]);
   try {
