@@ -51,7 +51,7 @@ json_t *poll_serve(struct session *s, json_t *id, json_t *params, const char *tr
 {
     json_t *sid = json_object_get(params, "stream_id");
     json_t *from = json_object_get(params, "from_seq");
-    if (!json_is_string(sid) || (from && (!json_is_integer(from) || json_integer_value(from) < 0)))
+    if (!json_is_string(sid) || (from && !json_is_integer(from)))
         return jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
                              "Invalid params: mcpd/poll needs stream_id (string) and from_seq "
                              "(integer >= 0)",
@@ -62,7 +62,14 @@ json_t *poll_serve(struct session *s, json_t *id, json_t *params, const char *tr
         return jsonrpc_error(id, JSONRPC_SESSION_NOT_FOUND, "Stream session not found or expired",
                              json_pack("{s:O, s:s}", "stream_id", sid, "transport", transport));
     }
-    json_int_t seq = int_param(params, "from_seq", 0, INT64_MAX);
+    json_int_t seq = from ? json_integer_value(from) : 0;
+    if (stream_cursor_check(st, seq) != STREAM_CURSOR_OK) {
+        stream_unref(st);
+        return jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+                             "Invalid params: from_seq must be >= 0 and not past the end of a "
+                             "stream still being written (poll on from the last next_seq)",
+                             json_pack("{s:O, s:O}", "stream_id", sid, "from_seq", from));
+    }
     json_int_t wait_ms = int_param(params, "wait_ms", 0, POLL_MAX_WAIT_MS);
     json_int_t max_chunks = int_param(params, "max_chunks", 100, POLL_MAX_CHUNKS);
     if (max_chunks == 0)

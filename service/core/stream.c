@@ -1,6 +1,7 @@
 /* stream — see stream.h. */
 #include "stream.h"
 #include "clock.h"
+#include "event_id.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "metrics.h"
@@ -478,6 +479,11 @@ enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int
             result = STREAM_PROBE;
             break;
         }
+        /* The one guard every read passes: never index outside the chunks. */
+        if (seq < 0 || (seq > s->nchunks && s->state == STREAM_ACTIVE)) {
+            result = STREAM_REFUSED;
+            break;
+        }
         if (seq < s->nchunks) {
             out->seq = seq;
             out->msg = s->chunks[seq].msg;
@@ -505,20 +511,50 @@ void stream_event_id(const struct stream *s, int64_t seq, char *out, size_t cap)
     snprintf(out, cap, "%s:%lld", s->id, (long long)seq);
 }
 
-int stream_event_id_parse(const char *id, char *stream_out, size_t cap, int64_t *seq)
+enum stream_cursor stream_cursor_check(struct stream *s, int64_t next)
 {
-    const char *colon = strrchr(id, ':');
-    if (!colon || colon == id || (size_t)(colon - id) >= cap)
-        return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(colon + 1, &end, 10);
-    if (errno || end == colon + 1 || *end || v < -1)
-        return -1;
-    memcpy(stream_out, id, (size_t)(colon - id));
-    stream_out[colon - id] = '\0';
-    *seq = v;
-    return 0;
+    pthread_mutex_lock(&s->mu);
+    int ok = next >= 0 && (next <= s->nchunks || s->state != STREAM_ACTIVE);
+    pthread_mutex_unlock(&s->mu);
+    if (ok)
+        return STREAM_CURSOR_OK;
+    metrics_refused("bad_cursor");
+    return STREAM_CURSOR_BAD;
+}
+
+enum stream_cursor stream_resume(const char *event_id, const char *session_id, struct stream **out,
+                                 int64_t *next)
+{
+    *out = NULL;
+    char id[RANDID_LEN + 1];
+    if (event_id_parse(event_id, id, sizeof id, next) != 0) {
+        metrics_refused("bad_cursor");
+        return STREAM_CURSOR_BAD;
+    }
+    struct stream *s = stream_find(id);
+    if (!s || strcmp(s->session, session_id) != 0) {
+        stream_unref(s);
+        return STREAM_CURSOR_UNKNOWN;
+    }
+    enum stream_cursor rc = stream_cursor_check(s, *next);
+    if (rc == STREAM_CURSOR_OK)
+        *out = s;
+    else
+        stream_unref(s);
+    return rc;
+}
+
+int stream_cursor_code(enum stream_cursor c)
+{
+    return c == STREAM_CURSOR_BAD ? JSONRPC_INVALID_PARAMS : JSONRPC_SERVER_ERROR;
+}
+
+const char *stream_cursor_message(enum stream_cursor c)
+{
+    if (c == STREAM_CURSOR_BAD)
+        return "Bad Request: Last-Event-ID is not a position in its stream (malformed, "
+               "negative, too large, or past the end of a stream still being written)";
+    return "Bad Request: Last-Event-ID names no stream of this session (it may have expired)";
 }
 
 struct sweep {

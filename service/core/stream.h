@@ -76,13 +76,16 @@ int stream_end(struct stream *s, enum stream_state state);
 /* STREAM_PROBE: someone wants to know whether this reader's client is still
  * there; write something now (twice: a vanished peer fails only the second
  * write). */
+/* STREAM_REFUSED: seq is not a position of this stream (negative, or past
+ * the end of a stream still being written); nothing was read. Stop. */
 enum stream_wait {
     STREAM_CHUNK,
     STREAM_ENDED,
     STREAM_TIMEOUT,
     STREAM_POLL,
     STREAM_PROBE,
-    STREAM_DETACHED
+    STREAM_DETACHED,
+    STREAM_REFUSED
 };
 
 /* A reader's token, filled by stream_attach or stream_observe. */
@@ -112,7 +115,9 @@ void stream_detach_readers(struct stream *s);
 void stream_probe_readers(struct stream *s);
 /* Waits until chunk `seq` exists (STREAM_CHUNK, *out filled), the stream has
  * ended with no chunk at seq (STREAM_ENDED), the monotonic deadline passes
- * (STREAM_TIMEOUT) or this reader was detached (STREAM_DETACHED). */
+ * (STREAM_TIMEOUT) or this reader was detached (STREAM_DETACHED). A seq
+ * outside [0, stream_next_seq] of an active stream is STREAM_REFUSED at
+ * once; see stream_cursor_check. */
 enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int64_t seq,
                              int64_t deadline_mono_ms, struct stream_chunk *out);
 
@@ -120,8 +125,32 @@ enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int
  * across a session's streams. SSE ids, WebSocket resume ids and poll
  * cursors all use it. seq may be -1 ("before the first message"). */
 void stream_event_id(const struct stream *s, int64_t seq, char *out, size_t cap);
-/* Splits an event id; returns 0, or -1 if malformed. */
-int stream_event_id_parse(const char *id, char *stream_out, size_t cap, int64_t *seq);
+
+/* Cursors a client hands back (Last-Event-ID, last_event_id=, a poll's
+ * from_seq) are checked here and nowhere else. A cursor is the seq to read
+ * next. Valid: 0 <= next <= stream_next_seq, the positions that exist or
+ * come next. Past the end of a stream that has ended there is nothing to
+ * read, ever: the reader simply sees the end (STREAM_ENDED), as if it were
+ * at the end. Past the end of a stream still being written it is refused
+ * (STREAM_CURSOR_BAD): mcpd never handed out such a position, and waiting
+ * there would silently skip the messages in between. Malformed ids and
+ * refused positions are counted as metrics_refused("bad_cursor"). */
+enum stream_cursor {
+    STREAM_CURSOR_OK,
+    STREAM_CURSOR_BAD,    /* malformed, negative, overflowing or past the end */
+    STREAM_CURSOR_UNKNOWN /* names no stream of this session (or it expired) */
+};
+/* Checks that `next` may be read from s. */
+enum stream_cursor stream_cursor_check(struct stream *s, int64_t next);
+/* Resolves an event id (may be NULL: malformed) a client of session
+ * session_id sent back. On STREAM_CURSOR_OK, *out is a new reference the
+ * caller owns and *next the seq to read next; otherwise *out is NULL. */
+enum stream_cursor stream_resume(const char *event_id, const char *session_id, struct stream **out,
+                                 int64_t *next);
+/* The JSON-RPC error code and message (static) a refused event id gets, the
+ * same on every transport (HTTP answers them with 400). */
+int stream_cursor_code(enum stream_cursor c);
+const char *stream_cursor_message(enum stream_cursor c);
 
 /* The session ended: its streams expire, readers see the end. */
 void stream_drop_session(const char *session_id);

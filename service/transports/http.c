@@ -4,6 +4,7 @@
 #include "core.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "media_type.h"
 #include "origin.h"
 #include "protocol.h"
 #include "session.h"
@@ -73,27 +74,9 @@ static const char *header(const struct _u_request *req, const char *name)
     return u_map_get_case(req->map_header, name);
 }
 
-/* 1 if the Accept header lists `type` (or a wildcard covering it). */
 static int accepts(const struct _u_request *req, const char *type)
 {
-    const char *accept = header(req, "Accept");
-    if (!accept)
-        return 0;
-    char major[32];
-    size_t mlen = strcspn(type, "/");
-    snprintf(major, sizeof major, "%.*s/*", (int)mlen, type);
-    const char *p = accept;
-    while (*p) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        size_t len = strcspn(p, ",;");
-        if ((len == strlen(type) && strncasecmp(p, type, len) == 0) ||
-            (len == 3 && strncmp(p, "*/*", 3) == 0) ||
-            (len == strlen(major) && strncasecmp(p, major, len) == 0))
-            return 1;
-        p += strcspn(p, ",");
-    }
-    return 0;
+    return media_type_accepts(header(req, "Accept"), type);
 }
 
 /* Host and Origin, before anything else (DNS rebinding). */
@@ -221,6 +204,7 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
             break;
         case STREAM_ENDED:
         case STREAM_DETACHED:
+        case STREAM_REFUSED:
             r->done = 1;
             break;
         case STREAM_TIMEOUT:
@@ -446,7 +430,7 @@ static int batch_take(struct batch_reader *b, size_t i)
         }
         return 1;
     }
-    if (w == STREAM_ENDED || w == STREAM_DETACHED) {
+    if (w == STREAM_ENDED || w == STREAM_DETACHED || w == STREAM_REFUSED) {
         b->done[i] = 1;
         b->left--;
     }
@@ -592,9 +576,7 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
     if (!accepts(req, "application/json") || !accepts(req, "text/event-stream"))
         return fail(resp, 406, JSONRPC_SERVER_ERROR,
                     "Not Acceptable: Accept must list application/json and text/event-stream");
-    const char *ctype = header(req, "Content-Type");
-    if (!ctype || strncasecmp(ctype, "application/json", 16) != 0 ||
-        (ctype[16] && ctype[16] != ';' && ctype[16] != ' '))
+    if (!media_type_is(header(req, "Content-Type"), "application/json"))
         return fail(resp, 415, JSONRPC_SERVER_ERROR,
                     "Unsupported Media Type: Content-Type must be application/json");
     const char *clen = header(req, "Content-Length");
@@ -702,18 +684,12 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
     int rc;
     const char *last = header(req, "Last-Event-ID");
     if (last) {
-        char sid[80];
-        int64_t seq;
-        struct stream *st =
-            stream_event_id_parse(last, sid, sizeof sid, &seq) == 0 ? stream_find(sid) : NULL;
-        if (!st || strcmp(stream_session(st), session_id(s)) != 0) {
-            stream_unref(st);
-            rc = fail(resp, 400, JSONRPC_SERVER_ERROR,
-                      "Bad Request: Last-Event-ID names no stream of this session (it may have "
-                      "expired)");
-        } else {
-            rc = start_sse(resp, s, st, NULL, seq + 1, 0);
-        }
+        struct stream *st;
+        int64_t next;
+        enum stream_cursor c = stream_resume(last, session_id(s), &st, &next);
+        rc = c == STREAM_CURSOR_OK
+                 ? start_sse(resp, s, st, NULL, next, 0)
+                 : fail(resp, 400, stream_cursor_code(c), stream_cursor_message(c));
     } else if (claim_get_slot(s) != 0) {
         rc = fail(resp, 409, JSONRPC_SERVER_ERROR,
                   "Conflict: this session already has an open GET stream");

@@ -147,7 +147,7 @@ static void *forward_main(void *arg)
                 session_set_get_cursor(p->session, f->next);
             if (ch.is_end)
                 break;
-        } else if (w == STREAM_ENDED || w == STREAM_DETACHED) {
+        } else if (w == STREAM_ENDED || w == STREAM_DETACHED || w == STREAM_REFUSED) {
             break;
         } else if (w == STREAM_TIMEOUT && f->standalone) {
             /* An open connection is activity: it must not expire under a
@@ -324,29 +324,26 @@ int push_resume(struct push *p, const char *sid, const char *last_event_id)
     if (!s)
         return -1;
     struct stream *st = NULL;
-    int64_t seq = -1;
+    int64_t next = 0;
     if (last_event_id) {
-        char stream[80];
-        if (stream_event_id_parse(last_event_id, stream, sizeof stream, &seq) == 0)
-            st = stream_find(stream);
-        if (!st || strcmp(stream_session(st), sid) != 0) {
-            stream_unref(st);
+        enum stream_cursor c = stream_resume(last_event_id, sid, &st, &next);
+        if (c != STREAM_CURSOR_OK) {
             session_unref(s);
-            return -2;
+            return c == STREAM_CURSOR_BAD ? -3 : -2;
         }
     }
     session_touch(s);
     /* A resumed standalone stream continues from the client's position,
      * not from what the last connection believed it had sent. */
     if (st && stream_is_standalone(st)) {
-        session_set_get_cursor(s, seq + 1);
+        session_set_get_cursor(s, next);
         stream_unref(st);
         st = NULL;
     }
     adopt(p, s);
     session_unref(s);
     if (st)
-        forward(p, st, seq + 1, 0, 0, 0);
+        forward(p, st, next, 0, 0, 0);
     return 0;
 }
 

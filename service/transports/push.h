@@ -51,7 +51,8 @@ void push_receive(struct push *p, const char *buf, size_t len);
 /* Adopt an existing session (a reconnect). With last_event_id
  * ("<stream>:<seq>", may be NULL) the named stream is replayed from the
  * message after it and then followed. Returns 0, -1 if the session is
- * unknown or expired, -2 if the event id names no stream of it. */
+ * unknown or expired, -2 if the event id names no stream of it, -3 if it is
+ * not a position of its stream (see stream_resume). */
 int push_resume(struct push *p, const char *session_id, const char *last_event_id);
 
 /* The connection's session id, or NULL before initialize. Borrowed. */

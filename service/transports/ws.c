@@ -5,6 +5,7 @@
 #include "log.h"
 #include "origin.h"
 #include "push.h"
+#include "stream.h"
 #include "ws_frame.h"
 #include "ws_handshake.h"
 
@@ -486,9 +487,8 @@ int ws_endpoint(const struct _u_request *req, struct _u_response *resp, void *us
         free(c);
         if (rc == -1)
             return fail(resp, 404, JSONRPC_SESSION_NOT_FOUND, "Session not found");
-        return fail(resp, 400, JSONRPC_SERVER_ERROR,
-                    "Bad Request: Last-Event-ID names no stream of this session (it may have "
-                    "expired)");
+        enum stream_cursor why = rc == -3 ? STREAM_CURSOR_BAD : STREAM_CURSOR_UNKNOWN;
+        return fail(resp, 400, stream_cursor_code(why), stream_cursor_message(why));
     }
     int fl = fcntl(c->fd, F_GETFL);
     if (fl >= 0)
