@@ -94,9 +94,9 @@ f=$(echo "$out" | grep -c '^✗')
 [ "$p" -gt 0 ] || f=$((f + 1))
 count "conformance through mcp-bridge" "$p" "$f"
 
-echo "== fuzzing the WebSocket and stdio decoders"
+echo "== fuzzing the decoders and parsers (tests/fuzz)"
 if FUZZ_SECONDS="${FUZZ_SECONDS:-30}" bash tests/fuzz/run.sh; then
-    count "fuzz" 2 0
+    count "fuzz" "$(grep -c '^build ' tests/fuzz/run.sh)" 0
 else
     count "fuzz" 0 1
 fi

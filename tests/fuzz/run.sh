@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses of the two decoders that read bytes from
-# the network or a pipe (the WebSocket frame parser and the stdio framing
-# decoder) with ASan and UBSan, and runs each for a bounded time
+# Builds the libFuzzer harnesses of the decoders that read bytes from the
+# network or a pipe (the WebSocket frame parser, the stdio framing decoder,
+# the event-id cursor parser, the Accept/Content-Type parser, and
+# mcp-bridge's) with ASan and UBSan, and runs each for a bounded time
 # (FUZZ_SECONDS each, default 60). Exits non-zero when a fuzzer finds a
 # crash, a leak or a broken invariant; the crashing input is left in the
 # work directory it prints.
@@ -29,6 +30,8 @@ build fuzz_ws_frame "$repo/service/transports/ws_frame.c" "$repo/service/transpo
 build fuzz_stdio_frame "$repo/service/base/stdio_frame.c" "$repo/service/base"
 build fuzz_bridge_sse "$repo/bridge/sse_parser.c" "$repo/bridge"
 build fuzz_bridge_ws "$repo/service/transports/ws_frame.c" "$repo/service/transports"
+build fuzz_cursor "$repo/service/core/event_id.c" "$repo/service/core"
+build fuzz_media_type "$repo/service/transports/media_type.c" "$repo/service/transports"
 build fuzz_bridge_options "$repo/bridge/options.c" "$repo/bridge" "$repo/bridge/bridge_log.c" \
     "$repo/service/base/log_level.c" -I"$repo/service/base" -lcurl
 
@@ -46,12 +49,18 @@ seed fuzz_stdio_frame cl '\x06\x02Content-Length: 9\r\nContent-Type: x\r\n\r\n{"
 seed fuzz_stdio_frame bom '\x04\x01\xef\xbb\xbf{}\n'
 seed fuzz_bridge_sse events '\x03: keepalive\r\n\r\nid: s1:0\nretry: 500\ndata: {"a":1}\n\nevent: endpoint\ndata: /m?x=1\r\rdata\ndata: two\n\n'
 seed fuzz_bridge_ws text '\x03\x00\x81\x05hello\x89\x02hi\x01\x03\x7e\x80\x00\x81\x82\xc3\xa9'
+seed fuzz_cursor id '0123456789abcdef0123456789abcdef:41'
+seed fuzz_cursor prime 'abc:-1'
+seed fuzz_cursor edge 'abc:9223372036854775806'
+seed fuzz_media_type accept '\x00application/json , text/event-stream;q=0.5'
+seed fuzz_media_type wild '\x01*/*;q=0, text/*;charset="a,b\\"";q=1.000'
 seed fuzz_bridge_options header '\x00X-Api-Key: ${FUZZ_BRIDGE_VAR}-x'
 seed fuzz_bridge_options url '\x00http://127.0.0.1:8080/mcp'
 seed fuzz_bridge_options url6 '\x01https://[::1]/mcp?x=${A}'
 
 rc=0
-for t in fuzz_ws_frame fuzz_stdio_frame fuzz_bridge_sse fuzz_bridge_ws fuzz_bridge_options; do
+for t in fuzz_ws_frame fuzz_stdio_frame fuzz_bridge_sse fuzz_bridge_ws fuzz_bridge_options \
+    fuzz_cursor fuzz_media_type; do
     echo "fuzz: $t in $work/$t (for ${seconds}s)"
     (cd "$work/$t" && ./$t -max_total_time="$seconds" -print_final_stats=1 \
         -timeout=10 -rss_limit_mb=2048 corpus) >"$work/$t/fuzz.log" 2>&1 || rc=$?
