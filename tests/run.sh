@@ -9,7 +9,7 @@
 #      2025-11-25, against the Release mcpd, then through the upstream
 #      gateway (mcpd fronting `mcpd --stdio`) in per-session and shared mode,
 #      and through mcp-bridge (mcpd fronting `mcp-bridge URL` → a second mcpd);
-#   6. the libFuzzer harnesses of the WebSocket and stdio decoders, bounded
+#   6. the libFuzzer harnesses in tests/fuzz (decoders and parsers), bounded
 #      (FUZZ_SECONDS each, 30 by default).
 # Ends with one line "N passed, N failed" counting tests and scenarios.
 set -uo pipefail
