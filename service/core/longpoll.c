@@ -68,7 +68,7 @@ json_t *poll_serve(struct session *s, json_t *id, json_t *params, const char *tr
         return jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
                              "Invalid params: from_seq must be >= 0 and not past the end of a "
                              "stream still being written (poll on from the last next_seq)",
-                             json_pack("{s:O, s:O}", "stream_id", sid, "from_seq", from));
+                             NULL);
     }
     json_int_t wait_ms = int_param(params, "wait_ms", 0, POLL_MAX_WAIT_MS);
     json_int_t max_chunks = int_param(params, "max_chunks", 100, POLL_MAX_CHUNKS);
