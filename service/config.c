@@ -57,6 +57,9 @@ static const struct setting settings[] = {
     {"upstream-max", K_INT, S(upstream_max), "64", "upstream processes running at most"},
     {"upstream-start-timeout-ms", K_INT, S(upstream_start_timeout_ms), "10000",
      "how long an upstream may take to answer initialize"},
+    {"upstream-max-pending", K_INT, S(upstream_max_pending), "16",
+     "requests (roots, sampling...) an upstream may have waiting for the client at once; "
+     "more are refused at once"},
     {"stdio", K_FLAG, S(stdio), "0",
      "serve MCP on stdin/stdout (NDJSON or Content-Length, detected) instead of HTTP; "
      "--max-body limits a message"},

@@ -39,6 +39,7 @@ struct config {
     int64_t upstream_pool;
     int64_t upstream_max;
     int64_t upstream_start_timeout_ms;
+    int64_t upstream_max_pending;
     int allow_unauthenticated;
     int stdio;
     int help;

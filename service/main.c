@@ -84,6 +84,7 @@ static int start_backend(const struct config *cfg, const struct backend_ops **op
             .max_children = (int)cfg->upstream_max,
             .start_timeout_ms = cfg->upstream_start_timeout_ms,
             .relay_timeout_ms = 300000,
+            .max_pending = (int)cfg->upstream_max_pending,
             .max_message = (size_t)cfg->max_body,
         };
         *ops = upstream_backend_ops();

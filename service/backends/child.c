@@ -36,6 +36,7 @@ struct child {
     void *arg;
     size_t max_message;
     _Atomic int exited;
+    _Atomic int refs; /* see child.h: the spawner's, plus one per holder */
 };
 
 static _Atomic int running_children;
@@ -332,6 +333,7 @@ struct child *child_spawn(const struct child_spec *spec, const struct child_ops 
     c->arg = arg;
     c->max_message = spec->max_message;
     pthread_mutex_init(&c->write_mu, NULL);
+    c->refs = 1;
     running_children++;
     if (pthread_create(&c->reader, NULL, reader_main, c) != 0) {
         kill(-c->pid, SIGKILL);
@@ -424,6 +426,19 @@ void child_stop(struct child *c, int64_t grace_ms)
         pthread_join(c->errreader, NULL);
     close(c->out_fd);
     close(c->err_fd);
+    child_release(c);
+}
+
+void child_hold(struct child *c)
+{
+    if (c)
+        atomic_fetch_add(&c->refs, 1);
+}
+
+void child_release(struct child *c)
+{
+    if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
     pthread_mutex_destroy(&c->write_mu);
     free(c);
 }

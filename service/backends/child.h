@@ -12,9 +12,18 @@
  *
  * child_send writes one message as an NDJSON line; it is safe from any
  * thread. child_stop ends the process (SIGTERM to its group, SIGKILL after
- * the grace period), waits for the threads, and frees the child. The
- * callbacks run on the child's threads and must not call child_stop on the
- * same child. */
+ * the grace period), waits for the threads, and drops the reference
+ * child_spawn returned. The callbacks run on the child's threads and must
+ * not call child_stop on the same child.
+ *
+ * Ownership: the struct is reference counted. child_spawn's caller owns one
+ * reference and gives it up through child_stop (exactly once). Any other
+ * thread that got the pointer from a shared place (under the lock that
+ * guards that place) takes its own with child_hold before using it outside
+ * that lock, and drops it with child_release; the last release frees the
+ * memory. A held child may be stopped meanwhile: child_send then fails with
+ * -1 and touches nothing freed. child_release never blocks and never joins
+ * a thread, so it is safe under any lock and on the child's own threads. */
 #ifndef MCPD_CHILD_H
 #define MCPD_CHILD_H
 
@@ -43,6 +52,9 @@ struct child *child_spawn(const struct child_spec *spec, const struct child_ops 
 /* 0, or -1 when the child's stdin is closed (it exited). */
 int child_send(struct child *c, const char *msg, size_t len);
 void child_stop(struct child *c, int64_t grace_ms);
+/* NULL is a no-op for both. */
+void child_hold(struct child *c);
+void child_release(struct child *c);
 
 /* "exited with status 3" / "killed by signal 9", for error messages. */
 void child_describe_exit(int wait_status, char *out, size_t cap);

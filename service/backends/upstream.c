@@ -6,6 +6,7 @@
 #include "clock.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "metrics.h"
 #include "table.h"
 
 #include <errno.h>
@@ -17,6 +18,9 @@
 
 #define STOP_GRACE_MS 2000
 #define INIT_ID "mcpd-initialize"
+/* The child's request was refused: too many of its requests already wait
+ * for the client (--upstream-max-pending). */
+#define UPSTREAM_TOO_MANY_PENDING (JSONRPC_SERVER_ERROR - 10)
 
 /* A request in flight at the child. */
 struct pend {
@@ -43,6 +47,7 @@ struct link {
     struct table *pending;
     struct table *sessions; /* shared mode: the sessions using this link */
     uint64_t next_id;
+    int relays; /* the child's requests waiting for the client */
 };
 
 struct upstream {
@@ -100,10 +105,15 @@ static int send_json(struct link *l, json_t *msg)
     size_t len;
     char *text = jsonrpc_dump(msg, &len);
     json_decref(msg);
+    /* A reference, not the lock, keeps the child alive through the send:
+     * child_send may wait seconds on a full pipe, and the child's own reader
+     * needs l->mu meanwhile to drain its stdout. */
     pthread_mutex_lock(&l->mu);
     struct child *c = l->child;
+    child_hold(c);
     pthread_mutex_unlock(&l->mu);
     int rc = text && c ? child_send(c, text, len) : -1;
+    child_release(c);
     free(text);
     return rc;
 }
@@ -266,6 +276,9 @@ static void *relay_main(void *arg)
             : jsonrpc_error(r->child_id, JSONRPC_INTERNAL_ERROR,
                             "The client did not answer (timeout, cancellation or shutdown)", NULL);
     send_json(r->link, reply);
+    pthread_mutex_lock(&r->link->mu);
+    r->link->relays--;
+    pthread_mutex_unlock(&r->link->mu);
     call_release(r->target);
     link_unref(r->link);
     json_decref(r->child_id);
@@ -287,6 +300,25 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
     if (!target) {
         send_json(l, jsonrpc_error(m->id, JSONRPC_INTERNAL_ERROR,
                                    "mcpd cannot tell which client this request is for", NULL));
+        return;
+    }
+    /* Each relay holds a thread until the client answers, so a child may
+     * only have a few waiting; past that it is told so at once. */
+    int max = l->up->cfg.max_pending;
+    pthread_mutex_lock(&l->mu);
+    int admitted = l->relays < max;
+    if (admitted)
+        l->relays++;
+    pthread_mutex_unlock(&l->mu);
+    if (!admitted) {
+        call_release(target);
+        metrics_refused("upstream_requests");
+        char why[160];
+        snprintf(why, sizeof why,
+                 "mcpd refused this request: %d requests from this server are already waiting "
+                 "for the client (--upstream-max-pending)",
+                 max);
+        send_json(l, jsonrpc_error(m->id, UPSTREAM_TOO_MANY_PENDING, why, NULL));
         return;
     }
     struct relay *r = calloc(1, sizeof *r);
@@ -311,6 +343,9 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
             json_decref(r->params);
             free(r);
         }
+        pthread_mutex_lock(&l->mu);
+        l->relays--;
+        pthread_mutex_unlock(&l->mu);
         call_release(target);
         send_json(l,
                   jsonrpc_error(m->id, JSONRPC_INTERNAL_ERROR, "mcpd is out of resources", NULL));
@@ -662,14 +697,17 @@ static void upstream_handle(void *self, struct call *c)
     json_t *req = rewrite(c, p, jid);
     call_hold(c);
     p->call = c;
+    /* Once p is in the table, the child's exit may fail and free it. */
+    char key[sizeof p->key];
+    memcpy(key, p->key, sizeof key);
     pthread_mutex_lock(&l->mu);
-    int ok = l->state == LINK_READY && table_put(l->pending, p->key, p) == 0;
+    int ok = l->state == LINK_READY && table_put(l->pending, key, p) == 0;
     pthread_mutex_unlock(&l->mu);
     if (!ok || send_json(l, req) != 0) {
         if (!ok)
             json_decref(req);
         pthread_mutex_lock(&l->mu);
-        struct pend *still = ok ? table_del(l->pending, p->key) : p;
+        struct pend *still = ok ? table_del(l->pending, key) : p;
         pthread_mutex_unlock(&l->mu);
         if (still) {
             call_fail(c, JSONRPC_INTERNAL_ERROR, "Upstream server is not running", NULL);
@@ -799,8 +837,8 @@ void *upstream_backend_new(const struct upstream_config *cfg, char **err)
     *err = NULL;
     struct upstream *up = calloc(1, sizeof *up);
     if (!up || !cfg->argv || !cfg->argv[0]) {
-        free(up);
         *err = strdup(up ? "the upstream command is empty" : "out of memory");
+        free(up);
         return NULL;
     }
     up->cfg = *cfg;

@@ -11,7 +11,9 @@
  * end their call, progress and log messages go to the call they belong to,
  * and the child's own requests (sampling, elicitation, roots) are relayed
  * to the client on the running call's stream (or the session's standalone
- * stream when none runs) and the client's answers relayed back.
+ * stream when none runs) and the client's answers relayed back. Each such
+ * request waits on a thread of its own, so a child may have at most
+ * max_pending of them waiting; past that it gets an error reply at once.
  *
  * A child that exits fails every request it had with an error naming its
  * exit status; the next request starts a new child and replays the stored
@@ -34,6 +36,7 @@ struct upstream_config {
     int max_children;
     int64_t start_timeout_ms; /* a child must answer initialize within this */
     int64_t relay_timeout_ms; /* how long a child's request waits for the client */
+    int max_pending;          /* a child's requests waiting for the client at once */
     size_t max_message;
 };
 

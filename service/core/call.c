@@ -27,7 +27,9 @@ struct call {
     int ended;
     int channel;                /* a session channel: no request, never ends */
     enum call_cancel cancelled; /* 0 when not cancelled */
-    json_t *answer;
+    /* The client's answers to this call's server→client requests, by the
+     * jsonrpc_id_key of each request: several may be in flight at once. */
+    json_t *answers;
     double last_progress;
 };
 
@@ -45,9 +47,11 @@ struct call *call_new(struct session *s, struct stream *stream, json_t *request,
     json_t *params = json_object_get(request, "params");
     c->params = json_is_object(params) ? json_incref(params) : json_object();
     c->last_progress = -1e300;
-    int tracked = key ? session_track(s, key, c) : 0;
-    if (tracked != 0) {
-        *dup = tracked == -2 ? 2 : 1;
+    c->answers = json_object();
+    int tracked = c->answers && key ? session_track(s, key, c) : 0;
+    if (!c->answers || tracked != 0) {
+        *dup = !c->answers ? 0 : tracked == -2 ? 2 : 1;
+        json_decref(c->answers);
         json_decref(c->params);
         pthread_mutex_destroy(&c->mu);
         pthread_cond_destroy(&c->cv);
@@ -71,7 +75,7 @@ void call_unref(struct call *c)
 {
     if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
         return;
-    json_decref(c->answer);
+    json_decref(c->answers);
     json_decref(c->params);
     json_decref(c->request);
     stream_unref(c->stream);
@@ -151,9 +155,12 @@ void call_cancel(struct call *c, enum call_cancel why)
 
 void call_deliver_answer(struct call *c, json_t *response)
 {
+    char key[96];
+    if (jsonrpc_id_key(json_object_get(response, "id"), key, sizeof key) != 0)
+        return;
     pthread_mutex_lock(&c->mu);
-    if (!c->answer)
-        c->answer = json_incref(response);
+    if (!json_object_get(c->answers, key))
+        json_object_set(c->answers, key, response);
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
 }
@@ -371,11 +378,6 @@ int call_request_client(struct call *c, const char *method, json_t *params, int 
     json_t *id = json_string(out_id);
     jsonrpc_id_key(id, key, sizeof key);
 
-    pthread_mutex_lock(&c->mu);
-    json_decref(c->answer);
-    c->answer = NULL;
-    pthread_mutex_unlock(&c->mu);
-
     call_ref(c); /* the pending table's reference */
     if (session_pending_add(c->session, key, c) != 0) {
         call_unref(c);
@@ -390,11 +392,11 @@ int call_request_client(struct call *c, const char *method, json_t *params, int 
     }
     int64_t deadline = clock_mono_ms() + timeout_ms;
     pthread_mutex_lock(&c->mu);
-    while (!c->answer && !c->cancelled &&
+    while (!json_object_get(c->answers, key) && !c->cancelled &&
            clock_cond_wait_until(&c->cv, &c->mu, deadline) != ETIMEDOUT)
         ;
-    json_t *answer = c->answer;
-    c->answer = NULL;
+    json_t *answer = json_incref(json_object_get(c->answers, key));
+    json_object_del(c->answers, key);
     pthread_mutex_unlock(&c->mu);
     if (session_pending_take(c->session, key))
         call_unref(c); /* nobody answered: drop the table's reference */

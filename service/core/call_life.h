@@ -29,8 +29,8 @@ void call_ref(struct call *c);
 void call_unref(struct call *c);
 
 void call_cancel(struct call *c, enum call_cancel why);
-/* The client's response (result or error message; borrowed) to the
- * server→client request this call is waiting on. */
+/* The client's response (result or error message; borrowed) to one of the
+ * server→client requests this call is waiting on, matched by its id. */
 void call_deliver_answer(struct call *c, json_t *response);
 
 #endif

@@ -57,6 +57,7 @@ import {
   sleep,
   startMcpd,
   waitFor,
+  withMcpd,
 } from './lib/mcpd.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -109,20 +110,8 @@ function initBody(id) {
 }
 
 /** Run fn(m) on a fresh gateway; then SIGTERM it: exit 0 (no ASan report), no child left. */
-async function withGateway(args, opts, fn) {
-  const m = await startGateway(args, opts);
-  try {
-    await fn(m);
-    const kids = procChildren(m.pid);
-    const ex = await m.stop('SIGTERM', 8000);
-    assert.equal(ex.code, 0, `mcpd exit after SIGTERM: ${JSON.stringify(ex)}`);
-    for (const k of kids) assert.equal(procAlive(k), false, `child ${k} outlived mcpd's shutdown`);
-  } catch (e) {
-    e.message += `\n--- mcpd stderr (tail) ---\n${m.stderr.slice(-4000)}`;
-    throw e;
-  } finally {
-    await m.cleanup();
-  }
+async function withGateway(args, { upstream = FAULT_CMD, db, dir } = {}, fn) {
+  await withMcpd(['--upstream', upstream, ...args], { db, dir }, fn);
 }
 
 // ---------------------------------------------------------------- (1) server-everything

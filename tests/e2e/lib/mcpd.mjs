@@ -694,3 +694,25 @@ export async function waitFor(fn, ms = 5000, what = 'condition', every = 25) {
     await sleep(every);
   }
 }
+
+/**
+ * Run fn(m) on a fresh mcpd started with `args` (and optionally db/dir), then
+ * SIGTERM it and require a clean exit (code 0, so no sanitizer report) with
+ * none of its children left alive. A failure carries the tail of mcpd's
+ * stderr. The temp dir is removed either way.
+ */
+export async function withMcpd(args, { db, dir, stopMs = 8000 } = {}, fn) {
+  const m = await startMcpd({ args, db, dir });
+  try {
+    await fn(m);
+    const kids = procChildren(m.pid);
+    const ex = await m.stop('SIGTERM', stopMs);
+    if (ex.code !== 0) throw new Error(`mcpd exit after SIGTERM: ${JSON.stringify(ex)}`);
+    for (const k of kids) if (procAlive(k)) throw new Error(`child ${k} outlived mcpd's shutdown`);
+  } catch (e) {
+    e.message += `\n--- mcpd stderr (tail) ---\n${m.stderr.slice(-4000)}`;
+    throw e;
+  } finally {
+    await m.cleanup();
+  }
+}

@@ -1,0 +1,152 @@
+// A hostile upstream behind the gateway (issue 7): what one child does must
+// stay within its share and never crash mcpd. The child is
+// fixtures/hostile-upstream.py (raw NDJSON, so that it can misbehave).
+//
+// (1) A flood of 2,000 roots/list requests from the child while the client
+//     holds its answers: mcpd's thread count (/proc/PID/status) stays
+//     bounded, the requests past --upstream-max-pending get a JSON-RPC error
+//     at once (counted in /metrics), and another session is served meanwhile.
+// (2) DELETE racing sends in flight: the child stops reading its stdin, so
+//     mcpd's writes to it pile up on a full pipe, the session is deleted
+//     (which stops the child) and the child exits under them. Repeated a few
+//     times; under the ASan build any use after free aborts mcpd.
+//
+// Every process this file signals is one it started.
+
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+
+import {
+  callTool,
+  echo,
+  initSession,
+  mcpHeaders,
+  procThreads,
+  request,
+  sleep,
+  waitFor,
+  withMcpd,
+  withTimeout,
+} from './lib/mcpd.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const HOSTILE_CMD = `python3 ${path.join(here, 'fixtures', 'hostile-upstream.py')}`;
+
+/** Run fn(m) on a gateway fronting the hostile child; then SIGTERM: exit 0 (no ASan report), no child left. */
+const withHostile = (args, fn) => withMcpd(['--upstream', HOSTILE_CMD, ...args], { stopMs: 15000 }, fn);
+
+/** mcpd_refusals_total{reason="<reason>"} from /metrics (0 when absent). */
+async function refusals(port, reason) {
+  const r = await request(port, { method: 'GET', path: '/metrics' });
+  const line = r.text.split('\n').find((l) => l.startsWith(`mcpd_refusals_total{reason="${reason}"}`));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+test('a child flooding 2,000 roots/list requests: threads stay bounded, the excess is refused, others are served', async () => {
+  const COUNT = 2000;
+  const MAX_PENDING = 16; // the default of --upstream-max-pending
+  await withHostile([], async (m) => {
+    const client = new Client({ name: 'abuse-upstream', version: '1.0.0' }, { capabilities: { roots: {} } });
+    let asked = 0;
+    let release;
+    const released = new Promise((r) => (release = r));
+    client.setRequestHandler(ListRootsRequestSchema, async () => {
+      asked++;
+      await released; // every relayed request stays in flight until the checks are done
+      return { roots: [] };
+    });
+    const transport = new StreamableHTTPClientTransport(new URL(m.url));
+    await client.connect(transport);
+    try {
+      const baseline = procThreads(m.pid);
+      let maxThreads = baseline;
+      let sampling = true;
+      const sampler = (async () => {
+        while (sampling) {
+          const t = procThreads(m.pid);
+          if (t > maxThreads) maxThreads = t;
+          await sleep(20);
+        }
+      })();
+
+      const flood = client.callTool({ name: 'flood_roots', arguments: { count: COUNT } }, undefined, {
+        timeout: 120000,
+      });
+      flood.catch(() => {});
+      // Every request of the flood has been either relayed or refused.
+      await waitFor(
+        async () => asked + (await refusals(m.port, 'upstream_requests')) >= COUNT,
+        90000,
+        'every request of the flood to be relayed or refused',
+        200,
+      );
+      await sleep(500); // anything a thread per request would start has started by now
+
+      // Another session is served while the flood's requests are held.
+      const other = await initSession(m.port);
+      assert.equal(await echo(m.port, other.session, 'other-session'), 'other-session');
+
+      sampling = false;
+      await sampler;
+      assert.ok(
+        maxThreads <= baseline + MAX_PENDING + 48,
+        `threads grew from ${baseline} to ${maxThreads} for ${COUNT} requests from one child`,
+      );
+      assert.ok(asked <= MAX_PENDING, `${asked} requests reached the client (limit ${MAX_PENDING})`);
+      assert.ok(asked >= 1, 'some requests still reach the client');
+
+      release();
+      const r = await flood;
+      const tally = JSON.parse(r.content[0].text);
+      assert.equal(tally.ok, asked, 'every request the client answered got its answer back to the child');
+      assert.equal(tally.errors, COUNT - asked, 'every other request got an error reply');
+      for (const code of Object.keys(tally.codes)) {
+        assert.ok(Number(code) <= -32000 && Number(code) >= -32099, `error code ${code} is in the server range`);
+      }
+      assert.equal(Object.keys(tally.codes).length, 1, `one refusal code: ${JSON.stringify(tally.codes)}`);
+      assert.equal(tally.messages.length, 1, `one refusal message: ${JSON.stringify(tally.messages)}`);
+      assert.match(tally.messages[0], /--upstream-max-pending/);
+      assert.equal(await refusals(m.port, 'upstream_requests'), COUNT - asked);
+
+      // The slots are free again: a second, small flood is served in full.
+      const again = await client.callTool({ name: 'flood_roots', arguments: { count: 8 } }, undefined, {
+        timeout: 30000,
+      });
+      assert.deepEqual(JSON.parse(again.content[0].text).ok, 8);
+      await transport.terminateSession();
+    } finally {
+      release?.();
+      await client.close();
+    }
+  });
+});
+
+test('DELETE racing sends to a child that stopped reading: no use after free, the server goes on', async () => {
+  const ITERATIONS = 4;
+  const SENDERS = 24;
+  const big = 'x'.repeat(80 * 1024); // more than a pipe holds: each send blocks
+  await withHostile([], async (m) => {
+    for (let i = 0; i < ITERATIONS; i++) {
+      const { session } = await initSession(m.port);
+      const stall = await callTool(m.port, session, 'stall', { ms: 1500 });
+      assert.equal(stall.response?.result?.content?.[0]?.text, 'stalling');
+      const sends = Array.from({ length: SENDERS }, () =>
+        callTool(m.port, session, 'echo', { message: big }, { ms: 30000 }).catch((e) => e),
+      );
+      await sleep(500); // the sends are blocked on the full pipe
+      const del = await request(m.port, { method: 'DELETE', headers: mcpHeaders({ session }), timeout: 30000 });
+      assert.ok([200, 202, 204, 404].includes(del.status), `DELETE: HTTP ${del.status} ${del.text}`);
+      await withTimeout(Promise.allSettled(sends), 40000, 'the sends to end');
+      assert.equal(m.exit, null, `mcpd died in iteration ${i}`);
+      assert.doesNotMatch(m.stderr, /AddressSanitizer|runtime error/);
+    }
+    const { session } = await initSession(m.port);
+    assert.equal(await echo(m.port, session, 'after-races'), 'after-races');
+  });
+});
