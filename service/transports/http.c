@@ -1,5 +1,6 @@
 /* http — see http.h. */
 #include "http.h"
+#include "body_gate.h"
 #include "clock.h"
 #include "core.h"
 #include "jsonrpc.h"
@@ -597,13 +598,7 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
         (ctype[16] && ctype[16] != ';' && ctype[16] != ' '))
         return fail(resp, 415, JSONRPC_SERVER_ERROR,
                     "Unsupported Media Type: Content-Type must be application/json");
-    const char *clen = header(req, "Content-Length");
-    if ((clen && strtoull(clen, NULL, 10) > http.cfg.max_body) ||
-        req->binary_body_length > http.cfg.max_body) {
-        char msg[120];
-        snprintf(msg, sizeof msg, "Payload Too Large: the limit is %zu bytes", http.cfg.max_body);
-        return fail(resp, 413, JSONRPC_SERVER_ERROR, msg);
-    }
+    /* Bodies over max_body never get here: body_gate refused them. */
     if (!version_ok(req, resp))
         return U_CALLBACK_COMPLETE;
 
@@ -826,9 +821,10 @@ int http_start(const struct http_config *cfg, char **err)
         *err = strdup("cannot initialise the HTTP server");
         return -1;
     }
-    /* ulfius truncates past this silently; one byte over the limit lets
-     * on_post see the excess and answer 413. */
-    http.inst.max_post_body_size = cfg->max_body + 1;
+    /* body_gate refuses longer bodies before ulfius stores them; this
+     * bounds what ulfius would keep should a body slip past it. */
+    http.inst.max_post_body_size = cfg->max_body;
+    body_gate_configure(cfg->max_body);
     struct ws_config wc = {cfg->ws_max_message, cfg->ws_ping_ms, 0, cfg->origins};
     ws_configure(&wc);
     ulfius_add_endpoint_by_val(&http.inst, "GET", "/mcp/ws", NULL, 0, ws_endpoint, NULL);
@@ -843,7 +839,7 @@ int http_start(const struct http_config *cfg, char **err)
 
     struct MHD_OptionItem ops[] = {
         {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
-        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)mhd_request_completed, NULL},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)body_gate_request_completed, NULL},
         {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)ws_uri_logger, NULL},
         {MHD_OPTION_SOCK_ADDR, 0, &http.addr},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->connection_limit, NULL},
@@ -857,6 +853,14 @@ int http_start(const struct http_config *cfg, char **err)
         if (asprintf(err, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
                      strerror(errno)) < 0)
             *err = NULL;
+        ulfius_clean_instance(&http.inst);
+        return -1;
+    }
+    if (!body_gate_installed()) {
+        /* ulfius no longer starts libmicrohttpd through MHD_start_daemon:
+         * without the gate --max-body would only hold after the body. */
+        *err = strdup("the request body limit could not be installed (see body_gate.h)");
+        ulfius_stop_framework(&http.inst);
         ulfius_clean_instance(&http.inst);
         return -1;
     }
