@@ -36,6 +36,8 @@
  * request relayed there first. */
 #define RELAY_WAIT_MS 2000
 #define MHD_STACK (256 * 1024)
+/* Retry-After on a 503 for a server-wide cap, in seconds. */
+#define AT_CAPACITY_RETRY_S "60"
 #define HTTP_TRANSPORT "http"
 
 static struct {
@@ -64,7 +66,17 @@ static int fail(struct _u_response *resp, unsigned status, int code, const char 
 
 static unsigned reason_status(enum core_reason r)
 {
-    return r == CORE_NOT_FOUND ? 404 : r == CORE_UNAVAILABLE ? 503 : 400;
+    switch (r) {
+    case CORE_NOT_FOUND:
+        return 404;
+    case CORE_UNAVAILABLE:
+    case CORE_AT_CAPACITY:
+        return 503;
+    case CORE_TOO_LARGE:
+        return 413;
+    default:
+        return 400;
+    }
 }
 
 /* ---- request checks ---- */
@@ -380,6 +392,10 @@ static int respond(struct _u_response *resp, struct session *s, struct core_repl
         ulfius_set_empty_body_response(resp, 202);
         rc = U_CALLBACK_COMPLETE;
     } else if (r->kind == CORE_REJECTED) {
+        /* A place frees when a session is deleted or idles out: no sooner
+         * than a client could usefully come back. */
+        if (r->reason == CORE_AT_CAPACITY)
+            u_map_put(resp->map_header, "Retry-After", AT_CAPACITY_RETRY_S);
         send_json(resp, reason_status(r->reason), r->error);
         r->error = NULL;
         rc = U_CALLBACK_COMPLETE;
