@@ -15,6 +15,8 @@ if [ "${1:-}" = "--test" ]; then
     packages+=(wrk procps clang libclang-rt-14-dev)
     # caddy: a real TLS reverse proxy in front of mcpd for the mcp-bridge tests.
     packages+=(caddy)
+    # sqlite3: the abuse tests run PRAGMA integrity_check on mcpd's database.
+    packages+=(sqlite3)
 fi
 
 missing=()

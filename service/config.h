@@ -26,6 +26,8 @@ struct config {
     int64_t session_idle_ms;
     int64_t stream_retention_ms;
     int64_t session_max_bytes;
+    int64_t max_sessions;
+    int64_t max_init_params;
     int64_t max_body;
     int64_t ws_max_message;
     int64_t ws_ping_ms;

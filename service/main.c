@@ -153,6 +153,8 @@ int main(int argc, char **argv)
         .session_idle_ms = cfg.session_idle_ms,
         .stream_retention_ms = cfg.stream_retention_ms,
         .session_max_bytes = cfg.session_max_bytes,
+        .max_sessions = cfg.max_sessions,
+        .max_init_params = cfg.max_init_params,
         .max_workers = (int)cfg.max_workers,
         .server_name = "mcpd",
         .server_version = MCPD_VERSION,

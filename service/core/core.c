@@ -140,6 +140,7 @@ static void reap(void *arg)
     int64_t session_cutoff = now - core.cfg.session_idle_ms;
     int64_t stream_cutoff = now - core.cfg.stream_retention_ms;
     session_each_idle(session_cutoff, expire_session, NULL);
+    session_expire_dormant(session_cutoff);
     /* Logs are kept for a day, or as long as sessions if that is longer. */
     int64_t log_keep = core.cfg.session_idle_ms > 86400000 ? core.cfg.session_idle_ms : 86400000;
     store_purge(core.store, session_cutoff, stream_cutoff, now - log_keep);
@@ -154,7 +155,8 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
     core.store = st;
     core.ops = ops;
     core.backend = backend;
-    struct session_limits limits = {cfg->session_idle_ms, cfg->session_max_bytes};
+    struct session_limits limits = {cfg->session_idle_ms, cfg->session_max_bytes, cfg->max_sessions,
+                                    cfg->max_init_params};
     stream_registry_init(st);
     session_registry_init(st, &limits);
     repair_interrupted();
@@ -257,6 +259,27 @@ static json_t *initialize_result(void)
     return result;
 }
 
+/* Why session_create said no, as the client hears it. */
+static void refuse_session(struct core_reply *out, json_t *id, int why)
+{
+    char msg[160];
+    if (why == SESSION_AT_CAP) {
+        metrics_refused("session_cap");
+        snprintf(msg, sizeof msg,
+                 "Too many sessions: the server holds its limit of %lld live sessions; retry "
+                 "later",
+                 (long long)core.cfg.max_sessions);
+        reject(out, CORE_AT_CAPACITY, id, JSONRPC_TOO_MANY_SESSIONS, msg);
+    } else if (why == SESSION_PARAMS_TOO_LARGE) {
+        metrics_refused("init_params_too_large");
+        snprintf(msg, sizeof msg, "initialize params too large: the limit is %lld bytes",
+                 (long long)core.cfg.max_init_params);
+        reject(out, CORE_TOO_LARGE, id, JSONRPC_INIT_PARAMS_TOO_LARGE, msg);
+    } else {
+        reject(out, CORE_UNAVAILABLE, id, JSONRPC_INTERNAL_ERROR, "Could not create a session");
+    }
+}
+
 void core_initialize(json_t *msg, const struct jsonrpc_msg *m, struct core_reply *out)
 {
     memset(out, 0, sizeof *out);
@@ -273,9 +296,10 @@ void core_initialize(json_t *msg, const struct jsonrpc_msg *m, struct core_reply
         return;
     }
     const char *version = protocol_negotiate(json_string_value(requested));
-    struct session *s = session_create(version, params);
-    if (!s) {
-        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Could not create a session");
+    struct session *s;
+    int created = session_create(version, params, &s);
+    if (created != 0) {
+        refuse_session(out, m->id, created);
         return;
     }
     char *why = NULL;

@@ -33,6 +33,8 @@ struct core_config {
     int64_t session_idle_ms;
     int64_t stream_retention_ms;
     int64_t session_max_bytes;
+    int64_t max_sessions;    /* live sessions at most; 0: no cap */
+    int64_t max_init_params; /* bytes of stored initialize params; 0: no cap */
     int max_workers;
     const char *server_name;
     const char *server_version;
@@ -51,7 +53,15 @@ int core_ready(void);
 char *core_metrics(void);
 
 enum core_kind { CORE_ACCEPTED, CORE_STREAM, CORE_REJECTED };
-enum core_reason { CORE_BAD_REQUEST = 1, CORE_UNAVAILABLE, CORE_NOT_FOUND };
+/* AT_CAPACITY: a server-wide limit (HTTP 503 with Retry-After); TOO_LARGE:
+ * the message is over a size limit (HTTP 413). */
+enum core_reason {
+    CORE_BAD_REQUEST = 1,
+    CORE_UNAVAILABLE,
+    CORE_NOT_FOUND,
+    CORE_AT_CAPACITY,
+    CORE_TOO_LARGE
+};
 
 struct core_reply {
     enum core_kind kind;

@@ -20,6 +20,8 @@
 /* Implementation-defined range. */
 #define JSONRPC_SERVER_ERROR -32000
 #define JSONRPC_SESSION_NOT_FOUND -32001
+#define JSONRPC_TOO_MANY_SESSIONS -32010     /* --max-sessions reached */
+#define JSONRPC_INIT_PARAMS_TOO_LARGE -32011 /* --max-init-params exceeded */
 #define JSONRPC_REQUEST_CANCELLED -32800
 
 #define JSONRPC_MAX_DEPTH 64

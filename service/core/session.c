@@ -41,16 +41,106 @@ static struct {
     struct table *sessions;
     struct store *store;
     struct session_limits limits;
+    /* What counts towards max_sessions besides the table: */
+    int64_t creating; /* sessions reserved by session_create, not yet in the table */
+    int64_t *dormant; /* last activity of stored sessions not in memory, ascending */
+    size_t ndormant;
 } reg = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+struct dormant_list {
+    int64_t *v;
+    size_t n, cap;
+};
+
+static void add_dormant(void *arg, int64_t last_active_ms)
+{
+    struct dormant_list *l = arg;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        int64_t *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = last_active_ms;
+}
+
+static int cmp_ms(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
 
 void session_registry_init(struct store *st, const struct session_limits *limits)
 {
+    /* The sessions a previous process left count until they are revived
+     * (then they are in the table) or expire. */
+    struct dormant_list l = {0};
+    if (st)
+        store_sessions_live(st, add_dormant, &l);
+    if (l.n)
+        qsort(l.v, l.n, sizeof *l.v, cmp_ms);
     pthread_mutex_lock(&reg.mu);
     reg.store = st;
     reg.limits = *limits;
     if (!reg.sessions)
         reg.sessions = table_new();
+    free(reg.dormant);
+    reg.dormant = l.v;
+    reg.ndormant = l.n;
     pthread_mutex_unlock(&reg.mu);
+}
+
+/* Index of the first dormant entry at or after ms. reg.mu held. */
+static size_t dormant_lower_bound(int64_t ms)
+{
+    size_t lo = 0, hi = reg.ndormant;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (reg.dormant[mid] < ms)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* A dormant session was revived: it now counts in the table. reg.mu held. */
+static void dormant_revived(int64_t last_active_ms)
+{
+    size_t i = dormant_lower_bound(last_active_ms);
+    if (i < reg.ndormant && reg.dormant[i] == last_active_ms) {
+        memmove(reg.dormant + i, reg.dormant + i + 1, (reg.ndormant - i - 1) * sizeof *reg.dormant);
+        reg.ndormant--;
+    }
+}
+
+void session_expire_dormant(int64_t cutoff_wall_ms)
+{
+    pthread_mutex_lock(&reg.mu);
+    size_t n = dormant_lower_bound(cutoff_wall_ms);
+    if (n) {
+        memmove(reg.dormant, reg.dormant + n, (reg.ndormant - n) * sizeof *reg.dormant);
+        reg.ndormant -= n;
+    }
+    pthread_mutex_unlock(&reg.mu);
+}
+
+/* Takes one of the max_sessions places, atomically with the count. */
+static int reserve_place(void)
+{
+    pthread_mutex_lock(&reg.mu);
+    /* Per-principal caps belong here too, once requests carry a principal
+     * (tokens): count each principal's live sessions beside this global
+     * figure and refuse past its share, under this same lock. */
+    int64_t live = (reg.sessions ? (int64_t)table_count(reg.sessions) : 0) + reg.creating +
+                   (int64_t)reg.ndormant;
+    int ok = reg.limits.max_sessions <= 0 || live < reg.limits.max_sessions;
+    if (ok)
+        reg.creating++;
+    pthread_mutex_unlock(&reg.mu);
+    return ok ? 0 : -1;
 }
 
 static void session_free(struct session *s)
@@ -90,6 +180,9 @@ void session_registry_shutdown(void)
         table_free(reg.sessions);
         reg.sessions = NULL;
     }
+    free(reg.dormant);
+    reg.dormant = NULL;
+    reg.ndormant = 0;
     reg.store = NULL;
     pthread_mutex_unlock(&reg.mu);
 }
@@ -115,12 +208,14 @@ static struct session *session_alloc(const char *id, const char *protocol, json_
     return s;
 }
 
-/* Puts s in the registry (which takes its own reference). */
+/* Ends session_create's reservation, putting s (unless NULL) in the
+ * registry, which takes its own reference. */
 static int registry_add(struct session *s)
 {
     int rc = -1;
     pthread_mutex_lock(&reg.mu);
-    if (reg.sessions && table_put(reg.sessions, s->id, s) == 0) {
+    reg.creating--;
+    if (s && reg.sessions && table_put(reg.sessions, s->id, s) == 0) {
         session_ref(s);
         rc = 0;
     }
@@ -128,16 +223,30 @@ static int registry_add(struct session *s)
     return rc;
 }
 
-struct session *session_create(const char *protocol_version, json_t *init_params)
+int session_create(const char *protocol_version, json_t *init_params, struct session **out)
 {
+    *out = NULL;
+    char *params = json_dumps(init_params, JSON_COMPACT);
+    if (!params)
+        return SESSION_FAILED;
+    if (reg.limits.max_init_params > 0 && strlen(params) > (size_t)reg.limits.max_init_params) {
+        free(params);
+        return SESSION_PARAMS_TOO_LARGE;
+    }
+    if (reserve_place() != 0) {
+        free(params);
+        return SESSION_AT_CAP;
+    }
     char id[RANDID_LEN + 1];
-    if (randid_make(id) != 0)
-        return NULL;
-    struct session *s = session_alloc(id, protocol_version, json_deep_copy(init_params));
-    if (!s)
-        return NULL;
+    struct session *s = randid_make(id) == 0
+                            ? session_alloc(id, protocol_version, json_deep_copy(init_params))
+                            : NULL;
+    if (!s) {
+        free(params);
+        registry_add(NULL);
+        return SESSION_FAILED;
+    }
     s->log_level = 0;
-    char *params = json_dumps(s->init_params, JSON_COMPACT);
     struct store_session row = {
         .id = s->id,
         .protocol_version = s->protocol,
@@ -147,15 +256,16 @@ struct session *session_create(const char *protocol_version, json_t *init_params
         .created_ms = s->last_active_ms,
         .last_active_ms = s->last_active_ms,
     };
-    if (!params || store_session_put(reg.store, &row) != 0 ||
-        !(s->standalone = stream_create(s->id, STREAM_STANDALONE, NULL)) ||
-        stream_persist(s->standalone) != 0 || registry_add(s) != 0) {
-        free(params);
-        session_free(s);
-        return NULL;
-    }
+    int stored = store_session_put(reg.store, &row) == 0 &&
+                 (s->standalone = stream_create(s->id, STREAM_STANDALONE, NULL)) &&
+                 stream_persist(s->standalone) == 0;
     free(params);
-    return s;
+    if (registry_add(stored ? s : NULL) != 0) {
+        session_free(s);
+        return SESSION_FAILED;
+    }
+    *out = s;
+    return 0;
 }
 
 /* Revives a stored session after a restart. Called with reg.mu held. */
@@ -187,6 +297,7 @@ static struct session *load_locked(const char *id)
             session_free(s);
             s = NULL;
         } else {
+            dormant_revived(row.last_active_ms);
             session_ref(s);
             log_event(LOG_INFO, s->id, "session_revived", "protocol=%s", s->protocol);
         }

@@ -11,7 +11,14 @@
  * transports answer 404).
  *
  * Sessions are reference counted: session_create and session_find return a
- * reference the caller releases with session_unref. */
+ * reference the caller releases with session_unref.
+ *
+ * Caps: session_create refuses a session past max_sessions live ones, and
+ * initialize params longer than max_init_params bytes (as stored: compact
+ * JSON). Live sessions are those in memory, those being created, and the
+ * "dormant" ones a previous process left in the store that nobody has used
+ * since the restart; the count is checked and reserved under the registry
+ * lock, so concurrent initializes cannot overshoot it. */
 #ifndef MCPD_SESSION_H
 #define MCPD_SESSION_H
 
@@ -24,16 +31,24 @@ struct session;
 struct stream;
 
 struct session_limits {
-    int64_t idle_ms;   /* a session idle this long expires */
-    int64_t max_bytes; /* stored chunk bytes a session may hold */
+    int64_t idle_ms;         /* a session idle this long expires */
+    int64_t max_bytes;       /* stored chunk bytes a session may hold */
+    int64_t max_sessions;    /* live sessions at most; 0: no cap */
+    int64_t max_init_params; /* bytes of stored initialize params; 0: no cap */
 };
 
 void session_registry_init(struct store *st, const struct session_limits *limits);
 void session_registry_shutdown(void);
 
+enum session_refusal {
+    SESSION_FAILED = -1,           /* out of memory, or the store failed */
+    SESSION_AT_CAP = -2,           /* max_sessions live sessions exist */
+    SESSION_PARAMS_TOO_LARGE = -3, /* init params over max_init_params */
+};
 /* Creates and persists a session for the negotiated revision with the
- * client's initialize params (borrowed; copied). NULL on failure. */
-struct session *session_create(const char *protocol_version, json_t *init_params);
+ * client's initialize params (borrowed; copied). Returns 0 with a new
+ * reference in *out, or an enum session_refusal (nothing stored). */
+int session_create(const char *protocol_version, json_t *init_params, struct session **out);
 /* A new reference to the live session with that id, or NULL. */
 struct session *session_find(const char *id);
 void session_ref(struct session *s);
@@ -97,6 +112,9 @@ void *session_pending_take(struct session *s, const char *key);
  * caller still holds (and releases) its reference. */
 void session_end(struct session *s);
 
+/* Reaper: stops counting the dormant sessions idle since before cutoff
+ * (store_purge deletes them). */
+void session_expire_dormant(int64_t cutoff_wall_ms);
 /* Reaper: calls fn with a reference to each in-memory session idle since
  * before cutoff (fn must unref). */
 void session_each_idle(int64_t cutoff_wall_ms, void (*fn)(struct session *s, void *arg), void *arg);

@@ -721,6 +721,19 @@ int64_t store_session_bytes(struct store *st, const char *id)
     return n;
 }
 
+int store_sessions_live(struct store *st, void (*cb)(void *arg, int64_t last_active_ms), void *arg)
+{
+    sqlite3_stmt *q =
+        read_begin(st, "SELECT last_active_ms FROM sessions WHERE deleted_ms IS NULL");
+    if (!q)
+        return -1;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
+        cb(arg, sqlite3_column_int64(q, 0));
+    read_end(st, q);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
 void store_stream_free(struct store_stream *s)
 {
     free(s->id);

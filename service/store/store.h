@@ -73,6 +73,9 @@ int store_session_delete(struct store *st, const char *id, int64_t now_ms);
 int store_session_get(struct store *st, const char *id, struct store_session *out);
 /* Bytes of chunk text stored for the session, or -1. */
 int64_t store_session_bytes(struct store *st, const char *id);
+/* Calls cb with the last activity time of every live (not deleted)
+ * session; cb must not call the store. 0, or -1 on error. */
+int store_sessions_live(struct store *st, void (*cb)(void *arg, int64_t last_active_ms), void *arg);
 
 /* What a stream's first write records about it. kind is "request" or
  * "standalone"; request_id is the JSON text of the request id, or NULL. */

@@ -1,5 +1,6 @@
 /* http — see http.h. */
 #include "http.h"
+#include "body_gate.h"
 #include "clock.h"
 #include "core.h"
 #include "jsonrpc.h"
@@ -35,6 +36,8 @@
  * request relayed there first. */
 #define RELAY_WAIT_MS 2000
 #define MHD_STACK (256 * 1024)
+/* Retry-After on a 503 for a server-wide cap, in seconds. */
+#define AT_CAPACITY_RETRY_S "60"
 #define HTTP_TRANSPORT "http"
 
 static struct {
@@ -63,7 +66,17 @@ static int fail(struct _u_response *resp, unsigned status, int code, const char 
 
 static unsigned reason_status(enum core_reason r)
 {
-    return r == CORE_NOT_FOUND ? 404 : r == CORE_UNAVAILABLE ? 503 : 400;
+    switch (r) {
+    case CORE_NOT_FOUND:
+        return 404;
+    case CORE_UNAVAILABLE:
+    case CORE_AT_CAPACITY:
+        return 503;
+    case CORE_TOO_LARGE:
+        return 413;
+    default:
+        return 400;
+    }
 }
 
 /* ---- request checks ---- */
@@ -362,6 +375,10 @@ static int respond(struct _u_response *resp, struct session *s, struct core_repl
         ulfius_set_empty_body_response(resp, 202);
         rc = U_CALLBACK_COMPLETE;
     } else if (r->kind == CORE_REJECTED) {
+        /* A place frees when a session is deleted or idles out: no sooner
+         * than a client could usefully come back. */
+        if (r->reason == CORE_AT_CAPACITY)
+            u_map_put(resp->map_header, "Retry-After", AT_CAPACITY_RETRY_S);
         send_json(resp, reason_status(r->reason), r->error);
         r->error = NULL;
         rc = U_CALLBACK_COMPLETE;
@@ -578,13 +595,7 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
     if (!media_type_is(header(req, "Content-Type"), "application/json"))
         return fail(resp, 415, JSONRPC_SERVER_ERROR,
                     "Unsupported Media Type: Content-Type must be application/json");
-    const char *clen = header(req, "Content-Length");
-    if ((clen && strtoull(clen, NULL, 10) > http.cfg.max_body) ||
-        req->binary_body_length > http.cfg.max_body) {
-        char msg[120];
-        snprintf(msg, sizeof msg, "Payload Too Large: the limit is %zu bytes", http.cfg.max_body);
-        return fail(resp, 413, JSONRPC_SERVER_ERROR, msg);
-    }
+    /* Bodies over max_body never get here: body_gate refused them. */
     if (!version_ok(req, resp))
         return U_CALLBACK_COMPLETE;
 
@@ -801,9 +812,10 @@ int http_start(const struct http_config *cfg, char **err)
         *err = strdup("cannot initialise the HTTP server");
         return -1;
     }
-    /* ulfius truncates past this silently; one byte over the limit lets
-     * on_post see the excess and answer 413. */
-    http.inst.max_post_body_size = cfg->max_body + 1;
+    /* body_gate refuses longer bodies before ulfius stores them; this
+     * bounds what ulfius would keep should a body slip past it. */
+    http.inst.max_post_body_size = cfg->max_body;
+    body_gate_configure(cfg->max_body);
     struct ws_config wc = {cfg->ws_max_message, cfg->ws_ping_ms, 0, cfg->origins};
     ws_configure(&wc);
     ulfius_add_endpoint_by_val(&http.inst, "GET", "/mcp/ws", NULL, 0, ws_endpoint, NULL);
@@ -818,7 +830,7 @@ int http_start(const struct http_config *cfg, char **err)
 
     struct MHD_OptionItem ops[] = {
         {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
-        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)mhd_request_completed, NULL},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)body_gate_request_completed, NULL},
         {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)ws_uri_logger, NULL},
         {MHD_OPTION_SOCK_ADDR, 0, &http.addr},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->connection_limit, NULL},
@@ -832,6 +844,14 @@ int http_start(const struct http_config *cfg, char **err)
         if (asprintf(err, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
                      strerror(errno)) < 0)
             *err = NULL;
+        ulfius_clean_instance(&http.inst);
+        return -1;
+    }
+    if (!body_gate_installed()) {
+        /* ulfius no longer starts libmicrohttpd through MHD_start_daemon:
+         * without the gate --max-body would only hold after the body. */
+        *err = strdup("the request body limit could not be installed (see body_gate.h)");
+        ulfius_stop_framework(&http.inst);
         ulfius_clean_instance(&http.inst);
         return -1;
     }

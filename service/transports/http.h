@@ -1,7 +1,8 @@
 /* http — the Streamable HTTP transport on ulfius/libmicrohttpd.
  *
- * Serves /mcp (POST, GET, DELETE), /healthz and /readyz. A POST is checked
- * (Host/Origin, Accept, Content-Type, size, protocol version, session),
+ * Serves /mcp (POST, GET, DELETE), /healthz and /readyz. A body over
+ * max_body is refused (413) by body_gate before it is read. A POST is checked
+ * (Host/Origin, Accept, Content-Type, protocol version, session),
  * parsed, and handed to the core; the reply is then read from the request's
  * durable stream and written either as one JSON body or as an SSE stream.
  * A GET follows the session's standalone stream, or, with Last-Event-ID,

@@ -21,6 +21,14 @@ static const struct session_limits limits = {.idle_ms = 60000, .max_bytes = 1000
 
 /* ---- helpers ---- */
 
+/* session_create without the refusal reason (no caps in these tests). */
+static struct session *new_session(const char *protocol, json_t *params)
+{
+    struct session *s = NULL;
+    session_create(protocol, params, &s);
+    return s;
+}
+
 static void start(void)
 {
     char *err = NULL;
@@ -117,7 +125,7 @@ static void test_sessions(void)
 {
     json_t *params = json_pack("{s:{s:{}}, s:{s:s, s:s}}", "capabilities", "roots", "clientInfo",
                                "name", "unit", "version", "1");
-    struct session *s = session_create("2025-06-18", params);
+    struct session *s = new_session("2025-06-18", params);
     CHECK(s != NULL);
     if (!s) {
         json_decref(params);
@@ -144,7 +152,7 @@ static void test_sessions(void)
     CHECK(session_find("short") == NULL);
 
     json_t *empty = json_object();
-    struct session *other = session_create("2025-11-25", empty);
+    struct session *other = new_session("2025-11-25", empty);
     json_decref(empty);
     CHECK(other != NULL && strcmp(session_id(other), session_id(s)) != 0);
     if (other) {
@@ -505,7 +513,7 @@ static void test_reap(void)
     stop();
     start();
     json_t *empty = json_object();
-    struct session *s = session_create("2025-03-26", empty);
+    struct session *s = new_session("2025-03-26", empty);
     json_decref(empty);
     CHECK(s != NULL);
     if (!s)
@@ -565,7 +573,7 @@ static void test_reap(void)
 static void test_detach_all(void)
 {
     json_t *empty = json_object();
-    struct session *s = session_create("2025-11-25", empty);
+    struct session *s = new_session("2025-11-25", empty);
     json_decref(empty);
     CHECK(s != NULL);
     if (!s)

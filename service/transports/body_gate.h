@@ -1,0 +1,47 @@
+/* body_gate — refuses a request body over --max-body before it is read.
+ *
+ * ulfius 2.7.13 calls an endpoint only after the whole body has arrived
+ * (and silently truncates past max_post_body_size), so a client declaring
+ * 64 MiB would be read to the end before hearing 413. ulfius hands its own
+ * access handler to libmicrohttpd and offers no hook between the headers
+ * and the body, so this module puts one in front of it:
+ *
+ *   - It defines MHD_start_daemon. The executable's definition takes
+ *     precedence over libmicrohttpd's for the call inside
+ *     ulfius_start_framework_with_mhd_options (ELF symbol interposition),
+ *     so the gate sees ulfius's access handler, starts the daemon through
+ *     MHD_start_daemon_va with body_gate's handler instead, and passes
+ *     every call on to ulfius's, except a refused request's.
+ *   - On a request's first call (headers parsed, no body read yet) a
+ *     Content-Length over the limit is answered 413 at once with
+ *     MHD_queue_response; libmicrohttpd then skips the body and closes the
+ *     connection after the answer.
+ *   - A body without a length (chunked) is counted as it arrives; once past
+ *     the limit, libmicrohttpd no longer accepts a response (0.9.75 queues
+ *     only before the body or after all of it), so the gate writes the 413
+ *     on the socket itself and tells libmicrohttpd to drop the connection.
+ *
+ * Either way the socket is then shut for writing and drained for a moment
+ * (a lingering close), so that the client reads the 413 instead of a reset
+ * caused by the body bytes it was still sending. See NOTES.md.
+ *
+ * Needs MHD_USE_THREAD_PER_CONNECTION (a request's state is thread-local)
+ * and plain TCP (the chunked refusal writes to the socket). */
+#ifndef MCPD_BODY_GATE_H
+#define MCPD_BODY_GATE_H
+
+#include <stddef.h>
+
+#include <microhttpd.h>
+
+/* Sets the limit; call before starting the ulfius framework. */
+void body_gate_configure(size_t max_body);
+/* 1 once ulfius's daemon was started through the gate: the caller must
+ * refuse to serve without it (the limit would not hold). */
+int body_gate_installed(void);
+/* Install as MHD_OPTION_NOTIFY_COMPLETED in place of ulfius's
+ * mhd_request_completed, which it calls. */
+void body_gate_request_completed(void *cls, struct MHD_Connection *con, void **con_cls,
+                                 enum MHD_RequestTerminationCode toe);
+
+#endif
