@@ -18,9 +18,6 @@
 
 #define STOP_GRACE_MS 2000
 #define INIT_ID "mcpd-initialize"
-/* The child's request was refused: too many of its requests already wait
- * for the client (--upstream-max-pending). */
-#define UPSTREAM_TOO_MANY_PENDING (JSONRPC_SERVER_ERROR - 10)
 
 /* A request in flight at the child. */
 struct pend {
@@ -318,7 +315,7 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
                  "mcpd refused this request: %d requests from this server are already waiting "
                  "for the client (--upstream-max-pending)",
                  max);
-        send_json(l, jsonrpc_error(m->id, UPSTREAM_TOO_MANY_PENDING, why, NULL));
+        send_json(l, jsonrpc_error(m->id, JSONRPC_UPSTREAM_TOO_MANY_PENDING, why, NULL));
         return;
     }
     struct relay *r = calloc(1, sizeof *r);

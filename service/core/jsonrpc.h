@@ -22,6 +22,7 @@
 #define JSONRPC_SESSION_NOT_FOUND -32001
 #define JSONRPC_TOO_MANY_SESSIONS -32010     /* --max-sessions reached */
 #define JSONRPC_INIT_PARAMS_TOO_LARGE -32011 /* --max-init-params exceeded */
+#define JSONRPC_UPSTREAM_TOO_MANY_PENDING -32012 /* --upstream-max-pending reached */
 #define JSONRPC_REQUEST_CANCELLED -32800
 
 #define JSONRPC_MAX_DEPTH 64
