@@ -39,6 +39,7 @@ struct stream {
     unsigned reader_gen;
     unsigned poll_epoch;
     unsigned probe_epoch;
+    struct stream_watch *watches; /* followers' wakers, signalled with cv */
 };
 
 /* The registry holds the streams still being written: an ended stream
@@ -142,11 +143,20 @@ void stream_unref(struct stream *s)
         stream_free(s);
 }
 
+/* Tells readers blocked on cv and followers watching the stream that it
+ * changed. Called with s->mu held. */
+static void broadcast(struct stream *s)
+{
+    pthread_cond_broadcast(&s->cv);
+    for (struct stream_watch *w = s->watches; w; w = w->next)
+        stream_waker_signal(w->waker);
+}
+
 static void wake(struct stream *s)
 {
     pthread_mutex_lock(&s->mu);
     s->reader_gen++;
-    pthread_cond_broadcast(&s->cv);
+    broadcast(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -390,7 +400,7 @@ int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream
         s->state = end_state;
         s->ended_wall_ms = now;
     }
-    pthread_cond_broadcast(&s->cv);
+    broadcast(s);
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_unlock(&s->append_mu);
     if (end_state != STREAM_ACTIVE)
@@ -413,7 +423,7 @@ int stream_end(struct stream *s, enum stream_state state)
         pthread_mutex_lock(&s->mu);
         s->state = state;
         s->ended_wall_ms = now;
-        pthread_cond_broadcast(&s->cv);
+        broadcast(s);
         pthread_mutex_unlock(&s->mu);
     }
     pthread_mutex_unlock(&s->append_mu);
@@ -439,7 +449,7 @@ void stream_attach(struct stream *s, struct stream_reader *r)
     r->gen = ++s->reader_gen;
     r->poll_epoch = s->poll_epoch;
     r->probe_epoch = s->probe_epoch;
-    pthread_cond_broadcast(&s->cv);
+    broadcast(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -447,7 +457,7 @@ void stream_probe_readers(struct stream *s)
 {
     pthread_mutex_lock(&s->mu);
     s->probe_epoch++;
-    pthread_cond_broadcast(&s->cv);
+    broadcast(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -455,7 +465,7 @@ void stream_detach_readers(struct stream *s)
 {
     pthread_mutex_lock(&s->mu);
     s->poll_epoch++;
-    pthread_cond_broadcast(&s->cv);
+    broadcast(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -504,6 +514,64 @@ enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int
     }
     pthread_mutex_unlock(&s->mu);
     return result;
+}
+
+void stream_waker_init(struct stream_waker *w)
+{
+    pthread_mutex_init(&w->mu, NULL);
+    clock_cond_init(&w->cv);
+    w->epoch = 0;
+}
+
+void stream_waker_destroy(struct stream_waker *w)
+{
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+}
+
+void stream_waker_signal(struct stream_waker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->epoch++;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+unsigned stream_waker_epoch(struct stream_waker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    unsigned e = w->epoch;
+    pthread_mutex_unlock(&w->mu);
+    return e;
+}
+
+void stream_waker_wait(struct stream_waker *w, unsigned seen, int64_t deadline_mono_ms)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->epoch == seen)
+        if (clock_cond_wait_until(&w->cv, &w->mu, deadline_mono_ms) == ETIMEDOUT)
+            break;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void stream_watch(struct stream *s, struct stream_watch *node, struct stream_waker *w)
+{
+    pthread_mutex_lock(&s->mu);
+    node->waker = w;
+    node->next = s->watches;
+    s->watches = node;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void stream_unwatch(struct stream *s, struct stream_watch *node)
+{
+    pthread_mutex_lock(&s->mu);
+    for (struct stream_watch **pp = &s->watches; *pp; pp = &(*pp)->next)
+        if (*pp == node) {
+            *pp = node->next;
+            break;
+        }
+    pthread_mutex_unlock(&s->mu);
 }
 
 void stream_event_id(const struct stream *s, int64_t seq, char *out, size_t cap)
@@ -600,7 +668,7 @@ void stream_drop_session(const char *session_id)
         pthread_mutex_lock(&s->mu);
         if (s->state == STREAM_ACTIVE)
             s->state = STREAM_EXPIRED;
-        pthread_cond_broadcast(&s->cv);
+        broadcast(s);
         pthread_mutex_unlock(&s->mu);
         stream_unref(s);
     }

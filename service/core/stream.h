@@ -20,6 +20,7 @@
 #define MCPD_STREAM_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -120,6 +121,35 @@ void stream_probe_readers(struct stream *s);
  * once; see stream_cursor_check. */
 enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int64_t seq,
                              int64_t deadline_mono_ms, struct stream_chunk *out);
+
+/* A waker lets one thread follow many streams (a push connection's single
+ * writer): it watches each of them with a node it owns, and sleeps on the
+ * waker until any of them changes in a way stream_read would report (a
+ * chunk, the end, a detach, a poll or probe request). Others may signal it
+ * too. The epoch only grows: the follower notes it, checks its streams,
+ * then waits for it to move, so no change between the check and the wait
+ * is missed. Lock order: a stream's lock, then the waker's. */
+struct stream_waker {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned epoch;
+};
+void stream_waker_init(struct stream_waker *w);
+void stream_waker_destroy(struct stream_waker *w);
+void stream_waker_signal(struct stream_waker *w);
+unsigned stream_waker_epoch(struct stream_waker *w);
+/* Waits until the epoch is no longer `seen` or the monotonic deadline. */
+void stream_waker_wait(struct stream_waker *w, unsigned seen, int64_t deadline_mono_ms);
+
+/* A watch: owned by the follower, linked into the stream while watching. */
+struct stream_watch {
+    struct stream_waker *waker;
+    struct stream_watch *next;
+};
+/* Signals w whenever s changes, until stream_unwatch (which must come
+ * before the node or the waker is freed). */
+void stream_watch(struct stream *s, struct stream_watch *node, struct stream_waker *w);
+void stream_unwatch(struct stream *s, struct stream_watch *node);
 
 /* Event ids name a position in a stream: "<stream id>:<seq>", unique
  * across a session's streams. SSE ids, WebSocket resume ids and poll

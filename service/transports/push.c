@@ -13,32 +13,42 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Forwarders wake this often to notice that their connection closed. */
-#define FORWARD_TICK_MS 1000
-#define FORWARDER_STACK (128 * 1024)
+/* The writer wakes at least this often, to keep the session of an open
+ * connection from expiring while its client is simply quiet. */
+#define WRITER_TICK_MS 1000
+#define WRITER_STACK (128 * 1024)
+/* Chunks taken from one stream before the writer looks at the others, so
+ * a chatty request cannot hold back its neighbours' replies. */
+#define PUMP_BURST 32
 #define EVENT_ID_KEY "mcpd/event-id"
 #define DEFAULT_MAX_INFLIGHT 256
 #define SESSION_ID_KEY "mcpd/session-id"
 
-struct forwarder {
+/* A stream the connection's writer follows. */
+struct follow {
     struct push *p;
     struct stream *stream;
+    struct stream_reader tok;
+    struct stream_watch watch;
     int64_t next;
     int chunked;    /* opted in: messages go out as mcpd/chunk */
     int standalone; /* the session's standalone stream: holds its GET slot */
     int announce;   /* initialize's reply: tell the client its session id */
-    pthread_t thread;
-    struct forwarder *next_fwd;
+    struct follow *next_f;
 };
 
 struct push {
     struct push_io io;
     pthread_mutex_t mu; /* guards everything below */
-    pthread_cond_t cv;  /* a request forwarder finished */
+    pthread_cond_t cv;  /* a request's stream was released */
     pthread_mutex_t send_mu;
+    /* The writer sleeps here; the streams it follows and push_receive
+     * (handing it a new one) wake it. */
+    struct stream_waker waker;
+    pthread_t writer;
     struct session *session;
-    struct forwarder *forwarders;
-    int busy; /* request forwarders still running */
+    struct follow *incoming; /* handed to the writer, not yet taken */
+    int busy;                /* request streams not yet released */
     int closing;
     int dead; /* the transport could not send */
 };
@@ -107,7 +117,7 @@ static json_t *with_event_id(const struct stream_chunk *ch, struct stream *st, c
     return msg;
 }
 
-static int forward_chunk(struct forwarder *f, const struct stream_chunk *ch)
+static int forward_chunk(struct follow *f, const struct stream_chunk *ch)
 {
     if (f->chunked)
         return send_json(f->p,
@@ -119,58 +129,142 @@ static int forward_chunk(struct forwarder *f, const struct stream_chunk *ch)
     return send_text(f->p, ch->msg, ch->len);
 }
 
-/* ---- forwarders ---- */
+/* ---- the writer ---- */
 
-static int stopping(struct push *p)
+/* One writer per connection follows every stream the connection has: the
+ * standalone stream and each request's. It sends each stream's messages in
+ * commit order and lets go of a request's stream as soon as its last
+ * message is out, so a connection that lives for days holds only what is
+ * in flight: one thread, however many requests it serves. */
+
+enum pump { PUMP_IDLE, PUMP_SENT, PUMP_DONE };
+
+/* Sends what f has ready, up to PUMP_BURST messages, without waiting. */
+static enum pump pump(struct follow *f)
+{
+    struct push *p = f->p;
+    enum pump r = PUMP_IDLE;
+    for (int n = 0; n < PUMP_BURST; n++) {
+        struct stream_chunk ch;
+        enum stream_wait w = stream_read(f->stream, &f->tok, f->next, 0, &ch);
+        if (w == STREAM_POLL || w == STREAM_PROBE)
+            continue; /* HTTP's concerns: a push connection reads on */
+        if (w == STREAM_ENDED || w == STREAM_DETACHED || w == STREAM_REFUSED)
+            return PUMP_DONE;
+        if (w != STREAM_CHUNK)
+            return r;
+        if (forward_chunk(f, &ch) != 0)
+            return PUMP_DONE; /* the connection is dead; the writer stops */
+        f->next = ch.seq + 1;
+        if (f->standalone)
+            session_set_get_cursor(p->session, f->next);
+        if (ch.is_end)
+            return PUMP_DONE;
+        r = PUMP_SENT;
+    }
+    return r;
+}
+
+static void release(struct follow *f)
+{
+    struct push *p = f->p;
+    stream_unwatch(f->stream, &f->watch);
+    if (f->standalone) {
+        session_get_release(p->session);
+    } else {
+        pthread_mutex_lock(&p->mu);
+        p->busy--;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    stream_unref(f->stream);
+    free(f);
+}
+
+/* Moves what push_receive handed over onto the writer's own list, oldest
+ * first, and starts watching it. Returns 1 when the writer is to stop. */
+static int take_incoming(struct push *p, struct follow **tail)
 {
     pthread_mutex_lock(&p->mu);
     int stop = p->closing || p->dead;
+    struct follow *in = p->incoming;
+    p->incoming = NULL;
     pthread_mutex_unlock(&p->mu);
+    struct follow *rev = NULL;
+    while (in) {
+        struct follow *next = in->next_f;
+        in->next_f = rev;
+        rev = in;
+        in = next;
+    }
+    for (struct follow *f = rev, *next; f; f = next) {
+        next = f->next_f;
+        f->next_f = NULL;
+        stream_attach(f->stream, &f->tok);
+        stream_watch(f->stream, &f->watch, &p->waker);
+        *tail = f;
+        tail = &f->next_f;
+    }
     return stop;
 }
 
-static void *forward_main(void *arg)
+static void *writer_main(void *arg)
 {
-    struct forwarder *f = arg;
-    struct push *p = f->p;
-    struct stream_reader tok;
-    stream_attach(f->stream, &tok);
-    while (!stopping(p)) {
-        struct stream_chunk ch;
-        enum stream_wait w =
-            stream_read(f->stream, &tok, f->next, clock_mono_ms() + FORWARD_TICK_MS, &ch);
-        if (w == STREAM_CHUNK) {
-            if (forward_chunk(f, &ch) != 0)
-                break;
-            f->next = ch.seq + 1;
-            if (f->standalone)
-                session_set_get_cursor(p->session, f->next);
-            if (ch.is_end)
-                break;
-        } else if (w == STREAM_ENDED || w == STREAM_DETACHED || w == STREAM_REFUSED) {
+    struct push *p = arg;
+    struct follow *list = NULL;
+    int64_t next_touch = clock_mono_ms() + WRITER_TICK_MS;
+    for (;;) {
+        unsigned seen = stream_waker_epoch(&p->waker);
+        struct follow **tail = &list;
+        while (*tail)
+            tail = &(*tail)->next_f;
+        if (take_incoming(p, tail))
             break;
-        } else if (w == STREAM_TIMEOUT && f->standalone) {
+        int busy = 0, standalone = 0;
+        for (struct follow **fp = &list; *fp;) {
+            struct follow *f = *fp;
+            enum pump r = pump(f);
+            if (r == PUMP_DONE) {
+                *fp = f->next_f;
+                release(f);
+                busy = 1;
+                continue;
+            }
+            busy |= r == PUMP_SENT;
+            standalone |= f->standalone;
+            fp = &f->next_f;
+        }
+        if (busy)
+            continue;
+        int64_t now = clock_mono_ms();
+        if (now >= next_touch) {
             /* An open connection is activity: it must not expire under a
              * client that is simply quiet. */
-            session_touch(p->session);
+            if (standalone)
+                session_touch(p->session);
+            next_touch = now + WRITER_TICK_MS;
         }
+        stream_waker_wait(&p->waker, seen, next_touch);
     }
-    if (f->standalone)
-        session_get_release(p->session);
-    pthread_mutex_lock(&p->mu);
-    if (!f->standalone)
-        p->busy--;
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    while (list) {
+        struct follow *next = list->next_f;
+        release(list);
+        list = next;
+    }
     return NULL;
 }
 
-/* Starts following st from seq `from` (takes the reference to st). */
+/* Hands st to the writer, to follow from seq `from` (takes the reference
+ * to st). */
 static void forward(struct push *p, struct stream *st, int64_t from, int chunked, int standalone,
                     int announce)
 {
-    struct forwarder *f = calloc(1, sizeof *f);
+    struct follow *f = calloc(1, sizeof *f);
     if (!f) {
+        log_event(LOG_ERROR, session_id(p->session), "forward_failed",
+                  "out of memory following stream %s", stream_id(st));
+        if (standalone)
+            session_get_release(p->session);
         stream_unref(st);
         return;
     }
@@ -180,29 +274,13 @@ static void forward(struct push *p, struct stream *st, int64_t from, int chunked
     f->chunked = chunked;
     f->standalone = standalone;
     f->announce = announce;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, FORWARDER_STACK);
     pthread_mutex_lock(&p->mu);
     if (!standalone)
         p->busy++;
-    int rc = pthread_create(&f->thread, &attr, forward_main, f);
-    if (rc == 0) {
-        f->next_fwd = p->forwarders;
-        p->forwarders = f;
-    } else if (!standalone) {
-        p->busy--;
-    }
+    f->next_f = p->incoming;
+    p->incoming = f;
     pthread_mutex_unlock(&p->mu);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        log_event(LOG_ERROR, session_id(p->session), "forwarder_failed",
-                  "cannot start a thread for stream %s", stream_id(st));
-        if (standalone)
-            session_get_release(p->session);
-        stream_unref(st);
-        free(f);
-    }
+    stream_waker_signal(&p->waker);
 }
 
 /* The connection now serves session s (reference taken): forward its
@@ -360,6 +438,21 @@ struct push *push_open(const struct push_io *io)
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->send_mu, NULL);
     clock_cond_init(&p->cv);
+    stream_waker_init(&p->waker);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, WRITER_STACK);
+    int rc = pthread_create(&p->writer, &attr, writer_main, p);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        log_event(LOG_ERROR, NULL, "writer_failed", "cannot start a connection's writer thread");
+        stream_waker_destroy(&p->waker);
+        pthread_mutex_destroy(&p->mu);
+        pthread_mutex_destroy(&p->send_mu);
+        pthread_cond_destroy(&p->cv);
+        free(p);
+        return NULL;
+    }
     return p;
 }
 
@@ -385,20 +478,22 @@ void push_close(struct push *p)
         return;
     pthread_mutex_lock(&p->mu);
     p->closing = 1;
-    struct forwarder *list = p->forwarders;
-    p->forwarders = NULL;
     pthread_mutex_unlock(&p->mu);
-    /* Wake them now rather than at their next tick. */
-    for (struct forwarder *f = list; f; f = f->next_fwd)
-        stream_probe_readers(f->stream);
-    struct forwarder *next;
-    for (struct forwarder *f = list; f; f = next) {
-        next = f->next_fwd;
-        pthread_join(f->thread, NULL);
-        stream_unref(f->stream);
-        free(f);
+    stream_waker_signal(&p->waker);
+    pthread_join(p->writer, NULL);
+    /* Whatever was handed over after the writer's last look. */
+    struct follow *in = p->incoming;
+    p->incoming = NULL;
+    while (in) {
+        struct follow *next = in->next_f;
+        if (in->standalone)
+            session_get_release(p->session);
+        stream_unref(in->stream);
+        free(in);
+        in = next;
     }
     session_unref(p->session);
+    stream_waker_destroy(&p->waker);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->send_mu);
     pthread_cond_destroy(&p->cv);

@@ -4,9 +4,10 @@
  * The transport owns the framing (RFC 6455 frames, NDJSON or Content-Length)
  * and hands each complete frame to push_receive. push parses it as JSON-RPC,
  * answers bad input with a JSON-RPC error, gives initialize to the core (the
- * connection then has a session) and everything else to core_submit. Every
- * reply stream is followed by a forwarder thread that sends its messages, in
- * order, through the transport's send function; a request that opted in
+ * connection then has a session) and everything else to core_submit. One
+ * writer thread per connection follows every reply stream and sends each
+ * one's messages, in order, through the transport's send function, letting
+ * go of a request as soon as its last message is out; a request that opted in
  * with "stream": true gets the handle at once and its messages as
  * mcpd/chunk notifications. Once the connection has a session, its
  * standalone stream is forwarded too. So the transport owns no messages: if
@@ -14,7 +15,9 @@
  * resumes them (push_resume).
  *
  * Threading: push_receive is called from the transport's reading thread;
- * sends come from forwarder threads and are serialised by push. */
+ * sends come from the connection's writer thread and, for immediate
+ * answers, from the reading thread; push serialises them. A connection
+ * costs one thread and its in-flight requests, however long it lives. */
 #ifndef MCPD_PUSH_H
 #define MCPD_PUSH_H
 
@@ -35,13 +38,13 @@ struct push_io {
      * after a reconnect. Off for stdio, which cannot reconnect. */
     int event_ids;
     /* Requests this connection may have in flight at once (0: 256). More
-     * are refused with an error instead of run: each one in flight holds a
-     * forwarder thread, and a client that floods requests and never reads
-     * must not pile them up without end. */
+     * are refused with an error instead of run: a client that floods
+     * requests and never reads must not pile them up without end. */
     int max_inflight;
 };
 
-/* A new connection. The io struct is copied. NULL when out of memory. */
+/* A new connection, with its writer thread running. The io struct is
+ * copied. NULL when out of memory or threads. */
 struct push *push_open(const struct push_io *io);
 
 /* One frame's payload from the client. Never fails: bad input is answered
@@ -63,7 +66,7 @@ const char *push_session_id(struct push *p);
  * finished, -1 on timeout. */
 int push_drain(struct push *p, int64_t timeout_ms);
 
-/* Stops every forwarder (the connection is gone or closing) and frees p.
+/* Stops the writer (the connection is gone or closing) and frees p.
  * Requests still running go on; their replies stay in their streams. */
 void push_close(struct push *p);
 

@@ -3,7 +3,7 @@
  * One thread (the caller's) reads: it polls in_fd, a signalfd for the stop
  * signals and out_fd (for its error condition only: a pipe whose reader
  * closed reports POLLERR, so a vanished client is seen even while stdin is
- * quiet). Writes come from push's forwarder threads and from the reading
+ * quiet). Writes come from push's writer thread and from the reading
  * thread (framing errors), serialised by out.mu; each is one writev of
  * prefix, message and suffix, so frames never interleave. */
 #include "stdio_transport.h"
@@ -287,7 +287,7 @@ int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sig
     }
     /* Requests in flight finish and are answered; a client that stopped
      * reading holds nobody (neither the drain nor push_close, which joins
-     * the forwarders) beyond the same deadline. */
+     * the writer) beyond the same deadline. */
     give_up_after_grace(&o);
     if (why != END_OUTPUT) {
         if (push_drain(p, grace) != 0 && !out_dead(&o))

@@ -163,7 +163,7 @@ struct ws_conn {
 /* Marks the connection dead and wakes the reading thread: after
  * shutdown() its poll() sees end of file at once. The descriptor itself
  * stays open (MHD closes it after ws_endpoint returns), so no other
- * connection can reuse the number while a forwarder might still use it. */
+ * connection can reuse the number while push's writer might still use it. */
 static void conn_kill(struct ws_conn *c)
 {
     atomic_store(&c->dead, 1);
@@ -216,8 +216,8 @@ static int conn_writev(struct ws_conn *c, struct iovec *iov, int n)
     return 0;
 }
 
-/* push_io.send: one message, one text frame. Called by push's forwarder
- * threads and, for immediate answers, by the reading thread. */
+/* push_io.send: one message, one text frame. Called by push's writer
+ * thread and, for immediate answers, by the reading thread. */
 static int conn_send(void *io, const char *msg, size_t len)
 {
     struct ws_conn *c = io;
@@ -467,7 +467,7 @@ int ws_endpoint(const struct _u_request *req, struct _u_response *resp, void *us
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     }
 
-    /* Resuming starts forwarders at once; holding the write mutex keeps
+    /* Resuming hands streams to push's writer at once; holding the write mutex keeps
      * their first frames behind the 101, and lets a refusal still be an
      * ordinary HTTP answer. */
     const char *sid = header(req, "Mcp-Session-Id");
@@ -515,7 +515,7 @@ int ws_endpoint(const struct _u_request *req, struct _u_response *resp, void *us
         atomic_fetch_add(&running_sessions, 1);
         conn_run(c);
     }
-    /* Stop the forwarders first (a write they are blocked in fails once
+    /* Stop push's writer first (a write they are blocked in fails once
      * the socket is shut down), then let go of everything. */
     char sid_copy[80];
     snprintf(sid_copy, sizeof sid_copy, "%s",

@@ -20,7 +20,7 @@
  *      connection as it would any broken one.
  *
  * Messages go through push (push.h): each complete text message is handed
- * to push_receive; replies are sent by push's forwarder threads through
+ * to push_receive; replies are sent by push's writer thread through
  * ws's send function, which writes one text frame under the connection's
  * write mutex, waiting at most write_timeout_ms for a client that does not
  * read before giving up on the connection (its streams stay stored). Every
