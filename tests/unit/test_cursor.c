@@ -98,7 +98,8 @@ static void test_streams(const char *dbpath)
     stream_registry_init(store);
     session_registry_init(store, &limits);
     json_t *params = json_object();
-    struct session *s = session_create("2025-11-25", params);
+    struct session *s = NULL;
+    CHECK_INT(session_create("2025-11-25", params, &s), 0);
     json_decref(params);
     CHECK(s != NULL);
     if (!s)
