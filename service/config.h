@@ -32,6 +32,9 @@ struct config {
     int64_t ws_max_message;
     int64_t ws_ping_ms;
     int64_t max_connections;
+    int64_t max_connections_per_ip;
+    int64_t request_timeout_ms;
+    char *trusted_proxies; /* addresses and networks whose X-Forwarded-For is believed */
     int64_t max_workers;
     int64_t shutdown_grace_ms;
     char *upstream;      /* the command line of a stdio MCP server to put behind mcpd */

@@ -20,9 +20,11 @@
 /* Implementation-defined range. */
 #define JSONRPC_SERVER_ERROR -32000
 #define JSONRPC_SESSION_NOT_FOUND -32001
-#define JSONRPC_TOO_MANY_SESSIONS -32010     /* --max-sessions reached */
-#define JSONRPC_INIT_PARAMS_TOO_LARGE -32011 /* --max-init-params exceeded */
+#define JSONRPC_TOO_MANY_SESSIONS -32010         /* --max-sessions reached */
+#define JSONRPC_INIT_PARAMS_TOO_LARGE -32011     /* --max-init-params exceeded */
 #define JSONRPC_UPSTREAM_TOO_MANY_PENDING -32012 /* --upstream-max-pending reached */
+#define JSONRPC_SERVER_BUSY -32013               /* --max-connections reached */
+#define JSONRPC_TOO_MANY_CONNECTIONS -32014      /* --max-connections-per-ip reached */
 #define JSONRPC_REQUEST_CANCELLED -32800
 
 #define JSONRPC_MAX_DEPTH 64

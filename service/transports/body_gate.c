@@ -1,6 +1,7 @@
 /* body_gate — see body_gate.h. */
 #include "body_gate.h"
 #include "clock.h"
+#include "conn_guard.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "metrics.h"
@@ -45,11 +46,16 @@ int body_gate_installed(void)
     return gate.inner != NULL;
 }
 
+static void too_large_message(char *msg, size_t cap)
+{
+    snprintf(msg, cap, "Payload Too Large: the limit is %zu bytes", gate.max_body);
+}
+
 /* The same JSON-RPC error the transports send for any refusal. */
 static char *too_large_body(size_t *len)
 {
     char msg[120];
-    snprintf(msg, sizeof msg, "Payload Too Large: the limit is %zu bytes", gate.max_body);
+    too_large_message(msg, sizeof msg);
     json_t *err = jsonrpc_error(NULL, JSONRPC_SERVER_ERROR, msg, NULL);
     char *text = json_dumps(err, JSON_COMPACT);
     json_decref(err);
@@ -67,20 +73,10 @@ static void refused(const char *how)
 /* 413 on the first call, before libmicrohttpd reads any of the body. */
 static enum MHD_Result refuse_declared(struct MHD_Connection *con)
 {
-    size_t len;
-    char *text = too_large_body(&len);
-    struct MHD_Response *r =
-        text ? MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE) : NULL;
-    if (!r) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Connection", "close");
-    enum MHD_Result rc = MHD_queue_response(con, MHD_HTTP_CONTENT_TOO_LARGE, r);
-    MHD_destroy_response(r);
+    char msg[120];
+    too_large_message(msg, sizeof msg);
     refused("declared Content-Length over the limit");
-    return rc;
+    return conn_guard_queue_refusal(con, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_SERVER_ERROR, msg, 0);
 }
 
 static int wait_fd(int fd, short events, int64_t deadline)
@@ -155,12 +151,19 @@ static enum MHD_Result gate_access(void *cls, struct MHD_Connection *con, const 
         return MHD_YES;
     if (!req.seen) {
         req.seen = 1;
+        enum MHD_Result rc;
+        if (conn_guard_request_begin(con, &rc)) {
+            req.refused = 1;
+            return rc;
+        }
         const char *clen =
             MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         /* libmicrohttpd has already refused a malformed Content-Length. */
         if (clen && strtoull(clen, NULL, 10) > gate.max_body)
             return refuse_declared(con);
-    } else if (*upload_data_size) {
+    } else if (*upload_data_size == 0) {
+        conn_guard_request_received(con);
+    } else {
         req.received += *upload_data_size;
         if (req.received > gate.max_body) {
             refuse_streamed(con);
@@ -177,6 +180,7 @@ void body_gate_request_completed(void *cls, struct MHD_Connection *con, void **c
 {
     if (req.refused && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
         linger(con);
+    conn_guard_request_done(con);
     memset(&req, 0, sizeof req);
     mhd_request_completed(cls, con, con_cls, toe);
 }

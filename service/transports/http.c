@@ -1,6 +1,8 @@
 /* http — see http.h. */
 #include "http.h"
 #include "body_gate.h"
+#include "conn_guard.h"
+#include "forwarded.h"
 #include "clock.h"
 #include "core.h"
 #include "jsonrpc.h"
@@ -44,6 +46,7 @@ static struct {
     struct _u_instance inst;
     struct http_config cfg;
     struct sockaddr_storage addr;
+    struct forwarded *trusted;
     int started;
 } http;
 
@@ -786,7 +789,19 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     line[strcspn(line, "\n")] = '\0';
-    log_event(strstr(line, "`/mcp/ws") ? LOG_DEBUG : LOG_WARN, NULL, "mhd", "%s", line);
+    /* What a client can cause at will (hanging up mid-request, the
+     * WebSocket takeover) must not fill the log. */
+    int client_caused = strstr(line, "`/mcp/ws") || strstr(line, "closed by remote side") ||
+                        strstr(line, "incomplete request");
+    log_event(client_caused ? LOG_DEBUG : LOG_WARN, NULL, "mhd", "%s", line);
+}
+
+/* After libmicrohttpd has stopped: nothing calls the guard any more. */
+static void http_release_guard(void)
+{
+    conn_guard_stop();
+    forwarded_free(http.trusted);
+    http.trusted = NULL;
 }
 
 int http_start(const struct http_config *cfg, char **err)
@@ -808,7 +823,18 @@ int http_start(const struct http_config *cfg, char **err)
             *err = NULL;
         return -1;
     }
+    char why[200];
+    struct conn_guard_config gc = {cfg->request_timeout_ms, cfg->connection_limit,
+                                   cfg->connection_limit_per_ip, NULL};
+    if (forwarded_parse(cfg->trusted_proxies, &http.trusted, why, sizeof why) != 0 ||
+        (gc.trusted = http.trusted, conn_guard_start(&gc, why, sizeof why)) != 0) {
+        forwarded_free(http.trusted);
+        http.trusted = NULL;
+        *err = strdup(why);
+        return -1;
+    }
     if (ulfius_init_instance(&http.inst, (unsigned)cfg->port, NULL, NULL) != U_OK) {
+        http_release_guard();
         *err = strdup("cannot initialise the HTTP server");
         return -1;
     }
@@ -833,7 +859,8 @@ int http_start(const struct http_config *cfg, char **err)
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)body_gate_request_completed, NULL},
         {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)ws_uri_logger, NULL},
         {MHD_OPTION_SOCK_ADDR, 0, &http.addr},
-        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->connection_limit, NULL},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conn_guard_notify, NULL},
+        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)conn_guard_mhd_limit(), NULL},
         {MHD_OPTION_THREAD_STACK_SIZE, MHD_STACK, NULL},
         {MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL},
         {MHD_OPTION_END, 0, NULL},
@@ -845,6 +872,7 @@ int http_start(const struct http_config *cfg, char **err)
                      strerror(errno)) < 0)
             *err = NULL;
         ulfius_clean_instance(&http.inst);
+        http_release_guard();
         return -1;
     }
     if (!body_gate_installed()) {
@@ -853,6 +881,7 @@ int http_start(const struct http_config *cfg, char **err)
         *err = strdup("the request body limit could not be installed (see body_gate.h)");
         ulfius_stop_framework(&http.inst);
         ulfius_clean_instance(&http.inst);
+        http_release_guard();
         return -1;
     }
     http.started = 1;
@@ -866,5 +895,6 @@ void http_stop(void)
     ws_stop();
     ulfius_stop_framework(&http.inst);
     ulfius_clean_instance(&http.inst);
+    http_release_guard();
     http.started = 0;
 }

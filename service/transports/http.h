@@ -34,6 +34,9 @@ struct http_config {
     int64_t keepalive_ms; /* SSE comment interval */
     int64_t retry_ms;     /* the retry: hint sent to polling clients */
     unsigned connection_limit;
+    unsigned connection_limit_per_ip;    /* 0: none */
+    int64_t request_timeout_ms;          /* 0: none */
+    const char *trusted_proxies;         /* forwarded.h's list; NULL: none */
     const struct origin_policy *origins; /* borrowed for the server's life */
     size_t ws_max_message;
     int64_t ws_ping_ms;

@@ -1,0 +1,68 @@
+/* conn_guard — no client may hold more than its share of the HTTP server's
+ * connections, nor hold one without sending a request.
+ *
+ * libmicrohttpd runs a thread per connection, so a connection that never
+ * finishes its request pins a thread and a slot under --max-connections
+ * (slowloris). The guard keeps a record per connection (from
+ * MHD_OPTION_NOTIFY_CONNECTION) and enforces three limits:
+ *
+ *   - Request timeout. From accept, and again from the end of each
+ *     response (an idle keep-alive connection), the next request must have
+ *     arrived whole, headers and body, within --request-timeout-ms. A
+ *     watchdog thread shuts down the sockets of the late ones. While a
+ *     request is being handled (an SSE stream, a long-poll, a WebSocket
+ *     taken over by ws.c) there is no deadline.
+ *   - Connection cap. libmicrohttpd's own limit is set a little above
+ *     --max-connections, so that the connections past the cap can still be
+ *     answered: 503 with Retry-After and Connection: close, not a reset.
+ *   - Per-client cap: --max-connections-per-ip connections per client
+ *     address; past it, 429. Behind a trusted proxy (forwarded.h) the client
+ *     is the forwarded address, counted per request rather than per socket.
+ *
+ * body_gate calls the request hooks from its access handler (the only code
+ * in front of ulfius's), and its completion callback. Thread-safe. */
+#ifndef MCPD_CONN_GUARD_H
+#define MCPD_CONN_GUARD_H
+
+#include <stdint.h>
+
+#include <microhttpd.h>
+
+#include "forwarded.h"
+
+struct conn_guard_config {
+    int64_t request_timeout_ms; /* 0: no timeout */
+    unsigned max_connections;
+    unsigned max_per_ip;             /* 0: no per-client cap */
+    const struct forwarded *trusted; /* borrowed for the guard's life; may be NULL */
+};
+
+/* Starts the watchdog. Returns 0, or -1 with a message in err. */
+int conn_guard_start(const struct conn_guard_config *cfg, char *err, size_t errcap);
+/* Stops the watchdog; call after libmicrohttpd has stopped. */
+void conn_guard_stop(void);
+/* The limit to give libmicrohttpd (MHD_OPTION_CONNECTION_LIMIT). */
+unsigned conn_guard_mhd_limit(void);
+/* MHD_OPTION_NOTIFY_CONNECTION. */
+void conn_guard_notify(void *cls, struct MHD_Connection *con, void **socket_context,
+                       enum MHD_ConnectionNotificationCode code);
+
+/* A request's headers have arrived. Returns 0 to go on; otherwise the
+ * refusal is queued on con, *rc holds what the access handler returns, and
+ * libmicrohttpd closes the connection after it. */
+int conn_guard_request_begin(struct MHD_Connection *con, enum MHD_Result *rc);
+/* The whole request (body included) has arrived: no deadline until it is
+ * answered. */
+void conn_guard_request_received(struct MHD_Connection *con);
+/* The response is done: the next request's deadline starts. */
+void conn_guard_request_done(struct MHD_Connection *con);
+/* The client's address (FORWARDED_ADDR_MAX bytes): the peer, or the
+ * forwarded client behind a trusted proxy; "" if unknown. */
+void conn_guard_client(struct MHD_Connection *con, char *out);
+
+/* Queues a JSON-RPC error response with Connection: close on a request's
+ * first call; retry_after_s > 0 adds Retry-After. Returns MHD's result. */
+enum MHD_Result conn_guard_queue_refusal(struct MHD_Connection *con, unsigned status, int code,
+                                         const char *message, int retry_after_s);
+
+#endif

@@ -1,0 +1,173 @@
+// Connections a single client must not be able to hold (issue 7, defect 4):
+// sockets that never finish their request are closed after
+// --request-timeout-ms (slowloris), a client past --max-connections-per-ip
+// gets 429, the server past --max-connections answers 503 with Retry-After
+// instead of resetting, and X-Forwarded-For is believed only from
+// --trusted-proxies. Long-lived responses (an SSE stream, a WebSocket) are
+// not cut by the request timeout. After each case another client is served
+// and the store passes PRAGMA integrity_check.
+
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { test } from 'node:test';
+
+import { integrityCheck } from './lib/integrity.mjs';
+import {
+  ACCEPT_BOTH,
+  echo,
+  getStream,
+  initSession,
+  request,
+  sleep,
+  waitFor,
+  withMcpd,
+  withTimeout,
+} from './lib/mcpd.mjs';
+
+const SERVER_BUSY = -32013;
+const TOO_MANY_CONNECTIONS = -32014;
+
+/** A socket that sends half a request header and then nothing. */
+function halfRequest(port) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1', () => {
+      sock.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n`);
+      resolve(sock);
+    });
+    sock.on('error', reject);
+  });
+}
+
+/** Resolves when the server ends the socket (or rejects after ms). */
+function closedBy(sock, ms) {
+  return withTimeout(
+    new Promise((resolve) => {
+      if (sock.destroyed || sock.readableEnded) return resolve();
+      sock.on('close', resolve);
+      sock.on('end', resolve);
+      sock.resume();
+    }),
+    ms,
+    'the server to close a half-sent request',
+  );
+}
+
+/** One whole request on its own connection; its status and JSON body. */
+function healthz(port, headers = {}) {
+  return request(port, { method: 'GET', path: '/healthz', headers, timeout: 10000 });
+}
+
+async function refusals(port, reason) {
+  const r = await request(port, { method: 'GET', path: '/metrics', timeout: 5000 });
+  const m = r.text.match(new RegExp(`mcpd_refusals_total\\{reason="${reason}"\\} (\\d+)`));
+  return m ? Number(m[1]) : 0;
+}
+
+async function anotherClientServed(port) {
+  const { session } = await initSession(port);
+  assert.equal(await echo(port, session, 'other-client'), 'other-client');
+}
+
+test('slowloris: half-sent requests are closed after --request-timeout-ms; others are served meanwhile', async () => {
+  await withMcpd(['--request-timeout-ms', '1500', '--max-connections', '40', '--max-connections-per-ip', '0'], {}, async (m) => {
+    // Fill the connection cap with sockets that never finish a header.
+    const socks = await Promise.all(Array.from({ length: 40 }, () => halfRequest(m.port)));
+    // At the cap the server answers rather than resetting.
+    const busy = await healthz(m.port);
+    assert.equal(busy.status, 503);
+    assert.equal(busy.headers['retry-after'], '5');
+    assert.equal(busy.json.error.code, SERVER_BUSY);
+    assert.match(busy.json.error.message, /--max-connections/);
+    // Every half request is cut within the timeout (generous bound).
+    await Promise.all(socks.map((s) => closedBy(s, 15000)));
+    assert.ok((await refusals(m.port, 'request_timeout')) >= 40);
+    await anotherClientServed(m.port);
+    assert.equal(integrityCheck(m.db), 'ok');
+  });
+});
+
+test('a body that stops arriving is cut by the same timeout', async () => {
+  await withMcpd(['--request-timeout-ms', '1000'], {}, async (m) => {
+    const sock = await new Promise((resolve) => {
+      const s = net.connect(m.port, '127.0.0.1', () => {
+        s.write(
+          `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${m.port}\r\nAccept: ${ACCEPT_BOTH}\r\n` +
+            `Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"jsonrpc":`,
+        );
+        resolve(s);
+      });
+    });
+    await closedBy(sock, 15000);
+    await anotherClientServed(m.port);
+  });
+});
+
+test('an SSE stream and an idle-looking long response outlive the request timeout', async () => {
+  await withMcpd(['--request-timeout-ms', '800', '--keepalive-ms', '300'], {}, async (m) => {
+    const { session } = await initSession(m.port);
+    const stream = await getStream(m.port, session);
+    assert.equal(stream.status, 200);
+    await sleep(2500); // three timeouts' worth
+    assert.ok(!stream.res.destroyed && !stream.res.complete, 'the GET stream is still open');
+    stream.close();
+    // A countdown that takes longer than the timeout is answered whole.
+    const r = await request(m.port, {
+      headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, 'Mcp-Session-Id': session, 'MCP-Protocol-Version': '2025-11-25' },
+      body: { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'countdown', arguments: { n: 3, interval_ms: 600 } } },
+      timeout: 20000,
+    });
+    assert.equal(r.status, 200);
+    assert.match(r.text, /"id":7/);
+  });
+});
+
+test('--max-connections-per-ip: 429 past the cap for that address only', async () => {
+  await withMcpd(['--max-connections-per-ip', '3', '--request-timeout-ms', '0'], {}, async (m) => {
+    const socks = await Promise.all(Array.from({ length: 3 }, () => halfRequest(m.port)));
+    const r = await healthz(m.port);
+    assert.equal(r.status, 429);
+    assert.equal(r.json.error.code, TOO_MANY_CONNECTIONS);
+    assert.match(r.json.error.message, /127\.0\.0\.1.*--max-connections-per-ip/);
+    assert.equal(r.headers.connection, 'close');
+    // X-Forwarded-For from an untrusted peer changes nothing.
+    const forged = await healthz(m.port, { 'X-Forwarded-For': '203.0.113.9' });
+    assert.equal(forged.status, 429);
+    for (const s of socks) s.destroy();
+    await waitFor(async () => (await healthz(m.port)).status === 200, 10000, 'the slots to free');
+    assert.ok((await refusals(m.port, 'max_connections_per_ip')) >= 2);
+    await anotherClientServed(m.port);
+  });
+});
+
+test('--trusted-proxies: behind a trusted proxy the forwarded client is the one counted', async () => {
+  await withMcpd(['--max-connections-per-ip', '2', '--trusted-proxies', 'loopback', '--request-timeout-ms', '0'], {}, async (m) => {
+    // Two held connections "from" 198.51.100.1 via the proxy (loopback).
+    const held = await Promise.all(
+      [0, 1].map(
+        () =>
+          new Promise((resolve) => {
+            const s = net.connect(m.port, '127.0.0.1', () => {
+              s.write(`GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:${m.port}\r\nX-Forwarded-For: 198.51.100.1\r\nAccept: text/event-stream\r\n\r\n`);
+              resolve(s);
+            });
+          }),
+      ),
+    );
+    await sleep(300);
+    const same = await healthz(m.port, { 'X-Forwarded-For': '198.51.100.1' });
+    assert.equal(same.status, 429, same.text);
+    assert.match(same.json.error.message, /198\.51\.100\.1/);
+    // A client the proxy appended after a forged hop is still itself.
+    const other = await healthz(m.port, { 'X-Forwarded-For': '198.51.100.1, 192.0.2.7' });
+    assert.equal(other.status, 200);
+    for (const s of held) s.destroy();
+    await anotherClientServed(m.port);
+  });
+});
+
+test('a bad --trusted-proxies is refused at start', async () => {
+  await assert.rejects(
+    withMcpd(['--trusted-proxies', '10.0.0.0/33'], {}, async () => {}),
+    /trusted-proxies/,
+  );
+});
