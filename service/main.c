@@ -86,6 +86,7 @@ static int start_backend(const struct config *cfg, const struct backend_ops **op
             .relay_timeout_ms = 300000,
             .max_pending = (int)cfg->upstream_max_pending,
             .max_message = (size_t)cfg->max_body,
+            .log_rate = (double)cfg->upstream_log_rate,
         };
         *ops = upstream_backend_ops();
         *backend = upstream_backend_new(&uc, &why);
@@ -155,6 +156,8 @@ int main(int argc, char **argv)
         .session_max_bytes = cfg.session_max_bytes,
         .max_sessions = cfg.max_sessions,
         .max_init_params = cfg.max_init_params,
+        .log_retention_ms = cfg.log_retention_ms,
+        .log_max_rows = cfg.log_max_rows,
         .max_workers = (int)cfg.max_workers,
         .server_name = "mcpd",
         .server_version = MCPD_VERSION,

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "table.h"
+#include "token_bucket.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -18,6 +19,8 @@
 
 #define STOP_GRACE_MS 2000
 #define INIT_ID "mcpd-initialize"
+/* Longest stderr line or bad-message text logged whole. */
+#define UPSTREAM_LOG_LINE_MAX 1024
 
 /* A request in flight at the child. */
 struct pend {
@@ -45,6 +48,10 @@ struct link {
     struct table *sessions; /* shared mode: the sessions using this link */
     uint64_t next_id;
     int relays; /* the child's requests waiting for the client */
+    /* How often the child may make mcpd log (stderr lines, bad messages):
+     * its own lock, since those come from the reader threads. */
+    pthread_mutex_t log_mu;
+    struct token_bucket log_budget;
 };
 
 struct upstream {
@@ -67,6 +74,8 @@ static struct link *link_new(struct upstream *up, const char *session)
     snprintf(l->session, sizeof l->session, "%s", session ? session : "");
     l->refs = 1;
     pthread_mutex_init(&l->mu, NULL);
+    pthread_mutex_init(&l->log_mu, NULL);
+    token_bucket_init(&l->log_budget, up->cfg.log_rate, up->cfg.log_rate * 10, clock_mono_ms());
     clock_cond_init(&l->cv);
     l->pending = table_new();
     l->sessions = table_new();
@@ -93,6 +102,7 @@ static void link_unref(struct link *l)
     table_free(l->pending);
     table_free(l->sessions);
     pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->log_mu);
     pthread_cond_destroy(&l->cv);
     free(l);
 }
@@ -350,6 +360,31 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
     pthread_attr_destroy(&attr);
 }
 
+/* Logs what the child caused, within its --upstream-log-rate; a line past
+ * the rate is counted, and the count goes out with the next line let
+ * through (or when the child exits). Long lines are cut. */
+static void child_log(struct link *l, enum log_level level, const char *event, const char *text,
+                      size_t len)
+{
+    pthread_mutex_lock(&l->log_mu);
+    int ok = token_bucket_take(&l->log_budget, clock_mono_ms());
+    uint64_t dropped = ok ? token_bucket_take_dropped(&l->log_budget) : 0;
+    pthread_mutex_unlock(&l->log_mu);
+    if (!ok) {
+        metrics_refused("upstream_log_rate");
+        return;
+    }
+    const char *session = l->session[0] ? l->session : NULL;
+    if (dropped)
+        log_event(LOG_WARN, session, "upstream_log_dropped",
+                  "%llu lines from the upstream dropped (--upstream-log-rate)",
+                  (unsigned long long)dropped);
+    if (len > UPSTREAM_LOG_LINE_MAX)
+        log_event(level, session, event, "%.*s... (%zu bytes)", UPSTREAM_LOG_LINE_MAX, text, len);
+    else
+        log_event(level, session, event, "%.*s", (int)len, text);
+}
+
 static void child_message(void *arg, const char *text, size_t len)
 {
     struct link *l = arg;
@@ -357,8 +392,7 @@ static void child_message(void *arg, const char *text, size_t len)
     json_t *msg = jsonrpc_parse(text, len, &err);
     struct jsonrpc_msg m;
     if (!msg || jsonrpc_classify(msg, &m, &err) != 0) {
-        log_event(LOG_WARN, l->session[0] ? l->session : NULL, "upstream_bad_message", "%s",
-                  err.message);
+        child_log(l, LOG_WARN, "upstream_bad_message", err.message, strlen(err.message));
         json_decref(msg);
         return;
     }
@@ -373,9 +407,7 @@ static void child_message(void *arg, const char *text, size_t len)
 
 static void child_stderr(void *arg, const char *line, size_t len)
 {
-    struct link *l = arg;
-    log_event(LOG_INFO, l->session[0] ? l->session : NULL, "upstream_stderr", "%.*s", (int)len,
-              line);
+    child_log(arg, LOG_INFO, "upstream_stderr", line, len);
 }
 
 struct drain {
@@ -414,8 +446,12 @@ static void child_exited(void *arg, int status)
         table_del(l->pending, d.list[i]->key);
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
-    log_event(d.n ? LOG_WARN : LOG_INFO, l->session[0] ? l->session : NULL, "upstream_exited",
-              "%s; %zu requests failed", how, d.n);
+    pthread_mutex_lock(&l->log_mu);
+    uint64_t dropped = token_bucket_take_dropped(&l->log_budget);
+    pthread_mutex_unlock(&l->log_mu);
+    log_event(d.n || dropped ? LOG_WARN : LOG_INFO, l->session[0] ? l->session : NULL,
+              "upstream_exited", "%s; %zu requests failed; %llu log lines dropped", how, d.n,
+              (unsigned long long)dropped);
     char msg[160];
     snprintf(msg, sizeof msg, "Upstream server %s before answering", how);
     for (size_t i = 0; i < d.n; i++) {

@@ -38,6 +38,7 @@ struct upstream_config {
     int64_t relay_timeout_ms; /* how long a child's request waits for the client */
     int max_pending;          /* a child's requests waiting for the client at once */
     size_t max_message;
+    double log_rate; /* stderr lines and bad messages logged per second; 0: all */
 };
 
 const struct backend_ops *upstream_backend_ops(void);

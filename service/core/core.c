@@ -141,9 +141,8 @@ static void reap(void *arg)
     int64_t stream_cutoff = now - core.cfg.stream_retention_ms;
     session_each_idle(session_cutoff, expire_session, NULL);
     session_expire_dormant(session_cutoff);
-    /* Logs are kept for a day, or as long as sessions if that is longer. */
-    int64_t log_keep = core.cfg.session_idle_ms > 86400000 ? core.cfg.session_idle_ms : 86400000;
-    store_purge(core.store, session_cutoff, stream_cutoff, now - log_keep);
+    store_purge(core.store, session_cutoff, stream_cutoff, now - core.cfg.log_retention_ms,
+                core.cfg.log_max_rows);
     session_each(recount_session, NULL);
     store_checkpoint(core.store);
 }

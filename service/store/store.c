@@ -63,7 +63,9 @@ static const char *const write_sql[W_COUNT] = {
      * ended before it was created before it, so the key's range finds it. */
     [W_PURGE_STREAMS] =
         "DELETE FROM streams WHERE id < ?2 AND ended_ms IS NOT NULL AND ended_ms < ?1",
-    [W_PURGE_LOGS] = "DELETE FROM logs WHERE ts_ms < ?1",
+    /* Log ids grow by one per row and rows go only from the oldest end, so
+     * the newest ?2 rows are those above max(id) - ?2. */
+    [W_PURGE_LOGS] = "DELETE FROM logs WHERE ts_ms < ?1 OR id <= (SELECT max(id) FROM logs) - ?2",
 };
 
 #define MAX_PARAMS 9
@@ -622,7 +624,7 @@ int store_log(struct store *st, int64_t ts_ms, const char *level, const char *se
 }
 
 int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cutoff_ms,
-                int64_t log_cutoff_ms)
+                int64_t log_cutoff_ms, int64_t log_max_rows)
 {
     /* Stream ids start with 12 hex digits of their creation time (randid);
      * the first id that could have been created at the cutoff. */
@@ -632,7 +634,8 @@ int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cuto
     if (enqueue(st, 0, W_PURGE_SESSIONS, "i", session_cutoff_ms) ||
         enqueue(st, 0, W_PURGE_STREAMS, "is", stream_cutoff_ms, id_prefix))
         return -1;
-    return enqueue(st, 1, W_PURGE_LOGS, "i", log_cutoff_ms);
+    return enqueue(st, 1, W_PURGE_LOGS, "ii", log_cutoff_ms,
+                   log_max_rows > 0 ? log_max_rows : INT64_MAX);
 }
 
 int store_checkpoint(struct store *st)

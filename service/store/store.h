@@ -130,12 +130,12 @@ int store_session_standalone(struct store *st, const char *session_id, char **id
 int store_log(struct store *st, int64_t ts_ms, const char *level, const char *session_id,
               const char *event);
 
-/* Deletes sessions idle since before session_cutoff_ms, and tombstones,
- * (with their streams)
- * and streams ended before stream_cutoff_ms, and logs older than
- * log_cutoff_ms. Waits for the commit. */
+/* Deletes sessions idle since before session_cutoff_ms, and tombstones
+ * (with their streams), streams ended before stream_cutoff_ms, and logs
+ * older than log_cutoff_ms or beyond the newest log_max_rows (0: no row
+ * bound). Waits for the commit. */
 int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cutoff_ms,
-                int64_t log_cutoff_ms);
+                int64_t log_cutoff_ms, int64_t log_max_rows);
 
 /* Copies the WAL into the database file (passive: never blocks the
  * writer). Call it periodically; the writer never checkpoints itself. */

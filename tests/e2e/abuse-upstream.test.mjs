@@ -10,6 +10,10 @@
 //     mcpd's writes to it pile up on a full pipe, the session is deleted
 //     (which stops the child) and the child exits under them. Repeated a few
 //     times; under the ASan build any use after free aborts mcpd.
+// (3) A child writing 50,000 stderr lines, 20,000 lines that are not
+//     JSON-RPC and one 10 MB line: the logs table grows by what
+//     --upstream-log-rate lets through (the rest is counted, and the count
+//     logged), the call is still answered and others are served.
 //
 // Every process this file signals is one it started.
 
@@ -22,6 +26,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
+import { integrityCheck, queryDb } from './lib/integrity.mjs';
 import {
   callTool,
   echo,
@@ -148,5 +153,31 @@ test('DELETE racing sends to a child that stopped reading: no use after free, th
     }
     const { session } = await initSession(m.port);
     assert.equal(await echo(m.port, session, 'after-races'), 'after-races');
+  });
+});
+
+test('a child flooding stderr and stdout with garbage: logging is rate-limited and counted', async () => {
+  await withHostile(['--upstream-log-rate', '20'], async (m) => {
+    const { session } = await initSession(m.port);
+    const flood = await callTool(m.port, session, 'stderr_flood', { lines: 50000, length: 100 }, { ms: 60000 });
+    assert.match(JSON.stringify(flood), /flooded/);
+    const junk = await callTool(m.port, session, 'garbage', { lines: 20000, big: 10 * 1024 * 1024 }, { ms: 60000 });
+    assert.match(JSON.stringify(junk), /garbage sent/);
+    // What was not logged was counted.
+    await waitFor(async () => (await refusals(m.port, 'upstream_log_rate')) >= 60000, 30000, 'the drops to be counted', 200);
+    const other = await initSession(m.port);
+    assert.equal(await echo(m.port, other.session, 'still-served'), 'still-served');
+    await sleep(1200); // the log writer commits asynchronously
+    // A log row's event column is "<event> <message>".
+    const rows = queryDb(
+      m.db,
+      "SELECT substr(event, 1, instr(event || ' ', ' ') - 1) AS ev, COUNT(*) AS n FROM logs WHERE event LIKE 'upstream_%' GROUP BY ev",
+    );
+    const by = Object.fromEntries(rows.map((r) => [r.ev, Number(r.n)]));
+    assert.ok(by.upstream_log_dropped >= 1, `the drops are reported: ${JSON.stringify(by)}`);
+    const logged = (by.upstream_stderr || 0) + (by.upstream_bad_message || 0);
+    assert.ok(logged >= 20, `some lines are still logged: ${JSON.stringify(by)}`);
+    assert.ok(logged < 2000, `70,000 lines made ${logged} log rows: ${JSON.stringify(by)}`);
+    assert.equal(integrityCheck(m.db), 'ok');
   });
 });

@@ -438,7 +438,7 @@ static void test_data(const char *path, const char *rawpath)
         CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM logs WHERE event LIKE '% event'", NULL),
                   2);
 
-    CHECK_INT(store_purge(st, 0, 3000, 5000), 0);
+    CHECK_INT(store_purge(st, 0, 3000, 5000, 0), 0);
     /* Also sess-1's streams: A ended at 2004 (gone), E at 3500 (kept). */
     CHECK_INT(get_stream(st, SID("str-A"), &row, c), 1);
     CHECK_INT(get_stream(st, SID("str-E"), &row, c), 0);
@@ -470,12 +470,21 @@ static void test_data(const char *path, const char *rawpath)
     CHECK_INT(store_session_get(st, "sess-P", &out), 0); /* session cutoff 0: kept */
     store_session_free(&out);
 
+    /* The logs table keeps only the newest rows past log_max_rows. */
+    for (int i = 0; i < 10; i++)
+        CHECK_INT(store_log(st, 9000 + i, "info", NULL, "bounded"), 0);
+    CHECK_INT(store_purge(st, 0, 0, 0, 4), 0);
+    if (rawpath) {
+        CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM logs", NULL), 4);
+        CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM logs WHERE ts_ms >= 9006", NULL), 4);
+    }
+
     /* Idle sessions: purged with their streams. */
     CHECK_INT(put_session(st, "sess-idle", 10), 0);
     CHECK_INT(put_stream(st, SID("idle-s"), "sess-idle", "request", "1", 10), 0);
     CHECK_INT(append(st, SID("idle-s"), 0, "{}", 2, NULL, 10), 0);
     CHECK_INT(put_session(st, "sess-busy", 2000000), 0);
-    CHECK_INT(store_purge(st, 1000000, 0, 0), 0);
+    CHECK_INT(store_purge(st, 1000000, 0, 0, 0), 0);
     CHECK_INT(store_session_get(st, "sess-idle", &out), 1);
     CHECK_INT(store_session_get(st, "sess-P", &out), 1);
     CHECK_INT(get_stream(st, SID("idle-s"), &row, c), 1);
