@@ -74,6 +74,10 @@ static const struct setting settings[] = {
      "stderr lines and malformed messages of one upstream logged per second (bursts of 10x); "
      "the rest are counted; 0 = no limit"},
     {"upstream-max", K_INT, S(upstream_max), "64", "upstream processes running at most"},
+    {"upstream-idle-ms", K_INT, S(upstream_idle_ms), "300000",
+     "stop a session's upstream idle this long (restarted on its next request); at the "
+     "--upstream-max cap, one idle for 10 s (or this, if shorter) gives way to a new session; "
+     "0 = never"},
     {"upstream-start-timeout-ms", K_INT, S(upstream_start_timeout_ms), "10000",
      "how long an upstream may take to answer initialize"},
     {"upstream-max-pending", K_INT, S(upstream_max_pending), "16",

@@ -43,6 +43,7 @@ struct config {
     char *upstream_env; /* NAME=VALUE words */
     int64_t upstream_pool;
     int64_t upstream_max;
+    int64_t upstream_idle_ms;
     int64_t upstream_start_timeout_ms;
     int64_t upstream_max_pending;
     int64_t upstream_log_rate;

@@ -82,6 +82,7 @@ static int start_backend(const struct config *cfg, const struct backend_ops **op
             .shared = strcmp(cfg->upstream_mode, "shared") == 0,
             .pool = (int)cfg->upstream_pool,
             .max_children = (int)cfg->upstream_max,
+            .idle_ms = cfg->upstream_idle_ms,
             .start_timeout_ms = cfg->upstream_start_timeout_ms,
             .relay_timeout_ms = 300000,
             .max_pending = (int)cfg->upstream_max_pending,

@@ -39,13 +39,6 @@ struct child {
     _Atomic int refs; /* see child.h: the spawner's, plus one per holder */
 };
 
-static _Atomic int running_children;
-
-int child_count(void)
-{
-    return running_children;
-}
-
 void child_describe_exit(int status, char *out, size_t cap)
 {
     if (WIFEXITED(status))
@@ -259,7 +252,6 @@ static void *reader_main(void *arg)
             ;
     }
     c->exited = 1;
-    running_children--;
     c->ops.on_exit(c->arg, r == c->pid ? status : -1);
     return NULL;
 }
@@ -334,11 +326,9 @@ struct child *child_spawn(const struct child_spec *spec, const struct child_ops 
     c->max_message = spec->max_message;
     pthread_mutex_init(&c->write_mu, NULL);
     c->refs = 1;
-    running_children++;
     if (pthread_create(&c->reader, NULL, reader_main, c) != 0) {
         kill(-c->pid, SIGKILL);
         waitpid(c->pid, NULL, 0);
-        running_children--;
         *err = strdup("cannot start the upstream reader thread");
         close(c->in_fd);
         close(c->out_fd);

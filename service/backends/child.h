@@ -59,7 +59,4 @@ void child_release(struct child *c);
 /* "exited with status 3" / "killed by signal 9", for error messages. */
 void child_describe_exit(int wait_status, char *out, size_t cap);
 
-/* How many children are running in this process. */
-int child_count(void);
-
 #endif

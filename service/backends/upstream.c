@@ -47,7 +47,8 @@ struct link {
     struct table *pending;
     struct table *sessions; /* shared mode: the sessions using this link */
     uint64_t next_id;
-    int relays; /* the child's requests waiting for the client */
+    int relays;      /* the child's requests waiting for the client */
+    int64_t used_ms; /* monotonic: the last request or notification sent to it */
     /* How often the child may make mcpd log (stderr lines, bad messages):
      * its own lock, since those come from the reader threads. */
     pthread_mutex_t log_mu;
@@ -61,6 +62,11 @@ struct upstream {
     pthread_mutex_t mu;
     struct table *links; /* per-session: session id → link */
     struct link **pool;  /* shared mode */
+    /* Children running or being started: a slot is taken before a spawn
+     * and given back when the child has exited, so the cap holds under
+     * concurrent starts. */
+    _Atomic int slots;
+    _Atomic int64_t swept_ms; /* when idle children were last looked for */
 };
 
 /* ---- links ---- */
@@ -435,6 +441,7 @@ static void child_exited(void *arg, int status)
     struct link *l = arg;
     char how[64];
     child_describe_exit(status, how, sizeof how);
+    atomic_fetch_sub(&l->up->slots, 1);
     struct drain d = {0};
     pthread_mutex_lock(&l->mu);
     l->dead = l->child;
@@ -469,6 +476,116 @@ static const struct child_ops child_ops = {
     .on_exit = child_exited,
 };
 
+/* A child at the cap may be stopped for another session once it has had
+ * nothing to do for this long, or --upstream-idle-ms if shorter (it is
+ * started again, and initialized with its client's params, on its session's
+ * next request). */
+#define RECLAIM_AT_CAP_MS 10000
+/* How often requests look for children idle past --upstream-idle-ms. */
+#define SWEEP_EVERY_MS 5000
+
+static int take_slot(struct upstream *up)
+{
+    int n = atomic_load(&up->slots);
+    while (n < up->cfg.max_children)
+        if (atomic_compare_exchange_weak(&up->slots, &n, n + 1))
+            return 1;
+    return 0;
+}
+
+struct idle_pick {
+    int64_t now, idle_ms;
+    struct link **list;
+    size_t n, cap, max;
+};
+
+/* Collects running, idle children, keeping the least recently used (called
+ * with up->mu held). */
+static void pick_idle(void *arg, const char *key, void *value)
+{
+    (void)key;
+    struct idle_pick *ip = arg;
+    struct link *l = value;
+    pthread_mutex_lock(&l->mu);
+    int idle = l->state == LINK_READY && l->child && !l->closed && table_count(l->pending) == 0 &&
+               l->relays == 0 && ip->now - l->used_ms >= ip->idle_ms;
+    int64_t used = l->used_ms;
+    pthread_mutex_unlock(&l->mu);
+    if (!idle)
+        return;
+    if (ip->n == ip->cap) {
+        if (ip->n < ip->max) {
+            size_t cap = ip->cap ? ip->cap * 2 : 8;
+            struct link **nl = realloc(ip->list, cap * sizeof *nl);
+            if (!nl)
+                return;
+            ip->list = nl;
+            ip->cap = cap;
+        } else {
+            /* Full: replace the most recently used if this one is older. */
+            size_t newest = 0;
+            for (size_t i = 1; i < ip->n; i++)
+                if (ip->list[i]->used_ms > ip->list[newest]->used_ms)
+                    newest = i;
+            if (ip->list[newest]->used_ms <= used)
+                return;
+            link_unref(ip->list[newest]);
+            link_ref(l);
+            ip->list[newest] = l;
+            return;
+        }
+    }
+    link_ref(l);
+    ip->list[ip->n++] = l;
+}
+
+/* Stops up to max children idle for idle_ms or more, least recently used
+ * first; their sessions live on. Returns how many were stopped. */
+static size_t reclaim_idle(struct upstream *up, int64_t idle_ms, size_t max)
+{
+    if (up->cfg.shared)
+        return 0; /* the pool is sized by --upstream-pool, not by demand */
+    struct idle_pick ip = {.now = clock_mono_ms(), .idle_ms = idle_ms, .max = max};
+    pthread_mutex_lock(&up->mu);
+    table_each(up->links, pick_idle, &ip);
+    pthread_mutex_unlock(&up->mu);
+    size_t stopped = 0;
+    for (size_t i = 0; i < ip.n; i++) {
+        struct link *l = ip.list[i];
+        pthread_mutex_lock(&l->mu);
+        struct child *c = NULL;
+        /* Still idle: nothing was sent to it since it was picked. */
+        if (l->state == LINK_READY && table_count(l->pending) == 0 && l->relays == 0 &&
+            ip.now - l->used_ms >= idle_ms) {
+            c = l->child;
+            l->child = NULL;
+            l->state = LINK_DOWN;
+        }
+        pthread_mutex_unlock(&l->mu);
+        if (c) {
+            log_event(LOG_INFO, l->session, "upstream_reclaimed",
+                      "idle for %lld ms; started again on the session's next request",
+                      (long long)(ip.now - l->used_ms));
+            child_stop(c, STOP_GRACE_MS);
+            stopped++;
+        }
+        link_unref(l);
+    }
+    free(ip.list);
+    return stopped;
+}
+
+/* At most every SWEEP_EVERY_MS, on some request's thread: children idle
+ * past --upstream-idle-ms give their slot back. */
+static void sweep_idle(struct upstream *up)
+{
+    int64_t now = clock_mono_ms(), last = atomic_load(&up->swept_ms);
+    if (up->cfg.idle_ms <= 0 || now - last < SWEEP_EVERY_MS ||
+        !atomic_compare_exchange_strong(&up->swept_ms, &last, now))
+        return;
+    reclaim_idle(up, up->cfg.idle_ms, (size_t)up->cfg.max_children);
+}
+
 /* Starts the child if it is not running and initializes it with `params`
  * (the client's initialize params). Returns NULL, or an error message the
  * caller frees. */
@@ -502,13 +619,19 @@ static char *link_ready(struct link *l, json_t *params)
 
     char *err = NULL;
     struct child *c = NULL;
-    if (child_count() >= up->cfg.max_children) {
-        if (asprintf(&err, "Too many upstream servers running (limit %d)", up->cfg.max_children) <
-            0)
+    int64_t at_cap = up->cfg.idle_ms > 0 && up->cfg.idle_ms < RECLAIM_AT_CAP_MS ? up->cfg.idle_ms
+                                                                                : RECLAIM_AT_CAP_MS;
+    if (!take_slot(up) && !(reclaim_idle(up, at_cap, 1) && take_slot(up))) {
+        metrics_refused("upstream_max");
+        if (asprintf(&err,
+                     "Too many upstream servers running (--upstream-max %d), none of them idle",
+                     up->cfg.max_children) < 0)
             err = NULL;
     } else {
         struct child_spec spec = {up->argv, up->env, up->cwd, up->cfg.max_message};
         c = child_spawn(&spec, &child_ops, l, &err);
+        if (!c)
+            atomic_fetch_sub(&up->slots, 1);
     }
     pthread_mutex_lock(&l->mu);
     l->child = c;
@@ -549,6 +672,7 @@ static char *link_ready(struct link *l, json_t *params)
         pthread_mutex_lock(&l->mu);
     } else {
         l->state = LINK_READY;
+        l->used_ms = clock_mono_ms();
     }
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
@@ -705,6 +829,7 @@ static json_t *rewrite(struct call *c, struct pend *p, json_t *id)
 static void upstream_handle(void *self, struct call *c)
 {
     struct upstream *up = self;
+    sweep_idle(up);
     struct link *l = link_for(up, call_session_id(c));
     char *err = l ? link_ready(l, call_client_init_params(c)) : strdup("Out of memory");
     if (err) {
@@ -721,6 +846,7 @@ static void upstream_handle(void *self, struct call *c)
     }
     pthread_mutex_lock(&l->mu);
     uint64_t n = ++l->next_id;
+    l->used_ms = clock_mono_ms();
     pthread_mutex_unlock(&l->mu);
     char id[32];
     snprintf(id, sizeof id, "mcpd-%llu", (unsigned long long)n);
@@ -735,7 +861,16 @@ static void upstream_handle(void *self, struct call *c)
     memcpy(key, p->key, sizeof key);
     pthread_mutex_lock(&l->mu);
     int ok = l->state == LINK_READY && table_put(l->pending, key, p) == 0;
+    int down = l->state != LINK_READY;
     pthread_mutex_unlock(&l->mu);
+    /* Its child was reclaimed as idle between link_ready and here: start
+     * it again, once. */
+    if (!ok && down && !(err = link_ready(l, call_client_init_params(c)))) {
+        pthread_mutex_lock(&l->mu);
+        ok = l->state == LINK_READY && table_put(l->pending, key, p) == 0;
+        pthread_mutex_unlock(&l->mu);
+    }
+    free(err);
     if (!ok || send_json(l, req) != 0) {
         if (!ok)
             json_decref(req);

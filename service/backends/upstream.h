@@ -34,6 +34,7 @@ struct upstream_config {
     int shared;        /* one pool of children for every session */
     int pool;          /* children in shared mode */
     int max_children;
+    int64_t idle_ms;          /* a per-session child idle this long is stopped; 0: never */
     int64_t start_timeout_ms; /* a child must answer initialize within this */
     int64_t relay_timeout_ms; /* how long a child's request waits for the client */
     int max_pending;          /* a child's requests waiting for the client at once */

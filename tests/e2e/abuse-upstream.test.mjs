@@ -32,6 +32,7 @@ import {
   echo,
   initSession,
   mcpHeaders,
+  procChildren,
   procThreads,
   request,
   sleep,
@@ -179,5 +180,44 @@ test('a child flooding stderr and stdout with garbage: logging is rate-limited a
     assert.ok(logged >= 20, `some lines are still logged: ${JSON.stringify(by)}`);
     assert.ok(logged < 2000, `70,000 lines made ${logged} log rows: ${JSON.stringify(by)}`);
     assert.equal(integrityCheck(m.db), 'ok');
+  });
+});
+
+test('8 concurrent initializes under --upstream-max 2: never more than 2 children, the rest refused clearly', async () => {
+  await withHostile(['--upstream-max', '2'], async (m) => {
+    let most = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        most = Math.max(most, procChildren(m.pid).length);
+        await sleep(5);
+      }
+    })();
+    const results = await Promise.allSettled(Array.from({ length: 8 }, () => initSession(m.port)));
+    sampling = false;
+    await sampler;
+    const ok = results.filter((r) => r.status === 'fulfilled');
+    assert.equal(ok.length, 2, `sessions that got a child: ${ok.length}`);
+    for (const r of results.filter((x) => x.status === 'rejected')) assert.match(String(r.reason), /--upstream-max/);
+    assert.ok(most <= 2, `${most} children ran at once under --upstream-max 2`);
+    assert.equal(await refusals(m.port, 'upstream_max'), 6);
+  });
+});
+
+test('--upstream-idle-ms: an idle child gives its slot to a new session and is started again when its session returns', async () => {
+  await withHostile(['--upstream-max', '1', '--upstream-idle-ms', '400'], async (m) => {
+    const a = await initSession(m.port);
+    assert.equal(await echo(m.port, a.session, 'a-1'), 'a-1');
+    await sleep(800);
+    const b = await initSession(m.port); // a's child is idle: reclaimed
+    assert.equal(await echo(m.port, b.session, 'b-1'), 'b-1');
+    await sleep(800);
+    assert.equal(await echo(m.port, a.session, 'a-2'), 'a-2'); // a restarted, b reclaimed
+    assert.ok(procChildren(m.pid).length <= 1);
+    await waitFor(
+      () => queryDb(m.db, "SELECT COUNT(*) AS n FROM logs WHERE event LIKE 'upstream_reclaimed%'")[0].n >= 2,
+      5000,
+      'two reclaims in the log',
+    );
   });
 });
