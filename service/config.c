@@ -61,6 +61,9 @@ static const struct setting settings[] = {
     {"trusted-proxies", K_STR, S(trusted_proxies), NULL,
      "addresses and networks (CIDR; or loopback, private) whose X-Forwarded-For names the client"},
     {"max-workers", K_INT, S(max_workers), "512", "request handler threads at most"},
+    {"max-inflight-per-session", K_INT, S(max_inflight_per_session), "128",
+     "requests one session may have in flight (running handlers and waiting long-polls); "
+     "429 beyond; 0 = no cap"},
     {"shutdown-grace-ms", K_INT, S(shutdown_grace_ms), "5000",
      "on SIGTERM, how long running requests may take to finish"},
     {"upstream", K_STR, S(upstream), NULL,

@@ -160,6 +160,7 @@ int main(int argc, char **argv)
         .log_retention_ms = cfg.log_retention_ms,
         .log_max_rows = cfg.log_max_rows,
         .max_workers = (int)cfg.max_workers,
+        .max_inflight = cfg.max_inflight_per_session,
         .server_name = "mcpd",
         .server_version = MCPD_VERSION,
     };

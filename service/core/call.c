@@ -34,9 +34,9 @@ struct call {
 };
 
 struct call *call_new(struct session *s, struct stream *stream, json_t *request, const char *key,
-                      int *dup)
+                      enum session_track_rc *why)
 {
-    *dup = 0;
+    *why = SESSION_TRACK_NOMEM;
     struct call *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
@@ -48,9 +48,11 @@ struct call *call_new(struct session *s, struct stream *stream, json_t *request,
     c->params = json_is_object(params) ? json_incref(params) : json_object();
     c->last_progress = -1e300;
     c->answers = json_object();
-    int tracked = c->answers && key ? session_track(s, key, c) : 0;
-    if (!c->answers || tracked != 0) {
-        *dup = !c->answers ? 0 : tracked == -2 ? 2 : 1;
+    enum session_track_rc tracked = !c->answers ? SESSION_TRACK_NOMEM
+                                    : key       ? session_track(s, key, c)
+                                                : SESSION_TRACK_OK;
+    if (tracked != SESSION_TRACK_OK) {
+        *why = tracked;
         json_decref(c->answers);
         json_decref(c->params);
         pthread_mutex_destroy(&c->mu);
@@ -297,8 +299,8 @@ struct call *call_channel(const char *sid)
     struct call *c = NULL;
     if (st) {
         json_t *req = json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method", "mcpd/channel");
-        int dup;
-        c = call_new(s, st, req, NULL, &dup);
+        enum session_track_rc why;
+        c = call_new(s, st, req, NULL, &why);
         json_decref(req);
         if (c)
             c->channel = 1;

@@ -9,6 +9,8 @@
 
 #include <jansson.h>
 
+#include "session.h"
+
 struct call;
 struct session;
 struct stream;
@@ -19,10 +21,11 @@ enum call_cancel { CALL_CANCEL_CLIENT = 1, CALL_CANCEL_SHUTDOWN, CALL_CANCEL_SES
  * replying on `stream` (reference taken), in session `s` (reference taken),
  * tracked in the session under `key` until it ends, so it can be cancelled
  * (NULL key: not tracked, for a call that ends before anyone could cancel
- * it). NULL when out of memory, when the id is already in flight (*dup set
- * to 1), or when the session has ended (*dup set to 2). */
+ * it). NULL with the reason in *why (SESSION_TRACK_NOMEM, _DUP: the id is
+ * already in flight, _ENDED, _BUSY: the session has its cap of requests in
+ * flight). */
 struct call *call_new(struct session *s, struct stream *stream, json_t *request, const char *key,
-                      int *dup);
+                      enum session_track_rc *why);
 /* The call holds a reference on itself until it ends (call_reply or
  * call_fail); whoever runs it holds another while it does. */
 void call_ref(struct call *c);

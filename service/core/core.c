@@ -155,11 +155,11 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
     core.ops = ops;
     core.backend = backend;
     struct session_limits limits = {cfg->session_idle_ms, cfg->session_max_bytes, cfg->max_sessions,
-                                    cfg->max_init_params};
+                                    cfg->max_init_params, cfg->max_inflight};
     stream_registry_init(st);
     session_registry_init(st, &limits);
     repair_interrupted();
-    if (workers_start(cfg->max_workers, WORKER_STACK) != 0) {
+    if (workers_start(cfg->max_workers, WORKER_STACK) != 0 || poll_lot_start() != 0) {
         *err = strdup("cannot start the worker pool");
         return -1;
     }
@@ -209,6 +209,7 @@ void core_stop(int64_t grace_ms)
     int left = workers_stop(grace_ms);
     if (left)
         log_event(LOG_WARN, NULL, "shutdown_handlers_running", "%d handlers still running", left);
+    poll_lot_stop();
     stream_registry_detach_all();
 }
 
@@ -383,63 +384,37 @@ static void on_response(struct session *s, json_t *msg, const struct jsonrpc_msg
     out->kind = CORE_ACCEPTED;
 }
 
-struct poll_job {
-    struct session *session;
-    struct stream *reply;
-    json_t *id, *params;
-    const char *transport;
-};
-
-static void run_poll(void *arg)
+static void refuse_busy(struct core_reply *out, json_t *id)
 {
-    struct poll_job *j = arg;
-    json_t *answer = poll_serve(j->session, j->id, j->params, j->transport);
-    size_t len;
-    char *text = jsonrpc_dump(answer, &len);
-    enum stream_state end = json_object_get(answer, "error") ? STREAM_ERROR : STREAM_FINISHED;
-    if (!text || stream_append(j->reply, text, len, end) < 0)
-        stream_end(j->reply, STREAM_ERROR);
-    free(text);
-    json_decref(answer);
-    json_decref(j->id);
-    json_decref(j->params);
-    stream_unref(j->reply);
-    session_unref(j->session);
-    free(j);
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "Too many requests in flight for this session: the limit is %lld "
+             "(--max-inflight-per-session)",
+             (long long)core.cfg.max_inflight);
+    metrics_refused("session_inflight");
+    reject(out, CORE_TOO_MANY, id, JSONRPC_TOO_MANY_IN_FLIGHT, msg);
 }
 
-/* mcpd/poll: answered on an ephemeral stream, on a worker when it may wait
- * (an idle long poll is then a sleeping thread, not a busy one). */
+/* mcpd/poll: answered on an ephemeral stream, at once or by the poll lot
+ * (a waiting poll holds no thread). */
 static void submit_poll(struct session *s, const struct jsonrpc_msg *m, const char *transport,
                         struct core_reply *out)
 {
     struct stream *reply = stream_create(session_id(s), STREAM_EPHEMERAL, m->id);
-    struct poll_job *j = reply ? calloc(1, sizeof *j) : NULL;
-    if (!j) {
-        stream_unref(reply);
+    if (!reply) {
         reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Out of memory");
         return;
     }
-    session_ref(s);
-    stream_ref(reply);
-    j->session = s;
-    j->reply = reply;
-    j->id = json_incref(m->id);
-    j->params = m->params ? json_incref(m->params) : json_object();
-    j->transport = transport;
-    json_t *wait = json_object_get(j->params, "wait_ms");
-    if (!json_is_integer(wait) || json_integer_value(wait) <= 0)
-        run_poll(j);
-    else if (workers_submit(run_poll, j) != 0) {
-        json_decref(j->id);
-        json_decref(j->params);
-        stream_unref(j->reply);
-        session_unref(j->session);
-        free(j);
+    json_t *params = m->params ? json_incref(m->params) : json_object();
+    enum session_track_rc rc = poll_submit(s, m->id, params, transport, reply);
+    json_decref(params);
+    if (rc != SESSION_TRACK_OK) {
         stream_end(reply, STREAM_ERROR);
         stream_unref(reply);
-        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_SERVER_ERROR,
-               "Server busy: too many requests in flight");
+        if (rc == SESSION_TRACK_BUSY)
+            refuse_busy(out, m->id);
+        else
+            reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
         return;
     }
     out->kind = CORE_STREAM;
@@ -541,17 +516,19 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
     int opted_in = poll_opted_in(m->params);
     json_t *request = opted_in ? without_opt_in(msg) : json_incref(msg);
     int inline_ok = core.ops->may_block && !core.ops->may_block(core.backend, method, m->params);
-    int dup = 0;
-    struct call *c = call_new(s, st, request, inline_ok ? NULL : key, &dup);
+    enum session_track_rc why;
+    struct call *c = call_new(s, st, request, inline_ok ? NULL : key, &why);
     json_decref(request);
     if (!c) {
         stream_end(st, STREAM_ERROR);
         stream_unref(st);
-        if (dup == 2)
+        if (why == SESSION_TRACK_ENDED)
             reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
-        else if (dup)
+        else if (why == SESSION_TRACK_DUP)
             reject(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_REQUEST,
                    "Invalid Request: a request with this id is already in flight");
+        else if (why == SESSION_TRACK_BUSY)
+            refuse_busy(out, m->id);
         else
             reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Out of memory");
         return;

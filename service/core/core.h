@@ -37,6 +37,7 @@ struct core_config {
     int64_t max_init_params; /* bytes of stored initialize params; 0: no cap */
     int64_t log_retention_ms;
     int64_t log_max_rows; /* 0: no cap */
+    int64_t max_inflight; /* requests in flight per session; 0: no cap */
     int max_workers;
     const char *server_name;
     const char *server_version;
@@ -62,7 +63,8 @@ enum core_reason {
     CORE_UNAVAILABLE,
     CORE_NOT_FOUND,
     CORE_AT_CAPACITY,
-    CORE_TOO_LARGE
+    CORE_TOO_LARGE,
+    CORE_TOO_MANY /* a per-session limit (HTTP 429) */
 };
 
 struct core_reply {

@@ -25,6 +25,7 @@
 #define JSONRPC_UPSTREAM_TOO_MANY_PENDING -32012 /* --upstream-max-pending reached */
 #define JSONRPC_SERVER_BUSY -32013               /* --max-connections reached */
 #define JSONRPC_TOO_MANY_CONNECTIONS -32014      /* --max-connections-per-ip reached */
+#define JSONRPC_TOO_MANY_IN_FLIGHT -32015        /* --max-inflight-per-session reached */
 #define JSONRPC_REQUEST_CANCELLED -32800
 
 #define JSONRPC_MAX_DEPTH 64

@@ -12,7 +12,6 @@
 static _Atomic int min_level = LOG_INFO;
 static struct store *_Atomic log_store;
 
-
 void log_set_level(enum log_level min)
 {
     min_level = min;

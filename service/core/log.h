@@ -10,7 +10,6 @@
 
 struct store;
 
-
 void log_set_level(enum log_level min);
 /* Attach (or, with NULL, detach) the store that receives log rows. */
 void log_set_store(struct store *st);

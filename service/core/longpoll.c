@@ -5,6 +5,8 @@
 #include "session.h"
 #include "stream.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 int poll_opted_in(const json_t *params)
@@ -47,8 +49,14 @@ static json_int_t int_param(json_t *params, const char *key, json_int_t def, jso
     return n > max ? max : n;
 }
 
-json_t *poll_serve(struct session *s, json_t *id, json_t *params, const char *transport)
+/* The answer to a poll from what its stream holds now. When there is no
+ * chunk at from_seq yet and the stream is still being written, *target gets
+ * a reference to it and *seq the position (the caller may park the poll
+ * instead of sending this empty answer). */
+static json_t *answer_now(struct session *s, json_t *id, json_t *params, const char *transport,
+                          struct stream **target, int64_t *wait_seq)
 {
+    *target = NULL;
     json_t *sid = json_object_get(params, "stream_id");
     json_t *from = json_object_get(params, "from_seq");
     if (!json_is_string(sid) || (from && !json_is_integer(from)))
@@ -70,7 +78,6 @@ json_t *poll_serve(struct session *s, json_t *id, json_t *params, const char *tr
                              "stream still being written (poll on from the last next_seq)",
                              NULL);
     }
-    json_int_t wait_ms = int_param(params, "wait_ms", 0, POLL_MAX_WAIT_MS);
     json_int_t max_chunks = int_param(params, "max_chunks", 100, POLL_MAX_CHUNKS);
     if (max_chunks == 0)
         max_chunks = 1;
@@ -78,12 +85,9 @@ json_t *poll_serve(struct session *s, json_t *id, json_t *params, const char *tr
     struct stream_reader tok;
     stream_observe(st, &tok);
     json_t *chunks = json_array();
-    int64_t deadline = clock_mono_ms() + wait_ms;
     for (json_int_t n = 0; n < max_chunks; n++) {
         struct stream_chunk ch;
-        /* Only the first chunk is waited for; the rest are what is there. */
-        enum stream_wait w = stream_read(st, &tok, seq, n == 0 ? deadline : 0, &ch);
-        if (w != STREAM_CHUNK)
+        if (stream_read(st, &tok, seq, 0, &ch) != STREAM_CHUNK)
             break;
         json_t *message = json_loadb(ch.msg, ch.len, JSON_ALLOW_NUL, NULL);
         json_array_append_new(chunks,
@@ -97,6 +101,167 @@ json_t *poll_serve(struct session *s, json_t *id, json_t *params, const char *tr
     json_t *result = json_pack("{s:s, s:o, s:b, s:I, s:s}", "stream_id", stream_id(st), "chunks",
                                chunks, "has_more", active || seq < next_available, "next_seq",
                                (json_int_t)seq, "state", state);
-    stream_unref(st);
+    if (active && json_array_size(chunks) == 0) {
+        *target = st;
+        *wait_seq = seq;
+    } else {
+        stream_unref(st);
+    }
     return jsonrpc_result(id, result);
+}
+
+/* The answer is the reply stream's one message. */
+static void deliver(struct stream *reply, json_t *answer)
+{
+    size_t len;
+    char *text = jsonrpc_dump(answer, &len);
+    enum stream_state end = json_object_get(answer, "error") ? STREAM_ERROR : STREAM_FINISHED;
+    if (!text || stream_append(reply, text, len, end) < 0)
+        stream_end(reply, STREAM_ERROR);
+    free(text);
+    json_decref(answer);
+}
+
+/* ---- the parking lot: polls waiting for a chunk, followed by one thread ---- */
+
+struct parked {
+    struct parked *next;
+    struct session *s;
+    json_t *id, *params;
+    const char *transport;
+    struct stream *reply, *target;
+    struct stream_watch watch;
+    int64_t seq, deadline;
+};
+
+static struct {
+    pthread_mutex_t mu; /* guards head and stopping */
+    struct parked *head;
+    struct stream_waker waker;
+    pthread_t thread;
+    int running, stopping;
+} lot = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Its answer can go now: a chunk, the end, the session's end, the deadline
+ * or shutdown. */
+static int due(struct parked *p, int64_t now)
+{
+    return lot.stopping || now >= p->deadline || stream_next_seq(p->target) > p->seq ||
+           stream_state(p->target) != STREAM_ACTIVE || session_ended(p->s);
+}
+
+static void unpark(struct parked *p)
+{
+    stream_unwatch(p->target, &p->watch);
+    struct stream *target;
+    int64_t seq;
+    json_t *answer = answer_now(p->s, p->id, p->params, p->transport, &target, &seq);
+    stream_unref(target);
+    deliver(p->reply, answer);
+    session_poll_leave(p->s);
+    stream_unref(p->target);
+    stream_unref(p->reply);
+    session_unref(p->s);
+    json_decref(p->id);
+    json_decref(p->params);
+    free(p);
+}
+
+static void *lot_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        unsigned seen = stream_waker_epoch(&lot.waker);
+        int64_t now = clock_mono_ms(), next = now + 1000;
+        struct parked *ready = NULL;
+        pthread_mutex_lock(&lot.mu);
+        int stopping = lot.stopping;
+        for (struct parked **pp = &lot.head; *pp;) {
+            struct parked *p = *pp;
+            if (due(p, now)) {
+                *pp = p->next;
+                p->next = ready;
+                ready = p;
+                continue;
+            }
+            if (p->deadline < next)
+                next = p->deadline;
+            pp = &p->next;
+        }
+        pthread_mutex_unlock(&lot.mu);
+        while (ready) {
+            struct parked *p = ready;
+            ready = p->next;
+            unpark(p);
+        }
+        if (stopping)
+            return NULL;
+        stream_waker_wait(&lot.waker, seen, next);
+    }
+}
+
+int poll_lot_start(void)
+{
+    stream_waker_init(&lot.waker);
+    lot.stopping = 0;
+    if (pthread_create(&lot.thread, NULL, lot_main, NULL) != 0) {
+        stream_waker_destroy(&lot.waker);
+        return -1;
+    }
+    lot.running = 1;
+    return 0;
+}
+
+void poll_lot_stop(void)
+{
+    if (!lot.running)
+        return;
+    pthread_mutex_lock(&lot.mu);
+    lot.stopping = 1;
+    pthread_mutex_unlock(&lot.mu);
+    stream_waker_signal(&lot.waker);
+    pthread_join(lot.thread, NULL);
+    stream_waker_destroy(&lot.waker);
+    lot.running = 0;
+}
+
+int poll_submit(struct session *s, json_t *id, json_t *params, const char *transport,
+                struct stream *reply)
+{
+    struct stream *target;
+    int64_t seq;
+    json_t *answer = answer_now(s, id, params, transport, &target, &seq);
+    json_int_t wait_ms = int_param(params, "wait_ms", 0, POLL_MAX_WAIT_MS);
+    struct parked *p = target && wait_ms > 0 ? calloc(1, sizeof *p) : NULL;
+    if (!p) {
+        stream_unref(target);
+        deliver(reply, answer);
+        return 0;
+    }
+    int rc = session_poll_enter(s);
+    if (rc != 0) {
+        stream_unref(target);
+        json_decref(answer);
+        free(p);
+        return rc;
+    }
+    json_decref(answer);
+    session_ref(s);
+    stream_ref(reply);
+    *p = (struct parked){.s = s,
+                         .id = json_incref(id),
+                         .params = json_incref(params),
+                         .transport = transport,
+                         .reply = reply,
+                         .target = target,
+                         .seq = seq,
+                         .deadline = clock_mono_ms() + wait_ms};
+    stream_watch(target, &p->watch, &lot.waker);
+    pthread_mutex_lock(&lot.mu);
+    p->next = lot.head;
+    lot.head = p;
+    pthread_mutex_unlock(&lot.mu);
+    /* The lot checks it at once: a chunk may have come before the watch. */
+    stream_waker_signal(&lot.waker);
+    return 0;
 }

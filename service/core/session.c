@@ -33,6 +33,7 @@ struct session {
     int64_t bytes;
     uint64_t next_out_id;
     struct table *tracked; /* in-flight requests */
+    int64_t polls;         /* parked long-polls */
     struct table *pending; /* server→client requests awaiting answers */
 };
 
@@ -481,12 +482,48 @@ void session_recount(struct session *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-int session_track(struct session *s, const char *key, void *value)
+/* Under s->mu. */
+static int at_inflight_cap(const struct session *s)
 {
+    return reg.limits.max_inflight > 0 &&
+           (int64_t)table_count(s->tracked) + s->polls >= reg.limits.max_inflight;
+}
+
+enum session_track_rc session_track(struct session *s, const char *key, void *value)
+{
+    enum session_track_rc rc = SESSION_TRACK_OK;
     pthread_mutex_lock(&s->mu);
-    int rc = s->ended ? -2 : table_get(s->tracked, key) ? -1 : table_put(s->tracked, key, value);
+    if (s->ended)
+        rc = SESSION_TRACK_ENDED;
+    else if (table_get(s->tracked, key))
+        rc = SESSION_TRACK_DUP;
+    else if (at_inflight_cap(s))
+        rc = SESSION_TRACK_BUSY;
+    else if (table_put(s->tracked, key, value) != 0)
+        rc = SESSION_TRACK_NOMEM;
     pthread_mutex_unlock(&s->mu);
     return rc;
+}
+
+enum session_track_rc session_poll_enter(struct session *s)
+{
+    enum session_track_rc rc = SESSION_TRACK_OK;
+    pthread_mutex_lock(&s->mu);
+    if (s->ended)
+        rc = SESSION_TRACK_ENDED;
+    else if (at_inflight_cap(s))
+        rc = SESSION_TRACK_BUSY;
+    else
+        s->polls++;
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void session_poll_leave(struct session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->polls--;
+    pthread_mutex_unlock(&s->mu);
 }
 
 void session_untrack(struct session *s, const char *key)

@@ -35,6 +35,7 @@ struct session_limits {
     int64_t max_bytes;       /* stored chunk bytes a session may hold */
     int64_t max_sessions;    /* live sessions at most; 0: no cap */
     int64_t max_init_params; /* bytes of stored initialize params; 0: no cap */
+    int64_t max_inflight;    /* requests in flight per session; 0: no cap */
 };
 
 void session_registry_init(struct store *st, const struct session_limits *limits);
@@ -90,10 +91,20 @@ int session_charge(struct session *s, size_t bytes);
 void session_recount(struct session *s);
 
 /* In-flight requests by id key (jsonrpc_id_key), for cancellation and
- * duplicate-id detection. Values are opaque to the session. track returns
- * -1 if the key is already in flight, -2 if the session has ended. */
-int session_track(struct session *s, const char *key, void *value);
+ * duplicate-id detection. Values are opaque to the session. Tracked
+ * requests and parked long-polls together count against max_inflight. */
+enum session_track_rc {
+    SESSION_TRACK_OK = 0,
+    SESSION_TRACK_DUP = -1,   /* the key is already in flight */
+    SESSION_TRACK_ENDED = -2, /* the session has ended */
+    SESSION_TRACK_BUSY = -3,  /* max_inflight requests are in flight */
+    SESSION_TRACK_NOMEM = -4,
+};
+enum session_track_rc session_track(struct session *s, const char *key, void *value);
 void session_untrack(struct session *s, const char *key);
+/* A long-poll parks (enter) and is answered (leave). */
+enum session_track_rc session_poll_enter(struct session *s);
+void session_poll_leave(struct session *s);
 /* Runs fn on the tracked value under the session lock (so it cannot go
  * away meanwhile). Returns 0 if found, -1 if not. */
 int session_with_tracked(struct session *s, const char *key, void (*fn)(void *value, void *arg),

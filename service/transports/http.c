@@ -77,6 +77,8 @@ static unsigned reason_status(enum core_reason r)
         return 503;
     case CORE_TOO_LARGE:
         return 413;
+    case CORE_TOO_MANY:
+        return 429;
     default:
         return 400;
     }
