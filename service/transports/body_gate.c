@@ -5,6 +5,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "metrics.h"
+#include "ws.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -33,6 +34,7 @@ static struct {
 static _Thread_local struct {
     int seen;          /* its first call has come */
     int refused;       /* answered 413: ulfius never sees it again */
+    int websocket;     /* GET /mcp/ws: ws_upgrade answers it, not ulfius */
     uint64_t received; /* body bytes so far */
 } req;
 
@@ -156,6 +158,10 @@ static enum MHD_Result gate_access(void *cls, struct MHD_Connection *con, const 
             req.refused = 1;
             return rc;
         }
+        if (strcmp(method, "GET") == 0 && strcmp(url, "/mcp/ws") == 0) {
+            req.websocket = 1;
+            return MHD_YES;
+        }
         const char *clen =
             MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         /* libmicrohttpd has already refused a malformed Content-Length. */
@@ -163,6 +169,11 @@ static enum MHD_Result gate_access(void *cls, struct MHD_Connection *con, const 
             return refuse_declared(con);
     } else if (*upload_data_size == 0) {
         conn_guard_request_received(con);
+        if (req.websocket)
+            return ws_upgrade(con);
+    } else if (req.websocket) {
+        *upload_data_size = 0; /* a handshake has no body: ignored */
+        return MHD_YES;
     } else {
         req.received += *upload_data_size;
         if (req.received > gate.max_body) {
@@ -181,6 +192,8 @@ void body_gate_request_completed(void *cls, struct MHD_Connection *con, void **c
     if (req.refused && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
         linger(con);
     conn_guard_request_done(con);
+    if (req.websocket)
+        ws_request_completed();
     memset(&req, 0, sizeof req);
     mhd_request_completed(cls, con, con_cls, toe);
 }

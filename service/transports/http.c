@@ -846,7 +846,6 @@ int http_start(const struct http_config *cfg, char **err)
     body_gate_configure(cfg->max_body);
     struct ws_config wc = {cfg->ws_max_message, cfg->ws_ping_ms, 0, cfg->origins};
     ws_configure(&wc);
-    ulfius_add_endpoint_by_val(&http.inst, "GET", "/mcp/ws", NULL, 0, ws_endpoint, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "POST", "/mcp", NULL, 0, on_post, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "GET", "/mcp", NULL, 0, on_get, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "DELETE", "/mcp", NULL, 0, on_delete, NULL);
@@ -859,7 +858,7 @@ int http_start(const struct http_config *cfg, char **err)
     struct MHD_OptionItem ops[] = {
         {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)body_gate_request_completed, NULL},
-        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)ws_uri_logger, NULL},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)ulfius_uri_logger, NULL},
         {MHD_OPTION_SOCK_ADDR, 0, &http.addr},
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conn_guard_notify, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)conn_guard_mhd_limit(), NULL},
@@ -868,7 +867,7 @@ int http_start(const struct http_config *cfg, char **err)
         {MHD_OPTION_END, 0, NULL},
     };
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE | (v6 ? MHD_USE_IPv6 : 0);
     if (ulfius_start_framework_with_mhd_options(&http.inst, flags, ops) != U_OK) {
         if (asprintf(err, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
                      strerror(errno)) < 0)

@@ -24,7 +24,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <sys/uio.h>
-#include <ulfius.h>
+#include <microhttpd.h>
 
 #define WS_TRANSPORT "ws"
 #define READ_BUF 16384
@@ -42,10 +42,6 @@ static int stop_fd = -1;
 /* Sessions running, so ws_stop can wait for their close frames to go out
  * before the HTTP server tears the sockets down. */
 static atomic_int running_sessions;
-
-/* The connection whose request line this thread parsed last: set by
- * ws_uri_logger, taken by ws_endpoint (same thread, thread-per-connection). */
-static _Thread_local struct MHD_Connection *ws_current_con;
 
 void ws_configure(const struct ws_config *cfg)
 {
@@ -76,28 +72,33 @@ void ws_stop(void)
     }
 }
 
-void *ws_uri_logger(void *cls, const char *uri, struct MHD_Connection *con)
-{
-    ws_current_con = con;
-    return ulfius_uri_logger(cls, uri);
-}
-
 /* ---- HTTP answers before the upgrade ---- */
 
-static int fail(struct _u_response *resp, unsigned status, int code, const char *message)
+/* Answers the handshake with a JSON-RPC error (and one extra header, or
+ * none). Returns what the access handler returns. */
+static enum MHD_Result fail(struct MHD_Connection *con, unsigned status, int code,
+                            const char *message, const char *hname, const char *hvalue)
 {
     json_t *body = jsonrpc_error(NULL, code, message, NULL);
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
-    ulfius_set_string_body_response(resp, status, text ? text : "{}");
-    u_map_put(resp->map_header, "Content-Type", "application/json");
-    free(text);
-    return U_CALLBACK_COMPLETE;
+    struct MHD_Response *r =
+        text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    if (hname)
+        MHD_add_response_header(r, hname, hvalue);
+    enum MHD_Result rc = MHD_queue_response(con, status, r);
+    MHD_destroy_response(r);
+    return rc;
 }
 
-static const char *header(const struct _u_request *req, const char *name)
+static const char *header(struct MHD_Connection *con, const char *name)
 {
-    return u_map_get_case(req->map_header, name);
+    return MHD_lookup_connection_value(con, MHD_HEADER_KIND, name);
 }
 
 /* 1 if the comma-separated list `value` has `token` (case-insensitive). */
@@ -119,34 +120,6 @@ static int has_token(const char *value, const char *token)
     return 0;
 }
 
-/* The MHD connection of this request, or NULL if this thread's record does
- * not belong to it (not thread-per-connection mode, or no logger wired). */
-static struct MHD_Connection *take_connection(const struct _u_request *req)
-{
-    struct MHD_Connection *con = ws_current_con;
-    ws_current_con = NULL;
-    if (!con)
-        return NULL;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (!ci || !ci->client_addr || !req->client_address)
-        return NULL;
-    const struct sockaddr *a = ci->client_addr, *b = req->client_address;
-    if (a->sa_family != b->sa_family)
-        return NULL;
-    size_t len = a->sa_family == AF_INET    ? sizeof(struct sockaddr_in)
-                 : a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                            : 0;
-    /* ulfius keeps only sizeof(struct sockaddr) bytes of the address (all
-     * of an IPv4 one; family, port and half the address for IPv6), which
-     * is plenty to tell one connection from another. */
-    if (len > sizeof(struct sockaddr))
-        len = sizeof(struct sockaddr);
-    if (len == 0 || memcmp(a, b, len) != 0)
-        return NULL;
-    return con;
-}
-
 /* ---- the connection ---- */
 
 struct ws_conn {
@@ -156,14 +129,15 @@ struct ws_conn {
     atomic_int dead;     /* a write failed or timed out: stop */
     struct push *push;
     struct ws_parser parser;
-    const char *why;   /* how the session ended, for the log (static text) */
-    unsigned why_code; /* the close code sent, 0 if none */
+    const char *why;         /* how the session ended, for the log (static text) */
+    unsigned why_code;       /* the close code sent, 0 if none */
+    int resumed, from_event; /* for the log */
 };
 
 /* Marks the connection dead and wakes the reading thread: after
  * shutdown() its poll() sees end of file at once. The descriptor itself
- * stays open (MHD closes it after ws_endpoint returns), so no other
- * connection can reuse the number while push's writer might still use it. */
+ * stays open (MHD closes it once the upgrade is closed, after push's writer
+ * has stopped), so no other connection can reuse the number meanwhile. */
 static void conn_kill(struct ws_conn *c)
 {
     atomic_store(&c->dead, 1);
@@ -307,9 +281,24 @@ static int on_event(struct ws_conn *c, const struct ws_event *ev, int64_t *await
     return 0;
 }
 
+/* Parses bytes from the client and acts on each event. Returns 1 when the
+ * connection is to end. */
+static int feed(struct ws_conn *c, const unsigned char *buf, size_t len, int64_t *awaiting_pong)
+{
+    size_t off = 0;
+    int end = 0;
+    while (off < len && !end) {
+        struct ws_event ev;
+        off += ws_parser_feed(&c->parser, buf + off, len - off, &ev);
+        end = on_event(c, &ev, awaiting_pong);
+    }
+    return end;
+}
+
 /* The session: reads frames until the client closes, breaks the protocol,
- * stops answering pings, or a write fails. */
-static void conn_run(struct ws_conn *c)
+ * stops answering pings, or a write fails. `early` holds what the client
+ * sent right behind its handshake, which libmicrohttpd had already read. */
+static void conn_run(struct ws_conn *c, const unsigned char *early, size_t early_len)
 {
     unsigned char *buf = malloc(READ_BUF);
     if (!buf) {
@@ -318,6 +307,10 @@ static void conn_run(struct ws_conn *c)
     }
     int64_t next_ping = clock_mono_ms() + ws_cfg.ping_ms;
     int64_t awaiting_pong = 0; /* when the oldest unanswered ping went out */
+    if (early_len && feed(c, early, early_len, &awaiting_pong)) {
+        free(buf);
+        return;
+    }
     for (;;) {
         if (atomic_load(&c->dead))
             break;
@@ -363,171 +356,171 @@ static void conn_run(struct ws_conn *c)
             c->why = atomic_load(&c->dead) ? "the client stopped reading" : "connection lost";
             break;
         }
-        size_t off = 0, len = (size_t)got;
-        int end = 0;
-        while (off < len && !end) {
-            struct ws_event ev;
-            off += ws_parser_feed(&c->parser, buf + off, len - off, &ev);
-            end = on_event(c, &ev, &awaiting_pong);
-        }
-        if (end)
+        if (feed(c, buf, (size_t)got, &awaiting_pong))
             break;
     }
     free(buf);
 }
 
-/* ---- the endpoint ---- */
+/* ---- the handshake ---- */
 
-static const char *query(const struct _u_request *req, const char *name)
+static const char *query(struct MHD_Connection *con, const char *name)
 {
-    const char *v = u_map_get(req->map_url, name);
+    const char *v = MHD_lookup_connection_value(con, MHD_GET_ARGUMENT_KIND, name);
     return v && *v ? v : NULL;
 }
 
-/* The handshake's checks. Returns 0, or answers resp and returns -1. */
-static int check_handshake(const struct _u_request *req, struct _u_response *resp)
+/* The handshake's checks. Returns 0, or queues the refusal in *rc and
+ * returns -1. */
+static int check_handshake(struct MHD_Connection *con, enum MHD_Result *rc)
 {
-    if (!origin_host_allowed(ws_cfg.origins, header(req, "Host"))) {
-        fail(resp, 403, JSONRPC_SERVER_ERROR, "Forbidden: Host header not allowed");
-        return -1;
-    }
-    if (!origin_origin_allowed(ws_cfg.origins, header(req, "Origin"))) {
-        fail(resp, 403, JSONRPC_SERVER_ERROR, "Forbidden: Origin not allowed");
-        return -1;
-    }
-    const char *upgrade = header(req, "Upgrade");
-    if (!upgrade || !has_token(upgrade, "websocket")) {
-        u_map_put(resp->map_header, "Upgrade", "websocket");
-        fail(resp, 426, JSONRPC_SERVER_ERROR,
-             "Upgrade Required: /mcp/ws takes a WebSocket handshake (Upgrade: websocket)");
-        return -1;
-    }
-    const char *connection = header(req, "Connection");
-    if (!connection || !has_token(connection, "upgrade")) {
-        fail(resp, 400, JSONRPC_SERVER_ERROR, "Bad Request: Connection must include Upgrade");
-        return -1;
-    }
-    const char *version = header(req, "Sec-WebSocket-Version");
-    if (!version || strcmp(version, "13") != 0) {
-        u_map_put(resp->map_header, "Sec-WebSocket-Version", "13");
-        fail(resp, 426, JSONRPC_SERVER_ERROR, "Upgrade Required: Sec-WebSocket-Version must be 13");
-        return -1;
-    }
-    if (!ws_handshake_key_ok(header(req, "Sec-WebSocket-Key"))) {
-        fail(resp, 400, JSONRPC_SERVER_ERROR,
-             "Bad Request: Sec-WebSocket-Key must be 16 base64-encoded bytes");
-        return -1;
-    }
-    const char *proto = header(req, "Sec-WebSocket-Protocol");
-    if (!proto || !has_token(proto, "mcp")) {
-        fail(resp, 400, JSONRPC_SERVER_ERROR,
-             "Bad Request: the WebSocket subprotocol must be \"mcp\" (Sec-WebSocket-Protocol)");
-        return -1;
-    }
-    return 0;
+    const char *upgrade = header(con, "Upgrade"), *connection = header(con, "Connection");
+    const char *version = header(con, "Sec-WebSocket-Version");
+    const char *proto = header(con, "Sec-WebSocket-Protocol");
+    if (!origin_host_allowed(ws_cfg.origins, header(con, "Host")))
+        *rc =
+            fail(con, 403, JSONRPC_SERVER_ERROR, "Forbidden: Host header not allowed", NULL, NULL);
+    else if (!origin_origin_allowed(ws_cfg.origins, header(con, "Origin")))
+        *rc = fail(con, 403, JSONRPC_SERVER_ERROR, "Forbidden: Origin not allowed", NULL, NULL);
+    else if (!upgrade || !has_token(upgrade, "websocket"))
+        *rc = fail(con, 426, JSONRPC_SERVER_ERROR,
+                   "Upgrade Required: /mcp/ws takes a WebSocket handshake (Upgrade: websocket)",
+                   "Upgrade", "websocket");
+    else if (!connection || !has_token(connection, "upgrade"))
+        *rc = fail(con, 400, JSONRPC_SERVER_ERROR, "Bad Request: Connection must include Upgrade",
+                   NULL, NULL);
+    else if (!version || strcmp(version, "13") != 0)
+        *rc = fail(con, 426, JSONRPC_SERVER_ERROR,
+                   "Upgrade Required: Sec-WebSocket-Version must be 13", "Sec-WebSocket-Version",
+                   "13");
+    else if (!ws_handshake_key_ok(header(con, "Sec-WebSocket-Key")))
+        *rc = fail(con, 400, JSONRPC_SERVER_ERROR,
+                   "Bad Request: Sec-WebSocket-Key must be 16 base64-encoded bytes", NULL, NULL);
+    else if (!proto || !has_token(proto, "mcp"))
+        *rc =
+            fail(con, 400, JSONRPC_SERVER_ERROR,
+                 "Bad Request: the WebSocket subprotocol must be \"mcp\" (Sec-WebSocket-Protocol)",
+                 NULL, NULL);
+    else
+        return 0;
+    return -1;
 }
 
-/* What ulfius sends after the session: nothing reaches the client, since
- * the socket is shut down; MHD's write fails and it drops the connection. */
-static int done(struct _u_response *resp)
+/* A connection accepted but not upgraded yet: ws_upgrade made it, and
+ * either upgraded() or ws_request_completed (the 101 never went out) takes
+ * it, on the same connection thread. */
+static _Thread_local struct ws_conn *awaiting_upgrade;
+
+static void conn_free(struct ws_conn *c)
 {
-    ulfius_set_empty_body_response(resp, 200);
-    u_map_put(resp->map_header, "Connection", "close");
-    return U_CALLBACK_COMPLETE;
+    push_close(c->push);
+    ws_parser_free(&c->parser);
+    pthread_mutex_destroy(&c->wmu);
+    free(c);
 }
 
-int ws_endpoint(const struct _u_request *req, struct _u_response *resp, void *user_data)
+/* libmicrohttpd has sent the 101: the socket, and the bytes it read past
+ * the handshake, are ours. The session runs here, in the connection's own
+ * thread, which libmicrohttpd lets go of afterwards. */
+static void upgraded(void *cls, struct MHD_Connection *con, void *req_cls, const char *extra_in,
+                     size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
 {
-    (void)user_data;
-    if (check_handshake(req, resp) != 0)
-        return U_CALLBACK_COMPLETE;
-    struct MHD_Connection *con = take_connection(req);
-    const union MHD_ConnectionInfo *ci =
-        con ? MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD) : NULL;
-    if (!ci || ci->connect_fd < 0) {
-        log_event(LOG_ERROR, NULL, "ws_unavailable",
-                  "no socket for the WebSocket upgrade (is ws_uri_logger installed?)");
-        return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable");
-    }
-    char accept[29];
-    if (ws_handshake_accept(header(req, "Sec-WebSocket-Key"), accept) != 0)
-        return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable");
-
-    struct ws_conn *c = calloc(1, sizeof *c);
-    if (!c)
-        return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
-    c->fd = ci->connect_fd;
-    pthread_mutex_init(&c->wmu, NULL);
-    ws_parser_init(&c->parser, ws_cfg.max_message);
-    struct push_io io = {.send = conn_send, .io = c, .transport = WS_TRANSPORT, .event_ids = 1};
-    c->push = push_open(&io);
-    if (!c->push) {
-        pthread_mutex_destroy(&c->wmu);
-        free(c);
-        return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
-    }
-
-    /* Resuming hands streams to push's writer at once; holding the write mutex keeps
-     * their first frames behind the 101, and lets a refusal still be an
-     * ordinary HTTP answer. */
-    const char *sid = header(req, "Mcp-Session-Id");
-    const char *last = header(req, "Last-Event-ID");
-    if (!sid) {
-        sid = query(req, "session");
-        if (!last)
-            last = query(req, "last_event_id");
-    }
-    pthread_mutex_lock(&c->wmu);
-    int rc = sid ? push_resume(c->push, sid, last) : 0;
-    if (rc != 0) {
-        pthread_mutex_unlock(&c->wmu);
-        push_close(c->push);
-        ws_parser_free(&c->parser);
-        pthread_mutex_destroy(&c->wmu);
-        free(c);
-        if (rc == -1)
-            return fail(resp, 404, JSONRPC_SESSION_NOT_FOUND, "Session not found");
-        enum stream_cursor why = rc == -3 ? STREAM_CURSOR_BAD : STREAM_CURSOR_UNKNOWN;
-        return fail(resp, 400, stream_cursor_code(why), stream_cursor_message(why));
-    }
+    (void)con;
+    (void)req_cls;
+    struct ws_conn *c = cls;
+    awaiting_upgrade = NULL;
+    c->fd = sock;
     int fl = fcntl(c->fd, F_GETFL);
     if (fl >= 0)
         fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    char head[256];
-    int hlen = snprintf(head, sizeof head,
-                        "HTTP/1.1 101 Switching Protocols\r\n"
-                        "Upgrade: websocket\r\n"
-                        "Connection: Upgrade\r\n"
-                        "Sec-WebSocket-Accept: %s\r\n"
-                        "Sec-WebSocket-Protocol: mcp\r\n"
-                        "%s%s%s\r\n",
-                        accept, sid ? "Mcp-Session-Id: " : "", sid ? push_session_id(c->push) : "",
-                        sid ? "\r\n" : "");
-    struct iovec iov = {.iov_base = head, .iov_len = (size_t)hlen};
-    int ok = hlen > 0 && (size_t)hlen < sizeof head && conn_writev(c, &iov, 1) == 0;
+    /* Frames for a resumed stream may go out now, after the 101. */
     pthread_mutex_unlock(&c->wmu);
-
-    if (ok) {
-        log_event(LOG_INFO, push_session_id(c->push), "ws_open", "%s%s",
-                  sid ? "resumed" : "new connection", last ? " from an event id" : "");
-        atomic_fetch_add(&running_sessions, 1);
-        conn_run(c);
-    }
-    /* Stop push's writer first (a write they are blocked in fails once
-     * the socket is shut down), then let go of everything. */
-    char sid_copy[80];
-    snprintf(sid_copy, sizeof sid_copy, "%s",
-             push_session_id(c->push) ? push_session_id(c->push) : "");
+    log_event(LOG_INFO, push_session_id(c->push), "ws_open", "%s%s",
+              c->resumed ? "resumed" : "new connection", c->from_event ? " from an event id" : "");
+    atomic_fetch_add(&running_sessions, 1);
+    conn_run(c, (const unsigned char *)extra_in, extra_in_size);
+    /* Stop push's writer first (a write it is blocked in fails once the
+     * socket is shut down), then let go of everything. */
+    char sid[80];
+    snprintf(sid, sizeof sid, "%s", push_session_id(c->push) ? push_session_id(c->push) : "");
     conn_kill(c);
-    push_close(c->push);
-    log_event(LOG_INFO, sid_copy[0] ? sid_copy : NULL, "ws_closed", "%s (close code %u)",
+    log_event(LOG_INFO, sid[0] ? sid : NULL, "ws_closed", "%s (close code %u)",
               c->why ? c->why : "a write failed or timed out", c->why_code);
-    ws_parser_free(&c->parser);
-    pthread_mutex_destroy(&c->wmu);
-    free(c);
-    if (ok)
-        atomic_fetch_sub(&running_sessions, 1);
-    return done(resp);
+    conn_free(c);
+    atomic_fetch_sub(&running_sessions, 1);
+    MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+}
+
+void ws_request_completed(void)
+{
+    struct ws_conn *c = awaiting_upgrade;
+    if (!c)
+        return;
+    awaiting_upgrade = NULL;
+    conn_kill(c);
+    pthread_mutex_unlock(&c->wmu);
+    conn_free(c);
+}
+
+enum MHD_Result ws_upgrade(struct MHD_Connection *con)
+{
+    enum MHD_Result rc;
+    if (check_handshake(con, &rc) != 0)
+        return rc;
+    char accept[29];
+    if (ws_handshake_accept(header(con, "Sec-WebSocket-Key"), accept) != 0)
+        return fail(con, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable", NULL, NULL);
+    struct ws_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return fail(con, 503, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL, NULL);
+    c->fd = -1;
+    pthread_mutex_init(&c->wmu, NULL);
+    ws_parser_init(&c->parser, ws_cfg.max_message);
+    struct push_io io = {.send = conn_send, .io = c, .transport = WS_TRANSPORT, .event_ids = 1};
+    c->push = push_open(&io);
+    if (!c->push) {
+        ws_parser_free(&c->parser);
+        pthread_mutex_destroy(&c->wmu);
+        free(c);
+        return fail(con, 503, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL, NULL);
+    }
+    /* Resuming hands streams to push's writer at once; the write mutex,
+     * held until upgraded(), keeps their frames behind the 101, and lets a
+     * refusal still be an ordinary HTTP answer. */
+    const char *sid = header(con, "Mcp-Session-Id");
+    const char *last = header(con, "Last-Event-ID");
+    if (!sid) {
+        sid = query(con, "session");
+        if (!last)
+            last = query(con, "last_event_id");
+    }
+    pthread_mutex_lock(&c->wmu);
+    int resumed = sid ? push_resume(c->push, sid, last) : 0;
+    struct MHD_Response *r = resumed == 0 ? MHD_create_response_for_upgrade(upgraded, c) : NULL;
+    if (!r) {
+        pthread_mutex_unlock(&c->wmu);
+        conn_free(c);
+        if (resumed == -1)
+            return fail(con, 404, JSONRPC_SESSION_NOT_FOUND, "Session not found", NULL, NULL);
+        if (resumed != 0) {
+            enum stream_cursor why = resumed == -3 ? STREAM_CURSOR_BAD : STREAM_CURSOR_UNKNOWN;
+            return fail(con, 400, stream_cursor_code(why), stream_cursor_message(why), NULL, NULL);
+        }
+        return fail(con, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable", NULL, NULL);
+    }
+    c->resumed = sid != NULL;
+    c->from_event = last != NULL;
+    MHD_add_response_header(r, "Upgrade", "websocket");
+    MHD_add_response_header(r, "Sec-WebSocket-Accept", accept);
+    MHD_add_response_header(r, "Sec-WebSocket-Protocol", "mcp");
+    if (sid)
+        MHD_add_response_header(r, "Mcp-Session-Id", push_session_id(c->push));
+    awaiting_upgrade = c;
+    rc = MHD_queue_response(con, MHD_HTTP_SWITCHING_PROTOCOLS, r);
+    MHD_destroy_response(r);
+    if (rc != MHD_YES)
+        ws_request_completed();
+    return rc;
 }

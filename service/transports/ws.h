@@ -2,22 +2,21 @@
  * message per text frame), on top of the ulfius/libmicrohttpd server.
  *
  * ulfius 2.7.13's own WebSocket code cannot limit frame sizes or choose
- * close codes (see design.md), so this transport takes the socket over and
- * speaks RFC 6455 itself, with the ws_frame codec:
+ * close codes (see ../shared/design.md's pitfalls), so this transport speaks
+ * RFC 6455 itself, with the ws_frame codec, on libmicrohttpd's upgrade API:
  *
- *   1. ws_uri_logger, installed as MHD's URI-log callback in place of
- *      ulfius_uri_logger (which it calls), remembers the MHD_Connection of
- *      the request being parsed in a thread-local. With
- *      MHD_USE_THREAD_PER_CONNECTION the endpoint callback runs later on
- *      that same thread, so ws_endpoint finds its connection there (and
- *      checks that the client address matches before trusting it).
- *   2. ws_endpoint checks Host/Origin (403) and the handshake (426/400),
- *      then gets the socket with MHD_CONNECTION_INFO_CONNECTION_FD, writes
- *      the 101 response itself and runs the whole WebSocket session on the
- *      socket inside the callback, in the connection's own thread.
- *   3. When the session ends it shuts the socket down and returns; MHD's
- *      attempt to send ulfius's response then fails and MHD closes the
- *      connection as it would any broken one.
+ *   1. body_gate, the access handler in front of ulfius's, hands every
+ *      GET /mcp/ws to ws_upgrade once its headers are in (ulfius never
+ *      sees it).
+ *   2. ws_upgrade checks Host/Origin (403) and the handshake (426/400),
+ *      adopts a session to resume (404/400), and queues a 101 made with
+ *      MHD_create_response_for_upgrade.
+ *   3. Once libmicrohttpd has sent the 101 it calls back with the socket
+ *      and the bytes it had already read past the handshake (a client may
+ *      send its first frames in the same packet); those are parsed first.
+ *      The session then runs in the connection's own thread, and ends with
+ *      MHD_upgrade_action(CLOSE), after which libmicrohttpd closes the
+ *      socket.
  *
  * Messages go through push (push.h): each complete text message is handed
  * to push_receive; replies are sent by push's writer thread through
@@ -39,19 +38,17 @@
  * with 1002 (protocol), 1003 (binary), 1007 (invalid UTF-8) or 1009 (over
  * max_message, decided from the frame header before any allocation).
  *
- * Limits of the socket takeover: it needs thread-per-connection mode and
- * plain TCP (no TLS inside MHD: a proxy terminates TLS), and bytes a
- * client sends after its handshake but before the 101 arrives would be in
- * MHD's buffer, not the socket (clients wait for the 101). */
+ * Needs MHD_ALLOW_UPGRADE and plain TCP (no TLS inside libmicrohttpd: a
+ * proxy terminates TLS); the session runs in the connection's thread
+ * (MHD_USE_THREAD_PER_CONNECTION). */
 #ifndef MCPD_WS_H
 #define MCPD_WS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-struct MHD_Connection;
-struct _u_request;
-struct _u_response;
+#include <microhttpd.h>
+
 struct origin_policy;
 
 struct ws_config {
@@ -64,15 +61,16 @@ struct ws_config {
 /* Sets the configuration; call before the server starts. */
 void ws_configure(const struct ws_config *cfg);
 
-/* MHD_OPTION_URI_LOG_CALLBACK: calls ulfius_uri_logger(cls, uri) and
- * remembers con for ws_endpoint. */
-void *ws_uri_logger(void *cls, const char *uri, struct MHD_Connection *con);
+/* Answers GET /mcp/ws from its headers: a refusal, or the 101 that hands
+ * the connection to the WebSocket session. Call from the access handler
+ * on the request's final call; returns what the handler returns. */
+enum MHD_Result ws_upgrade(struct MHD_Connection *con);
+/* From MHD_OPTION_NOTIFY_COMPLETED, on the connection's thread: frees a
+ * session whose 101 never went out. */
+void ws_request_completed(void);
 
-/* The ulfius callback for GET /mcp/ws. */
 /* Tells every open WebSocket session to close with 1001 "going away"
  * (server shutdown); call before stopping the HTTP server. */
 void ws_stop(void);
-
-int ws_endpoint(const struct _u_request *req, struct _u_response *resp, void *user_data);
 
 #endif

@@ -59,7 +59,7 @@ class RawWs {
    * Opens a WebSocket to /mcp/ws. Resolves a RawWs after a 101, or
    * {status, headers, json, text} when the server refused the handshake.
    */
-  static open(port, { path = '/mcp/ws', headers = {}, protocol = 'mcp', ms = 5000 } = {}) {
+  static open(port, { path = '/mcp/ws', headers = {}, protocol = 'mcp', ms = 5000, early } = {}) {
     return new Promise((resolve, reject) => {
       const sock = net.connect(port, '127.0.0.1');
       const key = crypto.randomBytes(16).toString('base64');
@@ -82,7 +82,8 @@ class RawWs {
       };
       let req = `GET ${path} HTTP/1.1\r\n`;
       for (const [k, v] of Object.entries(h)) if (v !== undefined && v !== null) req += `${k}: ${v}\r\n`;
-      sock.write(req + '\r\n');
+      // `early`: frames sent in the same write as the handshake, before the 101.
+      sock.write(early ? Buffer.concat([Buffer.from(req + '\r\n', 'latin1'), early]) : req + '\r\n');
       const onData = (d) => {
         buf = Buffer.concat([buf, d]);
         const end = buf.indexOf('\r\n\r\n');
@@ -691,6 +692,33 @@ test('SIGTERM: open WebSocket sessions are closed with 1001 and mcpd exits 0', a
     const exit = await withTimeout(mcpd.exited, 10000, 'mcpd exit');
     assert.equal(exit.code, 0, JSON.stringify(exit));
   } finally {
+    await mcpd.cleanup();
+  }
+});
+
+test('frames sent in the same packet as the handshake are read, not dropped', async () => {
+  const mcpd = await startMcpd();
+  try {
+    const init = {
+      jsonrpc: '2.0',
+      id: 'early-1',
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'early', version: '0' } },
+    };
+    const early = Buffer.concat([
+      frame(OP.text, JSON.stringify(init)),
+      frame(OP.text, JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' })),
+      frame(OP.text, JSON.stringify({ jsonrpc: '2.0', id: 'early-2', method: 'ping' })),
+    ]);
+    const ws = await RawWs.open(mcpd.port, { early });
+    assert.ok(ws instanceof RawWs, `handshake refused: ${JSON.stringify(ws)}`);
+    const first = await ws.until('early-1');
+    assert.ok(first.at(-1).result?.serverInfo, JSON.stringify(first));
+    const second = await ws.until('early-2');
+    assert.ok(second.at(-1).result && !second.at(-1).error, JSON.stringify(second));
+    ws.destroy();
+  } finally {
+    await mcpd.stop('SIGTERM', 10000);
     await mcpd.cleanup();
   }
 });
