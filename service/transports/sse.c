@@ -38,6 +38,10 @@ static int put_str(struct sse_buf *b, const char *s)
 
 int sse_event(struct sse_buf *b, const char *id, int64_t retry_ms, const char *data, size_t len)
 {
+    /* A line break in the id would end the field early and let the rest
+     * of it be read as fields of its own. */
+    if (id && strpbrk(id, "\r\n"))
+        return -1;
     if (id && (put_str(b, "id: ") || put_str(b, id) || put_str(b, "\n")))
         return -1;
     if (retry_ms >= 0) {
@@ -46,17 +50,20 @@ int sse_event(struct sse_buf *b, const char *id, int64_t retry_ms, const char *d
         if (put_str(b, line))
             return -1;
     }
-    size_t i = 0;
-    do {
+    /* One data: line per line of data, including the empty one after a
+     * final line break. */
+    for (size_t i = 0;;) {
         size_t j = i;
         while (j < len && data[j] != '\n' && data[j] != '\r')
             j++;
         if (put_str(b, "data: ") || put(b, data + i, j - i) || put_str(b, "\n"))
             return -1;
-        if (j < len && data[j] == '\r' && j + 1 < len && data[j + 1] == '\n')
+        if (j >= len)
+            break;
+        if (data[j] == '\r' && j + 1 < len && data[j + 1] == '\n')
             j++;
         i = j + 1;
-    } while (i < len);
+    }
     return put_str(b, "\n");
 }
 

@@ -18,8 +18,9 @@ struct sse_buf {
 };
 
 void sse_buf_free(struct sse_buf *b);
-/* Returns 0, or -1 when out of memory. id and retry_ms are optional (NULL,
- * negative). */
+/* Returns 0, or -1 when out of memory or when id holds a CR or LF. id and
+ * retry_ms are optional (NULL, negative). Line breaks in data (LF, CR,
+ * CRLF) start a new data: line, so a reader gets data back with LFs. */
 int sse_event(struct sse_buf *b, const char *id, int64_t retry_ms, const char *data, size_t len);
 int sse_comment(struct sse_buf *b, const char *text);
 /* Moves up to max pending bytes into out; returns how many. */

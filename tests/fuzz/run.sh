@@ -33,6 +33,8 @@ build fuzz_bridge_ws "$repo/service/transports/ws_frame.c" "$repo/service/transp
 build fuzz_cursor "$repo/service/core/event_id.c" "$repo/service/core"
 build fuzz_media_type "$repo/service/transports/media_type.c" "$repo/service/transports"
 build fuzz_forwarded "$repo/service/transports/forwarded.c" "$repo/service/transports"
+build fuzz_jsonrpc "$repo/service/core/jsonrpc.c" "$repo/service/core" -ljansson
+build fuzz_sse "$repo/service/transports/sse.c" "$repo/service/transports"
 build fuzz_bridge_options "$repo/bridge/options.c" "$repo/bridge" "$repo/bridge/bridge_log.c" \
     "$repo/service/base/log_level.c" -I"$repo/service/base" -lcurl
 
@@ -56,13 +58,17 @@ seed fuzz_cursor edge 'abc:9223372036854775806'
 seed fuzz_media_type accept '\x00application/json , text/event-stream;q=0.5'
 seed fuzz_media_type wild '\x01*/*;q=0, text/*;charset="a,b\\"";q=1.000'
 seed fuzz_forwarded proxies 'loopback, 10.0.0.0/8 fc00::/7\x00203.0.113.1, [2001:db8::2], 198.51.100.7:80, 10.0.0.1'
+seed fuzz_jsonrpc request '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}'
+seed fuzz_jsonrpc batch '[{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"a","result":{}},{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":"m"}}]'
+seed fuzz_sse event '\x03abc:12\x00{"a":"b\\nc"}\r\nline two\rthree'
+seed fuzz_sse trailing_lf '\xab\n' # once lost the empty line after a final LF
 seed fuzz_bridge_options header '\x00X-Api-Key: ${FUZZ_BRIDGE_VAR}-x'
 seed fuzz_bridge_options url '\x00http://127.0.0.1:8080/mcp'
 seed fuzz_bridge_options url6 '\x01https://[::1]/mcp?x=${A}'
 
 rc=0
 for t in fuzz_ws_frame fuzz_stdio_frame fuzz_bridge_sse fuzz_bridge_ws fuzz_bridge_options \
-    fuzz_cursor fuzz_media_type fuzz_forwarded; do
+    fuzz_cursor fuzz_media_type fuzz_forwarded fuzz_jsonrpc fuzz_sse; do
     echo "fuzz: $t in $work/$t (for ${seconds}s)"
     (cd "$work/$t" && ./$t -max_total_time="$seconds" -print_final_stats=1 \
         -timeout=10 -rss_limit_mb=2048 corpus) >"$work/$t/fuzz.log" 2>&1 || rc=$?
