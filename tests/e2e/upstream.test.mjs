@@ -471,7 +471,7 @@ test('--upstream-max 2: a third session’s initialize fails with a clear error'
     const r = await rpc(m.port, initBody(id), { version: null });
     const err = responseFor(r.messages, id)?.error;
     assert.ok(err, `third initialize fails: HTTP ${r.status} ${JSON.stringify(r.messages)}`);
-    assert.match(err.message, /Too many upstream servers running \(limit 2\)/);
+    assert.match(err.message, /Too many upstream servers running \(--upstream-max 2\)/);
     assert.equal(r.headers['mcp-session-id'], undefined);
     assert.equal(procChildren(m.pid).length, 2);
     // a slot frees when a session ends
