@@ -514,6 +514,15 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
         return;
     }
     int opted_in = poll_opted_in(m->params);
+    /* The ack names the stream before it has a message: its row must be
+     * committed first, or a SIGKILL would leave the client a stream id that
+     * no longer exists. */
+    if (opted_in && stream_persist(st) != 0) {
+        stream_end(st, STREAM_ERROR);
+        stream_unref(st);
+        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "The store is not writable");
+        return;
+    }
     json_t *request = opted_in ? without_opt_in(msg) : json_incref(msg);
     int inline_ok = core.ops->may_block && !core.ops->may_block(core.backend, method, m->params);
     enum session_track_rc why;

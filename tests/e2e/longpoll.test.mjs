@@ -276,6 +276,24 @@ test('SIGKILL + restart on the same db: stored chunks, then the restart error (e
   }
 });
 
+test('SIGKILL right after the ack, before the stream has a message: the stream id still resolves after restart', async () => {
+  const m = await startMcpd();
+  try {
+    const { session: s } = await initSession(m.port);
+    const { id, streamId } = await startStream(m.port, s, 'countdown', { n: 1, interval_ms: 30000 });
+    m.kill('SIGKILL');
+    await m.exited;
+    await m.restart();
+    const { chunks, last } = await pollToEnd(m.port, s, streamId, 0);
+    assert.equal(chunks.length, 1, JSON.stringify(chunks));
+    assert.equal(chunks[0].message.id, id);
+    assert.match(chunks[0].message.error?.message ?? '', /interrupted by server restart/);
+    assert.equal(last.state, 'error');
+  } finally {
+    await m.cleanup();
+  }
+});
+
 test('bad input: unknown, other session\'s and malformed polls; the server keeps serving', async () => {
   const notFound = (p, sid) => {
     assert.equal(p.status, 200, p.text);
