@@ -89,6 +89,10 @@ static const struct setting settings[] = {
     {"stdio", K_FLAG, S(stdio), "0",
      "serve MCP on stdin/stdout (NDJSON or Content-Length, detected) instead of HTTP; "
      "--max-body limits a message"},
+    {"auth", K_STR, S(auth), "none",
+     "none, or token: every request needs a bearer token issued by mcp-admin tokens add"},
+    {"bootstrap-token-file", K_STR, S(bootstrap_token_file), NULL,
+     "a file holding a token to accept as the one named 'bootstrap' (only its hash is stored)"},
     {"allow-unauthenticated", K_FLAG, S(allow_unauthenticated), "0",
      "allow listening on a non-loopback address without authentication"},
     {"help", K_FLAG, S(help), "0", "print this help"},
@@ -214,10 +218,14 @@ static int parse_listen(struct config *cfg, char *err, size_t errcap)
         return -1;
     }
     int loopback = loop4 ? (ntohl(a4.s_addr) >> 24) == 127 : IN6_IS_ADDR_LOOPBACK(&a6);
-    if (!loopback && !cfg->allow_unauthenticated) {
+    if (strcmp(cfg->auth, "none") != 0 && strcmp(cfg->auth, "token") != 0) {
+        snprintf(err, errcap, "--auth must be none or token, got '%s'", cfg->auth);
+        return -1;
+    }
+    if (!loopback && strcmp(cfg->auth, "token") != 0 && !cfg->allow_unauthenticated) {
         snprintf(err, errcap,
                  "refusing to listen on non-loopback %s without authentication; pass "
-                 "--allow-unauthenticated to do it anyway",
+                 "--auth token (tokens from mcp-admin), or --allow-unauthenticated",
                  cfg->host);
         return -1;
     }

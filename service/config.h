@@ -50,6 +50,8 @@ struct config {
     int64_t upstream_log_rate;
     int64_t log_retention_ms;
     int64_t log_max_rows;
+    char *auth; /* none | token */
+    char *bootstrap_token_file;
     int allow_unauthenticated;
     int stdio;
     int help;

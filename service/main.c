@@ -4,6 +4,7 @@
  * the store, exit 0). */
 #include "backend.h"
 #include "builtin.h"
+#include "auth.h"
 #include "config.h"
 #include "core.h"
 #include "http.h"
@@ -144,6 +145,11 @@ int main(int argc, char **argv)
         goto out;
     }
     log_set_store(st);
+    if (auth_configure(cfg.auth, st) != 0 ||
+        (cfg.bootstrap_token_file && auth_bootstrap(cfg.bootstrap_token_file, &why) != 0)) {
+        fprintf(stderr, "mcpd: %s\n", why ? why : "cannot set up authentication");
+        goto out;
+    }
     if (start_backend(&cfg, &ops, &backend) != 0)
         goto out;
     origins = origin_policy_new(cfg.allowed_hosts, cfg.allowed_origins);
@@ -215,6 +221,7 @@ out:
     if (backend)
         ops->destroy(backend);
     origin_policy_free(origins);
+    auth_shutdown();
     log_set_store(NULL);
     if (st && store_flush(st) != 0)
         status = 1;

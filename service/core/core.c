@@ -5,6 +5,7 @@
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
+#include "kill_watch.h"
 #include "longpoll.h"
 #include "protocol.h"
 #include "reaper.h"
@@ -147,6 +148,17 @@ static void reap(void *arg)
     store_checkpoint(core.store);
 }
 
+/* A session an operator killed, or whose token was revoked (kill_watch). */
+static void end_from_outside(const char *session_id, const char *why)
+{
+    struct session *s = session_find(session_id);
+    if (!s)
+        return;
+    log_event(LOG_INFO, session_id, "session_killed", "%s", why);
+    core_end_session(s);
+    session_unref(s);
+}
+
 int core_start(const struct core_config *cfg, struct store *st, const struct backend_ops *ops,
                void *backend, char **err)
 {
@@ -170,7 +182,7 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
         interval = REAP_INTERVAL_MAX_MS;
     if (interval < 100)
         interval = 100;
-    if (reaper_start(interval, reap, NULL) != 0) {
+    if (reaper_start(interval, reap, NULL) != 0 || kill_watch_start(st, end_from_outside) != 0) {
         *err = strdup("cannot start the reaper");
         return -1;
     }
@@ -205,6 +217,7 @@ void core_stop(int64_t grace_ms)
 {
     core.accepting = 0;
     reaper_stop();
+    kill_watch_stop();
     session_each(cancel_session_calls, NULL);
     int left = workers_stop(grace_ms);
     if (left)
@@ -280,7 +293,8 @@ static void refuse_session(struct core_reply *out, json_t *id, int why)
     }
 }
 
-void core_initialize(json_t *msg, const struct jsonrpc_msg *m, struct core_reply *out)
+void core_initialize(json_t *msg, const struct jsonrpc_msg *m, const struct session_origin *origin,
+                     struct core_reply *out)
 {
     memset(out, 0, sizeof *out);
     if (!core.accepting) {
@@ -297,7 +311,7 @@ void core_initialize(json_t *msg, const struct jsonrpc_msg *m, struct core_reply
     }
     const char *version = protocol_negotiate(json_string_value(requested));
     struct session *s;
-    int created = session_create(version, params, &s);
+    int created = session_create(version, params, origin, &s);
     if (created != 0) {
         refuse_session(out, m->id, created);
         return;

@@ -83,7 +83,10 @@ void core_reply_clear(struct core_reply *r);
 /* `msg` is the whole message object (borrowed), `m` its classification,
  * `transport` the transport's name as clients see it ("http", "ws",
  * "stdio"). */
-void core_initialize(json_t *msg, const struct jsonrpc_msg *m, struct core_reply *out);
+struct session_origin;
+/* origin: who asks (principal, transport), recorded with the session. */
+void core_initialize(json_t *msg, const struct jsonrpc_msg *m, const struct session_origin *origin,
+                     struct core_reply *out);
 void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, const char *transport,
                  struct core_reply *out);
 /* For a transport that can carry only a request's response (JSON replies):

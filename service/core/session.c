@@ -18,6 +18,7 @@
 struct session {
     char id[RANDID_LEN + 1];
     char protocol[16];
+    char principal[64]; /* "" without authentication */
     json_t *init_params;
     _Atomic int refs;
     pthread_mutex_t mu; /* guards the fields below */
@@ -224,7 +225,8 @@ static int registry_add(struct session *s)
     return rc;
 }
 
-int session_create(const char *protocol_version, json_t *init_params, struct session **out)
+int session_create(const char *protocol_version, json_t *init_params,
+                   const struct session_origin *origin, struct session **out)
 {
     *out = NULL;
     char *params = json_dumps(init_params, JSON_COMPACT);
@@ -248,6 +250,8 @@ int session_create(const char *protocol_version, json_t *init_params, struct ses
         return SESSION_FAILED;
     }
     s->log_level = 0;
+    snprintf(s->principal, sizeof s->principal, "%s",
+             origin && origin->principal ? origin->principal : "");
     struct store_session row = {
         .id = s->id,
         .protocol_version = s->protocol,
@@ -256,6 +260,8 @@ int session_create(const char *protocol_version, json_t *init_params, struct ses
         .initialized = 0,
         .created_ms = s->last_active_ms,
         .last_active_ms = s->last_active_ms,
+        .principal = s->principal[0] ? s->principal : NULL,
+        .transport = origin ? (char *)origin->transport : NULL,
     };
     int stored = store_session_put(reg.store, &row) == 0 &&
                  (s->standalone = stream_create(s->id, STREAM_STANDALONE, NULL)) &&
@@ -282,6 +288,7 @@ static struct session *load_locked(const char *id)
         if (s->log_level < 0)
             s->log_level = 0;
         s->initialized = row.initialized;
+        snprintf(s->principal, sizeof s->principal, "%s", row.principal ? row.principal : "");
         s->bytes = store_session_bytes(reg.store, s->id);
         if (s->bytes < 0)
             s->bytes = 0;
@@ -324,6 +331,11 @@ struct session *session_find(const char *id)
 const char *session_id(const struct session *s)
 {
     return s->id;
+}
+
+int session_belongs_to(const struct session *s, const char *principal)
+{
+    return strcmp(s->principal, principal ? principal : "") == 0;
 }
 
 const char *session_protocol(const struct session *s)

@@ -49,7 +49,14 @@ enum session_refusal {
 /* Creates and persists a session for the negotiated revision with the
  * client's initialize params (borrowed; copied). Returns 0 with a new
  * reference in *out, or an enum session_refusal (nothing stored). */
-int session_create(const char *protocol_version, json_t *init_params, struct session **out);
+/* Who opened a session: the principal (a token's name; NULL without
+ * authentication) and the transport ("http", "ws", "stdio"). */
+struct session_origin {
+    const char *principal;
+    const char *transport;
+};
+int session_create(const char *protocol_version, json_t *init_params,
+                   const struct session_origin *origin, struct session **out);
 /* A new reference to the live session with that id, or NULL. */
 struct session *session_find(const char *id);
 void session_ref(struct session *s);
@@ -57,6 +64,9 @@ void session_unref(struct session *s);
 
 const char *session_id(const struct session *s);
 const char *session_protocol(const struct session *s);
+/* 1 if a request by `principal` (NULL: none) may use the session: the
+ * same principal that created it. */
+int session_belongs_to(const struct session *s, const char *principal);
 /* Borrowed; valid while the reference is held. */
 json_t *session_init_params(const struct session *s);
 json_t *session_client_capabilities(const struct session *s);

@@ -30,6 +30,8 @@ enum write_kind {
     W_PURGE_SESSIONS,
     W_PURGE_STREAMS,
     W_PURGE_LOGS,
+    W_TOKEN_USED,
+    W_TOKEN_PUT,
     W_COUNT,
     W_FLUSH = W_COUNT, /* no SQL: a marker whose commit means all before it committed */
     W_STREAM_WRITE     /* a row, a chunk and/or an end: see store_stream_write */
@@ -37,8 +39,8 @@ enum write_kind {
 
 static const char *const write_sql[W_COUNT] = {
     [W_SESSION_PUT] = "INSERT OR REPLACE INTO sessions(id, protocol_version, init_params, "
-                      "log_level, initialized, created_ms, last_active_ms) "
-                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                      "log_level, initialized, created_ms, last_active_ms, principal, transport) "
+                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     [W_SESSION_STATE] = "UPDATE sessions SET log_level = ?2, initialized = ?3 WHERE id = ?1",
     [W_SESSION_TOUCH] =
         "UPDATE sessions SET last_active_ms = MAX(last_active_ms, ?2) WHERE id = ?1",
@@ -65,6 +67,10 @@ static const char *const write_sql[W_COUNT] = {
         "DELETE FROM streams WHERE id < ?2 AND ended_ms IS NOT NULL AND ended_ms < ?1",
     /* Log ids grow by one per row and rows go only from the oldest end, so
      * the newest ?2 rows are those above max(id) - ?2. */
+    [W_TOKEN_USED] = "UPDATE tokens SET last_used_ms = MAX(COALESCE(last_used_ms, 0), ?2) "
+                     "WHERE name = ?1",
+    [W_TOKEN_PUT] = "INSERT INTO tokens(name, hash, note, created_ms) VALUES(?1, ?2, ?3, ?4) "
+                    "ON CONFLICT(name) DO UPDATE SET hash = excluded.hash, revoked_ms = NULL",
     [W_PURGE_LOGS] = "DELETE FROM logs WHERE ts_ms < ?1 OR id <= (SELECT max(id) FROM logs) - ?2",
 };
 
@@ -584,8 +590,9 @@ int store_flush(struct store *st)
 
 int store_session_put(struct store *st, const struct store_session *s)
 {
-    return enqueue(st, 1, W_SESSION_PUT, "ssssiii", s->id, s->protocol_version, s->init_params,
-                   s->log_level, (int64_t)s->initialized, s->created_ms, s->last_active_ms);
+    return enqueue(st, 1, W_SESSION_PUT, "ssssiiiss", s->id, s->protocol_version, s->init_params,
+                   s->log_level, (int64_t)s->initialized, s->created_ms, s->last_active_ms,
+                   s->principal, s->transport);
 }
 
 int store_session_set_state(struct store *st, const char *id, const char *log_level,
@@ -679,6 +686,8 @@ void store_session_free(struct store_session *s)
     free(s->protocol_version);
     free(s->init_params);
     free(s->log_level);
+    free(s->principal);
+    free(s->transport);
     memset(s, 0, sizeof *s);
 }
 
@@ -686,7 +695,8 @@ int store_session_get(struct store *st, const char *id, struct store_session *ou
 {
     memset(out, 0, sizeof *out);
     sqlite3_stmt *q = read_begin(st, "SELECT id, protocol_version, init_params, log_level, "
-                                     "initialized, created_ms, last_active_ms FROM sessions "
+                                     "initialized, created_ms, last_active_ms, principal, "
+                                     "transport FROM sessions "
                                      "WHERE id = ?1 AND deleted_ms IS NULL");
     if (!q)
         return -1;
@@ -701,6 +711,8 @@ int store_session_get(struct store *st, const char *id, struct store_session *ou
         out->initialized = sqlite3_column_int(q, 4);
         out->created_ms = sqlite3_column_int64(q, 5);
         out->last_active_ms = sqlite3_column_int64(q, 6);
+        out->principal = col_dup(q, 7);
+        out->transport = col_dup(q, 8);
         if (!out->id || !out->protocol_version || !out->init_params || !out->log_level) {
             store_session_free(out);
             result = -1;
@@ -820,4 +832,54 @@ int store_session_standalone(struct store *st, const char *session_id, char **id
         result = -1;
     read_end(st, q);
     return result;
+}
+
+int store_token_lookup(struct store *st, const char *hash, struct store_token *out)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *q = read_begin(st, "SELECT name, expires_ms, revoked_ms FROM tokens "
+                                     "WHERE hash = ?1");
+    if (!q)
+        return -1;
+    sqlite3_bind_text(q, 1, hash, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    int result = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? 1 : -1;
+    if (result == 0) {
+        snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(q, 0));
+        out->expires_ms = sqlite3_column_type(q, 1) == SQLITE_NULL ? 0 : sqlite3_column_int64(q, 1);
+        out->revoked_ms = sqlite3_column_type(q, 2) == SQLITE_NULL ? 0 : sqlite3_column_int64(q, 2);
+    }
+    read_end(st, q);
+    return result;
+}
+
+int store_token_used(struct store *st, const char *name, int64_t now_ms)
+{
+    return enqueue(st, 0, W_TOKEN_USED, "si", name, now_ms);
+}
+
+int store_sessions_ended_by_operator(struct store *st, int64_t since_ms,
+                                     void (*cb)(void *arg, const char *id, const char *why),
+                                     void *arg)
+{
+    /* Killed by mcp-admin, or belonging to a token revoked since. */
+    sqlite3_stmt *q = read_begin(
+        st, "SELECT id, kill_reason FROM sessions WHERE deleted_ms >= ?1 AND kill_reason IS NOT "
+            "NULL UNION ALL SELECT s.id, 'token ' || t.name || ' revoked' FROM sessions s "
+            "JOIN tokens t ON t.name = s.principal WHERE t.revoked_ms >= ?1 AND s.deleted_ms IS "
+            "NULL");
+    if (!q)
+        return -1;
+    sqlite3_bind_int64(q, 1, since_ms);
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
+        cb(arg, (const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1));
+    read_end(st, q);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+int store_token_put(struct store *st, const char *name, const char *hash, const char *note,
+                    int64_t now_ms)
+{
+    return enqueue(st, 1, W_TOKEN_PUT, "sssi", name, hash, note, now_ms);
 }

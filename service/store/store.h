@@ -55,6 +55,8 @@ struct store_session {
     int initialized;
     int64_t created_ms;
     int64_t last_active_ms;
+    char *principal; /* the token name that created it, or NULL */
+    char *transport; /* "http", "ws", "stdio" */
 };
 void store_session_free(struct store_session *s);
 
@@ -136,6 +138,27 @@ int store_log(struct store *st, int64_t ts_ms, const char *level, const char *se
  * bound). Waits for the commit. */
 int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cutoff_ms,
                 int64_t log_cutoff_ms, int64_t log_max_rows);
+
+/* Tokens: what a request's bearer token (by its SHA-256, hex) names. */
+struct store_token {
+    char name[64];
+    int64_t expires_ms; /* 0: never */
+    int64_t revoked_ms; /* 0: not revoked */
+};
+/* 0 found, 1 unknown, -1 error. */
+int store_token_lookup(struct store *st, const char *hash, struct store_token *out);
+/* Adds the token `name` with this hash, or gives it this hash and lifts a
+ * revocation; waits for the commit. */
+int store_token_put(struct store *st, const char *name, const char *hash, const char *note,
+                    int64_t now_ms);
+/* Async: the token was used at now_ms. */
+int store_token_used(struct store *st, const char *name, int64_t now_ms);
+/* Calls cb for each session an operator ended (mcp-admin session kill) at
+ * or after since_ms, and each live session of a token revoked since then;
+ * cb must not call the store. 0, or -1 on error. */
+int store_sessions_ended_by_operator(struct store *st, int64_t since_ms,
+                                     void (*cb)(void *arg, const char *id, const char *why),
+                                     void *arg);
 
 /* Copies the WAL into the database file (passive: never blocks the
  * writer). Call it periodically; the writer never checkpoints itself. */

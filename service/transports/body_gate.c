@@ -5,6 +5,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "metrics.h"
+#include "request_log.h"
 #include "ws.h"
 
 #include <errno.h>
@@ -153,6 +154,7 @@ static enum MHD_Result gate_access(void *cls, struct MHD_Connection *con, const 
         return MHD_YES;
     if (!req.seen) {
         req.seen = 1;
+        request_log_begin(method, url);
         enum MHD_Result rc;
         if (conn_guard_request_begin(con, &rc)) {
             req.refused = 1;
@@ -176,6 +178,7 @@ static enum MHD_Result gate_access(void *cls, struct MHD_Connection *con, const 
         return MHD_YES;
     } else {
         req.received += *upload_data_size;
+        request_log_body(*upload_data_size);
         if (req.received > gate.max_body) {
             refuse_streamed(con);
             linger(con);
@@ -192,6 +195,7 @@ void body_gate_request_completed(void *cls, struct MHD_Connection *con, void **c
     if (req.refused && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
         linger(con);
     conn_guard_request_done(con);
+    request_log_end(con);
     if (req.websocket)
         ws_request_completed();
     memset(&req, 0, sizeof req);

@@ -1,5 +1,6 @@
 /* http — see http.h. */
 #include "http.h"
+#include "auth.h"
 #include "body_gate.h"
 #include "conn_guard.h"
 #include "forwarded.h"
@@ -9,6 +10,7 @@
 #include "log.h"
 #include "media_type.h"
 #include "origin.h"
+#include "request_log.h"
 #include "protocol.h"
 #include "session.h"
 #include "sse.h"
@@ -63,6 +65,7 @@ static void send_json(struct _u_response *resp, unsigned status, json_t *body)
 
 static int fail(struct _u_response *resp, unsigned status, int code, const char *message)
 {
+    request_log_error(code);
     send_json(resp, status, jsonrpc_error(NULL, code, message, NULL));
     return U_CALLBACK_COMPLETE;
 }
@@ -96,8 +99,10 @@ static int accepts(const struct _u_request *req, const char *type)
     return media_type_accepts(header(req, "Accept"), type);
 }
 
-/* Host and Origin, before anything else (DNS rebinding). */
-static int origin_ok(const struct _u_request *req, struct _u_response *resp)
+/* Host and Origin first (DNS rebinding), then the bearer token: fills
+ * principal ("" without authentication). */
+static int admitted(const struct _u_request *req, struct _u_response *resp,
+                    char principal[AUTH_PRINCIPAL_MAX])
 {
     if (!origin_host_allowed(http.cfg.origins, header(req, "Host"))) {
         fail(resp, 403, JSONRPC_SERVER_ERROR, "Forbidden: Host header not allowed");
@@ -105,6 +110,14 @@ static int origin_ok(const struct _u_request *req, struct _u_response *resp)
     }
     if (!origin_origin_allowed(http.cfg.origins, header(req, "Origin"))) {
         fail(resp, 403, JSONRPC_SERVER_ERROR, "Forbidden: Origin not allowed");
+        return 0;
+    }
+    const char *why;
+    int rc = auth_check(header(req, "Authorization"), NULL, principal, &why);
+    request_log_principal(principal);
+    if (rc != 0) {
+        u_map_put(resp->map_header, "WWW-Authenticate", "Bearer");
+        fail(resp, 401, JSONRPC_SERVER_ERROR, why);
         return 0;
     }
     return 1;
@@ -126,15 +139,23 @@ static int version_ok(const struct _u_request *req, struct _u_response *resp)
 }
 
 /* Finds the session named by Mcp-Session-Id: 400 without one, 404 when it
- * is unknown, expired or deleted. */
-static struct session *session_of(const struct _u_request *req, struct _u_response *resp)
+ * is unknown, expired, deleted or another principal's. */
+static struct session *session_of(const struct _u_request *req, struct _u_response *resp,
+                                  const char *principal)
 {
     const char *sid = header(req, "Mcp-Session-Id");
     if (!sid || !*sid) {
         fail(resp, 400, JSONRPC_SERVER_ERROR, "Bad Request: Mcp-Session-Id header is required");
         return NULL;
     }
+    request_log_session(sid);
     struct session *s = session_find(sid);
+    /* Another principal's session does not exist, as far as this one can
+     * tell. */
+    if (s && !session_belongs_to(s, principal)) {
+        session_unref(s);
+        s = NULL;
+    }
     if (!s)
         fail(resp, 404, JSONRPC_SESSION_NOT_FOUND, "Session not found");
     return s;
@@ -384,6 +405,8 @@ static int respond(struct _u_response *resp, struct session *s, struct core_repl
          * than a client could usefully come back. */
         if (r->reason == CORE_AT_CAPACITY)
             u_map_put(resp->map_header, "Retry-After", AT_CAPACITY_RETRY_S);
+        request_log_error(
+            (int)json_integer_value(json_object_get(json_object_get(r->error, "error"), "code")));
         send_json(resp, reason_status(r->reason), r->error);
         r->error = NULL;
         rc = U_CALLBACK_COMPLETE;
@@ -592,7 +615,8 @@ static int post_batch(struct _u_response *resp, struct session *s, json_t *batch
 static int on_post(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
     (void)ud;
-    if (!origin_ok(req, resp))
+    char principal[AUTH_PRINCIPAL_MAX];
+    if (!admitted(req, resp, principal))
         return U_CALLBACK_COMPLETE;
     if (!accepts(req, "application/json") || !accepts(req, "text/event-stream"))
         return fail(resp, 406, JSONRPC_SERVER_ERROR,
@@ -618,7 +642,8 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
         if (json_array_size(root) == 0) {
             rc = fail(resp, 400, JSONRPC_INVALID_REQUEST, "Invalid Request: empty batch");
         } else {
-            struct session *s = session_of(req, resp);
+            struct session *s = session_of(req, resp, principal);
+            request_log_mcp("batch", NULL);
             rc = s ? post_batch(resp, s, root) : U_CALLBACK_COMPLETE;
             session_unref(s);
         }
@@ -630,6 +655,9 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
         json_decref(root);
         return fail(resp, 400, err.code, err.message);
     }
+    request_log_mcp(m.method, m.method && strcmp(m.method, "tools/call") == 0
+                                  ? json_string_value(json_object_get(m.params, "name"))
+                                  : NULL);
     struct core_reply r;
     if (m.kind == JSONRPC_REQUEST && strcmp(m.method, "initialize") == 0) {
         if (header(req, "Mcp-Session-Id")) {
@@ -637,7 +665,8 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
             return fail(resp, 400, JSONRPC_INVALID_REQUEST,
                         "Invalid Request: initialize must be sent without Mcp-Session-Id");
         }
-        core_initialize(root, &m, &r);
+        struct session_origin origin = {principal[0] ? principal : NULL, "http"};
+        core_initialize(root, &m, &origin, &r);
         struct session *s = r.session;
         if (s) {
             session_ref(s);
@@ -646,7 +675,7 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
         rc = respond(resp, s, &r);
         session_unref(s);
     } else {
-        struct session *s = session_of(req, resp);
+        struct session *s = session_of(req, resp, principal);
         if (s) {
             core_submit(s, root, &m, HTTP_TRANSPORT, &r);
             rc = respond(resp, s, &r);
@@ -686,14 +715,15 @@ static int claim_get_slot(struct session *s)
 static int on_get(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
     (void)ud;
-    if (!origin_ok(req, resp))
+    char principal[AUTH_PRINCIPAL_MAX];
+    if (!admitted(req, resp, principal))
         return U_CALLBACK_COMPLETE;
     if (!accepts(req, "text/event-stream"))
         return fail(resp, 406, JSONRPC_SERVER_ERROR,
                     "Not Acceptable: Accept must list text/event-stream");
     if (!version_ok(req, resp))
         return U_CALLBACK_COMPLETE;
-    struct session *s = session_of(req, resp);
+    struct session *s = session_of(req, resp, principal);
     if (!s)
         return U_CALLBACK_COMPLETE;
     int rc;
@@ -723,9 +753,10 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
 static int on_delete(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
     (void)ud;
-    if (!origin_ok(req, resp))
+    char principal[AUTH_PRINCIPAL_MAX];
+    if (!admitted(req, resp, principal))
         return U_CALLBACK_COMPLETE;
-    struct session *s = session_of(req, resp);
+    struct session *s = session_of(req, resp, principal);
     if (!s)
         return U_CALLBACK_COMPLETE;
     log_event(LOG_INFO, session_id(s), "session_deleted", "by the client");

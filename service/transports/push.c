@@ -16,6 +16,9 @@
 /* The writer wakes at least this often, to keep the session of an open
  * connection from expiring while its client is simply quiet. */
 #define WRITER_TICK_MS 1000
+/* How soon a session ended elsewhere closes a connection that does not
+ * follow its standalone stream. */
+#define ENDED_CHECK_MS 250
 #define WRITER_STACK (128 * 1024)
 /* Chunks taken from one stream before the writer looks at the others, so
  * a chatty request cannot hold back its neighbours' replies. */
@@ -213,6 +216,7 @@ static void *writer_main(void *arg)
     struct push *p = arg;
     struct follow *list = NULL;
     int64_t next_touch = clock_mono_ms() + WRITER_TICK_MS;
+    int ended_told = 0;
     for (;;) {
         unsigned seen = stream_waker_epoch(&p->waker);
         struct follow **tail = &list;
@@ -234,6 +238,14 @@ static void *writer_main(void *arg)
             standalone |= f->standalone;
             fp = &f->next_f;
         }
+        /* The session ended elsewhere (a DELETE on another connection,
+         * expiry, mcp-admin session kill): the connection has nothing left
+         * to carry. The end of a followed standalone stream wakes the
+         * writer at once; otherwise it is noticed within ENDED_CHECK_MS. */
+        if (!ended_told && p->io.session_ended && p->session && session_ended(p->session)) {
+            ended_told = 1;
+            p->io.session_ended(p->io.io);
+        }
         if (busy)
             continue;
         int64_t now = clock_mono_ms();
@@ -244,7 +256,8 @@ static void *writer_main(void *arg)
                 session_touch(p->session);
             next_touch = now + WRITER_TICK_MS;
         }
-        stream_waker_wait(&p->waker, seen, next_touch);
+        int64_t wake = now + ENDED_CHECK_MS < next_touch ? now + ENDED_CHECK_MS : next_touch;
+        stream_waker_wait(&p->waker, seen, wake);
     }
     while (list) {
         struct follow *next = list->next_f;
@@ -336,7 +349,9 @@ static void receive_one(struct push *p, json_t *msg)
                        "Invalid Request: this connection already has a session");
             return;
         }
-        core_initialize(msg, &m, &r);
+        struct session_origin origin = {p->io.principal[0] ? p->io.principal : NULL,
+                                        p->io.transport};
+        core_initialize(msg, &m, &origin, &r);
         if (r.session)
             adopt(p, r.session);
         deliver(p, &r, r.session != NULL);
@@ -399,6 +414,10 @@ int push_resume(struct push *p, const char *sid, const char *last_event_id)
     if (p->session)
         return strcmp(session_id(p->session), sid) == 0 ? 0 : -1;
     struct session *s = session_find(sid);
+    if (s && !session_belongs_to(s, p->io.principal)) {
+        session_unref(s);
+        s = NULL;
+    }
     if (!s)
         return -1;
     struct stream *st = NULL;

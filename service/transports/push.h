@@ -41,6 +41,12 @@ struct push_io {
      * are refused with an error instead of run: a client that floods
      * requests and never reads must not pile them up without end. */
     int max_inflight;
+    /* Called (on the writer's thread) when the connection's session ends
+     * from elsewhere; may be NULL. The transport closes the connection. */
+    void (*session_ended)(void *io);
+    /* Who authenticated the connection (auth.h), or "": the sessions it
+     * may create and adopt are that principal's. */
+    char principal[64];
 };
 
 /* A new connection, with its writer thread running. The io struct is
@@ -54,7 +60,7 @@ void push_receive(struct push *p, const char *buf, size_t len);
 /* Adopt an existing session (a reconnect). With last_event_id
  * ("<stream>:<seq>", may be NULL) the named stream is replayed from the
  * message after it and then followed. Returns 0, -1 if the session is
- * unknown or expired, -2 if the event id names no stream of it, -3 if it is
+ * unknown, expired or another principal's, -2 if the event id names no stream of it, -3 if it is
  * not a position of its stream (see stream_resume). */
 int push_resume(struct push *p, const char *session_id, const char *last_event_id);
 

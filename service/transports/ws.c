@@ -1,10 +1,12 @@
 /* ws — see ws.h. */
 #include "ws.h"
+#include "auth.h"
 #include "clock.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "origin.h"
 #include "push.h"
+#include "request_log.h"
 #include "stream.h"
 #include "ws_frame.h"
 #include "ws_handshake.h"
@@ -248,6 +250,25 @@ static void close_with(struct ws_conn *c, uint16_t code, const char *reason)
     }
 }
 
+/* push_io.session_ended: the session was deleted, expired or killed
+ * elsewhere. Says so with a close frame, then ends the read loop (it sees
+ * end of file), which tears the connection down. */
+static void conn_session_ended(void *io)
+{
+    struct ws_conn *c = io;
+    unsigned char f[WS_MAX_CONTROL_FRAME];
+    size_t n = ws_frame_close(f, WS_CLOSE_NORMAL, "session ended");
+    pthread_mutex_lock(&c->wmu);
+    if (!c->closing && c->fd >= 0) {
+        c->closing = 1;
+        conn_writev(c, &(struct iovec){.iov_base = f, .iov_len = n}, 1);
+        c->why = "session ended";
+        c->why_code = WS_CLOSE_NORMAL;
+        shutdown(c->fd, SHUT_RD);
+    }
+    pthread_mutex_unlock(&c->wmu);
+}
+
 /* Hands one event to push or answers it. Returns 1 when the connection is
  * to end. */
 static int on_event(struct ws_conn *c, const struct ws_event *ev, int64_t *awaiting_pong)
@@ -469,6 +490,13 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con)
     enum MHD_Result rc;
     if (check_handshake(con, &rc) != 0)
         return rc;
+    char principal[AUTH_PRINCIPAL_MAX];
+    const char *why;
+    int denied = auth_check(header(con, "Authorization"), header(con, "Sec-WebSocket-Protocol"),
+                            principal, &why);
+    request_log_principal(principal);
+    if (denied)
+        return fail(con, 401, JSONRPC_SERVER_ERROR, why, "WWW-Authenticate", "Bearer");
     char accept[29];
     if (ws_handshake_accept(header(con, "Sec-WebSocket-Key"), accept) != 0)
         return fail(con, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable", NULL, NULL);
@@ -478,7 +506,12 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con)
     c->fd = -1;
     pthread_mutex_init(&c->wmu, NULL);
     ws_parser_init(&c->parser, ws_cfg.max_message);
-    struct push_io io = {.send = conn_send, .io = c, .transport = WS_TRANSPORT, .event_ids = 1};
+    struct push_io io = {.send = conn_send,
+                         .io = c,
+                         .transport = WS_TRANSPORT,
+                         .event_ids = 1,
+                         .session_ended = conn_session_ended};
+    snprintf(io.principal, sizeof io.principal, "%s", principal);
     c->push = push_open(&io);
     if (!c->push) {
         ws_parser_free(&c->parser);

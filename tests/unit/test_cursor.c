@@ -99,7 +99,7 @@ static void test_streams(const char *dbpath)
     session_registry_init(store, &limits);
     json_t *params = json_object();
     struct session *s = NULL;
-    CHECK_INT(session_create("2025-11-25", params, &s), 0);
+    CHECK_INT(session_create("2025-11-25", params, NULL, &s), 0);
     json_decref(params);
     CHECK(s != NULL);
     if (!s)

@@ -25,7 +25,7 @@ static const struct session_limits limits = {.idle_ms = 60000, .max_bytes = 1000
 static struct session *new_session(const char *protocol, json_t *params)
 {
     struct session *s = NULL;
-    session_create(protocol, params, &s);
+    session_create(protocol, params, NULL, &s);
     return s;
 }
 

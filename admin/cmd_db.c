@@ -1,0 +1,193 @@
+/* The database commands: gc, vacuum, backup, check, and health. */
+#include "admin.h"
+#include "clock.h"
+#include "duration.h"
+#include "store.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Runs the reaper's purge through the store module mcpd itself uses, with
+ * mcpd's defaults unless told otherwise. */
+int cmd_gc(const struct admin *a, int argc, char **argv)
+{
+    int64_t idle = 1800000, retention = 300000, log_keep = 86400000, log_rows = 100000;
+    for (int i = 1; i < argc; i++) {
+        int64_t *target = strcmp(argv[i], "--session-idle") == 0       ? &idle
+                          : strcmp(argv[i], "--stream-retention") == 0 ? &retention
+                          : strcmp(argv[i], "--log-retention") == 0    ? &log_keep
+                                                                       : NULL;
+        if (target && i + 1 < argc) {
+            if (duration_parse(argv[++i], target) != 0)
+                return admin_usage("%s takes a duration, got %s", argv[i - 1], argv[i]);
+        } else if (strcmp(argv[i], "--log-max-rows") == 0 && i + 1 < argc)
+            log_rows = atoll(argv[++i]);
+        else
+            return admin_usage("gc: unexpected %s", argv[i]);
+    }
+    /* Checks the file and its schema first: store_open would create one. */
+    struct store_admin *check = admin_open(a, STORE_ADMIN_WRITE);
+    if (!check)
+        return ADMIN_FAILED;
+    store_admin_close(check);
+    struct store *st = NULL;
+    char *err = NULL;
+    if (store_open(a->db, &st, &err) != 0)
+        return admin_fail(ADMIN_FAILED, err);
+    int64_t now = clock_wall_ms();
+    int rc = store_purge(st, now - idle, now - retention, now - log_keep, log_rows);
+    store_close(st);
+    if (rc != 0)
+        return admin_fail(ADMIN_FAILED, strdup("the purge failed"));
+    if (a->json)
+        admin_print_json(json_pack("{s:b}", "purged", 1), 0);
+    else
+        printf("purged: sessions idle over %lld s, streams ended over %lld s ago, logs over "
+               "%lld s or past %lld rows\n",
+               (long long)(idle / 1000), (long long)(retention / 1000),
+               (long long)(log_keep / 1000), (long long)log_rows);
+    return ADMIN_OK;
+}
+
+int cmd_vacuum(const struct admin *a, int argc, char **argv)
+{
+    (void)argv;
+    if (argc != 1)
+        return admin_usage("vacuum takes no arguments");
+    struct store_admin *s = admin_open(a, STORE_ADMIN_WRITE);
+    if (!s)
+        return ADMIN_FAILED;
+    char *err = NULL;
+    int rc = store_admin_vacuum(s, &err);
+    store_admin_close(s);
+    if (rc != 0)
+        return admin_fail(ADMIN_FAILED, err);
+    if (!a->json)
+        printf("vacuumed %s\n", a->db);
+    else
+        admin_print_json(json_pack("{s:b}", "vacuumed", 1), 0);
+    return ADMIN_OK;
+}
+
+int cmd_backup(const struct admin *a, int argc, char **argv)
+{
+    if (argc != 2)
+        return admin_usage("backup FILE");
+    struct store_admin *s = admin_open(a, STORE_ADMIN_READ);
+    if (!s)
+        return ADMIN_FAILED;
+    char *err = NULL;
+    int rc = store_admin_backup(s, argv[1], &err);
+    store_admin_close(s);
+    if (rc != 0)
+        return admin_fail(ADMIN_FAILED, err);
+    struct stat sb;
+    long long size = stat(argv[1], &sb) == 0 ? (long long)sb.st_size : 0;
+    if (a->json)
+        admin_print_json(json_pack("{s:s, s:I}", "backup", argv[1], "bytes", (json_int_t)size), 0);
+    else
+        printf("backed up %s to %s (%lld bytes)\n", a->db, argv[1], size);
+    return ADMIN_OK;
+}
+
+int cmd_check(const struct admin *a, int argc, char **argv)
+{
+    (void)argv;
+    if (argc != 1)
+        return admin_usage("check takes no arguments");
+    struct store_admin *s = admin_open(a, STORE_ADMIN_READ);
+    if (!s)
+        return ADMIN_FAILED;
+    char *err = NULL;
+    json_t *v = store_admin_check(s, &err);
+    store_admin_close(s);
+    if (!v)
+        return admin_fail(ADMIN_FAILED, err);
+    int ok = strcmp(admin_str(v, "integrity") ? admin_str(v, "integrity") : "", "ok") == 0 &&
+             admin_int(v, "schema_version") == admin_int(v, "latest_version");
+    if (a->json) {
+        admin_print_json(v, 0);
+    } else {
+        printf("integrity   %s\nschema      version %lld (this build knows %lld)\n",
+               admin_str(v, "integrity"), (long long)admin_int(v, "schema_version"),
+               (long long)admin_int(v, "latest_version"));
+        size_t i;
+        json_t *m;
+        json_array_foreach(json_object_get(v, "migrations"), i, m)
+            printf("  %s %s\n", json_is_true(json_object_get(m, "applied")) ? "applied" : "pending",
+                   admin_str(m, "name"));
+        json_decref(v);
+    }
+    return ok ? ADMIN_OK : ADMIN_FAILED;
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *ud)
+{
+    (void)p;
+    (void)ud;
+    return size * n;
+}
+
+/* 0 when GET url answers 200 within 5 s. */
+static int ready(const char *url, char *why, size_t cap)
+{
+    CURL *c = curl_easy_init();
+    if (!c) {
+        snprintf(why, cap, "libcurl failed to start");
+        return -1;
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(c);
+    if (rc != CURLE_OK) {
+        snprintf(why, cap, "%s: %s", url, curl_easy_strerror(rc));
+        return -1;
+    }
+    if (status != 200) {
+        snprintf(why, cap, "%s answered %ld", url, status);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_health(const struct admin *a, int argc, char **argv)
+{
+    const char *url = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--url") == 0 && i + 1 < argc)
+            url = argv[++i];
+        else
+            return admin_usage("health [--url http://127.0.0.1:8080]");
+    }
+    /* The store is writable: a write transaction can start (and is rolled
+     * back at once, holding the lock for microseconds). */
+    struct store_admin *s = admin_open(a, STORE_ADMIN_WRITE);
+    if (!s)
+        return ADMIN_FAILED;
+    store_admin_close(s);
+    if (url) {
+        char full[1024], why[1200];
+        size_t n = strlen(url);
+        int has_path = n >= 7 && strcmp(url + n - 7, "/readyz") == 0;
+        snprintf(full, sizeof full, "%s%s", url,
+                 has_path ? "" : (n && url[n - 1] == '/' ? "readyz" : "/readyz"));
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        int rc = ready(full, why, sizeof why);
+        curl_global_cleanup();
+        if (rc != 0)
+            return admin_fail(ADMIN_FAILED, strdup(why));
+    }
+    if (a->json)
+        admin_print_json(json_pack("{s:b}", "healthy", 1), 0);
+    else
+        printf("healthy\n");
+    return ADMIN_OK;
+}

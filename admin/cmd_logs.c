@@ -1,0 +1,159 @@
+/* The observing commands: logs (and --follow), stats. */
+#include "admin.h"
+#include "clock.h"
+#include "duration.h"
+#include "log_level.h"
+#include "table.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define FOLLOW_MS 250
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void print_log(const struct admin *a, json_t *row)
+{
+    if (a->json) {
+        admin_print_json(json_incref(row), 1);
+        return;
+    }
+    time_t secs = (time_t)(admin_int(row, "ts_ms") / 1000);
+    struct tm tm;
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", gmtime_r(&secs, &tm));
+    const char *sid = admin_str(row, "session_id");
+    printf("%s.%03lldZ %-5s %s %s\n", when, (long long)(admin_int(row, "ts_ms") % 1000),
+           admin_str(row, "level"), sid ? sid : "-", admin_str(row, "event"));
+}
+
+int cmd_logs(const struct admin *a, int argc, char **argv)
+{
+    struct store_admin_logs_filter f = {.limit = 100};
+    int follow = 0;
+    for (int i = 1; i < argc; i++) {
+        int64_t ms;
+        enum log_level lv;
+        if (strcmp(argv[i], "--follow") == 0)
+            follow = 1;
+        else if (strcmp(argv[i], "--level") == 0 && i + 1 < argc) {
+            if (log_level_parse(argv[++i], &lv) != 0)
+                return admin_usage("--level takes debug, info, warn or error");
+            f.min_level = (int)lv;
+        } else if (strcmp(argv[i], "--session") == 0 && i + 1 < argc)
+            f.session = argv[++i];
+        else if (strcmp(argv[i], "--principal") == 0 && i + 1 < argc)
+            f.principal = argv[++i];
+        else if (strcmp(argv[i], "--grep") == 0 && i + 1 < argc)
+            f.grep = argv[++i];
+        else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc)
+            f.limit = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--since") == 0 && i + 1 < argc) {
+            if (duration_parse(argv[++i], &ms) != 0)
+                return admin_usage("--since takes a duration such as 10m, got %s", argv[i]);
+            f.since_ms = clock_wall_ms() - ms;
+        } else
+            return admin_usage("logs: unexpected %s", argv[i]);
+    }
+    struct store_admin *s = admin_open(a, STORE_ADMIN_READ);
+    if (!s)
+        return ADMIN_FAILED;
+    signal(SIGINT, on_sigint);
+    signal(SIGTERM, on_sigint);
+    int rc = ADMIN_OK;
+    json_t *all = a->json && !follow ? json_array() : NULL;
+    for (;;) {
+        char *err = NULL;
+        json_t *list = store_admin_logs(s, &f, &err);
+        if (!list) {
+            rc = admin_fail(ADMIN_FAILED, err);
+            break;
+        }
+        size_t i;
+        json_t *row;
+        json_array_foreach(list, i, row)
+        {
+            if (all)
+                json_array_append(all, row);
+            else
+                print_log(a, row);
+            f.after_id = admin_int(row, "id");
+        }
+        json_decref(list);
+        fflush(stdout);
+        if (!follow || interrupted)
+            break;
+        f.limit = 0; /* following: everything new */
+        struct timespec ts = {0, FOLLOW_MS * 1000000L};
+        nanosleep(&ts, NULL);
+        if (interrupted)
+            break;
+    }
+    if (all)
+        admin_print_json(all, 0);
+    store_admin_close(s);
+    return rc;
+}
+
+int cmd_stats(const struct admin *a, int argc, char **argv)
+{
+    (void)argv;
+    if (argc != 1)
+        return admin_usage("stats takes no arguments");
+    struct store_admin *s = admin_open(a, STORE_ADMIN_READ);
+    if (!s)
+        return ADMIN_FAILED;
+    char *err = NULL;
+    json_t *v = store_admin_stats(s, a->db, &err);
+    store_admin_close(s);
+    if (!v)
+        return admin_fail(ADMIN_FAILED, err);
+    if (a->json) {
+        admin_print_json(v, 0);
+        return ADMIN_OK;
+    }
+    char db[32], wal[32], stored[32];
+    duration_bytes(admin_int(v, "database_bytes"), db, sizeof db);
+    duration_bytes(admin_int(v, "wal_bytes"), wal, sizeof wal);
+    duration_bytes(admin_int(v, "stored_bytes"), stored, sizeof stored);
+    int64_t requests = 0;
+    size_t i;
+    json_t *m;
+    json_array_foreach(json_object_get(v, "requests_per_minute"), i, m) requests +=
+        admin_int(m, "requests");
+    printf("sessions      %lld live, %lld stored\n"
+           "streams       %lld open, %lld stored\n"
+           "chunks        %lld (%s)\n"
+           "database      %s, WAL %s\n"
+           "log rows      %lld\n"
+           "tokens        %lld active\n"
+           "requests      %lld in the last hour (%.1f a minute)\n",
+           (long long)admin_int(v, "sessions_live"), (long long)admin_int(v, "sessions"),
+           (long long)admin_int(v, "streams_open"), (long long)admin_int(v, "streams"),
+           (long long)admin_int(v, "chunks"), stored, db, wal, (long long)admin_int(v, "log_rows"),
+           (long long)admin_int(v, "tokens"), (long long)requests, (double)requests / 60.0);
+    json_t *warns = json_object_get(v, "warnings_last_hour");
+    if (json_array_size(warns)) {
+        printf("\nwarnings and refusals in the last hour:\n");
+        static const char *const h[] = {"EVENT", "COUNT"};
+        struct table_out *t = table_out_new(2, h);
+        json_array_foreach(warns, i, m)
+        {
+            char n[24];
+            snprintf(n, sizeof n, "%lld", (long long)admin_int(m, "n"));
+            const char *row[] = {admin_str(m, "reason"), n};
+            table_out_row(t, row);
+        }
+        table_out_print(t, stdout, 0);
+    }
+    json_decref(v);
+    return ADMIN_OK;
+}

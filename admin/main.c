@@ -1,0 +1,174 @@
+/* mcp-admin — inspects and controls an mcpd database, also while mcpd runs.
+ * The command line and presentation live here; the SQL is store_admin's. */
+#include "admin.h"
+#include "clock.h"
+#include "duration.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MCPD_ADMIN_VERSION "0.1.0"
+
+static const struct {
+    const char *name;
+    int (*run)(const struct admin *a, int argc, char **argv);
+    const char *usage;
+} commands[] = {
+    {"sessions", cmd_sessions,
+     "sessions [--active|--ended|--all] [--principal NAME] [--since 1h] [--limit N]"},
+    {"session", cmd_session, "session show ID | session kill ID [--reason TEXT]"},
+    {"streams", cmd_streams, "streams SESSION"},
+    {"chunks", cmd_chunks, "chunks STREAM [--from SEQ] [--follow]"},
+    {"logs", cmd_logs,
+     "logs [--follow] [--level warn] [--session ID] [--principal NAME] [--since 10m] "
+     "[--grep TEXT] [--limit N]"},
+    {"stats", cmd_stats, "stats"},
+    {"tokens", cmd_tokens,
+     "tokens add NAME [--expires 30d] [--note TEXT] | tokens list | tokens revoke NAME"},
+    {"gc", cmd_gc,
+     "gc [--session-idle 30m] [--stream-retention 5m] [--log-retention 1d] [--log-max-rows N]"},
+    {"vacuum", cmd_vacuum, "vacuum"},
+    {"backup", cmd_backup, "backup FILE"},
+    {"check", cmd_check, "check"},
+    {"health", cmd_health, "health [--url http://127.0.0.1:8080]"},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void help(FILE *f)
+{
+    fprintf(f, "usage: mcp-admin [--db PATH] [--json] COMMAND ...\n\n"
+               "  --db PATH   the mcpd database (default $MCPD_DB, else ./data/mcpd.db)\n"
+               "  --json      machine-readable output\n\ncommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %s\n", commands[i].usage);
+    fprintf(f, "\nexit status: 0 ok, 1 failed, 2 bad usage, 3 not found\n");
+}
+
+struct store_admin *admin_open(const struct admin *a, enum store_admin_mode mode)
+{
+    struct store_admin *s = NULL;
+    char *err = NULL;
+    if (store_admin_open(a->db, mode, &s, &err) != 0)
+        admin_fail(ADMIN_FAILED, err);
+    return s;
+}
+
+void admin_print_json(json_t *v, int compact)
+{
+    char *text = json_dumps(v, compact ? JSON_COMPACT : JSON_INDENT(2));
+    if (text)
+        printf("%s\n", text);
+    free(text);
+    json_decref(v);
+    fflush(stdout);
+}
+
+int admin_fail(int status, char *msg)
+{
+    fprintf(stderr, "mcp-admin: %s\n", msg ? msg : "out of memory");
+    free(msg);
+    return status;
+}
+
+int admin_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("mcp-admin: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (see mcp-admin --help)\n", stderr);
+    va_end(ap);
+    return ADMIN_USAGE;
+}
+
+int admin_not_found(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("mcp-admin: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return ADMIN_NOT_FOUND;
+}
+
+int admin_show(const struct admin *a, json_t *rows, char *err, void (*table)(json_t *rows))
+{
+    if (!rows)
+        return admin_fail(ADMIN_FAILED, err);
+    if (a->json) {
+        admin_print_json(rows, 0);
+    } else {
+        table(rows);
+        json_decref(rows);
+    }
+    return ADMIN_OK;
+}
+
+const char *admin_str(json_t *obj, const char *key)
+{
+    return json_string_value(json_object_get(obj, key));
+}
+
+const char *admin_or(const char *s, const char *def)
+{
+    return s ? s : def;
+}
+
+int64_t admin_int(json_t *obj, const char *key)
+{
+    return json_integer_value(json_object_get(obj, key));
+}
+
+const char *admin_ago(json_t *obj, const char *key, int slot)
+{
+    static char buf[4][32];
+    duration_relative(admin_int(obj, key), clock_wall_ms(), buf[slot & 3], sizeof buf[0]);
+    return buf[slot & 3];
+}
+
+int main(int argc, char **argv)
+{
+    struct admin a = {.db = getenv("MCPD_DB") ? getenv("MCPD_DB") : "./data/mcpd.db"};
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            a.json = 1;
+        else if (strcmp(argv[i], "--db") == 0 && i + 1 < argc)
+            a.db = argv[++i];
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            help(stdout);
+            return ADMIN_OK;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("mcp-admin %s\n", MCPD_ADMIN_VERSION);
+            return ADMIN_OK;
+        } else
+            return admin_usage("unknown option %s", argv[i]);
+    }
+    if (i >= argc) {
+        help(stderr);
+        return ADMIN_USAGE;
+    }
+    for (size_t c = 0; c < NCOMMANDS; c++)
+        if (strcmp(argv[i], commands[c].name) == 0) {
+            /* Global options may also follow the command. */
+            int n = 0;
+            char **rest = calloc((size_t)(argc - i + 1), sizeof *rest);
+            if (!rest)
+                return ADMIN_FAILED;
+            for (int j = i; j < argc; j++) {
+                if (strcmp(argv[j], "--json") == 0)
+                    a.json = 1;
+                else if (strcmp(argv[j], "--db") == 0 && j + 1 < argc)
+                    a.db = argv[++j];
+                else
+                    rest[n++] = argv[j];
+            }
+            int rc = commands[c].run(&a, n, rest);
+            free(rest);
+            return rc;
+        }
+    return admin_usage("unknown command %s", argv[i]);
+}

@@ -1,0 +1,106 @@
+/* kill_watch — see kill_watch.h. */
+#include "kill_watch.h"
+#include "clock.h"
+#include "store.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* A kill is looked for this far back as well: mcp-admin's clock reading and
+ * its commit come a moment apart. */
+#define OVERLAP_MS 2000
+
+static struct {
+    struct store *store;
+    void (*end)(const char *session_id, const char *why);
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int running, stopping;
+} kw = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+struct found {
+    char (*ids)[64];
+    char (*whys)[128];
+    size_t n, cap;
+};
+
+static void collect(void *arg, const char *id, const char *why)
+{
+    struct found *f = arg;
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 16;
+        void *ids = realloc(f->ids, cap * sizeof *f->ids);
+        if (!ids)
+            return;
+        f->ids = ids;
+        void *whys = realloc(f->whys, cap * sizeof *f->whys);
+        if (!whys)
+            return;
+        f->whys = whys;
+        f->cap = cap;
+    }
+    snprintf(f->ids[f->n], sizeof f->ids[f->n], "%s", id ? id : "");
+    snprintf(f->whys[f->n], sizeof f->whys[f->n], "%s", why ? why : "");
+    f->n++;
+}
+
+static void *watch_main(void *arg)
+{
+    (void)arg;
+    int64_t since = clock_wall_ms() - OVERLAP_MS;
+    pthread_mutex_lock(&kw.mu);
+    while (!kw.stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += KILL_WATCH_MS * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&kw.cv, &kw.mu, &ts);
+        if (kw.stopping)
+            break;
+        pthread_mutex_unlock(&kw.mu);
+        int64_t now = clock_wall_ms();
+        struct found f = {0};
+        /* Sessions already ended here are not found again by end(). */
+        if (store_sessions_ended_by_operator(kw.store, since, collect, &f) == 0)
+            since = now - OVERLAP_MS;
+        for (size_t i = 0; i < f.n; i++)
+            kw.end(f.ids[i], f.whys[i]);
+        free(f.ids);
+        free(f.whys);
+        pthread_mutex_lock(&kw.mu);
+    }
+    pthread_mutex_unlock(&kw.mu);
+    return NULL;
+}
+
+int kill_watch_start(struct store *st, void (*end)(const char *session_id, const char *why))
+{
+    kw.store = st;
+    kw.end = end;
+    kw.stopping = 0;
+    clock_cond_init(&kw.cv);
+    if (pthread_create(&kw.thread, NULL, watch_main, NULL) != 0) {
+        pthread_cond_destroy(&kw.cv);
+        return -1;
+    }
+    kw.running = 1;
+    return 0;
+}
+
+void kill_watch_stop(void)
+{
+    if (!kw.running)
+        return;
+    pthread_mutex_lock(&kw.mu);
+    kw.stopping = 1;
+    pthread_cond_signal(&kw.cv);
+    pthread_mutex_unlock(&kw.mu);
+    pthread_join(kw.thread, NULL);
+    pthread_cond_destroy(&kw.cv);
+    kw.running = 0;
+}

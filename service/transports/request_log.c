@@ -1,0 +1,79 @@
+/* request_log — see request_log.h. */
+#include "request_log.h"
+#include "clock.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local struct {
+    int open;
+    char method[8], url[16], transport[8];
+    char principal[64], session[64], mcp[48], tool[64];
+    int error;
+    size_t in;
+    int64_t start_ms;
+} rec;
+
+void request_log_begin(const char *method, const char *url)
+{
+    memset(&rec, 0, sizeof rec);
+    if (strcmp(url, "/mcp") != 0 && strcmp(url, "/mcp/ws") != 0)
+        return;
+    rec.open = 1;
+    snprintf(rec.method, sizeof rec.method, "%s", method);
+    snprintf(rec.url, sizeof rec.url, "%s", url);
+    snprintf(rec.transport, sizeof rec.transport, "%s", strcmp(url, "/mcp/ws") ? "http" : "ws");
+    rec.start_ms = clock_mono_ms();
+}
+
+void request_log_principal(const char *principal)
+{
+    snprintf(rec.principal, sizeof rec.principal, "%s", principal ? principal : "");
+}
+
+void request_log_session(const char *session)
+{
+    snprintf(rec.session, sizeof rec.session, "%s", session ? session : "");
+}
+
+void request_log_mcp(const char *method, const char *tool)
+{
+    snprintf(rec.mcp, sizeof rec.mcp, "%s", method ? method : "");
+    snprintf(rec.tool, sizeof rec.tool, "%s", tool ? tool : "");
+    if (method && strcmp(method, "mcpd/poll") == 0)
+        snprintf(rec.transport, sizeof rec.transport, "poll");
+}
+
+void request_log_error(int code)
+{
+    if (!rec.error)
+        rec.error = code;
+}
+
+void request_log_body(size_t bytes)
+{
+    rec.in += bytes;
+}
+
+static const char *or_dash(const char *s)
+{
+    return s[0] ? s : "-";
+}
+
+void request_log_end(struct MHD_Connection *con)
+{
+    if (!rec.open)
+        return;
+    rec.open = 0;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(con, MHD_CONNECTION_INFO_HTTP_STATUS);
+    char error[16] = "-";
+    if (rec.error)
+        snprintf(error, sizeof error, "%d", rec.error);
+    log_event(LOG_INFO, rec.session[0] ? rec.session : NULL, "request",
+              "%s %s status=%u principal=%s transport=%s mcp=%s tool=%s error=%s ms=%lld in=%zu",
+              rec.method, rec.url, ci ? ci->http_status : 0, or_dash(rec.principal), rec.transport,
+              or_dash(rec.mcp), or_dash(rec.tool), error,
+              (long long)(clock_mono_ms() - rec.start_ms), rec.in);
+}

@@ -1,0 +1,26 @@
+/* request_log — one line per MCP request over HTTP, for operators.
+ *
+ *   event=request msg="POST /mcp status=200 principal=laptop session=ab12…
+ *   transport=http mcp=tools/call tool=echo error=- ms=3 in=112"
+ *
+ * on stderr, and a row in the logs table (info), which mcp-admin logs and
+ * stats read. body_gate opens the record when a request's headers arrive and
+ * closes it when libmicrohttpd reports the request complete; in between,
+ * http.c and ws.c add what only they know. The record is thread-local:
+ * libmicrohttpd runs each connection, and so each request, on one thread.
+ * Only /mcp and /mcp/ws are logged (health checks would drown the rest). */
+#ifndef MCPD_REQUEST_LOG_H
+#define MCPD_REQUEST_LOG_H
+
+#include <microhttpd.h>
+
+void request_log_begin(const char *method, const char *url);
+void request_log_principal(const char *principal);
+void request_log_session(const char *session);
+/* The MCP method, and the tool for tools/call (either may be NULL). */
+void request_log_mcp(const char *method, const char *tool);
+void request_log_error(int code);
+void request_log_body(size_t bytes);
+void request_log_end(struct MHD_Connection *con);
+
+#endif
