@@ -67,6 +67,18 @@ p=$(echo "$out" | sed -n 's/^# pass \([0-9]*\)$/\1/p' | tail -1)
 f=$(echo "$out" | sed -n 's/^# fail \([0-9]*\)$/\1/p' | tail -1)
 count "e2e" "${p:-0}" "${f:-1}"
 
+echo "== deployment files and proxies (docker-compose config, Caddy and nginx in front of mcpd)"
+[ -d tests/deploy/lint/node_modules ] ||
+    (cd tests/deploy/lint && npm ci --no-audit --no-fund --loglevel=error) >/dev/null 2>&1 ||
+    echo "deploy: the Dockerfile linter could not be installed; its check is skipped"
+out="$(cd tests && MCPD_BIN="$repo/build/bin/mcpd" "$node22" --test --test-concurrency=1 \
+        --test-timeout=180000 deploy/proxies.test.mjs 2>&1)"
+echo "$out" | grep -vE '^\s*$' | tail -n 12
+echo "$out" | grep -E '^not ok|^    not ok' | sed 's/^/FAILED TEST: /'
+p=$(echo "$out" | sed -n 's/^# pass \([0-9]*\)$/\1/p' | tail -1)
+f=$(echo "$out" | sed -n 's/^# fail \([0-9]*\)$/\1/p' | tail -1)
+count "deploy" "${p:-0}" "${f:-1}"
+
 echo "== conformance suite (@modelcontextprotocol/conformance, --suite all)"
 out="$(MCPD_BIN="$repo/build/bin/mcpd" bash tests/conformance.sh 2>&1)"
 echo "$out" | grep -E '✓|✗|Total|FAIL|conformance' | head -n 120

@@ -97,6 +97,9 @@ base_image_ensure() { # base_image_ensure IMAGE (debian:bookworm-slim)
     printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' \
         'path-exclude /usr/share/man/*' 'path-exclude /usr/share/info/*' 'path-exclude /usr/share/locale/*' \
         >"$dir/etc/dpkg/dpkg.cfg.d/docker-slim"
+    printf '%s\n' 'Dir::Cache::pkgcache ""; Dir::Cache::srcpkgcache "";' \
+        'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };' \
+        >"$dir/etc/apt/apt.conf.d/docker-clean"
     tar -C "$dir" -c . | docker import - "$image" >/dev/null || return 1
     rm -rf "$dir"
 }
