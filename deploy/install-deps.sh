@@ -20,6 +20,9 @@ if [ "${1:-}" = "--test" ]; then
     # The deployment files are checked with their own tools and run in front
     # of mcpd: docker-compose (config -q, no engine needed), nginx, openssl.
     packages+=(docker-compose nginx openssl)
+    # tests/deploy/compose-e2e.sh: a Docker engine of its own, and a base
+    # image built with debootstrap where none can be pulled.
+    packages+=(docker.io debootstrap)
 fi
 
 missing=()

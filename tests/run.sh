@@ -9,7 +9,9 @@
 #      2025-11-25, against the Release mcpd, then through the upstream
 #      gateway (mcpd fronting `mcpd --stdio`) in per-session and shared mode,
 #      and through mcp-bridge (mcpd fronting `mcp-bridge URL` → a second mcpd);
-#   6. the libFuzzer harnesses in tests/fuzz (decoders and parsers), bounded
+#   6. the deployment: its files with their own tools, Caddy and nginx in front
+#      of mcpd, and the compose stack on a real Docker engine (compose-e2e.sh);
+#   7. the libFuzzer harnesses in tests/fuzz (decoders and parsers), bounded
 #      (FUZZ_SECONDS each, 30 by default).
 # Ends with one line "N passed, N failed" counting tests and scenarios.
 set -uo pipefail
@@ -78,6 +80,14 @@ echo "$out" | grep -E '^not ok|^    not ok' | sed 's/^/FAILED TEST: /'
 p=$(echo "$out" | sed -n 's/^# pass \([0-9]*\)$/\1/p' | tail -1)
 f=$(echo "$out" | sed -n 's/^# fail \([0-9]*\)$/\1/p' | tail -1)
 count "deploy" "${p:-0}" "${f:-1}"
+
+echo "== the compose stack on a real Docker engine (tests/deploy/compose-e2e.sh)"
+out="$(bash tests/deploy/compose-e2e.sh 2>&1)"
+echo "$out" | grep -E '^(ok|not ok|SKIP|compose-e2e:)' | tail -n 30
+last="$(echo "$out" | tail -n 1)"
+p=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+f=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+count "compose e2e" "${p:-0}" "${f:-1}"
 
 echo "== conformance suite (@modelcontextprotocol/conformance, --suite all)"
 out="$(MCPD_BIN="$repo/build/bin/mcpd" bash tests/conformance.sh 2>&1)"

@@ -1,8 +1,10 @@
 // The client half of compose-e2e.sh, against Caddy's HTTPS in front of the
 // compose stack. Phase "first": the official SDK client with the token
-// (tools, a countdown whose progress arrives), mcp-bridge --cacert, and a
-// request without the token (401); the session id is saved. Phase
-// "after-kill": that session still answers after mcpd was SIGKILLed.
+// (tools, a countdown whose progress arrives), a second countdown dropped
+// half-way over raw SSE, mcp-bridge --cacert, and a request without the
+// token (401); the session and the last event id seen are saved. Phase
+// "after-kill" (also after a restart, and after down and up): the stream
+// resumes with Last-Event-ID to its end, and the session still answers.
 // Environment: MCPD_URL, MCPD_TOKEN, STATE, BRIDGE_BIN, CA; NODE_EXTRA_CA_CERTS
 // makes Node trust Caddy's local CA.
 
@@ -50,12 +52,49 @@ if (phase === 'first') {
   const r = await client.callTool({ name: 'countdown', arguments: { n: 3, interval_ms: 200 } }, undefined, { onprogress: (p) => progress.push(p.progress) });
   assert.ok(!r.isError, JSON.stringify(r));
   assert.ok(progress.length >= 2, `progress through Caddy: ${JSON.stringify(progress)}`);
-  fs.writeFileSync(process.env.STATE, JSON.stringify({ session: transport.sessionId }));
+  // A countdown read only half-way over raw SSE: its last event id is kept,
+  // to resume the stream after mcpd is killed.
+  const session = transport.sessionId;
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'MCP-Protocol-Version': '2025-11-25', 'Mcp-Session-Id': session, ...auth },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 'half', method: 'tools/call', params: { name: 'countdown', arguments: { n: 4, interval_ms: 300 }, _meta: { progressToken: 'h' } } }),
+  });
+  assert.equal(res.status, 200);
+  const reader = res.body.getReader();
+  let text = '';
+  while ((text.match(/^data: \S/gm) || []).length < 2) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  await reader.cancel();
+  const ids = text
+    .split(/\n\n/)
+    .filter((ev) => /^data: \S/m.test(ev))
+    .map((ev) => ev.match(/^id: (\S+)$/m)?.[1]);
+  assert.ok(ids.length >= 2, `events before the drop: ${text}`);
+  fs.writeFileSync(process.env.STATE, JSON.stringify({ session, lastEventId: ids.at(-1) }));
   const anon = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
   assert.equal(anon.status, 401);
   await bridgeEcho();
 } else {
-  const { session } = JSON.parse(fs.readFileSync(process.env.STATE, 'utf8'));
+  const { session, lastEventId } = JSON.parse(fs.readFileSync(process.env.STATE, 'utf8'));
+  // The stream resumes after the last event seen, to its end (stored events,
+  // then the answer or the restart's error), each event once.
+  const resumed = await fetch(url, {
+    headers: { Accept: 'text/event-stream', 'MCP-Protocol-Version': '2025-11-25', 'Mcp-Session-Id': session, 'Last-Event-ID': lastEventId, ...auth },
+  });
+  assert.equal(resumed.status, 200);
+  const body = await resumed.text();
+  // Messages only: the priming event that repeats the cursor has no data.
+  const seqs = body
+    .split(/\n\n/)
+    .filter((ev) => /^data: \S/m.test(ev))
+    .map((ev) => Number(ev.match(/^id: \S+:(\d+)$/m)?.[1]));
+  const from = Number(lastEventId.split(':').pop());
+  assert.deepEqual(seqs, seqs.map((_, i) => from + 1 + i), `resumed after ${lastEventId}: ${body}`);
+  assert.match(body, /"id":"half"/, `the stream ends with the request's answer: ${body}`);
   const r = await post({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'echo', arguments: { message: 'survived' } } }, session);
   assert.equal(r.status, 200, r.text);
   assert.match(r.text, /survived/);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The shipped docker-compose.yml on a real Docker engine, end to end (not in
-# the default test run: the first run builds a base image and the mcpd
-# image, which takes minutes; later runs reuse the engine's cache).
+# The shipped docker-compose.yml on a real Docker engine, end to end; part
+# of tests/run.sh. The first run on a machine builds a base image and the
+# images (minutes); later runs reuse the engine's cache under ENGINE_ROOT.
 #
 #   tests/deploy/compose-e2e.sh        (as root, or with an engine running)
 #
@@ -12,9 +12,11 @@
 # 3. A token from `docker-compose exec mcpd mcp-admin tokens add`.
 # 4. Through Caddy's HTTPS (its local CA): the official SDK client with
 #    progress, mcp-bridge --cacert, a request without the token (401).
-# 5. mcpd SIGKILLed and started again: the session still answers.
-# 6. docker-compose stop within the stop timeout; mcpd exits 0 (SIGTERM,
-#    graceful). The image size is reported.
+# 5. docker-compose restart; SIGKILL then up -d; down then up: each time the
+#    same session resumes a half-read stream with Last-Event-ID (the volume).
+# 6. mcpd runs as non-root; docker-compose stop within the stop timeout and
+#    mcpd exits 0 (SIGTERM, graceful); down -v leaves nothing. Sizes and
+#    times are printed.
 # Ends with "N passed, N failed".
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -42,8 +44,10 @@ finish() {
     exit $?
 }
 
+start=$(date +%s)
 if ! engine_start; then
-    echo "compose-e2e: no Docker engine: ${ENGINE_WHY:-?}"
+    # Never a silent pass: a machine without an engine fails this suite.
+    echo "SKIP compose-e2e: no Docker engine: ${ENGINE_WHY:-?}"
     failed=1
     finish
 fi
@@ -81,7 +85,9 @@ healthy() {
     echo "mcpd health: $status"; compose logs --tail 20 mcpd
     return 1
 }
+t1=$(date +%s%N)
 check "mcpd becomes healthy (HEALTHCHECK: mcp-admin health)" healthy
+echo "compose-e2e: start to healthy in $((($(date +%s%N) - t1) / 1000000)) ms (health checked every 10 s)"
 
 token="$(compose exec -T mcpd mcp-admin tokens add e2e 2>&1 | tail -n 1)"
 check "mcp-admin tokens add prints a token" grep -qE '^mcpd_[A-Za-z0-9_-]{43}$' <<<"$token"
@@ -98,10 +104,19 @@ client() { # client PHASE
 }
 check "through Caddy: SDK client with progress, mcp-bridge --cacert, 401 without the token" client first
 
+check "mcpd runs as a non-root user" test "$(compose exec -T mcpd id -u | tr -d '\r')" != 0
+check "docker-compose restart mcpd" compose restart mcpd
+check "mcpd healthy after the restart" healthy
+check "after the restart: the stream resumes from Last-Event-ID, the session answers" client after-kill
 check "mcpd SIGKILLed" compose kill -s SIGKILL mcpd
-check "mcpd started again" compose start mcpd
-check "mcpd healthy again" healthy
-check "the session from before the kill still answers" client after-kill
+check "docker-compose up -d after the kill" up
+check "mcpd healthy after the kill" healthy
+check "after SIGKILL: the stream resumes from Last-Event-ID, the session answers" client after-kill
+down_keep() { compose down >/dev/null 2>&1; }
+check "docker-compose down (the volumes stay)" down_keep
+check "up again after down" up
+check "mcpd healthy after down and up" healthy
+check "after down and up: the data (session, stream, token) is kept" client after-kill
 
 t0=$(date +%s%N)
 compose stop -t 20 >/dev/null 2>&1
@@ -112,4 +127,8 @@ code="$(docker inspect -f '{{.State.ExitCode}}' "$(compose ps -a -q mcpd)")"
 check "mcpd exited 0 on SIGTERM (got $code)" test "$code" = 0
 size="$(docker image inspect -f '{{.Size}}' "$MCPD_IMAGE")"
 echo "compose-e2e: image $MCPD_IMAGE is $((size / 1048576)) MiB"
+compose down -v >/dev/null 2>&1
+leftovers=$(($(docker volume ls -q | grep -c "^${project}_") + $(docker ps -aq --filter "name=${project}_" | wc -l)))
+check "down -v leaves no volume or container behind" test "$leftovers" = 0
+echo "compose-e2e: ran in $(($(date +%s) - start)) s"
 finish
