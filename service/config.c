@@ -42,6 +42,8 @@ static const struct setting settings[] = {
      "stored message bytes a session may hold"},
     {"max-sessions", K_INT, S(max_sessions), "10000",
      "live sessions at most, all clients together (503 beyond); 0 = no cap"},
+    {"max-sessions-per-principal", K_INT, S(max_sessions_per_principal), "1000",
+     "live sessions one token may hold (with --auth token); 429 beyond; 0 = no cap"},
     {"max-init-params", K_INT, S(max_init_params), "65536",
      "bytes of initialize params a session may store (413 beyond); 0 = no cap"},
     {"log-retention-ms", K_INT, S(log_retention_ms), "86400000",

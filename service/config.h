@@ -27,6 +27,7 @@ struct config {
     int64_t stream_retention_ms;
     int64_t session_max_bytes;
     int64_t max_sessions;
+    int64_t max_sessions_per_principal;
     int64_t max_init_params;
     int64_t max_body;
     int64_t ws_max_message;

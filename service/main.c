@@ -167,6 +167,7 @@ int main(int argc, char **argv)
         .log_max_rows = cfg.log_max_rows,
         .max_workers = (int)cfg.max_workers,
         .max_inflight = cfg.max_inflight_per_session,
+        .max_sessions_per_principal = cfg.max_sessions_per_principal,
         .server_name = "mcpd",
         .server_version = MCPD_VERSION,
     };

@@ -166,8 +166,9 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
     core.store = st;
     core.ops = ops;
     core.backend = backend;
-    struct session_limits limits = {cfg->session_idle_ms, cfg->session_max_bytes, cfg->max_sessions,
-                                    cfg->max_init_params, cfg->max_inflight};
+    struct session_limits limits = {cfg->session_idle_ms, cfg->session_max_bytes,
+                                    cfg->max_sessions,    cfg->max_init_params,
+                                    cfg->max_inflight,    cfg->max_sessions_per_principal};
     stream_registry_init(st);
     session_registry_init(st, &limits);
     repair_interrupted();
@@ -283,6 +284,13 @@ static void refuse_session(struct core_reply *out, json_t *id, int why)
                  "later",
                  (long long)core.cfg.max_sessions);
         reject(out, CORE_AT_CAPACITY, id, JSONRPC_TOO_MANY_SESSIONS, msg);
+    } else if (why == SESSION_PRINCIPAL_AT_CAP) {
+        metrics_refused("principal_session_cap");
+        snprintf(msg, sizeof msg,
+                 "Too many sessions for this token: the limit is %lld live sessions "
+                 "(--max-sessions-per-principal); end some (DELETE) or retry later",
+                 (long long)core.cfg.max_sessions_per_principal);
+        reject(out, CORE_TOO_MANY, id, JSONRPC_TOO_MANY_SESSIONS, msg);
     } else if (why == SESSION_PARAMS_TOO_LARGE) {
         metrics_refused("init_params_too_large");
         snprintf(msg, sizeof msg, "initialize params too large: the limit is %lld bytes",

@@ -36,8 +36,9 @@ struct core_config {
     int64_t max_sessions;    /* live sessions at most; 0: no cap */
     int64_t max_init_params; /* bytes of stored initialize params; 0: no cap */
     int64_t log_retention_ms;
-    int64_t log_max_rows; /* 0: no cap */
-    int64_t max_inflight; /* requests in flight per session; 0: no cap */
+    int64_t log_max_rows;               /* 0: no cap */
+    int64_t max_inflight;               /* requests in flight per session; 0: no cap */
+    int64_t max_sessions_per_principal; /* 0: no cap */
     int max_workers;
     const char *server_name;
     const char *server_version;

@@ -44,8 +44,9 @@ static struct {
     struct store *store;
     struct session_limits limits;
     /* What counts towards max_sessions besides the table: */
-    int64_t creating; /* sessions reserved by session_create, not yet in the table */
-    int64_t *dormant; /* last activity of stored sessions not in memory, ascending */
+    int64_t creating;          /* sessions reserved by session_create, not yet in the table */
+    struct table *creating_by; /* principal -> of those, how many (pointer-sized) */
+    int64_t *dormant;          /* last activity of stored sessions not in memory, ascending */
     size_t ndormant;
 } reg = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -88,6 +89,8 @@ void session_registry_init(struct store *st, const struct session_limits *limits
     reg.limits = *limits;
     if (!reg.sessions)
         reg.sessions = table_new();
+    if (!reg.creating_by)
+        reg.creating_by = table_new();
     free(reg.dormant);
     reg.dormant = l.v;
     reg.ndormant = l.n;
@@ -129,20 +132,55 @@ void session_expire_dormant(int64_t cutoff_wall_ms)
     pthread_mutex_unlock(&reg.mu);
 }
 
-/* Takes one of the max_sessions places, atomically with the count. */
-static int reserve_place(void)
+struct principal_count {
+    const char *principal;
+    int64_t n;
+};
+
+static void count_principal(void *arg, const char *key, void *value)
+{
+    (void)key;
+    struct principal_count *pc = arg;
+    const struct session *s = value;
+    pc->n += strcmp(s->principal, pc->principal) == 0;
+}
+
+/* Moves principal's count of sessions being created by delta (reg.mu held). */
+static void creating_by_add(const char *principal, int delta)
+{
+    if (!principal || !*principal || !reg.creating_by)
+        return;
+    intptr_t n = (intptr_t)table_get(reg.creating_by, principal) + delta;
+    if (n > 0)
+        table_put(reg.creating_by, principal, (void *)n);
+    else
+        table_del(reg.creating_by, principal);
+}
+
+/* Takes one of the max_sessions places, and one of the principal's
+ * max_per_principal, atomically with the counts. Sessions of a principal
+ * are counted in memory (a dormant one left by a previous run counts once
+ * it is used again). Returns 0 or the refusal. */
+static int reserve_place(const char *principal)
 {
     pthread_mutex_lock(&reg.mu);
-    /* Per-principal caps belong here too, once requests carry a principal
-     * (tokens): count each principal's live sessions beside this global
-     * figure and refuse past its share, under this same lock. */
     int64_t live = (reg.sessions ? (int64_t)table_count(reg.sessions) : 0) + reg.creating +
                    (int64_t)reg.ndormant;
-    int ok = reg.limits.max_sessions <= 0 || live < reg.limits.max_sessions;
-    if (ok)
+    int rc = reg.limits.max_sessions > 0 && live >= reg.limits.max_sessions ? SESSION_AT_CAP : 0;
+    if (rc == 0 && principal && *principal && reg.limits.max_per_principal > 0) {
+        struct principal_count pc = {
+            principal, reg.creating_by ? (intptr_t)table_get(reg.creating_by, principal) : 0};
+        if (reg.sessions)
+            table_each(reg.sessions, count_principal, &pc);
+        if (pc.n >= reg.limits.max_per_principal)
+            rc = SESSION_PRINCIPAL_AT_CAP;
+    }
+    if (rc == 0) {
         reg.creating++;
+        creating_by_add(principal, 1);
+    }
     pthread_mutex_unlock(&reg.mu);
-    return ok ? 0 : -1;
+    return rc;
 }
 
 static void session_free(struct session *s)
@@ -182,6 +220,8 @@ void session_registry_shutdown(void)
         table_free(reg.sessions);
         reg.sessions = NULL;
     }
+    table_free(reg.creating_by);
+    reg.creating_by = NULL;
     free(reg.dormant);
     reg.dormant = NULL;
     reg.ndormant = 0;
@@ -212,11 +252,12 @@ static struct session *session_alloc(const char *id, const char *protocol, json_
 
 /* Ends session_create's reservation, putting s (unless NULL) in the
  * registry, which takes its own reference. */
-static int registry_add(struct session *s)
+static int registry_add(struct session *s, const char *principal)
 {
     int rc = -1;
     pthread_mutex_lock(&reg.mu);
     reg.creating--;
+    creating_by_add(principal, -1);
     if (s && reg.sessions && table_put(reg.sessions, s->id, s) == 0) {
         session_ref(s);
         rc = 0;
@@ -236,9 +277,11 @@ int session_create(const char *protocol_version, json_t *init_params,
         free(params);
         return SESSION_PARAMS_TOO_LARGE;
     }
-    if (reserve_place() != 0) {
+    const char *principal = origin ? origin->principal : NULL;
+    int refused = reserve_place(principal);
+    if (refused != 0) {
         free(params);
-        return SESSION_AT_CAP;
+        return refused;
     }
     char id[RANDID_LEN + 1];
     struct session *s = randid_make(id) == 0
@@ -246,7 +289,7 @@ int session_create(const char *protocol_version, json_t *init_params,
                             : NULL;
     if (!s) {
         free(params);
-        registry_add(NULL);
+        registry_add(NULL, principal);
         return SESSION_FAILED;
     }
     s->log_level = 0;
@@ -267,7 +310,7 @@ int session_create(const char *protocol_version, json_t *init_params,
                  (s->standalone = stream_create(s->id, STREAM_STANDALONE, NULL)) &&
                  stream_persist(s->standalone) == 0;
     free(params);
-    if (registry_add(stored ? s : NULL) != 0) {
+    if (registry_add(stored ? s : NULL, principal) != 0) {
         session_free(s);
         return SESSION_FAILED;
     }

@@ -31,11 +31,12 @@ struct session;
 struct stream;
 
 struct session_limits {
-    int64_t idle_ms;         /* a session idle this long expires */
-    int64_t max_bytes;       /* stored chunk bytes a session may hold */
-    int64_t max_sessions;    /* live sessions at most; 0: no cap */
-    int64_t max_init_params; /* bytes of stored initialize params; 0: no cap */
-    int64_t max_inflight;    /* requests in flight per session; 0: no cap */
+    int64_t idle_ms;           /* a session idle this long expires */
+    int64_t max_bytes;         /* stored chunk bytes a session may hold */
+    int64_t max_sessions;      /* live sessions at most; 0: no cap */
+    int64_t max_init_params;   /* bytes of stored initialize params; 0: no cap */
+    int64_t max_inflight;      /* requests in flight per session; 0: no cap */
+    int64_t max_per_principal; /* live sessions per token; 0: no cap */
 };
 
 void session_registry_init(struct store *st, const struct session_limits *limits);
@@ -45,6 +46,7 @@ enum session_refusal {
     SESSION_FAILED = -1,           /* out of memory, or the store failed */
     SESSION_AT_CAP = -2,           /* max_sessions live sessions exist */
     SESSION_PARAMS_TOO_LARGE = -3, /* init params over max_init_params */
+    SESSION_PRINCIPAL_AT_CAP = -4, /* the principal has max_per_principal */
 };
 /* Creates and persists a session for the negotiated revision with the
  * client's initialize params (borrowed; copied). Returns 0 with a new

@@ -323,3 +323,24 @@ test('missing, corrupt and newer-schema databases: one clear line, exit 1, the f
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('--max-sessions-per-principal: a token past its share gets 429; other tokens are not affected', async () => {
+  const { db, dir } = tempDb();
+  await withMcpd(['--auth', 'token', '--max-sessions-per-principal', '2'], { db, dir }, async (m) => {
+    const a = addToken(db, 'hog');
+    const b = addToken(db, 'other');
+    const s1 = await initWith(m.port, a);
+    await initWith(m.port, a);
+    const third = await request(m.port, {
+      headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...bearer(a) },
+      body: { jsonrpc: '2.0', id: 7, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } },
+    });
+    assert.equal(third.status, 429, third.text);
+    assert.equal(third.json.error.code, -32010);
+    assert.match(third.json.error.message, /--max-sessions-per-principal/);
+    await initWith(m.port, b); // another token still gets a session
+    const del = await request(m.port, { method: 'DELETE', headers: { ...mcpHeaders({ session: s1 }), ...bearer(a) } });
+    assert.equal(del.status, 200);
+    await initWith(m.port, a); // a place freed
+  });
+});
