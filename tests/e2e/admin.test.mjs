@@ -32,6 +32,7 @@ import {
   initSession,
   mcpHeaders,
   newId,
+  procChildren,
   request,
   sleep,
   tempDb,
@@ -342,5 +343,32 @@ test('--max-sessions-per-principal: a token past its share gets 429; other token
     const del = await request(m.port, { method: 'DELETE', headers: { ...mcpHeaders({ session: s1 }), ...bearer(a) } });
     assert.equal(del.status, 200);
     await initWith(m.port, a); // a place freed
+  });
+});
+
+test('--bootstrap-token-file: the provisioned token works and is listed; a missing file stops mcpd with one line', async () => {
+  const { db, dir } = tempDb();
+  const file = path.join(dir, 'bootstrap.token');
+  fs.writeFileSync(file, '  bootstrap-secret-0123456789abcdef\n');
+  await withMcpd(['--auth', 'token', '--bootstrap-token-file', file], { db, dir }, async (m) => {
+    const session = await initWith(m.port, 'bootstrap-secret-0123456789abcdef');
+    assert.ok(session);
+    const list = admin(db, '--json', 'tokens', 'list');
+    assert.ok(list.json.some((t) => t.name === 'bootstrap'), list.stdout);
+    assert.ok(!fs.readFileSync(db).includes('bootstrap-secret'), 'only the hash is stored');
+  });
+  const r = spawnSync(MCPD_BIN, ['--listen', '127.0.0.1:0', '--db', path.join(dir, 'x.db'), '--auth', 'token', '--bootstrap-token-file', path.join(dir, 'none')], { encoding: 'utf8', timeout: 10000 });
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /--bootstrap-token-file .*none: No such file/);
+});
+
+test('session kill with --upstream: the session\'s child is stopped', async () => {
+  const hostile = path.join(path.dirname(new URL(import.meta.url).pathname), 'fixtures', 'hostile-upstream.py');
+  await withMcpd(['--upstream', `python3 ${hostile}`], { stopMs: 15000 }, async (m) => {
+    const { session } = await initSession(m.port);
+    await waitFor(() => procChildren(m.pid).length === 1, 5000, 'the upstream child');
+    assert.equal(admin(m.db, 'session', 'kill', session).status, 0);
+    await waitFor(() => procChildren(m.pid).length === 0, 5000, 'the child to be stopped');
+    assert.equal((await post(m.port, session, undefined, { jsonrpc: '2.0', id: 1, method: 'ping' })).status, 404);
   });
 });
