@@ -243,6 +243,10 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
         case STREAM_ENDED:
         case STREAM_DETACHED:
         case STREAM_REFUSED:
+            /* A reader told why the stream stops, when its session is gone
+             * (a DELETE elsewhere, expiry, mcp-admin session kill). */
+            if (session_ended(r->session))
+                sse_comment(&r->buf, "session ended");
             r->done = 1;
             break;
         case STREAM_TIMEOUT:

@@ -235,6 +235,8 @@ test('session kill: an open SSE GET and a WebSocket end within 1 s; the next POS
     const { session } = await initSession(m.port);
     const stream = await getStream(m.port, session);
     assert.equal(stream.status, 200);
+    let raw = '';
+    stream.res.on('data', (d) => (raw += d));
     const getEnded = new Promise((resolve) => stream.res.on('close', resolve));
     const ws = new WebSocket(`ws://127.0.0.1:${m.port}/mcp/ws?session=${session}`, 'mcp');
     await new Promise((resolve) => ws.addEventListener('open', resolve, { once: true }));
@@ -244,6 +246,7 @@ test('session kill: an open SSE GET and a WebSocket end within 1 s; the next POS
     const kill = admin(m.db, 'session', 'kill', session, '--reason', 'operator test');
     assert.equal(kill.status, 0, kill.stderr);
     await withTimeout(getEnded, 2000, 'the GET stream to end');
+    assert.match(raw, /^: session ended$/m, `the SSE reader is told why: ${raw}`);
     await withTimeout(wsClosed, 2000, 'the WebSocket to close');
     assert.ok(Date.now() - t0 < 1500, `kill took ${Date.now() - t0} ms`);
     const after = await post(m.port, session, undefined, { jsonrpc: '2.0', id: 1, method: 'ping' });
