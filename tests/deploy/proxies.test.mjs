@@ -203,17 +203,29 @@ class Proc {
   }
 
   start() {
-    this.proc = spawn(this.cmd, this.args, { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Its own process group: nginx's workers outlive a SIGKILLed master and
+    // would hold our pipes (and this test process) open.
+    this.proc = spawn(this.cmd, this.args, { env: this.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     const keep = (d) => (this.log = (this.log + d).slice(-20000));
     this.proc.stdout.on('data', keep);
     this.proc.stderr.on('data', keep);
     this.exited = new Promise((r) => this.proc.on('exit', (code, signal) => r({ code, signal })));
   }
 
+  /** Signals the proxy's whole process group (ours: started by start()). */
+  kill(signal) {
+    try {
+      process.kill(-this.proc.pid, signal);
+    } catch {
+      /* already gone */
+    }
+  }
+
   async stop(signal = 'SIGTERM') {
     if (!this.proc || this.proc.exitCode !== null || this.proc.signalCode !== null) return;
-    this.proc.kill(signal);
-    await withTimeout(this.exited, 10000, `${this.name} exit`).catch(() => this.proc.kill('SIGKILL'));
+    this.kill(signal);
+    await withTimeout(this.exited, 10000, `${this.name} exit`).catch(() => this.kill('SIGKILL'));
+    if (signal === 'SIGKILL') this.kill('SIGKILL'); // the workers of a killed master
   }
 }
 
