@@ -124,8 +124,9 @@ STREAMS_LINE=""
 if want mcpd && [ "$BENCH_STREAMS" -gt 0 ]; then
   port=$(free_port)
   PORT[mcpd-streams]=$port
+  # Every stream comes from one address: the per-client caps are lifted.
   if start mcpd-streams "$port" "$MCPD_BIN" --listen "127.0.0.1:$port" --db "$TMP/mcpd-streams.db" \
-    --log-level error; then
+    --log-level error --max-connections-per-ip 0; then
     note "mcpd: opening $BENCH_STREAMS sessions and GET streams"
     STREAMS_LINE=$(timeout -k 5 300 "$NODE" "$HERE/streams_rss.mjs" "http://127.0.0.1:$port/mcp" "$LAST_PID" \
       "$BENCH_STREAMS" --timeout 200 2> >(sed 's/^/bench: /' >&2) | grep '^STREAMS' || true)
@@ -139,7 +140,7 @@ if want mcpd && [ "$BENCH_IDLE_POLLS" -gt 0 ]; then
   port=$(free_port)
   PORT[mcpd-idle]=$port
   if start mcpd-idle "$port" "$MCPD_BIN" --listen "127.0.0.1:$port" --db "$TMP/mcpd-idle.db" \
-    --log-level error; then
+    --log-level error --max-connections-per-ip 0 --max-inflight-per-session 0; then
     note "mcpd: parking $BENCH_IDLE_POLLS long polls"
     IDLE_LINE=$(timeout -k 5 120 "$NODE" "$HERE/idle_polls.mjs" "http://127.0.0.1:$port/mcp" "$LAST_PID" \
       "$BENCH_IDLE_POLLS" 10 2> >(sed 's/^/bench: /' >&2) | grep '^IDLE' || true)
