@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MCPD_ADMIN_VERSION "0.1.0"
-
 static const struct {
     const char *name;
     int (*run)(const struct admin *a, int argc, char **argv);
@@ -142,7 +140,7 @@ int main(int argc, char **argv)
             help(stdout);
             return ADMIN_OK;
         } else if (strcmp(argv[i], "--version") == 0) {
-            printf("mcp-admin %s\n", MCPD_ADMIN_VERSION);
+            printf("mcp-admin %s\n", MCPD_VERSION);
             return ADMIN_OK;
         } else
             return admin_usage("unknown option %s", argv[i]);

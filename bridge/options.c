@@ -9,10 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef MCP_BRIDGE_VERSION
-#define MCP_BRIDGE_VERSION "0.0.0"
-#endif
-
 #define MAX_TOKEN_FILE (64 * 1024)
 
 static const char usage_text[] =
@@ -341,7 +337,7 @@ enum options_result options_parse(int argc, char **argv, struct bridge_options *
             }
             break;
         case OPT_VERSION:
-            printf("mcp-bridge %s (%s)\n", MCP_BRIDGE_VERSION, curl_version());
+            printf("mcp-bridge %s (%s)\n", MCPD_VERSION, curl_version());
             options_free(o);
             return OPTIONS_EXIT_OK;
         case OPT_HELP:

@@ -24,8 +24,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#define MCPD_VERSION "0.1.0"
-
 /* A descriptor 0-2 left closed by whoever started mcpd would be handed to
  * the next open (the database, a socket) and logs written to stderr would
  * land in it: hold them with /dev/null. */

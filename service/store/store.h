@@ -5,12 +5,13 @@
  * migrations embedded at build time (store_migrations.h) and is brought up to
  * date by store_open.
  *
- * Writes go through a single writer thread. Callers enqueue a write and
- * either return at once (touches, logs, stream rows) or wait until it has
- * been committed (chunks, session creation, deletes). The writer takes
- * everything queued since its last commit and commits it as one transaction,
- * so many concurrent appenders share one commit (group commit). The queue is
- * FIFO, so a stream row always lands before its chunks.
+ * Writes go through one queue and one writer connection. Callers enqueue a
+ * write and either return at once (touches, logs) or wait until it has been
+ * committed (chunks, stream rows, session creation, deletes). A waiting
+ * caller that finds no commit running commits everything queued itself, as
+ * one transaction; a writer thread commits what nobody waits for. Either
+ * way many concurrent appenders share one commit (group commit). The queue
+ * is FIFO, so a stream row always lands before its chunks.
  *
  * Reads run on a second connection under a mutex; WAL lets them proceed
  * while the writer commits. With path ":memory:" both roles share one

@@ -22,7 +22,7 @@ cc=${CC_FUZZ:-clang}
 # build NAME SOURCE INCLUDE_DIR [MORE SOURCES AND LIBRARIES]
 build() {
     mkdir -p "$work/$1/corpus"
-    "$cc" -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror \
+    "$cc" -std=c11 -D_GNU_SOURCE -DMCPD_VERSION=\"fuzz\" -g -O1 -Wall -Wextra -Werror \
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
         -I"$3" "$here/$1.c" "$2" "${@:4}" -o "$work/$1/$1"
 }
