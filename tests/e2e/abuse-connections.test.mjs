@@ -22,6 +22,7 @@ import {
   waitFor,
   withMcpd,
   withTimeout,
+  refusals,
 } from './lib/mcpd.mjs';
 
 const SERVER_BUSY = -32013;
@@ -55,12 +56,6 @@ function closedBy(sock, ms) {
 /** One whole request on its own connection; its status and JSON body. */
 function healthz(port, headers = {}) {
   return request(port, { method: 'GET', path: '/healthz', headers, timeout: 10000 });
-}
-
-async function refusals(port, reason) {
-  const r = await request(port, { method: 'GET', path: '/metrics', timeout: 5000 });
-  const m = r.text.match(new RegExp(`mcpd_refusals_total\\{reason="${reason}"\\} (\\d+)`));
-  return m ? Number(m[1]) : 0;
 }
 
 async function anotherClientServed(port) {

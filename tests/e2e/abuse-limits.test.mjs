@@ -22,6 +22,7 @@ import {
   startMcpd,
   waitFor,
   withTimeout,
+  refusals,
 } from './lib/mcpd.mjs';
 
 const TOO_MANY_SESSIONS = -32010;
@@ -38,12 +39,6 @@ function assertIntact(db) {
 async function anotherClientServed(port) {
   const { session } = await initSession(port);
   assert.equal(await echo(port, session, 'other-client'), 'other-client');
-}
-
-async function refusals(port, reason) {
-  const r = await request(port, { method: 'GET', path: '/metrics', timeout: 5000 });
-  const m = r.text.match(new RegExp(`mcpd_refusals_total\\{reason="${reason}"\\} (\\d+)`));
-  return m ? Number(m[1]) : 0;
 }
 
 function postHead(port, extra) {

@@ -39,6 +39,7 @@ import {
   waitFor,
   withMcpd,
   withTimeout,
+  refusals,
 } from './lib/mcpd.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -46,13 +47,6 @@ const HOSTILE_CMD = `python3 ${path.join(here, 'fixtures', 'hostile-upstream.py'
 
 /** Run fn(m) on a gateway fronting the hostile child; then SIGTERM: exit 0 (no ASan report), no child left. */
 const withHostile = (args, fn) => withMcpd(['--upstream', HOSTILE_CMD, ...args], { stopMs: 15000 }, fn);
-
-/** mcpd_refusals_total{reason="<reason>"} from /metrics (0 when absent). */
-async function refusals(port, reason) {
-  const r = await request(port, { method: 'GET', path: '/metrics' });
-  const line = r.text.split('\n').find((l) => l.startsWith(`mcpd_refusals_total{reason="${reason}"}`));
-  return line ? Number(line.split(' ').pop()) : 0;
-}
 
 test('a child flooding 2,000 roots/list requests: threads stay bounded, the excess is refused, others are served', async () => {
   const COUNT = 2000;

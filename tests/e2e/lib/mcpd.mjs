@@ -716,3 +716,10 @@ export async function withMcpd(args, { db, dir, stopMs = 8000 } = {}, fn) {
     await m.cleanup();
   }
 }
+
+/** mcpd_refusals_total{reason="<reason>"} from /metrics (0 when absent). */
+export async function refusals(port, reason) {
+  const r = await request(port, { method: 'GET', path: '/metrics', timeout: 5000 });
+  const line = r.text.split('\n').find((l) => l.startsWith(`mcpd_refusals_total{reason="${reason}"}`));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
