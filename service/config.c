@@ -181,7 +181,7 @@ static int load_file(struct config *cfg, const char *path, char *err, size_t err
 
 static void env_name(const struct setting *s, char *out, size_t cap)
 {
-    size_t o = snprintf(out, cap, "MCPD_");
+    size_t o = (size_t)snprintf(out, cap, "MCPD_");
     for (const char *p = s->name; *p && o + 1 < cap; p++)
         out[o++] = *p == '-' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
     out[o] = '\0';

@@ -99,6 +99,13 @@ static int start_backend(const struct config *cfg, const struct backend_ops **op
     return *backend ? 0 : -1;
 }
 
+/* The event log's sink: each event also becomes a row of the logs table. */
+static void log_to_store(void *ud, int64_t ts_ms, const char *level, const char *session,
+                         const char *row)
+{
+    store_log(ud, ts_ms, level, session, row);
+}
+
 int main(int argc, char **argv)
 {
     guard_std_fds();
@@ -142,7 +149,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "mcpd: %s\n", why ? why : "cannot open the store");
         goto out;
     }
-    log_set_store(st);
+    log_set_sink(log_to_store, st);
     if (auth_configure(cfg.auth, st) != 0 ||
         (cfg.bootstrap_token_file && auth_bootstrap(cfg.bootstrap_token_file, &why) != 0)) {
         fprintf(stderr, "mcpd: %s\n", why ? why : "cannot set up authentication");
@@ -221,7 +228,7 @@ out:
         ops->destroy(backend);
     origin_policy_free(origins);
     auth_shutdown();
-    log_set_store(NULL);
+    log_set_sink(NULL, NULL);
     if (st && store_flush(st) != 0)
         status = 1;
     store_close(st);

@@ -4,7 +4,8 @@
 #   2. builds mcpd twice: Release (build/) and with ASan+UBSan (build-asan/);
 #   3. C unit tests under ASan+UBSan (ctest);
 #   4. end-to-end tests (node:test, the official MCP SDK client) against the
-#      sanitized mcpd, so memory errors under real traffic fail the run;
+#      sanitized mcpd, so memory errors under real traffic fail the run, and
+#      again against a ThreadSanitizer build (build-tsan/) for data races;
 #   5. the official conformance suite, --suite all, for 2025-06-18 and
 #      2025-11-25, against the Release mcpd, then through the upstream
 #      gateway (mcpd fronting `mcpd --stdio`) in per-session and shared mode,
@@ -76,6 +77,21 @@ echo "== end-to-end tests (official SDK client, sanitized mcpd)"
 out="$(cd tests && MCPD_BIN="$repo/build-asan/bin/mcpd" "$node22" --test --test-concurrency=1 \
         --test-timeout=180000 e2e/*.test.mjs 2>&1)"
 node_counts "e2e" "$out"
+
+# The same suite against a ThreadSanitizer build: mcpd is a server of many
+# threads (a thread per connection, workers, push writers, the poll lot, the
+# store's writer). Its suppressions (jansson's reference counts) are built
+# into the binary: service/tsan_suppressions.c.
+echo "== end-to-end tests again under ThreadSanitizer"
+if cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DMCPD_TSAN=ON >/dev/null &&
+   cmake --build build-tsan -j "$jobs" >/dev/null; then
+    out="$(cd tests && MCPD_BIN="$repo/build-tsan/bin/mcpd" TSAN_OPTIONS="second_deadlock_stack=1" \
+            "$node22" --test --test-concurrency=1 --test-timeout=180000 e2e/*.test.mjs 2>&1)"
+    node_counts "e2e (TSan)" "$out"
+else
+    echo "the TSan build failed"
+    count "e2e (TSan)" 0 1
+fi
 
 echo "== deployment files and proxies (docker-compose config, Caddy and nginx in front of mcpd)"
 [ -d tests/deploy/lint/node_modules ] ||

@@ -1,5 +1,6 @@
 /* core — see core.h. */
 #include "core.h"
+#include "core_int.h"
 #include "call.h"
 #include "call_life.h"
 #include "clock.h"
@@ -39,7 +40,7 @@ void core_reply_clear(struct core_reply *r)
     memset(r, 0, sizeof *r);
 }
 
-static void reject(struct core_reply *out, enum core_reason why, json_t *id, int code,
+void core_reject(struct core_reply *out, enum core_reason why, json_t *id, int code,
                    const char *message)
 {
     metrics_add(METRIC_REJECTED, 1);
@@ -59,7 +60,7 @@ static void answer_now(struct session *s, json_t *id, json_t *msg, struct core_r
     if (!st || stream_append(st, text, len, failed ? STREAM_ERROR : STREAM_FINISHED) < 0) {
         free(text);
         stream_unref(st);
-        reject(out, CORE_UNAVAILABLE, id, JSONRPC_INTERNAL_ERROR, "Could not store the reply");
+        core_reject(out, CORE_UNAVAILABLE, id, JSONRPC_INTERNAL_ERROR, "Could not store the reply");
         return;
     }
     free(text);
@@ -198,7 +199,18 @@ int core_ready(void)
 
 char *core_metrics(void)
 {
-    return metrics_render(core.store);
+    struct store_stats ss;
+    store_stats(core.store, &ss);
+    const struct metrics_value values[] = {
+        {"mcpd_sessions_loaded", "Sessions in memory", 0, session_count()},
+        {"mcpd_streams_open", "Streams being written", 0, stream_count()},
+        {"mcpd_store_commits_total", "Store transactions committed", 1, ss.commits},
+        {"mcpd_store_writes_total", "Store writes committed", 1, ss.writes},
+        {"mcpd_store_write_failures_total", "Store writes that failed", 1, ss.failures},
+        {"mcpd_store_ready", "Whether the store accepts writes", 0,
+         (uint64_t)(store_ready(core.store) != 0)},
+    };
+    return metrics_render(values, sizeof values / sizeof values[0]);
 }
 
 static void cancel_for_shutdown(void *value, void *arg)
@@ -283,21 +295,21 @@ static void refuse_session(struct core_reply *out, json_t *id, int why)
                  "Too many sessions: the server holds its limit of %lld live sessions; retry "
                  "later",
                  (long long)core.cfg.max_sessions);
-        reject(out, CORE_AT_CAPACITY, id, JSONRPC_TOO_MANY_SESSIONS, msg);
+        core_reject(out, CORE_AT_CAPACITY, id, JSONRPC_TOO_MANY_SESSIONS, msg);
     } else if (why == SESSION_PRINCIPAL_AT_CAP) {
         metrics_refused("principal_session_cap");
         snprintf(msg, sizeof msg,
                  "Too many sessions for this token: the limit is %lld live sessions "
                  "(--max-sessions-per-principal); end some (DELETE) or retry later",
                  (long long)core.cfg.max_sessions_per_principal);
-        reject(out, CORE_TOO_MANY, id, JSONRPC_TOO_MANY_SESSIONS, msg);
+        core_reject(out, CORE_TOO_MANY, id, JSONRPC_TOO_MANY_SESSIONS, msg);
     } else if (why == SESSION_PARAMS_TOO_LARGE) {
         metrics_refused("init_params_too_large");
         snprintf(msg, sizeof msg, "initialize params too large: the limit is %lld bytes",
                  (long long)core.cfg.max_init_params);
-        reject(out, CORE_TOO_LARGE, id, JSONRPC_INIT_PARAMS_TOO_LARGE, msg);
+        core_reject(out, CORE_TOO_LARGE, id, JSONRPC_INIT_PARAMS_TOO_LARGE, msg);
     } else {
-        reject(out, CORE_UNAVAILABLE, id, JSONRPC_INTERNAL_ERROR, "Could not create a session");
+        core_reject(out, CORE_UNAVAILABLE, id, JSONRPC_INTERNAL_ERROR, "Could not create a session");
     }
 }
 
@@ -306,14 +318,14 @@ void core_initialize(json_t *msg, const struct jsonrpc_msg *m, const struct sess
 {
     memset(out, 0, sizeof *out);
     if (!core.accepting) {
-        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_SERVER_ERROR, "Server is shutting down");
+        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_SERVER_ERROR, "Server is shutting down");
         return;
     }
     (void)msg;
     json_t *params = m->params;
     json_t *requested = json_object_get(params, "protocolVersion");
     if (!json_is_object(params) || !json_is_string(requested)) {
-        reject(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_PARAMS,
+        core_reject(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_PARAMS,
                "Invalid params: initialize needs params.protocolVersion");
         return;
     }
@@ -328,7 +340,7 @@ void core_initialize(json_t *msg, const struct jsonrpc_msg *m, const struct sess
     json_t *fields = NULL;
     if (core.ops->session_open &&
         core.ops->session_open(core.backend, session_id(s), params, &fields, &why) != 0) {
-        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
+        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
                why ? why : "The backend refused the session");
         free(why);
         session_end(s);
@@ -397,7 +409,7 @@ static void on_response(struct session *s, json_t *msg, const struct jsonrpc_msg
     if (jsonrpc_id_key(m->id, key, sizeof key) == 0)
         c = session_pending_take(s, key);
     if (!c) {
-        reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
+        core_reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
                "Invalid Request: no server request is waiting for a response with this id");
         return;
     }
@@ -414,7 +426,7 @@ static void refuse_busy(struct core_reply *out, json_t *id)
              "(--max-inflight-per-session)",
              (long long)core.cfg.max_inflight);
     metrics_refused("session_inflight");
-    reject(out, CORE_TOO_MANY, id, JSONRPC_TOO_MANY_IN_FLIGHT, msg);
+    core_reject(out, CORE_TOO_MANY, id, JSONRPC_TOO_MANY_IN_FLIGHT, msg);
 }
 
 /* mcpd/poll: answered on an ephemeral stream, at once or by the poll lot
@@ -424,7 +436,7 @@ static void submit_poll(struct session *s, const struct jsonrpc_msg *m, const ch
 {
     struct stream *reply = stream_create(session_id(s), STREAM_EPHEMERAL, m->id);
     if (!reply) {
-        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Out of memory");
+        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Out of memory");
         return;
     }
     json_t *params = m->params ? json_incref(m->params) : json_object();
@@ -436,7 +448,7 @@ static void submit_poll(struct session *s, const struct jsonrpc_msg *m, const ch
         if (rc == SESSION_TRACK_BUSY)
             refuse_busy(out, m->id);
         else
-            reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
+            core_reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
         return;
     }
     out->kind = CORE_STREAM;
@@ -462,6 +474,55 @@ static void opt_in(const struct jsonrpc_msg *m, const char *transport, struct co
         out->ack = poll_ack(m->id, out->stream, transport);
 }
 
+static void on_initialize_again(struct session *s, const struct jsonrpc_msg *m,
+                                const char *transport, struct core_reply *out)
+{
+    (void)s;
+    (void)transport;
+    core_reject(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_REQUEST,
+                "Invalid Request: this session is already initialized");
+}
+
+static void on_ping(struct session *s, const struct jsonrpc_msg *m, const char *transport,
+                    struct core_reply *out)
+{
+    answer_now(s, m->id, jsonrpc_result(m->id, json_object()), out);
+    opt_in(m, transport, out);
+}
+
+static void on_set_level(struct session *s, const struct jsonrpc_msg *m, const char *transport,
+                         struct core_reply *out)
+{
+    int level = protocol_log_level(json_string_value(json_object_get(m->params, "level")));
+    if (level < 0) {
+        answer_now(s, m->id,
+                   jsonrpc_error(m->id, JSONRPC_INVALID_PARAMS,
+                                 "Invalid params: level must be one of debug, info, notice, "
+                                 "warning, error, critical, alert, emergency",
+                                 NULL),
+                   out);
+        return;
+    }
+    session_set_log_level(s, level);
+    answer_now(s, m->id, jsonrpc_result(m->id, json_object()), out);
+    opt_in(m, transport, out);
+}
+
+/* The requests the core answers itself, whatever the backend. */
+static const struct {
+    const char *name;
+    void (*fn)(struct session *s, const struct jsonrpc_msg *m, const char *transport,
+               struct core_reply *out);
+} core_methods[] = {
+    {"initialize", on_initialize_again},
+    {"ping", on_ping},
+    {"logging/setLevel", on_set_level},
+    {POLL_METHOD, submit_poll},
+};
+
+static void submit_to_backend(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
+                              const char *transport, struct core_reply *out);
+
 void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, const char *transport,
                  struct core_reply *out)
 {
@@ -481,58 +542,39 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
         return;
     }
     if (!core.accepting) {
-        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_SERVER_ERROR, "Server is shutting down");
+        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_SERVER_ERROR, "Server is shutting down");
         return;
     }
-    const char *method = m->method;
-    if (strcmp(method, "initialize") == 0) {
-        reject(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_REQUEST,
-               "Invalid Request: this session is already initialized");
-        return;
-    }
-    if (strcmp(method, "ping") == 0) {
-        answer_now(s, m->id, jsonrpc_result(m->id, json_object()), out);
-        opt_in(m, transport, out);
-        return;
-    }
-    if (strcmp(method, "logging/setLevel") == 0) {
-        int level = protocol_log_level(json_string_value(json_object_get(m->params, "level")));
-        if (level < 0) {
-            answer_now(s, m->id,
-                       jsonrpc_error(m->id, JSONRPC_INVALID_PARAMS,
-                                     "Invalid params: level must be one of debug, info, notice, "
-                                     "warning, error, critical, alert, emergency",
-                                     NULL),
-                       out);
+    for (size_t i = 0; i < sizeof core_methods / sizeof core_methods[0]; i++)
+        if (strcmp(m->method, core_methods[i].name) == 0) {
+            core_methods[i].fn(s, m, transport, out);
             return;
         }
-        session_set_log_level(s, level);
-        answer_now(s, m->id, jsonrpc_result(m->id, json_object()), out);
-        opt_in(m, transport, out);
-        return;
-    }
+    submit_to_backend(s, msg, m, transport, out);
+}
 
-    if (strcmp(method, POLL_METHOD) == 0) {
-        submit_poll(s, m, transport, out);
-        return;
-    }
-
+/* A request for the backend: a stream, a call, and a worker (or the
+ * caller's thread, for a handler that never blocks). */
+static void submit_to_backend(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
+                              const char *transport, struct core_reply *out)
+{
+    const char *method = m->method;
     char key[96];
     if (jsonrpc_id_key(m->id, key, sizeof key) != 0) {
-        reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
+        core_reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
                "Invalid Request: id is too long");
         return;
     }
     struct stream *st = stream_create(session_id(s), STREAM_REQUEST, m->id);
     if (!st) {
-        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Could not open a stream");
+        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Could not open a stream");
         return;
     }
     if (session_ended(s)) {
         /* Ended (DELETE, expiry) while this request was on its way. */
         stream_end(st, STREAM_EXPIRED);
         stream_unref(st);
-        reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
+        core_reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
         return;
     }
     int opted_in = poll_opted_in(m->params);
@@ -542,7 +584,7 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
     if (opted_in && stream_persist(st) != 0) {
         stream_end(st, STREAM_ERROR);
         stream_unref(st);
-        reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "The store is not writable");
+        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "The store is not writable");
         return;
     }
     json_t *request = opted_in ? without_opt_in(msg) : json_incref(msg);
@@ -554,14 +596,14 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
         stream_end(st, STREAM_ERROR);
         stream_unref(st);
         if (why == SESSION_TRACK_ENDED)
-            reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
+            core_reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
         else if (why == SESSION_TRACK_DUP)
-            reject(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_REQUEST,
+            core_reject(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_REQUEST,
                    "Invalid Request: a request with this id is already in flight");
         else if (why == SESSION_TRACK_BUSY)
             refuse_busy(out, m->id);
         else
-            reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Out of memory");
+            core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Out of memory");
         return;
     }
     call_ref(c); /* the runner's */

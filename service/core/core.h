@@ -1,8 +1,8 @@
 /* core — the MCP protocol engine that every transport feeds.
  *
  * A transport parses a frame into a JSON-RPC message and hands it to the
- * core: core_initialize for an initialize request (which makes a session),
- * core_submit for everything else on an existing session. The core answers
+ * core through one entry, core_receive: an initialize request makes a
+ * session, everything else goes to an existing one. The core answers
  * the protocol methods itself (ping, logging/setLevel, cancellation, the
  * client's answers to server→client requests) and routes every other request
  * to the backend on a worker thread.
@@ -24,6 +24,7 @@
 
 #include "backend.h"
 #include "jsonrpc.h"
+#include "stream.h"
 
 struct store;
 struct session;
@@ -56,7 +57,7 @@ int core_ready(void);
 /* The /metrics page (Prometheus text); caller frees. */
 char *core_metrics(void);
 
-enum core_kind { CORE_ACCEPTED, CORE_STREAM, CORE_REJECTED };
+enum core_kind { CORE_ACCEPTED, CORE_STREAM, CORE_REJECTED, CORE_ANSWERED };
 /* AT_CAPACITY: a server-wide limit (HTTP 503 with Retry-After); TOO_LARGE:
  * the message is over a size limit (HTTP 413). */
 enum core_reason {
@@ -65,7 +66,8 @@ enum core_reason {
     CORE_NOT_FOUND,
     CORE_AT_CAPACITY,
     CORE_TOO_LARGE,
-    CORE_TOO_MANY /* a per-session limit (HTTP 429) */
+    CORE_TOO_MANY, /* a per-session limit (HTTP 429) */
+    CORE_CONFLICT  /* the session's standalone stream is already followed (HTTP 409) */
 };
 
 struct core_reply {
@@ -75,26 +77,107 @@ struct core_reply {
                                 once; the stream's messages go out as chunks */
     int single;              /* CORE_STREAM: the stream carries one message (a poll
                                 result): answer with it whole, never as SSE */
-    struct session *session; /* core_initialize: the new session, owned */
+    struct session *session; /* the session it belongs to (for initialize the
+                                new one), owned; NULL before initialize */
     enum core_reason reason; /* CORE_REJECTED */
-    json_t *error;           /* CORE_REJECTED: the error message, owned */
+    json_t *error;           /* CORE_REJECTED: the error message, owned;
+                                CORE_ANSWERED: the answer to send as is */
+    int notification;        /* the message was a notification: a transport
+                                without status codes sends no error for it */
 };
 void core_reply_clear(struct core_reply *r);
 
-/* `msg` is the whole message object (borrowed), `m` its classification,
- * `transport` the transport's name as clients see it ("http", "ws",
- * "stdio"). */
-struct session_origin;
-/* origin: who asks (principal, transport), recorded with the session. */
-void core_initialize(json_t *msg, const struct jsonrpc_msg *m, const struct session_origin *origin,
-                     struct core_reply *out);
-void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, const char *transport,
-                 struct core_reply *out);
-/* For a transport that can carry only a request's response (JSON replies):
- * appends a copy of one of the request's other messages to the session's
- * standalone stream, where the client's GET stream picks it up. Returns
- * its seq on that stream, or -1. */
-int64_t core_relay_to_standalone(struct session *s, const char *msg, size_t len);
+/* ---- the one way in ----
+ *
+ * Every transport describes its client with a core_caller and hands each
+ * parsed message to core_receive (or a JSON array to core_receive_batch).
+ * The entry classifies the message, finds the session the client names
+ * (404 for an unknown one or another principal's), routes initialize to a
+ * new session and everything else to the session's handler, and applies the
+ * rules that hold on every transport: no initialize on a session, no
+ * batches outside 2025-03-26, nothing but ping before initialize on a
+ * connection. The transport owns only its framing and its socket. */
+
+struct core_caller {
+    const char *principal;  /* the token's name; NULL or "": no authentication */
+    const char *transport;  /* as clients see it: "http", "ws", "stdio" */
+    const char *session_id; /* the session the client names, or NULL */
+    /* A connection that carries one session (WebSocket, stdio): before
+     * initialize a ping is answered and other requests are told to
+     * initialize first. Otherwise a message without a session is refused
+     * with `session_required` (400). */
+    int connection;
+    const char *session_required;
+};
+
+/* One message (borrowed). Fills *out; the caller clears it. */
+void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *out);
+
+/* A batch (2025-03-26 only). Refused as a whole (empty, no session, a
+ * revision without batches): returns -1 with *refused filled. Otherwise
+ * passes each element's reply, in order, to each() — which takes it over
+ * and clears it — and returns 0. */
+typedef void (*core_each_fn)(void *ud, struct core_reply *r);
+int core_receive_batch(const struct core_caller *c, json_t *batch, core_each_fn each, void *ud,
+                       struct core_reply *refused);
+
+/* The session the caller names, for requests without a message (GET,
+ * DELETE, a resumed connection): a new reference, or NULL with *refused
+ * filled (400 without an id, 404 unknown). */
+struct session *core_session_open(const struct core_caller *c, struct core_reply *refused);
+
+/* Resumes a stream of the caller's session from a client's cursor
+ * (Last-Event-ID and its equivalents): 0 with out filled (references
+ * owned), or -1 with *refused filled. A cursor on the session's standalone
+ * stream sets out->standalone; its stream then continues from there. */
+struct core_resume {
+    struct session *session;
+    struct stream *stream;
+    int64_t next;
+    int standalone;
+};
+int core_resume(const struct core_caller *c, const char *cursor, struct core_resume *out,
+                struct core_reply *refused);
+void core_resume_clear(struct core_resume *r);
+
+/* ---- the standalone stream ----
+ *
+ * A session has one standalone stream (server requests and notifications
+ * outside any request) and one reader of it at a time, which advances the
+ * session's delivery cursor as it writes. */
+
+/* Takes the reader slot: 0 with the stream (owned) and where to start, or
+ * -1 with *refused filled (CORE_CONFLICT when it is taken). A holder may be
+ * a client that vanished without a word (seen only when a write fails), so
+ * with probe_ms > 0 the holder is probed and given that long to fail. */
+int core_standalone_claim(struct session *s, int64_t probe_ms, struct stream **st, int64_t *from,
+                          struct core_reply *refused);
+/* The reader wrote everything before next. */
+void core_standalone_sent(struct session *s, int64_t next);
+/* The reader lets go of the slot, having written everything before next
+ * (-1: unknown). */
+void core_standalone_release(struct session *s, int64_t next);
+
+/* For a transport that carries only a request's response (JSON replies):
+ * waits until the deadline for st's final message, relaying the messages
+ * before it (progress, logs, server requests) to the session's standalone
+ * stream, and once it is there waits (up to relay_wait_ms) for the
+ * standalone reader to have written them. s may be NULL: nothing is
+ * relayed. Returns stream_read's outcome; on STREAM_CHUNK *ch is the final
+ * message. */
+enum stream_wait core_wait_final(struct session *s, struct stream *st, struct stream_reader *tok,
+                    int64_t deadline, int64_t relay_wait_ms, struct stream_chunk *ch);
+
+/* ---- session handles, for transports ---- */
+void core_session_hold(struct session *s);
+void core_session_drop(struct session *s); /* NULL is fine */
+const char *core_session_id(const struct session *s);
+/* The session ended (DELETE, expiry, mcp-admin kill) */
+int core_session_ended(struct session *s);
+/* Records activity: an open stream keeps its session from expiring. */
+void core_session_touch(struct session *s);
+/* The session's revision knows SSE priming events and retry (2025-11-25 on). */
+int core_session_polling(struct session *s);
 
 /* Ends a session (DELETE or expiry): cancels its requests, tells the
  * backend, forgets it. */

@@ -1,8 +1,5 @@
 /* metrics — see metrics.h. */
 #include "metrics.h"
-#include "session.h"
-#include "store.h"
-#include "stream.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -86,7 +83,7 @@ static void render_refusal(const char *reason, uint64_t n, void *arg)
     fprintf(arg, "mcpd_refusals_total{reason=\"%s\"} %llu\n", reason, (unsigned long long)n);
 }
 
-char *metrics_render(struct store *st)
+char *metrics_render(const struct metrics_value *gauges, size_t ngauges)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -101,28 +98,10 @@ char *metrics_render(struct store *st)
           "# TYPE mcpd_refusals_total counter\n",
           f);
     metrics_refusals_each(render_refusal, f);
-    fprintf(f,
-            "# HELP mcpd_sessions_loaded Sessions in memory\n# TYPE mcpd_sessions_loaded "
-            "gauge\nmcpd_sessions_loaded %zu\n",
-            session_count());
-    fprintf(f,
-            "# HELP mcpd_streams_open Streams being written\n# TYPE mcpd_streams_open "
-            "gauge\nmcpd_streams_open %zu\n",
-            stream_count());
-    struct store_stats ss;
-    store_stats(st, &ss);
-    fprintf(f,
-            "# HELP mcpd_store_commits_total Store transactions committed\n"
-            "# TYPE mcpd_store_commits_total counter\nmcpd_store_commits_total %llu\n"
-            "# HELP mcpd_store_writes_total Store writes committed\n"
-            "# TYPE mcpd_store_writes_total counter\nmcpd_store_writes_total %llu\n"
-            "# HELP mcpd_store_write_failures_total Store writes that failed\n"
-            "# TYPE mcpd_store_write_failures_total counter\n"
-            "mcpd_store_write_failures_total %llu\n"
-            "# HELP mcpd_store_ready Whether the store accepts writes\n"
-            "# TYPE mcpd_store_ready gauge\nmcpd_store_ready %d\n",
-            (unsigned long long)ss.commits, (unsigned long long)ss.writes,
-            (unsigned long long)ss.failures, store_ready(st));
+    for (size_t i = 0; i < ngauges; i++)
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", gauges[i].name, gauges[i].help,
+                gauges[i].name, gauges[i].counter ? "counter" : "gauge", gauges[i].name,
+                (unsigned long long)gauges[i].value);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;

@@ -1,16 +1,16 @@
 /* metrics — process counters for /metrics, in the Prometheus text format.
  *
  * Counters are atomics bumped where things happen (a request routed, a
- * message stored); gauges (sessions and streams in memory, store state) are
- * read when the page is rendered. Nothing here takes a lock on the hot
- * path. */
+ * message stored). Values owned by other modules (sessions and streams in
+ * memory, the store's own counters) are read by the caller when the page is
+ * rendered and handed in, so this module depends on nothing: the modules it
+ * counts for call it, never the other way round. Nothing here takes a lock
+ * on the hot path. */
 #ifndef MCPD_METRICS_H
 #define MCPD_METRICS_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-struct store;
 
 enum metric {
     METRIC_REQUESTS,      /* JSON-RPC requests routed */
@@ -35,7 +35,16 @@ void metrics_refused(const char *reason);
 /* Calls fn once per reason counted so far, in first-seen order. */
 void metrics_refusals_each(void (*fn)(const char *reason, uint64_t n, void *arg), void *arg);
 
-/* Renders every metric into a new string (caller frees), or NULL. */
-char *metrics_render(struct store *st);
+/* A value read elsewhere at render time. */
+struct metrics_value {
+    const char *name; /* mcpd_... */
+    const char *help;
+    int counter; /* 1: a counter; 0: a gauge */
+    uint64_t value;
+};
+
+/* Renders every counter, then the given values, into a new string (caller
+ * frees), or NULL. */
+char *metrics_render(const struct metrics_value *values, size_t n);
 
 #endif

@@ -2,6 +2,7 @@
 #include "store.h"
 #include "store_migrations.h"
 #include "clock.h"
+#include "log.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -280,8 +281,8 @@ static int run_stmt(struct store *st, struct write_op *op, enum write_kind kind)
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
     if (rc != SQLITE_DONE) {
-        fprintf(stderr, "level=error event=store_write_failed kind=%d error=\"%s\"\n", kind,
-                sqlite3_errmsg(st->wdb));
+        log_local(LOG_ERROR, NULL, "store_write_failed", "kind=%d: %s", kind,
+                  sqlite3_errmsg(st->wdb));
         return -1;
     }
     return 0;

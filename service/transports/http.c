@@ -10,9 +10,9 @@
 #include "log.h"
 #include "media_type.h"
 #include "origin.h"
+#include "refusal.h"
 #include "request_log.h"
 #include "protocol.h"
-#include "session.h"
 #include "sse.h"
 #include "stream.h"
 #include "ws.h"
@@ -40,8 +40,6 @@
  * request relayed there first. */
 #define RELAY_WAIT_MS 2000
 #define MHD_STACK (256 * 1024)
-/* Retry-After on a 503 for a server-wide cap, in seconds. */
-#define AT_CAPACITY_RETRY_S "60"
 #define HTTP_TRANSPORT "http"
 
 static struct {
@@ -66,25 +64,11 @@ static void send_json(struct _u_response *resp, unsigned status, json_t *body)
 static int fail(struct _u_response *resp, unsigned status, int code, const char *message)
 {
     request_log_error(code);
-    send_json(resp, status, jsonrpc_error(NULL, code, message, NULL));
+    char *text = refusal_body(code, message);
+    ulfius_set_string_body_response(resp, status, text ? text : "{}");
+    u_map_put(resp->map_header, "Content-Type", "application/json");
+    free(text);
     return U_CALLBACK_COMPLETE;
-}
-
-static unsigned reason_status(enum core_reason r)
-{
-    switch (r) {
-    case CORE_NOT_FOUND:
-        return 404;
-    case CORE_UNAVAILABLE:
-    case CORE_AT_CAPACITY:
-        return 503;
-    case CORE_TOO_LARGE:
-        return 413;
-    case CORE_TOO_MANY:
-        return 429;
-    default:
-        return 400;
-    }
 }
 
 /* ---- request checks ---- */
@@ -104,12 +88,10 @@ static int accepts(const struct _u_request *req, const char *type)
 static int admitted(const struct _u_request *req, struct _u_response *resp,
                     char principal[AUTH_PRINCIPAL_MAX])
 {
-    if (!origin_host_allowed(http.cfg.origins, header(req, "Host"))) {
-        fail(resp, 403, JSONRPC_SERVER_ERROR, "Forbidden: Host header not allowed");
-        return 0;
-    }
-    if (!origin_origin_allowed(http.cfg.origins, header(req, "Origin"))) {
-        fail(resp, 403, JSONRPC_SERVER_ERROR, "Forbidden: Origin not allowed");
+    const char *forbidden =
+        origin_refusal(http.cfg.origins, header(req, "Host"), header(req, "Origin"));
+    if (forbidden) {
+        fail(resp, 403, JSONRPC_SERVER_ERROR, forbidden);
         return 0;
     }
     const char *why;
@@ -138,27 +120,26 @@ static int version_ok(const struct _u_request *req, struct _u_response *resp)
     return 1;
 }
 
-/* Finds the session named by Mcp-Session-Id: 400 without one, 404 when it
- * is unknown, expired, deleted or another principal's. */
-static struct session *session_of(const struct _u_request *req, struct _u_response *resp,
-                                  const char *principal)
+/* Answers with a refusal from the core (takes its error). */
+static int refused(struct _u_response *resp, struct core_reply *r)
+{
+    if (r->reason == CORE_AT_CAPACITY)
+        u_map_put(resp->map_header, "Retry-After", REFUSAL_RETRY_AFTER_S);
+    request_log_error(refusal_code(r->error));
+    send_json(resp, refusal_status(r->reason), r->error);
+    r->error = NULL;
+    core_reply_clear(r);
+    return U_CALLBACK_COMPLETE;
+}
+
+/* Who asks, as the core sees it. */
+static struct core_caller caller_of(const struct _u_request *req, const char *principal)
 {
     const char *sid = header(req, "Mcp-Session-Id");
-    if (!sid || !*sid) {
-        fail(resp, 400, JSONRPC_SERVER_ERROR, "Bad Request: Mcp-Session-Id header is required");
-        return NULL;
-    }
-    request_log_session(sid);
-    struct session *s = session_find(sid);
-    /* Another principal's session does not exist, as far as this one can
-     * tell. */
-    if (s && !session_belongs_to(s, principal)) {
-        session_unref(s);
-        s = NULL;
-    }
-    if (!s)
-        fail(resp, 404, JSONRPC_SESSION_NOT_FOUND, "Session not found");
-    return s;
+    if (sid && *sid)
+        request_log_session(sid);
+    return (struct core_caller){principal, HTTP_TRANSPORT, sid && *sid ? sid : NULL, 0,
+                                "Bad Request: Mcp-Session-Id header is required"};
 }
 
 /* ---- SSE writer ---- */
@@ -208,7 +189,7 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
             /* Once written, the standalone stream's messages count as
              * delivered (a JSON reply may be waiting for them). */
             if (r->standalone_get && !sse_pending(&r->buf))
-                session_set_get_cursor(r->session, r->next);
+                core_standalone_sent(r->session, r->next);
             return n;
         }
         if (r->done)
@@ -230,7 +211,7 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
                 return U_STREAM_ERROR;
             r->next = ch.seq + 1;
             r->done = ch.is_end;
-            session_touch(r->session);
+            core_session_touch(r->session);
             break;
         }
         case STREAM_PROBE:
@@ -245,7 +226,7 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
         case STREAM_REFUSED:
             /* A reader told why the stream stops, when its session is gone
              * (a DELETE elsewhere, expiry, mcp-admin session kill). */
-            if (session_ended(r->session))
+            if (core_session_ended(r->session))
                 sse_comment(&r->buf, "session ended");
             r->done = 1;
             break;
@@ -259,7 +240,7 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
                 if (r->probe_writes)
                     r->probe_writes--;
                 else
-                    session_touch(r->session);
+                    core_session_touch(r->session);
             }
             break;
         }
@@ -269,12 +250,10 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
 static void sse_free(void *ud)
 {
     struct reader *r = ud;
-    if (r->standalone_get) {
-        session_set_get_cursor(r->session, r->next);
-        session_get_release(r->session);
-    }
+    if (r->standalone_get)
+        core_standalone_release(r->session, r->next);
     stream_unref(r->stream);
-    session_unref(r->session);
+    core_session_drop(r->session);
     sse_buf_free(&r->buf);
     free(r);
 }
@@ -288,10 +267,10 @@ static int start_sse(struct _u_response *resp, struct session *s, struct stream 
     if (!r) {
         stream_unref(st);
         if (standalone_get)
-            session_get_release(s);
+            core_standalone_release(s, -1);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     }
-    session_ref(s);
+    core_session_hold(s);
     r->session = s;
     r->stream = st;
     if (token)
@@ -300,7 +279,7 @@ static int start_sse(struct _u_response *resp, struct session *s, struct stream 
         stream_attach(st, &r->token);
     r->next = from;
     r->standalone_get = standalone_get;
-    r->polling = protocol_has_sse_polling(session_protocol(s));
+    r->polling = core_session_polling(s);
     if (r->polling && http.cfg.sse_poll_ms > 0)
         r->poll_deadline = clock_mono_ms() + http.cfg.sse_poll_ms;
     if (ulfius_set_stream_response(resp, 200, sse_write, sse_free, U_STREAM_SIZE_UNKNOWN, SSE_BLOCK,
@@ -320,40 +299,12 @@ static int send_chunk_json(struct _u_response *resp, const struct stream_chunk *
     return U_CALLBACK_COMPLETE;
 }
 
-/* Waits for the stream's final message (skipping what precedes it). Returns
- * the stream_read outcome; on STREAM_CHUNK *ch is the final message. */
-static enum stream_wait wait_final(struct session *s, struct stream *st, struct stream_reader *tok,
-                                   int64_t deadline, struct stream_chunk *ch)
-{
-    int64_t seq = 0, relayed = -1;
-    for (;;) {
-        enum stream_wait w = stream_read(st, tok, seq, deadline, ch);
-        if (w == STREAM_POLL)
-            continue;
-        if (w != STREAM_CHUNK || ch->is_end) {
-            /* The response after what it relayed, as on every transport. */
-            if (relayed >= 0)
-                session_wait_get_cursor(s, relayed + 1, clock_mono_ms() + RELAY_WAIT_MS);
-            return w;
-        }
-        /* A JSON reply carries one message: what comes before it (progress,
-         * logs, an elicitation request the handler waits on) goes to the
-         * session's GET stream, where the client can get it. */
-        if (s) {
-            int64_t r = core_relay_to_standalone(s, ch->msg, ch->len);
-            if (r >= 0)
-                relayed = r;
-        }
-        seq = ch->seq + 1;
-    }
-}
-
 /* A request whose stream ended with no response: its session ended under
  * it (404, as for any request of an ended session), or the client
  * cancelled it (the spec says to send nothing: an empty 202). */
 static int ended_without_reply(struct _u_response *resp, struct session *s)
 {
-    if (session_ended(s))
+    if (core_session_ended(s))
         return fail(resp, 404, JSONRPC_SESSION_NOT_FOUND, "Session not found");
     ulfius_set_empty_body_response(resp, 202);
     return U_CALLBACK_COMPLETE;
@@ -370,7 +321,8 @@ static int reply_stream(struct _u_response *resp, struct session *s, struct stre
     int rc;
     if (single || http.cfg.reply_mode == HTTP_REPLY_JSON) {
         enum stream_wait w =
-            wait_final(single ? NULL : s, st, &tok, clock_mono_ms() + JSON_WAIT_MS, &ch);
+            core_wait_final(single ? NULL : s, st, &tok, clock_mono_ms() + JSON_WAIT_MS,
+                            RELAY_WAIT_MS, &ch);
         if (w == STREAM_CHUNK)
             rc = send_chunk_json(resp, &ch);
         else if (w == STREAM_ENDED)
@@ -398,29 +350,20 @@ static int reply_stream(struct _u_response *resp, struct session *s, struct stre
     return start_sse(resp, s, st, &tok, 0, 0);
 }
 
-static int respond(struct _u_response *resp, struct session *s, struct core_reply *r)
+/* Answers a message with the core's reply (cleared). */
+static int respond(struct _u_response *resp, struct core_reply *r)
 {
-    int rc;
+    int rc = U_CALLBACK_COMPLETE;
+    if (r->kind == CORE_REJECTED)
+        return refused(resp, r);
     if (r->kind == CORE_ACCEPTED) {
         ulfius_set_empty_body_response(resp, 202);
-        rc = U_CALLBACK_COMPLETE;
-    } else if (r->kind == CORE_REJECTED) {
-        /* A place frees when a session is deleted or idles out: no sooner
-         * than a client could usefully come back. */
-        if (r->reason == CORE_AT_CAPACITY)
-            u_map_put(resp->map_header, "Retry-After", AT_CAPACITY_RETRY_S);
-        request_log_error(
-            (int)json_integer_value(json_object_get(json_object_get(r->error, "error"), "code")));
-        send_json(resp, reason_status(r->reason), r->error);
-        r->error = NULL;
-        rc = U_CALLBACK_COMPLETE;
-    } else if (r->ack) {
+    } else if (r->kind == CORE_ANSWERED || r->ack) {
         /* Opted in to long-polling: the handle now, the messages by poll. */
-        send_json(resp, 200, r->ack);
-        r->ack = NULL;
-        rc = U_CALLBACK_COMPLETE;
+        send_json(resp, 200, r->ack ? r->ack : r->error);
+        r->ack = r->error = NULL;
     } else {
-        rc = reply_stream(resp, s, r->stream, r->single);
+        rc = reply_stream(resp, r->session, r->stream, r->single);
         r->stream = NULL;
     }
     core_reply_clear(r);
@@ -457,7 +400,7 @@ static void batch_free(void *ud)
     free(b->tokens);
     free(b->next);
     free(b->done);
-    session_unref(b->session);
+    core_session_drop(b->session);
     sse_buf_free(&b->buf);
     free(b);
 }
@@ -516,60 +459,62 @@ static ssize_t batch_write(void *ud, uint64_t pos, char *out, size_t max)
     }
 }
 
-/* 2025-03-26 batches: requests go to the core one by one; invalid elements
- * are answered with errors. The replies come back as one JSON array when
- * each is a single message ready at once (or in json reply mode), and
- * otherwise as one SSE stream carrying every request's messages. */
-static int post_batch(struct _u_response *resp, struct session *s, json_t *batch)
+/* A batch element's reply: errors and poll handles are answered at once;
+ * request streams join the batch's reader. */
+struct batch_gather {
+    struct batch_reader *b;
+    json_t *immediate;
+};
+
+static void batch_each(void *ud, struct core_reply *r)
 {
-    if (!protocol_allows_batch(session_protocol(s)))
-        return fail(resp, 400, JSONRPC_INVALID_REQUEST,
-                    "Invalid Request: batches are only accepted on 2025-03-26 sessions");
+    struct batch_gather *g = ud;
+    struct batch_reader *b = g->b;
+    if (!b->session && r->session) {
+        core_session_hold(r->session);
+        b->session = r->session;
+    }
+    if (r->kind == CORE_REJECTED || r->kind == CORE_ANSWERED) {
+        json_array_append(g->immediate, r->error);
+    } else if (r->kind == CORE_STREAM && r->ack) {
+        json_array_append(g->immediate, r->ack); /* the handle is the whole reply */
+    } else if (r->kind == CORE_STREAM) {
+        stream_attach(r->stream, &b->tokens[b->n]);
+        b->streams[b->n++] = r->stream;
+        r->stream = NULL;
+    }
+    core_reply_clear(r);
+}
+
+/* 2025-03-26 batches: the core takes the requests one by one and answers
+ * invalid elements with errors. The replies come back as one JSON array
+ * when each is a single message ready at once (or in json reply mode), and
+ * otherwise as one SSE stream carrying every request's messages. */
+static int post_batch(struct _u_response *resp, const struct core_caller *c, json_t *batch)
+{
     size_t n = json_array_size(batch);
-    json_t *errors = json_array();
     struct batch_reader *b = calloc(1, sizeof *b);
-    if (b) {
+    if (b && n) {
         b->streams = calloc(n, sizeof *b->streams);
         b->tokens = calloc(n, sizeof *b->tokens);
         b->next = calloc(n, sizeof *b->next);
         b->done = calloc(n, sizeof *b->done);
     }
-    if (!b || !b->streams || !b->tokens || !b->next || !b->done) {
-        json_decref(errors);
+    if (!b || (n && (!b->streams || !b->tokens || !b->next || !b->done))) {
         if (b)
             batch_free(b);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     }
-    session_ref(s);
-    b->session = s;
-    for (size_t i = 0; i < n; i++) {
-        json_t *msg = json_array_get(batch, i);
-        struct jsonrpc_msg m;
-        struct jsonrpc_error err;
-        if (jsonrpc_classify(msg, &m, &err) != 0) {
-            json_array_append_new(errors, jsonrpc_error(NULL, err.code, err.message, NULL));
-            continue;
-        }
-        if (m.kind == JSONRPC_REQUEST && strcmp(m.method, "initialize") == 0) {
-            json_array_append_new(errors, jsonrpc_error(m.id, JSONRPC_INVALID_REQUEST,
-                                                        "initialize must not be batched", NULL));
-            continue;
-        }
-        struct core_reply r;
-        core_submit(s, msg, &m, HTTP_TRANSPORT, &r);
-        if (r.kind == CORE_REJECTED) {
-            json_array_append(errors, r.error);
-        } else if (r.kind == CORE_STREAM && r.ack) {
-            json_array_append(errors, r.ack); /* the handle is the whole reply */
-        } else if (r.kind == CORE_STREAM) {
-            stream_attach(r.stream, &b->tokens[b->n]);
-            b->streams[b->n++] = r.stream;
-            r.stream = NULL;
-        }
-        core_reply_clear(&r);
+    struct batch_gather g = {b, json_array()};
+    struct core_reply r;
+    if (core_receive_batch(c, batch, batch_each, &g, &r) != 0) {
+        json_decref(g.immediate);
+        batch_free(b);
+        return refused(resp, &r);
     }
+    json_t *errors = g.immediate;
+    struct session *s = b->session;
     b->left = b->n;
-
     /* One JSON array when every reply is a single message, ready soon. */
     int as_json = http.cfg.reply_mode != HTTP_REPLY_SSE;
     int64_t deadline =
@@ -577,7 +522,8 @@ static int post_batch(struct _u_response *resp, struct session *s, json_t *batch
     for (size_t i = 0; i < b->n && as_json; i++) {
         struct stream_chunk ch;
         enum stream_wait w = http.cfg.reply_mode == HTTP_REPLY_JSON
-                                 ? wait_final(s, b->streams[i], &b->tokens[i], deadline, &ch)
+                                 ? core_wait_final(s, b->streams[i], &b->tokens[i], deadline,
+                                                   RELAY_WAIT_MS, &ch)
                                  : stream_read(b->streams[i], &b->tokens[i], 0, deadline, &ch);
         if (w == STREAM_CHUNK && ch.is_end)
             json_array_append_new(errors, json_loadb(ch.msg, ch.len, JSON_ALLOW_NUL, NULL));
@@ -641,80 +587,29 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
             return fail(resp, 400, JSONRPC_PARSE_ERROR, "Parse error: empty body");
         return fail(resp, 400, err.code, err.message);
     }
+    struct core_caller c = caller_of(req, principal);
     int rc;
     if (json_is_array(root)) {
-        if (json_array_size(root) == 0) {
-            rc = fail(resp, 400, JSONRPC_INVALID_REQUEST, "Invalid Request: empty batch");
-        } else {
-            struct session *s = session_of(req, resp, principal);
-            request_log_mcp("batch", NULL);
-            rc = s ? post_batch(resp, s, root) : U_CALLBACK_COMPLETE;
-            session_unref(s);
-        }
-        json_decref(root);
-        return rc;
-    }
-    struct jsonrpc_msg m;
-    if (jsonrpc_classify(root, &m, &err) != 0) {
-        json_decref(root);
-        return fail(resp, 400, err.code, err.message);
-    }
-    request_log_mcp(m.method, m.method && strcmp(m.method, "tools/call") == 0
-                                  ? json_string_value(json_object_get(m.params, "name"))
-                                  : NULL);
-    struct core_reply r;
-    if (m.kind == JSONRPC_REQUEST && strcmp(m.method, "initialize") == 0) {
-        if (header(req, "Mcp-Session-Id")) {
-            json_decref(root);
-            return fail(resp, 400, JSONRPC_INVALID_REQUEST,
-                        "Invalid Request: initialize must be sent without Mcp-Session-Id");
-        }
-        struct session_origin origin = {principal[0] ? principal : NULL, "http"};
-        core_initialize(root, &m, &origin, &r);
-        struct session *s = r.session;
-        if (s) {
-            session_ref(s);
-            u_map_put(resp->map_header, "Mcp-Session-Id", session_id(s));
-        }
-        rc = respond(resp, s, &r);
-        session_unref(s);
+        request_log_mcp("batch", NULL);
+        rc = post_batch(resp, &c, root);
     } else {
-        struct session *s = session_of(req, resp, principal);
-        if (s) {
-            core_submit(s, root, &m, HTTP_TRANSPORT, &r);
-            rc = respond(resp, s, &r);
-            session_unref(s);
-        } else {
-            rc = U_CALLBACK_COMPLETE;
-        }
+        const char *method = json_string_value(json_object_get(root, "method"));
+        request_log_mcp(method,
+                        method && strcmp(method, "tools/call") == 0
+                            ? json_string_value(json_object_get(json_object_get(root, "params"),
+                                                                "name"))
+                            : NULL);
+        struct core_reply r;
+        core_receive(&c, root, &r);
+        if (r.kind != CORE_REJECTED && r.session && !c.session_id)
+            u_map_put(resp->map_header, "Mcp-Session-Id", core_session_id(r.session));
+        rc = respond(resp, &r);
     }
     json_decref(root);
     return rc;
 }
 
 /* ---- GET ---- */
-
-/* Takes the session's single GET slot. When it is held, the holder may be a
- * client that vanished without a word (seen only when a write fails), so
- * probe it and give it a moment to fail before calling this a duplicate. */
-static int claim_get_slot(struct session *s)
-{
-    if (session_get_claim(s) == 0)
-        return 0;
-    struct stream *st = session_standalone(s);
-    if (!st)
-        return -1;
-    stream_probe_readers(st);
-    stream_unref(st);
-    int64_t deadline = clock_mono_ms() + PROBE_WAIT_MS;
-    while (clock_mono_ms() < deadline) {
-        struct timespec ts = {0, 20 * 1000000};
-        nanosleep(&ts, NULL);
-        if (session_get_claim(s) == 0)
-            return 0;
-    }
-    return -1;
-}
 
 static int on_get(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
@@ -727,28 +622,27 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
                     "Not Acceptable: Accept must list text/event-stream");
     if (!version_ok(req, resp))
         return U_CALLBACK_COMPLETE;
-    struct session *s = session_of(req, resp, principal);
-    if (!s)
-        return U_CALLBACK_COMPLETE;
-    int rc;
+    struct core_caller c = caller_of(req, principal);
+    struct core_reply r;
     const char *last = header(req, "Last-Event-ID");
     if (last) {
-        struct stream *st;
-        int64_t next;
-        enum stream_cursor c = stream_resume(last, session_id(s), &st, &next);
-        rc = c == STREAM_CURSOR_OK
-                 ? start_sse(resp, s, st, NULL, next, 0)
-                 : fail(resp, 400, stream_cursor_code(c), stream_cursor_message(c));
-    } else if (claim_get_slot(s) != 0) {
-        rc = fail(resp, 409, JSONRPC_SERVER_ERROR,
-                  "Conflict: this session already has an open GET stream");
-    } else {
-        struct stream *st = session_standalone(s);
-        rc = st ? start_sse(resp, s, st, NULL, session_get_cursor(s), 1)
-                : (session_get_release(s),
-                   fail(resp, 503, JSONRPC_INTERNAL_ERROR, "The session has no stream"));
+        struct core_resume res;
+        if (core_resume(&c, last, &res, &r) != 0)
+            return refused(resp, &r);
+        int rc = start_sse(resp, res.session, res.stream, NULL, res.next, 0);
+        res.stream = NULL;
+        core_resume_clear(&res);
+        return rc;
     }
-    session_unref(s);
+    struct session *s = core_session_open(&c, &r);
+    if (!s)
+        return refused(resp, &r);
+    struct stream *st;
+    int64_t from;
+    int rc = core_standalone_claim(s, PROBE_WAIT_MS, &st, &from, &r) == 0
+                 ? start_sse(resp, s, st, NULL, from, 1)
+                 : refused(resp, &r);
+    core_session_drop(s);
     return rc;
 }
 
@@ -760,12 +654,14 @@ static int on_delete(const struct _u_request *req, struct _u_response *resp, voi
     char principal[AUTH_PRINCIPAL_MAX];
     if (!admitted(req, resp, principal))
         return U_CALLBACK_COMPLETE;
-    struct session *s = session_of(req, resp, principal);
+    struct core_caller c = caller_of(req, principal);
+    struct core_reply r;
+    struct session *s = core_session_open(&c, &r);
     if (!s)
-        return U_CALLBACK_COMPLETE;
-    log_event(LOG_INFO, session_id(s), "session_deleted", "by the client");
+        return refused(resp, &r);
+    log_event(LOG_INFO, core_session_id(s), "session_deleted", "by the client");
     core_end_session(s);
-    session_unref(s);
+    core_session_drop(s);
     ulfius_set_empty_body_response(resp, 200);
     return U_CALLBACK_COMPLETE;
 }

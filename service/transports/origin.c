@@ -117,3 +117,12 @@ int origin_origin_allowed(const struct origin_policy *p, const char *origin)
         return 0;
     return listed(p->origins, p->norigins, name);
 }
+
+const char *origin_refusal(const struct origin_policy *p, const char *host, const char *origin)
+{
+    if (!origin_host_allowed(p, host))
+        return "Forbidden: Host header not allowed";
+    if (!origin_origin_allowed(p, origin))
+        return "Forbidden: Origin not allowed";
+    return NULL;
+}

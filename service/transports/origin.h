@@ -20,5 +20,8 @@ void origin_policy_free(struct origin_policy *p);
  * refused); origin is the Origin header (NULL: not a browser, allowed). */
 int origin_host_allowed(const struct origin_policy *p, const char *host);
 int origin_origin_allowed(const struct origin_policy *p, const char *origin);
+/* Both checks, as every transport makes them: NULL when the request may
+ * pass, else the reason to answer with 403 (a static string). */
+const char *origin_refusal(const struct origin_policy *p, const char *host, const char *origin);
 
 #endif

@@ -5,8 +5,6 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "longpoll.h"
-#include "protocol.h"
-#include "session.h"
 #include "stream.h"
 
 #include <pthread.h>
@@ -128,7 +126,7 @@ static int forward_chunk(struct follow *f, const struct stream_chunk *ch)
     if (f->p->io.event_ids)
         return send_json(
             f->p, with_event_id(ch, f->stream,
-                                f->announce && ch->is_end ? session_id(f->p->session) : NULL));
+                                f->announce && ch->is_end ? core_session_id(f->p->session) : NULL));
     return send_text(f->p, ch->msg, ch->len);
 }
 
@@ -160,7 +158,7 @@ static enum pump pump(struct follow *f)
             return PUMP_DONE; /* the connection is dead; the writer stops */
         f->next = ch.seq + 1;
         if (f->standalone)
-            session_set_get_cursor(p->session, f->next);
+            core_standalone_sent(p->session, f->next);
         if (ch.is_end)
             return PUMP_DONE;
         r = PUMP_SENT;
@@ -173,7 +171,7 @@ static void release(struct follow *f)
     struct push *p = f->p;
     stream_unwatch(f->stream, &f->watch);
     if (f->standalone) {
-        session_get_release(p->session);
+        core_standalone_release(p->session, -1);
     } else {
         pthread_mutex_lock(&p->mu);
         p->busy--;
@@ -211,6 +209,16 @@ static int take_incoming(struct push *p, struct follow **tail)
     return stop;
 }
 
+/* The connection's session ended elsewhere. The session is set once, by
+ * the reading thread, while the writer runs. */
+static int ended(struct push *p)
+{
+    pthread_mutex_lock(&p->mu);
+    struct session *s = p->session;
+    pthread_mutex_unlock(&p->mu);
+    return s && core_session_ended(s);
+}
+
 static void *writer_main(void *arg)
 {
     struct push *p = arg;
@@ -242,7 +250,7 @@ static void *writer_main(void *arg)
          * expiry, mcp-admin session kill): the connection has nothing left
          * to carry. The end of a followed standalone stream wakes the
          * writer at once; otherwise it is noticed within ENDED_CHECK_MS. */
-        if (!ended_told && p->io.session_ended && p->session && session_ended(p->session)) {
+        if (!ended_told && p->io.session_ended && ended(p)) {
             ended_told = 1;
             p->io.session_ended(p->io.io);
         }
@@ -253,7 +261,7 @@ static void *writer_main(void *arg)
             /* An open connection is activity: it must not expire under a
              * client that is simply quiet. */
             if (standalone)
-                session_touch(p->session);
+                core_session_touch(p->session);
             next_touch = now + WRITER_TICK_MS;
         }
         int64_t wake = now + ENDED_CHECK_MS < next_touch ? now + ENDED_CHECK_MS : next_touch;
@@ -274,10 +282,10 @@ static void forward(struct push *p, struct stream *st, int64_t from, int chunked
 {
     struct follow *f = calloc(1, sizeof *f);
     if (!f) {
-        log_event(LOG_ERROR, session_id(p->session), "forward_failed",
+        log_event(LOG_ERROR, core_session_id(p->session), "forward_failed",
                   "out of memory following stream %s", stream_id(st));
         if (standalone)
-            session_get_release(p->session);
+            core_standalone_release(p->session, -1);
         stream_unref(st);
         return;
     }
@@ -300,88 +308,73 @@ static void forward(struct push *p, struct stream *st, int64_t from, int chunked
  * standalone stream, unless another connection already does. */
 static void adopt(struct push *p, struct session *s)
 {
-    session_ref(s);
+    core_session_hold(s);
+    /* The writer reads it (is the session still alive?) */
+    pthread_mutex_lock(&p->mu);
     p->session = s;
-    if (session_get_claim(s) != 0) {
-        log_event(LOG_INFO, session_id(s), "standalone_elsewhere",
-                  "another connection already follows this session's standalone stream");
-        return;
+    pthread_mutex_unlock(&p->mu);
+    struct stream *st;
+    int64_t from;
+    struct core_reply refused;
+    if (core_standalone_claim(s, 0, &st, &from, &refused) == 0) {
+        forward(p, st, from, 0, 1, 0);
+    } else {
+        log_event(LOG_INFO, core_session_id(s), "standalone_elsewhere", "%s",
+                  json_string_value(json_object_get(json_object_get(refused.error, "error"),
+                                                    "message")));
+        core_reply_clear(&refused);
     }
-    struct stream *st = session_standalone(s);
-    if (st)
-        forward(p, st, session_get_cursor(s), 0, 1, 0);
-    else
-        session_get_release(s);
 }
 
 /* ---- receiving ---- */
 
-static void deliver(struct push *p, struct core_reply *r, int announce)
+static void deliver(struct push *p, struct core_reply *r)
 {
-    if (r->kind == CORE_REJECTED) {
-        send_json(p, r->error);
-        r->error = NULL;
+    /* initialize made a session: the connection serves it from now on, and
+     * the reply tells a client without headers its id. */
+    int fresh = !p->session && r->session && r->kind == CORE_STREAM;
+    if (fresh)
+        adopt(p, r->session);
+    if (r->kind == CORE_REJECTED || r->kind == CORE_ANSWERED) {
+        /* A notification is never answered, not even with an error. */
+        if (!r->notification) {
+            send_json(p, r->error);
+            r->error = NULL;
+        }
     } else if (r->kind == CORE_STREAM) {
         int chunked = r->ack != NULL;
         if (r->ack) {
             send_json(p, r->ack);
             r->ack = NULL;
         }
-        forward(p, r->stream, 0, chunked, 0, announce);
+        forward(p, r->stream, 0, chunked, 0, fresh);
         r->stream = NULL;
     }
     core_reply_clear(r);
 }
 
-static void receive_one(struct push *p, json_t *msg)
+static struct core_caller caller(struct push *p)
 {
-    struct jsonrpc_msg m;
-    struct jsonrpc_error err;
-    if (jsonrpc_classify(msg, &m, &err) != 0) {
-        json_t *id = json_object_get(msg, "id");
-        send_error(p, json_is_string(id) || json_is_integer(id) ? id : NULL, err.code, err.message);
-        return;
-    }
-    struct core_reply r;
-    if (m.kind == JSONRPC_REQUEST && strcmp(m.method, "initialize") == 0) {
-        if (p->session) {
-            send_error(p, m.id, JSONRPC_INVALID_REQUEST,
-                       "Invalid Request: this connection already has a session");
-            return;
-        }
-        struct session_origin origin = {p->io.principal[0] ? p->io.principal : NULL,
-                                        p->io.transport};
-        core_initialize(msg, &m, &origin, &r);
-        if (r.session)
-            adopt(p, r.session);
-        deliver(p, &r, r.session != NULL);
-        return;
-    }
-    if (!p->session) {
-        /* Before initialize only pings make sense (the spec allows them). */
-        if (m.kind == JSONRPC_REQUEST && strcmp(m.method, "ping") == 0)
-            send_json(p, jsonrpc_result(m.id, json_object()));
-        else if (m.kind == JSONRPC_REQUEST)
-            send_error(p, m.id, JSONRPC_INVALID_REQUEST, "Invalid Request: send initialize first");
-        return;
-    }
-    if (session_ended(p->session)) {
-        if (m.kind == JSONRPC_REQUEST)
-            send_error(p, m.id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
-        return;
-    }
-    if (m.kind == JSONRPC_REQUEST) {
-        pthread_mutex_lock(&p->mu);
-        int full = p->busy >= p->io.max_inflight;
-        pthread_mutex_unlock(&p->mu);
-        if (full) {
-            send_error(p, m.id, JSONRPC_SERVER_ERROR,
-                       "Too many requests in flight on this connection; wait for some to finish");
-            return;
-        }
-    }
-    core_submit(p->session, msg, &m, p->io.transport, &r);
-    deliver(p, &r, 0);
+    return (struct core_caller){p->io.principal, p->io.transport,
+                                p->session ? core_session_id(p->session) : NULL, 1, NULL};
+}
+
+static void deliver_each(void *ud, struct core_reply *r)
+{
+    deliver(ud, r);
+}
+
+static int connection_full(struct push *p, json_t *msg)
+{
+    if (!json_is_string(json_object_get(msg, "method")) || !json_object_get(msg, "id"))
+        return 0;
+    pthread_mutex_lock(&p->mu);
+    int full = p->busy >= p->io.max_inflight;
+    pthread_mutex_unlock(&p->mu);
+    if (full)
+        send_error(p, json_object_get(msg, "id"), JSONRPC_SERVER_ERROR,
+                   "Too many requests in flight on this connection; wait for some to finish");
+    return full;
 }
 
 void push_receive(struct push *p, const char *buf, size_t len)
@@ -392,53 +385,51 @@ void push_receive(struct push *p, const char *buf, size_t len)
         send_error(p, NULL, err.code, err.message);
         return;
     }
+    struct core_caller c = caller(p);
+    struct core_reply r;
     if (!json_is_array(root)) {
-        receive_one(p, root);
-    } else if (json_array_size(root) == 0) {
-        send_error(p, NULL, JSONRPC_INVALID_REQUEST, "Invalid Request: empty batch");
-    } else if (!p->session || !protocol_allows_batch(session_protocol(p->session))) {
-        send_error(p, NULL, JSONRPC_INVALID_REQUEST,
-                   "Invalid Request: batches are only accepted on 2025-03-26 sessions");
-    } else {
-        /* Each reply goes out on its own as it is ready: a push connection
-         * has no single response to gather them into. */
-        size_t i;
-        json_t *msg;
-        json_array_foreach(root, i, msg) receive_one(p, msg);
+        if (!connection_full(p, root)) {
+            core_receive(&c, root, &r);
+            deliver(p, &r);
+        }
+    } else if (core_receive_batch(&c, root, deliver_each, p, &r) != 0) {
+        /* Each reply of a batch goes out on its own as it is ready: a push
+         * connection has no single response to gather them into. */
+        deliver(p, &r);
     }
     json_decref(root);
 }
 
-int push_resume(struct push *p, const char *sid, const char *last_event_id)
+int push_resume(struct push *p, const char *sid, const char *last_event_id,
+                struct core_reply *refused)
 {
     if (p->session)
-        return strcmp(session_id(p->session), sid) == 0 ? 0 : -1;
-    struct session *s = session_find(sid);
-    if (s && !session_belongs_to(s, p->io.principal)) {
-        session_unref(s);
-        s = NULL;
-    }
-    if (!s)
-        return -1;
+        return strcmp(core_session_id(p->session), sid) == 0 ? 0 : -1;
+    struct core_caller c = caller(p);
+    c.session_id = sid;
+    struct session *s = NULL;
     struct stream *st = NULL;
     int64_t next = 0;
     if (last_event_id) {
-        enum stream_cursor c = stream_resume(last_event_id, sid, &st, &next);
-        if (c != STREAM_CURSOR_OK) {
-            session_unref(s);
-            return c == STREAM_CURSOR_BAD ? -3 : -2;
-        }
-    }
-    session_touch(s);
-    /* A resumed standalone stream continues from the client's position,
-     * not from what the last connection believed it had sent. */
-    if (st && stream_is_standalone(st)) {
-        session_set_get_cursor(s, next);
-        stream_unref(st);
-        st = NULL;
+        struct core_resume res;
+        if (core_resume(&c, last_event_id, &res, refused) != 0)
+            return -1;
+        s = res.session;
+        /* A resumed standalone stream continues from the client's position,
+         * not from what the last connection believed it had sent. */
+        if (res.standalone)
+            core_standalone_sent(s, res.next);
+        else
+            st = res.stream, next = res.next, res.stream = NULL;
+        res.session = NULL;
+        core_resume_clear(&res);
+    } else if (!(s = core_session_open(&c, refused))) {
+        return -1;
+    } else {
+        core_session_touch(s);
     }
     adopt(p, s);
-    session_unref(s);
+    core_session_drop(s);
     if (st)
         forward(p, st, next, 0, 0, 0);
     return 0;
@@ -477,7 +468,10 @@ struct push *push_open(const struct push_io *io)
 
 const char *push_session_id(struct push *p)
 {
-    return p->session ? session_id(p->session) : NULL;
+    pthread_mutex_lock(&p->mu);
+    struct session *s = p->session;
+    pthread_mutex_unlock(&p->mu);
+    return s ? core_session_id(s) : NULL;
 }
 
 int push_drain(struct push *p, int64_t timeout_ms)
@@ -506,12 +500,12 @@ void push_close(struct push *p)
     while (in) {
         struct follow *next = in->next_f;
         if (in->standalone)
-            session_get_release(p->session);
+            core_standalone_release(p->session, -1);
         stream_unref(in->stream);
         free(in);
         in = next;
     }
-    session_unref(p->session);
+    core_session_drop(p->session);
     stream_waker_destroy(&p->waker);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->send_mu);

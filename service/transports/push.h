@@ -2,9 +2,9 @@
  * reply pushed down the same connection: what WebSocket and stdio share.
  *
  * The transport owns the framing (RFC 6455 frames, NDJSON or Content-Length)
- * and hands each complete frame to push_receive. push parses it as JSON-RPC,
- * answers bad input with a JSON-RPC error, gives initialize to the core (the
- * connection then has a session) and everything else to core_submit. One
+ * and hands each complete frame to push_receive. push parses it as JSON-RPC
+ * and gives it to the core's one entry, core_receive (an initialize gives
+ * the connection its session), answering refusals on the connection. One
  * writer thread per connection follows every reply stream and sends each
  * one's messages, in order, through the transport's send function, letting
  * go of a request as soon as its last message is out; a request that opted in
@@ -59,10 +59,13 @@ void push_receive(struct push *p, const char *buf, size_t len);
 
 /* Adopt an existing session (a reconnect). With last_event_id
  * ("<stream>:<seq>", may be NULL) the named stream is replayed from the
- * message after it and then followed. Returns 0, -1 if the session is
- * unknown, expired or another principal's, -2 if the event id names no stream of it, -3 if it is
- * not a position of its stream (see stream_resume). */
-int push_resume(struct push *p, const char *session_id, const char *last_event_id);
+ * message after it and then followed. Returns 0, or -1 with *refused
+ * filled by the core (the session is unknown, expired or another
+ * principal's; the cursor names no stream of it or no position of it);
+ * the caller clears it. */
+struct core_reply;
+int push_resume(struct push *p, const char *session_id, const char *last_event_id,
+                struct core_reply *refused);
 
 /* The connection's session id, or NULL before initialize. Borrowed. */
 const char *push_session_id(struct push *p);

@@ -7,6 +7,7 @@
  * thread (framing errors), serialised by out.mu; each is one writev of
  * prefix, message and suffix, so frames never interleave. */
 #include "stdio_transport.h"
+#include "fd_write.h"
 #include "clock.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -49,9 +50,11 @@ static void give_up_after_grace(struct out *o)
     atomic_compare_exchange_strong(&o->give_up_at, &none, clock_mono_ms() + o->grace_ms);
 }
 
-/* Waits until out_fd takes more bytes. 0, or -1 when it never will. */
-static int wait_writable(struct out *o)
+/* fd_write's wait: until out_fd takes more bytes. 0, or -1 when it never
+ * will. */
+static int wait_writable(void *ud)
 {
+    struct out *o = ud;
     int watch_signal = 1;
     for (;;) {
         int64_t give_up = atomic_load(&o->give_up_at), now = clock_mono_ms();
@@ -78,35 +81,6 @@ static int wait_writable(struct out *o)
     }
 }
 
-static int write_all(struct out *o, struct iovec *iov, int cnt)
-{
-    while (cnt > 0) {
-        if (iov->iov_len == 0) {
-            iov++;
-            cnt--;
-            continue;
-        }
-        ssize_t w = writev(o->fd, iov, cnt);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            if ((errno == EAGAIN || errno == EWOULDBLOCK) && wait_writable(o) == 0)
-                continue;
-            return -1;
-        }
-        size_t left = (size_t)w;
-        while (cnt > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            cnt--;
-        }
-        if (cnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
-    }
-    return 0;
-}
 
 /* push_io.send: one message as one frame in the detected framing. */
 static int out_send(void *arg, const char *msg, size_t len)
@@ -123,7 +97,7 @@ static int out_send(void *arg, const char *msg, size_t len)
             {.iov_base = (void *)msg, .iov_len = len},
             {.iov_base = (void *)suffix, .iov_len = strlen(suffix)},
         };
-        rc = write_all(o, iov, 3);
+        rc = fd_write_all(o->fd, 0, iov, 3, wait_writable, o);
         if (rc != 0) {
             int e = errno;
             o->dead = 1;

@@ -2,9 +2,11 @@
 #include "ws.h"
 #include "auth.h"
 #include "clock.h"
+#include "fd_write.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "origin.h"
+#include "refusal.h"
 #include "push.h"
 #include "request_log.h"
 #include "stream.h"
@@ -81,9 +83,7 @@ void ws_stop(void)
 static enum MHD_Result fail(struct MHD_Connection *con, unsigned status, int code,
                             const char *message, const char *hname, const char *hvalue)
 {
-    json_t *body = jsonrpc_error(NULL, code, message, NULL);
-    char *text = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
+    char *text = refusal_body(code, message);
     struct MHD_Response *r =
         text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
     if (!r) {
@@ -131,10 +131,23 @@ struct ws_conn {
     atomic_int dead;     /* a write failed or timed out: stop */
     struct push *push;
     struct ws_parser parser;
-    const char *why;         /* how the session ended, for the log (static text) */
-    unsigned why_code;       /* the close code sent, 0 if none */
+    /* How the connection ended, for the log (static text; the first reason
+     * wins), and the close code sent (0 if none). Under wmu: the reading
+     * thread and push's writer both end connections. */
+    const char *why;
+    unsigned why_code;
     int resumed, from_event; /* for the log */
 };
+
+static void set_why(struct ws_conn *c, const char *why, unsigned code)
+{
+    pthread_mutex_lock(&c->wmu);
+    if (!c->why) {
+        c->why = why;
+        c->why_code = code;
+    }
+    pthread_mutex_unlock(&c->wmu);
+}
 
 /* Marks the connection dead and wakes the reading thread: after
  * shutdown() its poll() sees end of file at once. The descriptor itself
@@ -146,6 +159,28 @@ static void conn_kill(struct ws_conn *c)
     shutdown(c->fd, SHUT_RDWR);
 }
 
+struct write_wait {
+    struct ws_conn *c;
+    int64_t deadline;
+};
+
+/* fd_write's wait: the socket is full; give the client until the deadline,
+ * looking every second whether the connection died meanwhile. */
+static int wait_client(void *ud)
+{
+    struct write_wait *w = ud;
+    int64_t left = w->deadline - clock_mono_ms();
+    if (left <= 0) {
+        log_event(LOG_WARN, push_session_id(w->c->push), "ws_write_timeout",
+                  "the client did not read for %lld ms; closing",
+                  (long long)ws_cfg.write_timeout_ms);
+        return -1;
+    }
+    struct pollfd pfd = {.fd = w->c->fd, .events = POLLOUT};
+    poll(&pfd, 1, left > 1000 ? 1000 : (int)left);
+    return atomic_load(&w->c->dead) ? -1 : 0;
+}
+
 /* Writes the iovecs completely within write_timeout_ms. Caller holds wmu.
  * A client that does not read fills the socket buffer; it gets the
  * timeout, not a thread blocked forever. Returns 0 or -1. */
@@ -153,43 +188,11 @@ static int conn_writev(struct ws_conn *c, struct iovec *iov, int n)
 {
     if (atomic_load(&c->dead))
         return -1;
-    int64_t deadline = clock_mono_ms() + ws_cfg.write_timeout_ms;
-    while (n > 0) {
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                conn_kill(c);
-                return -1;
-            }
-            int64_t left = deadline - clock_mono_ms();
-            if (left <= 0) {
-                log_event(LOG_WARN, push_session_id(c->push), "ws_write_timeout",
-                          "the client did not read for %lld ms; closing",
-                          (long long)ws_cfg.write_timeout_ms);
-                conn_kill(c);
-                return -1;
-            }
-            struct pollfd pfd = {.fd = c->fd, .events = POLLOUT};
-            poll(&pfd, 1, left > 1000 ? 1000 : (int)left);
-            if (atomic_load(&c->dead))
-                return -1;
-            continue;
-        }
-        size_t done = (size_t)w;
-        while (n > 0 && done >= iov->iov_len) {
-            done -= iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (char *)iov->iov_base + done;
-            iov->iov_len -= done;
-        }
-    }
-    return 0;
+    struct write_wait w = {c, clock_mono_ms() + ws_cfg.write_timeout_ms};
+    if (fd_write_all(c->fd, 1, iov, n, wait_client, &w) == 0)
+        return 0;
+    conn_kill(c);
+    return -1;
 }
 
 /* push_io.send: one message, one text frame. Called by push's writer
@@ -262,8 +265,10 @@ static void conn_session_ended(void *io)
     if (!c->closing && c->fd >= 0) {
         c->closing = 1;
         conn_writev(c, &(struct iovec){.iov_base = f, .iov_len = n}, 1);
-        c->why = "session ended";
-        c->why_code = WS_CLOSE_NORMAL;
+        if (!c->why) { /* set_why's work: wmu is held */
+            c->why = "session ended";
+            c->why_code = WS_CLOSE_NORMAL;
+        }
         shutdown(c->fd, SHUT_RD);
     }
     pthread_mutex_unlock(&c->wmu);
@@ -288,15 +293,13 @@ static int on_event(struct ws_conn *c, const struct ws_event *ev, int64_t *await
         log_event(LOG_DEBUG, push_session_id(c->push), "ws_close_received", "code %u",
                   (unsigned)ev->code);
         close_with(c, ev->code, ev->reason); /* the echo */
-        c->why = "closed by the client";
-        c->why_code = ev->code;
+        set_why(c, "closed by the client", ev->code);
         return 1;
     case WS_EV_ERROR:
         log_event(LOG_INFO, push_session_id(c->push), "ws_bad_frame", "closing with %u: %s",
                   (unsigned)ev->code, ev->reason);
         close_with(c, ev->code, ev->reason);
-        c->why = ev->reason;
-        c->why_code = ev->code;
+        set_why(c, ev->reason, ev->code);
         return 1;
     }
     return 0;
@@ -340,8 +343,7 @@ static void conn_run(struct ws_conn *c, const unsigned char *early, size_t early
             log_event(LOG_INFO, push_session_id(c->push), "ws_ping_timeout",
                       "no pong for %lld ms; closing", (long long)(now - awaiting_pong));
             close_with(c, WS_CLOSE_GOING_AWAY, "ping timeout");
-            c->why = "ping timeout";
-            c->why_code = WS_CLOSE_GOING_AWAY;
+            set_why(c, "ping timeout", WS_CLOSE_GOING_AWAY);
             break;
         }
         if (now >= next_ping) {
@@ -364,8 +366,7 @@ static void conn_run(struct ws_conn *c, const unsigned char *early, size_t early
             continue;
         if (stop_fd >= 0 && (pfd[1].revents & POLLIN)) {
             close_with(c, WS_CLOSE_GOING_AWAY, "server shutting down");
-            c->why = "server shutting down";
-            c->why_code = WS_CLOSE_GOING_AWAY;
+            set_why(c, "server shutting down", WS_CLOSE_GOING_AWAY);
             break;
         }
         ssize_t got = recv(c->fd, buf, READ_BUF, 0);
@@ -374,7 +375,8 @@ static void conn_run(struct ws_conn *c, const unsigned char *early, size_t early
         if (got <= 0) {
             /* The client vanished without a close frame, or a writer gave
              * up on it and shut the socket down. */
-            c->why = atomic_load(&c->dead) ? "the client stopped reading" : "connection lost";
+            set_why(c, atomic_load(&c->dead) ? "the client stopped reading" : "connection lost",
+                    0);
             break;
         }
         if (feed(c, buf, (size_t)got, &awaiting_pong))
@@ -398,11 +400,10 @@ static int check_handshake(struct MHD_Connection *con, enum MHD_Result *rc)
     const char *upgrade = header(con, "Upgrade"), *connection = header(con, "Connection");
     const char *version = header(con, "Sec-WebSocket-Version");
     const char *proto = header(con, "Sec-WebSocket-Protocol");
-    if (!origin_host_allowed(ws_cfg.origins, header(con, "Host")))
-        *rc =
-            fail(con, 403, JSONRPC_SERVER_ERROR, "Forbidden: Host header not allowed", NULL, NULL);
-    else if (!origin_origin_allowed(ws_cfg.origins, header(con, "Origin")))
-        *rc = fail(con, 403, JSONRPC_SERVER_ERROR, "Forbidden: Origin not allowed", NULL, NULL);
+    const char *forbidden =
+        origin_refusal(ws_cfg.origins, header(con, "Host"), header(con, "Origin"));
+    if (forbidden)
+        *rc = fail(con, 403, JSONRPC_SERVER_ERROR, forbidden, NULL, NULL);
     else if (!upgrade || !has_token(upgrade, "websocket"))
         *rc = fail(con, 426, JSONRPC_SERVER_ERROR,
                    "Upgrade Required: /mcp/ws takes a WebSocket handshake (Upgrade: websocket)",
@@ -467,8 +468,12 @@ static void upgraded(void *cls, struct MHD_Connection *con, void *req_cls, const
     char sid[80];
     snprintf(sid, sizeof sid, "%s", push_session_id(c->push) ? push_session_id(c->push) : "");
     conn_kill(c);
+    pthread_mutex_lock(&c->wmu);
+    const char *why = c->why;
+    unsigned code = c->why_code;
+    pthread_mutex_unlock(&c->wmu);
     log_event(LOG_INFO, sid[0] ? sid : NULL, "ws_closed", "%s (close code %u)",
-              c->why ? c->why : "a write failed or timed out", c->why_code);
+              why ? why : "a write failed or timed out", code);
     conn_free(c);
     atomic_fetch_sub(&running_sessions, 1);
     MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
@@ -530,18 +535,19 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con)
             last = query(con, "last_event_id");
     }
     pthread_mutex_lock(&c->wmu);
-    int resumed = sid ? push_resume(c->push, sid, last) : 0;
+    struct core_reply refused;
+    int resumed = sid ? push_resume(c->push, sid, last, &refused) : 0;
     struct MHD_Response *r = resumed == 0 ? MHD_create_response_for_upgrade(upgraded, c) : NULL;
     if (!r) {
         pthread_mutex_unlock(&c->wmu);
         conn_free(c);
-        if (resumed == -1)
-            return fail(con, 404, JSONRPC_SESSION_NOT_FOUND, "Session not found", NULL, NULL);
-        if (resumed != 0) {
-            enum stream_cursor why = resumed == -3 ? STREAM_CURSOR_BAD : STREAM_CURSOR_UNKNOWN;
-            return fail(con, 400, stream_cursor_code(why), stream_cursor_message(why), NULL, NULL);
-        }
-        return fail(con, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable", NULL, NULL);
+        if (resumed == 0)
+            return fail(con, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable", NULL, NULL);
+        enum MHD_Result sent = fail(con, refusal_status(refused.reason),
+                                    refusal_code(refused.error), refusal_message(refused.error),
+                                    NULL, NULL);
+        core_reply_clear(&refused);
+        return sent;
     }
     c->resumed = sid != NULL;
     c->from_event = last != NULL;

@@ -122,8 +122,8 @@ static int is_control(int op)
 /* How long the header is, once its first two bytes are known. */
 static size_t header_size(const unsigned char *h)
 {
-    unsigned len7 = h[1] & 0x7F;
-    return 2 + (len7 == 126 ? 2 : len7 == 127 ? 8 : 0) + (h[1] & 0x80 ? 4 : 0);
+    unsigned len7 = h[1] & 0x7Fu;
+    return 2u + (len7 == 126 ? 2u : len7 == 127 ? 8u : 0u) + (h[1] & 0x80 ? 4u : 0u);
 }
 
 /* Checks the first two bytes, before the rest of the header arrives. */

@@ -6,6 +6,7 @@
 #include "clock.h"
 #include "core.h"
 #include "push.h"
+#include "refusal.h"
 #include "store.h"
 
 #include <jansson.h>
@@ -169,9 +170,15 @@ int main(void)
     pthread_mutex_init(&cap2.mu, NULL);
     struct push_io io2 = {.send = capture_send, .io = &cap2, .transport = "ws", .event_ids = 1};
     struct push *p2 = push_open(&io2);
-    CHECK_INT(push_resume(p2, "0123456789abcdef0123456789abcdef", NULL), -1);
-    CHECK_INT(push_resume(p2, sid, "nosuchstream:1"), -2);
-    CHECK_INT(push_resume(p2, sid, NULL), 0);
+    struct core_reply refused;
+    CHECK_INT(push_resume(p2, "0123456789abcdef0123456789abcdef", NULL, &refused), -1);
+    CHECK_INT(refused.reason, CORE_NOT_FOUND);
+    CHECK_INT(refusal_code(refused.error), -32001);
+    core_reply_clear(&refused);
+    CHECK_INT(push_resume(p2, sid, "nosuchstream:1", &refused), -1);
+    CHECK_INT(refused.reason, CORE_BAD_REQUEST);
+    core_reply_clear(&refused);
+    CHECK_INT(push_resume(p2, sid, NULL, &refused), 0);
     feed(p2,
          "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
          "\"arguments\":{\"message\":\"again\"}}}");
@@ -186,7 +193,7 @@ int main(void)
     struct push_io io3 = {
         .send = capture_send, .io = &cap3, .transport = "stdio", .max_inflight = 2};
     struct push *p3 = push_open(&io3);
-    CHECK_INT(push_resume(p3, sid, NULL), 0);
+    CHECK_INT(push_resume(p3, sid, NULL, &refused), 0);
     for (int i = 0; i < 3; i++) {
         char req[200];
         snprintf(req, sizeof req,

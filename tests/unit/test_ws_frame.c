@@ -17,6 +17,9 @@
 
 void *__real_malloc(size_t n);
 void *__real_realloc(void *p, size_t n);
+/* The linker routes malloc/realloc here (-Wl,--wrap). */
+void *__wrap_malloc(size_t n);
+void *__wrap_realloc(void *p, size_t n);
 static size_t biggest_alloc;
 
 void *__wrap_malloc(size_t n)

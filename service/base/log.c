@@ -1,7 +1,6 @@
 /* log — see log.h. */
 #include "log.h"
 #include "clock.h"
-#include "store.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -10,21 +9,31 @@
 #include <time.h>
 
 static _Atomic int min_level = LOG_INFO;
-static struct store *_Atomic log_store;
+/* Read through one pointer, so a logging thread never pairs a sink with
+ * another sink's ud. Slots alternate: the one being replaced may still be
+ * in use. */
+struct sink {
+    log_sink_fn fn;
+    void *ud;
+};
+static struct sink sinks[2];
+static struct sink *_Atomic sink;
 
 void log_set_level(enum log_level min)
 {
     min_level = min;
 }
 
-void log_set_store(struct store *st)
+void log_set_sink(log_sink_fn fn, void *ud)
 {
-    log_store = st;
-}
-
-static int log_enabled(enum log_level level)
-{
-    return (int)level >= min_level;
+    if (!fn) {
+        sink = NULL;
+        return;
+    }
+    struct sink *next = atomic_load(&sink) == &sinks[0] ? &sinks[1] : &sinks[0];
+    next->fn = fn;
+    next->ud = ud;
+    sink = next;
 }
 
 /* Quotes msg for a key="value" field: escapes quotes, backslashes and
@@ -45,17 +54,12 @@ static void quote(char *out, size_t cap, const char *msg)
     out[o] = '\0';
 }
 
-void log_event(enum log_level level, const char *session, const char *event, const char *fmt, ...)
+static void emit(enum log_level level, const char *session, const char *event, int to_sink,
+                 const char *fmt, va_list ap)
 {
-    if (!log_enabled(level))
-        return;
     char detail[1024] = "";
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
+    if (fmt)
         vsnprintf(detail, sizeof detail, fmt, ap);
-        va_end(ap);
-    }
     char quoted[2048];
     quote(quoted, sizeof quoted, detail);
 
@@ -68,10 +72,30 @@ void log_event(enum log_level level, const char *session, const char *event, con
     fprintf(stderr, "ts=%s.%03dZ level=%s session=%s event=%s msg=\"%s\"\n", ts, (int)(now % 1000),
             log_level_name(level), session ? session : "-", event, quoted);
 
-    struct store *st = log_store;
-    if (st) {
+    struct sink *s = to_sink ? atomic_load(&sink) : NULL;
+    if (s) {
         char row[1200];
         snprintf(row, sizeof row, "%s %s", event, detail);
-        store_log(st, now, log_level_name(level), session, row);
+        s->fn(s->ud, now, log_level_name(level), session, row);
     }
+}
+
+void log_event(enum log_level level, const char *session, const char *event, const char *fmt, ...)
+{
+    if ((int)level < min_level)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    emit(level, session, event, 1, fmt, ap);
+    va_end(ap);
+}
+
+void log_local(enum log_level level, const char *session, const char *event, const char *fmt, ...)
+{
+    if ((int)level < min_level)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    emit(level, session, event, 0, fmt, ap);
+    va_end(ap);
 }

@@ -1,0 +1,35 @@
+/* log — the event log: one structured line per event on stderr
+ *   ts=2026-11-22T03:40:00.123Z level=info session=ab12… event=session_created msg="…"
+ * and, once a sink is attached, the same event handed to the sink (mcpd's
+ * main attaches one that writes a row to the store's logs table,
+ * asynchronously, through its group commit). Every layer logs through
+ * here, the store included, so every line has one format. Events below the
+ * configured level are dropped before any formatting. Thread-safe. */
+#ifndef MCPD_LOG_H
+#define MCPD_LOG_H
+
+#include "log_level.h"
+
+#include <stdint.h>
+
+void log_set_level(enum log_level min);
+
+/* Receives each event that passed the level: wall-clock ms, level name,
+ * session (NULL: none) and "event detail". Called on the logging thread;
+ * must not block for long. */
+typedef void (*log_sink_fn)(void *ud, int64_t ts_ms, const char *level, const char *session,
+                            const char *row);
+/* Attach (or, with NULL, detach) the sink. Detaching waits for no one:
+ * the caller makes sure no thread is still logging into a sink it frees. */
+void log_set_sink(log_sink_fn sink, void *ud);
+
+/* session may be NULL; event is a short snake_case tag; fmt/... is the
+ * human detail (may be NULL). */
+void log_event(enum log_level level, const char *session, const char *event, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The same, on stderr only: for the sink's own failures (a store that
+ * cannot write must not be asked to write that it cannot). */
+void log_local(enum log_level level, const char *session, const char *event, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

@@ -1,0 +1,300 @@
+/* receive — the one way into the core (core.h, "the one way in"). */
+#include "clock.h"
+#include "core.h"
+#include "core_int.h"
+#include "protocol.h"
+#include "session.h"
+#include "stream.h"
+
+#include <string.h>
+#include <time.h>
+
+#define PROBE_STEP_MS 20
+
+static void refuse(struct core_reply *out, enum core_reason why, json_t *id, int code,
+                   const char *message)
+{
+    memset(out, 0, sizeof *out);
+    core_reject(out, why, id, code, message);
+}
+
+static void refuse_no_session(const struct core_caller *c, struct core_reply *out)
+{
+    refuse(out, CORE_BAD_REQUEST, NULL, JSONRPC_SERVER_ERROR,
+           c->session_required ? c->session_required : "Bad Request: a session id is required");
+}
+
+struct session *core_session_open(const struct core_caller *c, struct core_reply *refused)
+{
+    if (!c->session_id || !*c->session_id) {
+        refuse_no_session(c, refused);
+        return NULL;
+    }
+    struct session *s = session_find(c->session_id);
+    /* Another principal's session does not exist, as far as this one can
+     * tell. */
+    if (s && !session_belongs_to(s, c->principal && *c->principal ? c->principal : NULL)) {
+        session_unref(s);
+        s = NULL;
+    }
+    if (!s)
+        refuse(refused, CORE_NOT_FOUND, NULL, JSONRPC_SESSION_NOT_FOUND, "Session not found");
+    return s;
+}
+
+/* The id to answer a message that failed classification with, when it has
+ * a usable one. */
+static json_t *usable_id(json_t *msg)
+{
+    json_t *id = json_object_get(msg, "id");
+    return json_is_string(id) || json_is_integer(id) ? id : NULL;
+}
+
+/* Before initialize on a connection: only pings make sense (the spec
+ * allows them); notifications are dropped. */
+static void before_initialize(const struct jsonrpc_msg *m, struct core_reply *out)
+{
+    memset(out, 0, sizeof *out);
+    if (m->kind == JSONRPC_REQUEST && strcmp(m->method, "ping") == 0) {
+        out->kind = CORE_ANSWERED;
+        out->error = jsonrpc_result(m->id, json_object());
+    } else if (m->kind == JSONRPC_REQUEST) {
+        refuse(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_REQUEST,
+               "Invalid Request: send initialize first");
+    } else {
+        out->kind = CORE_ACCEPTED;
+    }
+}
+
+static int is_initialize(const struct jsonrpc_msg *m)
+{
+    return m->kind == JSONRPC_REQUEST && strcmp(m->method, "initialize") == 0;
+}
+
+/* One classified message; s is the caller's session or NULL. */
+static void dispatch(const struct core_caller *c, struct session *s, json_t *msg,
+                     const struct jsonrpc_msg *m, struct core_reply *out)
+{
+    if (is_initialize(m)) {
+        if (c->session_id) {
+            refuse(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_REQUEST,
+                   c->connection ? "Invalid Request: this connection already has a session"
+                                 : "Invalid Request: initialize must be sent without a session id");
+            return;
+        }
+        struct session_origin origin = {c->principal && *c->principal ? c->principal : NULL,
+                                        c->transport};
+        core_initialize(msg, m, &origin, out);
+        return;
+    }
+    core_submit(s, msg, m, c->transport, out);
+}
+
+/* Classifies msg; on failure fills *out with the error. Over HTTP the
+ * error answers the request that carried it, with id null as JSON-RPC asks
+ * for an invalid request; a connection has no such request, so the error
+ * names the id when there is a usable one. */
+static int classify(const struct core_caller *c, json_t *msg, struct jsonrpc_msg *m,
+                    struct core_reply *out)
+{
+    struct jsonrpc_error err;
+    if (jsonrpc_classify(msg, m, &err) == 0)
+        return 0;
+    refuse(out, CORE_BAD_REQUEST, c->connection ? usable_id(msg) : NULL, err.code, err.message);
+    return -1;
+}
+
+void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *out)
+{
+    struct jsonrpc_msg m;
+    if (classify(c, msg, &m, out) != 0)
+        return;
+    if (is_initialize(&m) || (!c->session_id && c->connection)) {
+        if (is_initialize(&m))
+            dispatch(c, NULL, msg, &m, out);
+        else
+            before_initialize(&m, out);
+        out->notification = m.kind == JSONRPC_NOTIFICATION;
+        return;
+    }
+    struct session *s = core_session_open(c, out);
+    if (s) {
+        dispatch(c, s, msg, &m, out);
+        out->session = s; /* the reply's session, owned by the reply */
+    } else if (c->connection && out->error && m.kind == JSONRPC_REQUEST) {
+        /* On a connection the refusal is the request's only answer (HTTP
+         * carries it as the status of this very request). */
+        json_object_set(out->error, "id", m.id);
+    }
+    out->notification = m.kind == JSONRPC_NOTIFICATION;
+}
+
+int core_receive_batch(const struct core_caller *c, json_t *batch, core_each_fn each, void *ud,
+                       struct core_reply *refused)
+{
+    if (json_array_size(batch) == 0) {
+        refuse(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
+               "Invalid Request: empty batch");
+        return -1;
+    }
+    struct session *s = core_session_open(c, refused);
+    if (!s)
+        return -1;
+    if (!protocol_allows_batch(session_protocol(s))) {
+        session_unref(s);
+        refuse(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
+               "Invalid Request: batches are only accepted on 2025-03-26 sessions");
+        return -1;
+    }
+    size_t i;
+    json_t *msg;
+    json_array_foreach(batch, i, msg)
+    {
+        struct core_reply r;
+        struct jsonrpc_msg m;
+        if (classify(c, msg, &m, &r) == 0) {
+            if (is_initialize(&m))
+                refuse(&r, CORE_BAD_REQUEST, m.id, JSONRPC_INVALID_REQUEST,
+                       "Invalid Request: initialize must not be batched");
+            else
+                core_submit(s, msg, &m, c->transport, &r);
+            r.notification = m.kind == JSONRPC_NOTIFICATION;
+        }
+        session_ref(s);
+        r.session = s;
+        each(ud, &r);
+    }
+    session_unref(s);
+    return 0;
+}
+
+int core_resume(const struct core_caller *c, const char *cursor, struct core_resume *out,
+                struct core_reply *refused)
+{
+    memset(out, 0, sizeof *out);
+    struct session *s = core_session_open(c, refused);
+    if (!s)
+        return -1;
+    enum stream_cursor rc = stream_resume(cursor, session_id(s), &out->stream, &out->next);
+    if (rc != STREAM_CURSOR_OK) {
+        session_unref(s);
+        refuse(refused, CORE_BAD_REQUEST, NULL, stream_cursor_code(rc), stream_cursor_message(rc));
+        return -1;
+    }
+    session_touch(s);
+    out->session = s;
+    out->standalone = stream_is_standalone(out->stream);
+    return 0;
+}
+
+void core_resume_clear(struct core_resume *r)
+{
+    stream_unref(r->stream);
+    session_unref(r->session);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- the standalone stream ---- */
+
+int core_standalone_claim(struct session *s, int64_t probe_ms, struct stream **st, int64_t *from,
+                          struct core_reply *refused)
+{
+    int claimed = session_get_claim(s) == 0;
+    if (!claimed && probe_ms > 0) {
+        struct stream *held = session_standalone(s);
+        if (held) {
+            stream_probe_readers(held);
+            stream_unref(held);
+            int64_t deadline = clock_mono_ms() + probe_ms;
+            while (!claimed && clock_mono_ms() < deadline) {
+                struct timespec ts = {0, PROBE_STEP_MS * 1000000L};
+                nanosleep(&ts, NULL);
+                claimed = session_get_claim(s) == 0;
+            }
+        }
+    }
+    if (!claimed) {
+        refuse(refused, CORE_CONFLICT, NULL, JSONRPC_SERVER_ERROR,
+               "Conflict: this session already has an open GET stream");
+        return -1;
+    }
+    *st = session_standalone(s);
+    if (!*st) {
+        session_get_release(s);
+        refuse(refused, CORE_UNAVAILABLE, NULL, JSONRPC_INTERNAL_ERROR,
+               "The session has no stream");
+        return -1;
+    }
+    *from = session_get_cursor(s);
+    return 0;
+}
+
+void core_standalone_sent(struct session *s, int64_t next)
+{
+    session_set_get_cursor(s, next);
+}
+
+void core_standalone_release(struct session *s, int64_t next)
+{
+    if (next >= 0)
+        session_set_get_cursor(s, next);
+    session_get_release(s);
+}
+
+enum stream_wait core_wait_final(struct session *s, struct stream *st, struct stream_reader *tok,
+                                 int64_t deadline, int64_t relay_wait_ms, struct stream_chunk *ch)
+{
+    int64_t seq = 0, relayed = -1;
+    for (;;) {
+        enum stream_wait w = stream_read(st, tok, seq, deadline, ch);
+        if (w == STREAM_POLL)
+            continue;
+        if (w != STREAM_CHUNK || ch->is_end) {
+            /* The response after what it relayed, as on every transport. */
+            if (relayed >= 0)
+                session_wait_get_cursor(s, relayed + 1, clock_mono_ms() + relay_wait_ms);
+            return w;
+        }
+        /* A JSON reply carries one message: what comes before it (progress,
+         * logs, an elicitation request the handler waits on) goes to the
+         * session's standalone stream, where the client can get it. */
+        if (s) {
+            int64_t r = core_relay_to_standalone(s, ch->msg, ch->len);
+            if (r >= 0)
+                relayed = r;
+        }
+        seq = ch->seq + 1;
+    }
+}
+
+/* ---- session handles ---- */
+
+void core_session_hold(struct session *s)
+{
+    session_ref(s);
+}
+
+void core_session_drop(struct session *s)
+{
+    session_unref(s);
+}
+
+const char *core_session_id(const struct session *s)
+{
+    return session_id(s);
+}
+
+int core_session_ended(struct session *s)
+{
+    return session_ended(s);
+}
+
+void core_session_touch(struct session *s)
+{
+    session_touch(s);
+}
+
+int core_session_polling(struct session *s)
+{
+    return protocol_has_sse_polling(session_protocol(s));
+}
