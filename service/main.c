@@ -99,6 +99,87 @@ static int start_backend(const struct config *cfg, const struct backend_ops **op
     return *backend ? 0 : -1;
 }
 
+/* Signals are taken by sigwait (or stdio's signalfd) in the main thread
+ * only; every thread started from here inherits the mask. SIGPIPE must never
+ * kill the server when a client vanishes mid-write. */
+static void block_signals(sigset_t *sigs)
+{
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGTERM);
+    sigaddset(sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+static int start_core(const struct config *cfg, struct store *st, const struct backend_ops *ops,
+                      void *backend, char **why)
+{
+    struct core_config cc = {
+        .session_idle_ms = cfg->session_idle_ms,
+        .stream_retention_ms = cfg->stream_retention_ms,
+        .session_max_bytes = cfg->session_max_bytes,
+        .max_sessions = cfg->max_sessions,
+        .max_init_params = cfg->max_init_params,
+        .log_retention_ms = cfg->log_retention_ms,
+        .log_max_rows = cfg->log_max_rows,
+        .max_workers = (int)cfg->max_workers,
+        .max_inflight = cfg->max_inflight_per_session,
+        .max_sessions_per_principal = cfg->max_sessions_per_principal,
+        .server_name = "mcpd",
+        .server_version = MCPD_VERSION,
+    };
+    return core_start(&cc, st, ops, backend, why);
+}
+
+/* MCP on stdin/stdout until EOF or a signal. stdout is the protocol
+ * channel: no HTTP, and logs stay on stderr. */
+static int serve_stdio(const struct config *cfg, const sigset_t *sigs)
+{
+    struct stdio_config sc = {.max_message = (size_t)cfg->max_body,
+                              .grace_ms = cfg->shutdown_grace_ms};
+    int status = stdio_serve(0, 1, &sc, sigs);
+    core_stop(cfg->shutdown_grace_ms);
+    core_cleanup();
+    return status;
+}
+
+/* HTTP (and WebSocket) until SIGTERM or SIGINT. */
+static int serve_http(const struct config *cfg, struct origin_policy *origins, const sigset_t *sigs,
+                      char **why)
+{
+    struct http_config hc = {
+        .host = cfg->host,
+        .port = cfg->port,
+        .max_body = (size_t)cfg->max_body,
+        .reply_mode = reply_mode(cfg->reply_mode),
+        .sse_poll_ms = cfg->sse_poll_ms,
+        .keepalive_ms = cfg->keepalive_ms,
+        .retry_ms = cfg->sse_retry_ms,
+        .connection_limit = (unsigned)cfg->max_connections,
+        .connection_limit_per_ip = (unsigned)cfg->max_connections_per_ip,
+        .request_timeout_ms = cfg->request_timeout_ms,
+        .trusted_proxies = cfg->trusted_proxies,
+        .origins = origins,
+        .ws_max_message = (size_t)cfg->ws_max_message,
+        .ws_ping_ms = cfg->ws_ping_ms,
+    };
+    if (http_start(&hc, why) != 0) {
+        fprintf(stderr, "mcpd: %s\n", *why ? *why : "cannot start the HTTP server");
+        core_stop(0);
+        core_cleanup();
+        return 1;
+    }
+    log_event(LOG_INFO, NULL, "listening", "http://%s/mcp db=%s reply-mode=%s", cfg->listen,
+              cfg->db, cfg->reply_mode);
+    int sig = 0;
+    sigwait(sigs, &sig);
+    log_event(LOG_INFO, NULL, "shutting_down", "signal %d", sig);
+    core_stop(cfg->shutdown_grace_ms);
+    http_stop();
+    core_cleanup();
+    return 0;
+}
+
 /* The event log's sink: each event also becomes a row of the logs table. */
 static void log_to_store(void *ud, int64_t ts_ms, const char *level, const char *session,
                          const char *row)
@@ -129,15 +210,8 @@ int main(int argc, char **argv)
     log_set_level(level);
     raise_fd_limit();
 
-    /* Signals are taken by sigwait in this thread only; every thread started
-     * from here inherits the mask. SIGPIPE must never kill the server when a
-     * client vanishes mid-write. */
     sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    block_signals(&sigs);
 
     int status = 1;
     struct store *st = NULL;
@@ -162,66 +236,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "mcpd: out of memory\n");
         goto out;
     }
-    struct core_config cc = {
-        .session_idle_ms = cfg.session_idle_ms,
-        .stream_retention_ms = cfg.stream_retention_ms,
-        .session_max_bytes = cfg.session_max_bytes,
-        .max_sessions = cfg.max_sessions,
-        .max_init_params = cfg.max_init_params,
-        .log_retention_ms = cfg.log_retention_ms,
-        .log_max_rows = cfg.log_max_rows,
-        .max_workers = (int)cfg.max_workers,
-        .max_inflight = cfg.max_inflight_per_session,
-        .max_sessions_per_principal = cfg.max_sessions_per_principal,
-        .server_name = "mcpd",
-        .server_version = MCPD_VERSION,
-    };
-    if (core_start(&cc, st, ops, backend, &why) != 0) {
+    if (start_core(&cfg, st, ops, backend, &why) != 0) {
         fprintf(stderr, "mcpd: %s\n", why ? why : "cannot start");
         goto out;
     }
-    if (cfg.stdio) {
-        /* stdout is the protocol channel: no HTTP, and logs stay on stderr.
-         * stdio_serve takes the blocked SIGTERM/SIGINT through a signalfd. */
-        struct stdio_config sc = {.max_message = (size_t)cfg.max_body,
-                                  .grace_ms = cfg.shutdown_grace_ms};
-        status = stdio_serve(0, 1, &sc, &sigs);
-        core_stop(cfg.shutdown_grace_ms);
-        core_cleanup();
-        goto out;
-    }
-    struct http_config hc = {
-        .host = cfg.host,
-        .port = cfg.port,
-        .max_body = (size_t)cfg.max_body,
-        .reply_mode = reply_mode(cfg.reply_mode),
-        .sse_poll_ms = cfg.sse_poll_ms,
-        .keepalive_ms = cfg.keepalive_ms,
-        .retry_ms = cfg.sse_retry_ms,
-        .connection_limit = (unsigned)cfg.max_connections,
-        .connection_limit_per_ip = (unsigned)cfg.max_connections_per_ip,
-        .request_timeout_ms = cfg.request_timeout_ms,
-        .trusted_proxies = cfg.trusted_proxies,
-        .origins = origins,
-        .ws_max_message = (size_t)cfg.ws_max_message,
-        .ws_ping_ms = cfg.ws_ping_ms,
-    };
-    if (http_start(&hc, &why) != 0) {
-        fprintf(stderr, "mcpd: %s\n", why ? why : "cannot start the HTTP server");
-        core_stop(0);
-        core_cleanup();
-        goto out;
-    }
-    log_event(LOG_INFO, NULL, "listening", "http://%s/mcp db=%s reply-mode=%s", cfg.listen, cfg.db,
-              cfg.reply_mode);
-
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    log_event(LOG_INFO, NULL, "shutting_down", "signal %d", sig);
-    core_stop(cfg.shutdown_grace_ms);
-    http_stop();
-    core_cleanup();
-    status = 0;
+    status = cfg.stdio ? serve_stdio(&cfg, &sigs) : serve_http(&cfg, origins, &sigs, &why);
 out:
     free(why);
     if (backend)

@@ -138,7 +138,7 @@ count "conformance through mcp-bridge" "$p" "$f"
 
 echo "== fuzzing the decoders and parsers (tests/fuzz)"
 if FUZZ_SECONDS="${FUZZ_SECONDS:-30}" bash tests/fuzz/run.sh; then
-    count "fuzz" "$(grep -c '^build ' tests/fuzz/run.sh)" 0
+    count "fuzz" "$(grep -c '^fuzz_target(' tests/fuzz/CMakeLists.txt)" 0
 else
     count "fuzz" 0 1
 fi

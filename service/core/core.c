@@ -41,7 +41,7 @@ void core_reply_clear(struct core_reply *r)
 }
 
 void core_reject(struct core_reply *out, enum core_reason why, json_t *id, int code,
-                   const char *message)
+                 const char *message)
 {
     metrics_add(METRIC_REJECTED, 1);
     out->kind = CORE_REJECTED;
@@ -309,7 +309,8 @@ static void refuse_session(struct core_reply *out, json_t *id, int why)
                  (long long)core.cfg.max_init_params);
         core_reject(out, CORE_TOO_LARGE, id, JSONRPC_INIT_PARAMS_TOO_LARGE, msg);
     } else {
-        core_reject(out, CORE_UNAVAILABLE, id, JSONRPC_INTERNAL_ERROR, "Could not create a session");
+        core_reject(out, CORE_UNAVAILABLE, id, JSONRPC_INTERNAL_ERROR,
+                    "Could not create a session");
     }
 }
 
@@ -326,7 +327,7 @@ void core_initialize(json_t *msg, const struct jsonrpc_msg *m, const struct sess
     json_t *requested = json_object_get(params, "protocolVersion");
     if (!json_is_object(params) || !json_is_string(requested)) {
         core_reject(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_PARAMS,
-               "Invalid params: initialize needs params.protocolVersion");
+                    "Invalid params: initialize needs params.protocolVersion");
         return;
     }
     const char *version = protocol_negotiate(json_string_value(requested));
@@ -341,7 +342,7 @@ void core_initialize(json_t *msg, const struct jsonrpc_msg *m, const struct sess
     if (core.ops->session_open &&
         core.ops->session_open(core.backend, session_id(s), params, &fields, &why) != 0) {
         core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
-               why ? why : "The backend refused the session");
+                    why ? why : "The backend refused the session");
         free(why);
         session_end(s);
         session_unref(s);
@@ -410,7 +411,7 @@ static void on_response(struct session *s, json_t *msg, const struct jsonrpc_msg
         c = session_pending_take(s, key);
     if (!c) {
         core_reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
-               "Invalid Request: no server request is waiting for a response with this id");
+                    "Invalid Request: no server request is waiting for a response with this id");
         return;
     }
     call_deliver_answer(c, msg);
@@ -562,12 +563,13 @@ static void submit_to_backend(struct session *s, json_t *msg, const struct jsonr
     char key[96];
     if (jsonrpc_id_key(m->id, key, sizeof key) != 0) {
         core_reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
-               "Invalid Request: id is too long");
+                    "Invalid Request: id is too long");
         return;
     }
     struct stream *st = stream_create(session_id(s), STREAM_REQUEST, m->id);
     if (!st) {
-        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Could not open a stream");
+        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
+                    "Could not open a stream");
         return;
     }
     if (session_ended(s)) {
@@ -584,7 +586,8 @@ static void submit_to_backend(struct session *s, json_t *msg, const struct jsonr
     if (opted_in && stream_persist(st) != 0) {
         stream_end(st, STREAM_ERROR);
         stream_unref(st);
-        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "The store is not writable");
+        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
+                    "The store is not writable");
         return;
     }
     json_t *request = opted_in ? without_opt_in(msg) : json_incref(msg);
@@ -599,7 +602,7 @@ static void submit_to_backend(struct session *s, json_t *msg, const struct jsonr
             core_reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
         else if (why == SESSION_TRACK_DUP)
             core_reject(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_REQUEST,
-                   "Invalid Request: a request with this id is already in flight");
+                        "Invalid Request: a request with this id is already in flight");
         else if (why == SESSION_TRACK_BUSY)
             refuse_busy(out, m->id);
         else

@@ -166,7 +166,7 @@ void core_standalone_release(struct session *s, int64_t next);
  * relayed. Returns stream_read's outcome; on STREAM_CHUNK *ch is the final
  * message. */
 enum stream_wait core_wait_final(struct session *s, struct stream *st, struct stream_reader *tok,
-                    int64_t deadline, int64_t relay_wait_ms, struct stream_chunk *ch);
+                                 int64_t deadline, int64_t relay_wait_ms, struct stream_chunk *ch);
 
 /* ---- session handles, for transports ---- */
 void core_session_hold(struct session *s);

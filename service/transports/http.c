@@ -320,9 +320,8 @@ static int reply_stream(struct _u_response *resp, struct session *s, struct stre
     struct stream_chunk ch;
     int rc;
     if (single || http.cfg.reply_mode == HTTP_REPLY_JSON) {
-        enum stream_wait w =
-            core_wait_final(single ? NULL : s, st, &tok, clock_mono_ms() + JSON_WAIT_MS,
-                            RELAY_WAIT_MS, &ch);
+        enum stream_wait w = core_wait_final(single ? NULL : s, st, &tok,
+                                             clock_mono_ms() + JSON_WAIT_MS, RELAY_WAIT_MS, &ch);
         if (w == STREAM_CHUNK)
             rc = send_chunk_json(resp, &ch);
         else if (w == STREAM_ENDED)
@@ -521,10 +520,10 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
         clock_mono_ms() + (http.cfg.reply_mode == HTTP_REPLY_JSON ? JSON_WAIT_MS : AUTO_WAIT_MS);
     for (size_t i = 0; i < b->n && as_json; i++) {
         struct stream_chunk ch;
-        enum stream_wait w = http.cfg.reply_mode == HTTP_REPLY_JSON
-                                 ? core_wait_final(s, b->streams[i], &b->tokens[i], deadline,
-                                                   RELAY_WAIT_MS, &ch)
-                                 : stream_read(b->streams[i], &b->tokens[i], 0, deadline, &ch);
+        enum stream_wait w =
+            http.cfg.reply_mode == HTTP_REPLY_JSON
+                ? core_wait_final(s, b->streams[i], &b->tokens[i], deadline, RELAY_WAIT_MS, &ch)
+                : stream_read(b->streams[i], &b->tokens[i], 0, deadline, &ch);
         if (w == STREAM_CHUNK && ch.is_end)
             json_array_append_new(errors, json_loadb(ch.msg, ch.len, JSON_ALLOW_NUL, NULL));
         else if (w != STREAM_ENDED)
@@ -594,11 +593,10 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
         rc = post_batch(resp, &c, root);
     } else {
         const char *method = json_string_value(json_object_get(root, "method"));
-        request_log_mcp(method,
-                        method && strcmp(method, "tools/call") == 0
-                            ? json_string_value(json_object_get(json_object_get(root, "params"),
-                                                                "name"))
-                            : NULL);
+        request_log_mcp(method, method && strcmp(method, "tools/call") == 0
+                                    ? json_string_value(
+                                          json_object_get(json_object_get(root, "params"), "name"))
+                                    : NULL);
         struct core_reply r;
         core_receive(&c, root, &r);
         if (r.kind != CORE_REJECTED && r.session && !c.session_id)

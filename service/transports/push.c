@@ -319,9 +319,9 @@ static void adopt(struct push *p, struct session *s)
     if (core_standalone_claim(s, 0, &st, &from, &refused) == 0) {
         forward(p, st, from, 0, 1, 0);
     } else {
-        log_event(LOG_INFO, core_session_id(s), "standalone_elsewhere", "%s",
-                  json_string_value(json_object_get(json_object_get(refused.error, "error"),
-                                                    "message")));
+        log_event(
+            LOG_INFO, core_session_id(s), "standalone_elsewhere", "%s",
+            json_string_value(json_object_get(json_object_get(refused.error, "error"), "message")));
         core_reply_clear(&refused);
     }
 }

@@ -38,7 +38,6 @@ int refusal_code(const json_t *error)
 
 const char *refusal_message(const json_t *error)
 {
-    const char *m =
-        json_string_value(json_object_get(json_object_get(error, "error"), "message"));
+    const char *m = json_string_value(json_object_get(json_object_get(error, "error"), "message"));
     return m ? m : "";
 }

@@ -81,7 +81,6 @@ static int wait_writable(void *ud)
     }
 }
 
-
 /* push_io.send: one message as one frame in the detected framing. */
 static int out_send(void *arg, const char *msg, size_t len)
 {
@@ -170,6 +169,73 @@ static int make_nonblocking(int fd)
 
 enum ending { END_EOF, END_SIGNAL, END_OUTPUT };
 
+/* Decodes what was read and hands each message to push. */
+static void feed(struct out *o, struct push *p, struct stdio_frame_decoder *dec, const char *buf,
+                 size_t n, size_t max)
+{
+    size_t off = 0;
+    while (off < n) {
+        size_t used;
+        struct stdio_frame_event ev;
+        int got = stdio_frame_decode(dec, buf + off, n - off, &used, &ev);
+        off += used;
+        sync_framing(o, dec);
+        if (got)
+            handle(o, p, &ev, max);
+    }
+}
+
+/* Reads stdin until end of input, a stop signal, or a client gone from
+ * stdout; says which. */
+static enum ending read_until_end(int in_fd, struct out *o, struct push *p,
+                                  struct stdio_frame_decoder *dec, char *buf, size_t max)
+{
+    enum ending why = END_EOF;
+    for (;;) {
+        if (out_dead(o)) {
+            why = END_OUTPUT;
+            break;
+        }
+        struct pollfd pf[3] = {
+            {.fd = in_fd, .events = POLLIN},
+            {.fd = o->sfd, .events = POLLIN},
+            {.fd = o->fd, .events = 0}, /* POLLERR/POLLHUP: the client is gone */
+        };
+        if (poll(pf, 3, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            log_event(LOG_ERROR, NULL, "stdio_poll_failed", "%s", strerror(errno));
+            break;
+        }
+        if (pf[1].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            ssize_t n = read(o->sfd, &si, sizeof si);
+            log_event(LOG_INFO, NULL, "shutting_down", "signal %d",
+                      n == (ssize_t)sizeof si ? (int)si.ssi_signo : 0);
+            why = END_SIGNAL;
+            break;
+        }
+        if (pf[2].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            log_event(LOG_INFO, NULL, "stdio_output_closed", "stdout was closed by the client");
+            why = END_OUTPUT;
+            break;
+        }
+        if (!pf[0].revents)
+            continue;
+        ssize_t n = read(in_fd, buf, READ_CHUNK);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;
+        if (n <= 0) {
+            if (n < 0)
+                log_event(LOG_WARN, NULL, "stdio_read_failed", "stdin: %s", strerror(errno));
+            why = END_EOF;
+            break;
+        }
+        feed(o, p, dec, buf, (size_t)n, max);
+    }
+    return why;
+}
+
 int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sigset_t *stop)
 {
     size_t max = cfg->max_message ? cfg->max_message : STDIO_FRAME_DEFAULT_MAX;
@@ -198,59 +264,7 @@ int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sig
     log_event(LOG_INFO, NULL, "stdio_serving", "MCP on stdin/stdout, messages up to %zu bytes",
               max);
 
-    enum ending why = END_EOF;
-    for (;;) {
-        if (out_dead(&o)) {
-            why = END_OUTPUT;
-            break;
-        }
-        struct pollfd pf[3] = {
-            {.fd = in_fd, .events = POLLIN},
-            {.fd = sfd, .events = POLLIN},
-            {.fd = out_fd, .events = 0}, /* POLLERR/POLLHUP: the client is gone */
-        };
-        if (poll(pf, 3, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            log_event(LOG_ERROR, NULL, "stdio_poll_failed", "%s", strerror(errno));
-            break;
-        }
-        if (pf[1].revents & POLLIN) {
-            struct signalfd_siginfo si;
-            ssize_t n = read(sfd, &si, sizeof si);
-            log_event(LOG_INFO, NULL, "shutting_down", "signal %d",
-                      n == (ssize_t)sizeof si ? (int)si.ssi_signo : 0);
-            why = END_SIGNAL;
-            break;
-        }
-        if (pf[2].revents & (POLLERR | POLLHUP | POLLNVAL)) {
-            log_event(LOG_INFO, NULL, "stdio_output_closed", "stdout was closed by the client");
-            why = END_OUTPUT;
-            break;
-        }
-        if (!pf[0].revents)
-            continue;
-        ssize_t n = read(in_fd, buf, READ_CHUNK);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
-            continue;
-        if (n <= 0) {
-            if (n < 0)
-                log_event(LOG_WARN, NULL, "stdio_read_failed", "stdin: %s", strerror(errno));
-            why = END_EOF;
-            break;
-        }
-        size_t off = 0;
-        while (off < (size_t)n) {
-            size_t used;
-            struct stdio_frame_event ev;
-            int got = stdio_frame_decode(dec, buf + off, (size_t)n - off, &used, &ev);
-            off += used;
-            sync_framing(&o, dec);
-            if (got)
-                handle(&o, p, &ev, max);
-        }
-    }
-
+    enum ending why = read_until_end(in_fd, &o, p, dec, buf, max);
     if (why == END_EOF) {
         struct stdio_frame_event ev;
         int got = stdio_frame_finish(dec, &ev);

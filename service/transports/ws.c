@@ -375,8 +375,7 @@ static void conn_run(struct ws_conn *c, const unsigned char *early, size_t early
         if (got <= 0) {
             /* The client vanished without a close frame, or a writer gave
              * up on it and shut the socket down. */
-            set_why(c, atomic_load(&c->dead) ? "the client stopped reading" : "connection lost",
-                    0);
+            set_why(c, atomic_load(&c->dead) ? "the client stopped reading" : "connection lost", 0);
             break;
         }
         if (feed(c, buf, (size_t)got, &awaiting_pong))
@@ -543,9 +542,9 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con)
         conn_free(c);
         if (resumed == 0)
             return fail(con, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable", NULL, NULL);
-        enum MHD_Result sent = fail(con, refusal_status(refused.reason),
-                                    refusal_code(refused.error), refusal_message(refused.error),
-                                    NULL, NULL);
+        enum MHD_Result sent =
+            fail(con, refusal_status(refused.reason), refusal_code(refused.error),
+                 refusal_message(refused.error), NULL, NULL);
         core_reply_clear(&refused);
         return sent;
     }

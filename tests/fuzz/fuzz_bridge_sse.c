@@ -54,6 +54,9 @@ static int run(const uint8_t *data, size_t size, size_t chunk, struct record *r)
     return rc;
 }
 
+/* libFuzzer calls this for each input. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)

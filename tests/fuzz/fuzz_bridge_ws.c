@@ -42,6 +42,9 @@ static void round_trip(const char *msg, size_t len, const unsigned char key[4])
     free(f);
 }
 
+/* libFuzzer calls this for each input. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)

@@ -24,6 +24,9 @@
             __builtin_trap();                                                                      \
     } while (0)
 
+/* libFuzzer calls this for each input. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *id = malloc(size + 1);

@@ -21,6 +21,9 @@
             __builtin_trap();                                                                      \
     } while (0)
 
+/* libFuzzer calls this for each input. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *text = malloc(size + 2);

@@ -60,6 +60,9 @@ static void check_message(json_t *msg)
     free(text);
 }
 
+/* libFuzzer calls this for each input. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct jsonrpc_error err;

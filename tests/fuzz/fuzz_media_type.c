@@ -25,6 +25,9 @@
 
 static const char *const TYPES[] = {"application/json", "text/event-stream", "a/b", "x/*"};
 
+/* libFuzzer calls this for each input. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)

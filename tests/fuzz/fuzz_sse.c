@@ -87,6 +87,9 @@ static void parse(const char *s, size_t n, struct parsed *out)
     free(data);
 }
 
+/* libFuzzer calls this for each input. */
+int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
 {
     if (size < 1)

@@ -109,6 +109,9 @@ static struct trace run(const uint8_t *data, size_t size, size_t max, unsigned c
     return t;
 }
 
+/* libFuzzer calls this for each input. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)

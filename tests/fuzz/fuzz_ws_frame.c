@@ -25,6 +25,9 @@
 
 static const size_t LIMITS[] = {1, 2, 7, 64, 125, 126, 300, 4096, 65536, 1048576};
 
+/* libFuzzer calls this for each input. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)

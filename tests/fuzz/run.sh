@@ -19,24 +19,18 @@ seconds=${FUZZ_SECONDS:-60}
 work=${FUZZ_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/mcpd-fuzz-XXXXXX")}
 cc=${CC_FUZZ:-clang}
 
-# build NAME SOURCE INCLUDE_DIR [MORE SOURCES AND LIBRARIES]
-build() {
-    mkdir -p "$work/$1/corpus"
-    "$cc" -std=c11 -D_GNU_SOURCE -DMCPD_VERSION=\"fuzz\" -g -O1 -Wall -Wextra -Werror \
-        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-        -I"$3" "$here/$1.c" "$2" "${@:4}" -o "$work/$1/$1"
-}
-build fuzz_ws_frame "$repo/service/transports/ws_frame.c" "$repo/service/transports"
-build fuzz_stdio_frame "$repo/service/base/stdio_frame.c" "$repo/service/base"
-build fuzz_bridge_sse "$repo/bridge/sse_parser.c" "$repo/bridge"
-build fuzz_bridge_ws "$repo/service/transports/ws_frame.c" "$repo/service/transports"
-build fuzz_cursor "$repo/service/core/event_id.c" "$repo/service/core"
-build fuzz_media_type "$repo/service/transports/media_type.c" "$repo/service/transports"
-build fuzz_forwarded "$repo/service/transports/forwarded.c" "$repo/service/transports"
-build fuzz_jsonrpc "$repo/service/core/jsonrpc.c" "$repo/service/core" -ljansson
-build fuzz_sse "$repo/service/transports/sse.c" "$repo/service/transports"
-build fuzz_bridge_options "$repo/bridge/options.c" "$repo/bridge" "$repo/bridge/bridge_log.c" \
-    "$repo/service/base/log_level.c" -I"$repo/service/base" -lcurl
+# The harnesses are CMake targets (tests/fuzz/CMakeLists.txt), built with
+# the project's warnings by clang in their own build directory.
+build="${FUZZ_BUILD:-$repo/build-fuzz}"
+cmake -S "$repo" -B "$build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Debug -DMCPD_FUZZ=ON \
+    >/dev/null
+cmake --build "$build" --target fuzzers -j "$(nproc 2>/dev/null || echo 2)" >/dev/null
+targets="fuzz_ws_frame fuzz_stdio_frame fuzz_bridge_sse fuzz_bridge_ws fuzz_bridge_options
+    fuzz_cursor fuzz_media_type fuzz_forwarded fuzz_jsonrpc fuzz_sse"
+for t in $targets; do
+    mkdir -p "$work/$t/corpus"
+    cp "$build/bin/$t" "$work/$t/$t"
+done
 
 # Seeds: well-formed inputs, so the fuzzers start past the header checks.
 # WebSocket client frames use the mask key 01 02 03 04.
@@ -67,8 +61,7 @@ seed fuzz_bridge_options url '\x00http://127.0.0.1:8080/mcp'
 seed fuzz_bridge_options url6 '\x01https://[::1]/mcp?x=${A}'
 
 rc=0
-for t in fuzz_ws_frame fuzz_stdio_frame fuzz_bridge_sse fuzz_bridge_ws fuzz_bridge_options \
-    fuzz_cursor fuzz_media_type fuzz_forwarded fuzz_jsonrpc fuzz_sse; do
+for t in $targets; do
     echo "fuzz: $t in $work/$t (for ${seconds}s)"
     (cd "$work/$t" && ./$t -max_total_time="$seconds" -print_final_stats=1 \
         -timeout=10 -rss_limit_mb=2048 corpus) >"$work/$t/fuzz.log" 2>&1 || rc=$?
