@@ -10,6 +10,7 @@
 #include "longpoll.h"
 #include "protocol.h"
 #include "reaper.h"
+#include "relay.h"
 #include "session.h"
 #include "store.h"
 #include "stream.h"
@@ -173,7 +174,8 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
     stream_registry_init(st);
     session_registry_init(st, &limits);
     repair_interrupted();
-    if (workers_start(cfg->max_workers, WORKER_STACK) != 0 || poll_lot_start() != 0) {
+    if (workers_start(cfg->max_workers, WORKER_STACK) != 0 || poll_lot_start() != 0 ||
+        relay_start() != 0) {
         *err = strdup("cannot start the worker pool");
         return -1;
     }
@@ -241,6 +243,7 @@ void core_stop(int64_t grace_ms)
 
 void core_cleanup(void)
 {
+    relay_stop();
     session_registry_shutdown();
     stream_registry_shutdown();
 }

@@ -108,6 +108,10 @@ struct core_caller {
      * with `session_required` (400). */
     int connection;
     const char *session_required;
+    /* The id an initialize is to give its session, when the transport
+     * handed it out before initialize (the legacy /sse endpoint event);
+     * NULL: a fresh one. */
+    const char *new_session_id;
 };
 
 /* One message (borrowed). Fills *out; the caller clears it. */
@@ -128,7 +132,9 @@ struct session *core_session_open(const struct core_caller *c, struct core_reply
 
 /* Resumes a stream of the caller's session from a client's cursor
  * (Last-Event-ID and its equivalents): 0 with out filled (references
- * owned), or -1 with *refused filled. A cursor on the session's standalone
+ * owned), or -1 with *refused filled. Without c->session_id the session is
+ * the one the cursor's stream belongs to (a client that reconnects with
+ * nothing but its last event id). A cursor on the session's standalone
  * stream sets out->standalone; its stream then continues from there. */
 struct core_resume {
     struct session *session;
@@ -167,6 +173,13 @@ void core_standalone_release(struct session *s, int64_t next);
  * message. */
 enum stream_wait core_wait_final(struct session *s, struct stream *st, struct stream_reader *tok,
                                  int64_t deadline, int64_t relay_wait_ms, struct stream_chunk *ch);
+
+/* For a transport whose client reads every server message on the
+ * session's standalone stream (the legacy /sse): the reply goes there, in
+ * order, as it is committed (relay.h): a stream followed, an immediate
+ * message (an error, a poll handle) at once. Takes what r holds and clears
+ * it. 0, or -1 when it could not (the server is stopping). */
+int core_relay(struct core_reply *r);
 
 /* ---- session handles, for transports ---- */
 void core_session_hold(struct session *s);

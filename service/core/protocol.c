@@ -4,7 +4,9 @@
 #include <stddef.h>
 #include <string.h>
 
-static const char *const versions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
+/* 2024-11-05 is the revision of the legacy HTTP+SSE transport (/sse); its
+ * messages are those of 2025-03-26 without batches. */
+static const char *const versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
 #define NVERSIONS (sizeof versions / sizeof versions[0])
 
 static const char *const levels[] = {"debug", "info",     "notice", "warning",

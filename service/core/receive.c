@@ -2,10 +2,13 @@
 #include "clock.h"
 #include "core.h"
 #include "core_int.h"
+#include "event_id.h"
 #include "protocol.h"
+#include "relay.h"
 #include "session.h"
 #include "stream.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -83,7 +86,7 @@ static void dispatch(const struct core_caller *c, struct session *s, json_t *msg
             return;
         }
         struct session_origin origin = {c->principal && *c->principal ? c->principal : NULL,
-                                        c->transport};
+                                        c->transport, c->new_session_id};
         core_initialize(msg, m, &origin, out);
         return;
     }
@@ -168,10 +171,38 @@ int core_receive_batch(const struct core_caller *c, json_t *batch, core_each_fn 
     return 0;
 }
 
+/* The session a cursor's stream belongs to ("" when there is none), or
+ * -1 when the cursor is malformed. */
+static int session_of_cursor(const char *cursor, char *sid, size_t cap)
+{
+    char stream[96];
+    int64_t next;
+    sid[0] = '\0';
+    if (event_id_parse(cursor, stream, sizeof stream, &next) != 0)
+        return -1;
+    struct stream *st = stream_find(stream);
+    if (st)
+        snprintf(sid, cap, "%s", stream_session(st));
+    stream_unref(st);
+    return 0;
+}
+
 int core_resume(const struct core_caller *c, const char *cursor, struct core_resume *out,
                 struct core_reply *refused)
 {
     memset(out, 0, sizeof *out);
+    char owner[96];
+    struct core_caller by_cursor;
+    if (!c->session_id) {
+        if (session_of_cursor(cursor, owner, sizeof owner) != 0) {
+            refuse(refused, CORE_BAD_REQUEST, NULL, stream_cursor_code(STREAM_CURSOR_BAD),
+                   stream_cursor_message(STREAM_CURSOR_BAD));
+            return -1;
+        }
+        by_cursor = *c;
+        by_cursor.session_id = owner[0] ? owner : "-"; /* "-": none, so 404 */
+        c = &by_cursor;
+    }
     struct session *s = core_session_open(c, refused);
     if (!s)
         return -1;
@@ -265,6 +296,26 @@ enum stream_wait core_wait_final(struct session *s, struct stream *st, struct st
         }
         seq = ch->seq + 1;
     }
+}
+
+int core_relay(struct core_reply *r)
+{
+    int rc = -1;
+    if (r->session && (r->kind == CORE_REJECTED || r->kind == CORE_ANSWERED)) {
+        rc = relay_message(r->session, r->error);
+        r->error = NULL;
+    } else if (r->session && r->kind == CORE_STREAM && r->ack) {
+        /* Opted in to long-polling: the handle now, the messages by poll. */
+        rc = relay_message(r->session, r->ack);
+        r->ack = NULL;
+    } else if (r->session && r->kind == CORE_STREAM) {
+        rc = relay_follow(r->session, r->stream);
+        r->stream = NULL;
+    } else if (r->kind == CORE_ACCEPTED) {
+        rc = 0;
+    }
+    core_reply_clear(r);
+    return rc;
 }
 
 /* ---- session handles ---- */

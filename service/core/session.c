@@ -266,6 +266,18 @@ static int registry_add(struct session *s, const char *principal)
     return rc;
 }
 
+/* An id a transport reserved: RANDID_LEN lowercase hex naming no session,
+ * live or stored (session_find would revive a stored one). */
+static int reserved_id_ok(const char *id)
+{
+    if (strlen(id) != RANDID_LEN || strspn(id, "0123456789abcdef") != RANDID_LEN)
+        return 0;
+    struct session *s = session_find(id);
+    int taken = s != NULL;
+    session_unref(s);
+    return !taken;
+}
+
 int session_create(const char *protocol_version, json_t *init_params,
                    const struct session_origin *origin, struct session **out)
 {
@@ -278,13 +290,20 @@ int session_create(const char *protocol_version, json_t *init_params,
         return SESSION_PARAMS_TOO_LARGE;
     }
     const char *principal = origin ? origin->principal : NULL;
+    const char *wanted = origin ? origin->id : NULL;
+    if (wanted && !reserved_id_ok(wanted)) {
+        free(params);
+        return SESSION_FAILED;
+    }
     int refused = reserve_place(principal);
     if (refused != 0) {
         free(params);
         return refused;
     }
     char id[RANDID_LEN + 1];
-    struct session *s = randid_make(id) == 0
+    if (wanted)
+        snprintf(id, sizeof id, "%s", wanted);
+    struct session *s = wanted || randid_make(id) == 0
                             ? session_alloc(id, protocol_version, json_deep_copy(init_params))
                             : NULL;
     if (!s) {

@@ -56,6 +56,11 @@ enum session_refusal {
 struct session_origin {
     const char *principal;
     const char *transport;
+    /* The id the session gets, when the transport handed it out before
+     * initialize (the legacy /sse endpoint event; randid_make, used once):
+     * NULL for a fresh one. Refused (SESSION_FAILED) if it is not a
+     * well-formed id or names a live session. */
+    const char *id;
 };
 int session_create(const char *protocol_version, json_t *init_params,
                    const struct session_origin *origin, struct session **out);

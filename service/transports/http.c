@@ -1,5 +1,7 @@
 /* http — see http.h. */
 #include "http.h"
+#include "http_shared.h"
+#include "legacy_sse.h"
 #include "auth.h"
 #include "body_gate.h"
 #include "conn_guard.h"
@@ -34,8 +36,8 @@
 #define SSE_BLOCK 16384
 /* A GET that finds the session's GET slot taken probes the holder and waits
  * this long for it to turn out dead before answering 409. */
-#define PROBE_WAIT_MS 1000
-#define PROBE_GAP_MS 50
+#define HTTP_PROBE_WAIT_MS 1000
+#define HTTP_PROBE_GAP_MS 50
 /* How long a JSON reply waits for the GET stream to write the messages its
  * request relayed there first. */
 #define RELAY_WAIT_MS 2000
@@ -112,7 +114,7 @@ static int version_ok(const struct _u_request *req, struct _u_response *resp)
         char msg[160];
         snprintf(msg, sizeof msg,
                  "Bad Request: Unsupported protocol version %.40s (supported: "
-                 "2025-03-26, 2025-06-18, 2025-11-25)",
+                 "2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25)",
                  v);
         fail(resp, 400, JSONRPC_SERVER_ERROR, msg);
         return 0;
@@ -138,8 +140,11 @@ static struct core_caller caller_of(const struct _u_request *req, const char *pr
     const char *sid = header(req, "Mcp-Session-Id");
     if (sid && *sid)
         request_log_session(sid);
-    return (struct core_caller){principal, HTTP_TRANSPORT, sid && *sid ? sid : NULL, 0,
-                                "Bad Request: Mcp-Session-Id header is required"};
+    return (struct core_caller){.principal = principal,
+                                .transport = HTTP_TRANSPORT,
+                                .session_id = sid && *sid ? sid : NULL,
+                                .session_required =
+                                    "Bad Request: Mcp-Session-Id header is required"};
 }
 
 /* ---- SSE writer ---- */
@@ -199,7 +204,7 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
             continue;
         }
         int64_t deadline =
-            clock_mono_ms() + (r->probe_writes ? PROBE_GAP_MS : http.cfg.keepalive_ms);
+            clock_mono_ms() + (r->probe_writes ? HTTP_PROBE_GAP_MS : http.cfg.keepalive_ms);
         if (r->poll_deadline && r->poll_deadline < deadline)
             deadline = r->poll_deadline;
         struct stream_chunk ch;
@@ -637,7 +642,7 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
         return refused(resp, &r);
     struct stream *st;
     int64_t from;
-    int rc = core_standalone_claim(s, PROBE_WAIT_MS, &st, &from, &r) == 0
+    int rc = core_standalone_claim(s, HTTP_PROBE_WAIT_MS, &st, &from, &r) == 0
                  ? start_sse(resp, s, st, NULL, from, 1)
                  : refused(resp, &r);
     core_session_drop(s);
@@ -700,6 +705,39 @@ static int on_metrics(const struct _u_request *req, struct _u_response *resp, vo
     u_map_put(resp->map_header, "Content-Type", "text/plain; version=0.0.4");
     free(page);
     return U_CALLBACK_COMPLETE;
+}
+
+/* ---- lent to the other endpoints (http_shared.h) ---- */
+
+int http_admitted(const struct _u_request *req, struct _u_response *resp,
+                  char principal[AUTH_PRINCIPAL_MAX])
+{
+    return admitted(req, resp, principal);
+}
+
+int http_fail(struct _u_response *resp, unsigned status, int code, const char *message)
+{
+    return fail(resp, status, code, message);
+}
+
+int http_version_ok(const struct _u_request *req, struct _u_response *resp)
+{
+    return version_ok(req, resp);
+}
+
+int http_refused(struct _u_response *resp, struct core_reply *r)
+{
+    return refused(resp, r);
+}
+
+void http_sse_headers(struct _u_response *resp)
+{
+    sse_headers(resp);
+}
+
+int64_t http_keepalive_ms(void)
+{
+    return http.cfg.keepalive_ms;
 }
 
 static int on_unknown(const struct _u_request *req, struct _u_response *resp, void *ud)
@@ -782,6 +820,7 @@ int http_start(const struct http_config *cfg, char **err)
     ulfius_add_endpoint_by_val(&http.inst, "GET", "/healthz", NULL, 0, on_healthz, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "GET", "/readyz", NULL, 0, on_readyz, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "GET", "/metrics", NULL, 0, on_metrics, NULL);
+    legacy_sse_add_endpoints(&http.inst);
     ulfius_set_default_endpoint(&http.inst, on_unknown, NULL);
 
     struct MHD_OptionItem ops[] = {
@@ -802,6 +841,7 @@ int http_start(const struct http_config *cfg, char **err)
                      strerror(errno)) < 0)
             *err = NULL;
         ulfius_clean_instance(&http.inst);
+        legacy_sse_stop();
         http_release_guard();
         return -1;
     }
@@ -811,6 +851,7 @@ int http_start(const struct http_config *cfg, char **err)
         *err = strdup("the request body limit could not be installed (see body_gate.h)");
         ulfius_stop_framework(&http.inst);
         ulfius_clean_instance(&http.inst);
+        legacy_sse_stop();
         http_release_guard();
         return -1;
     }
@@ -825,6 +866,7 @@ void http_stop(void)
     ws_stop();
     ulfius_stop_framework(&http.inst);
     ulfius_clean_instance(&http.inst);
+    legacy_sse_stop();
     http_release_guard();
     http.started = 0;
 }

@@ -355,8 +355,10 @@ static void deliver(struct push *p, struct core_reply *r)
 
 static struct core_caller caller(struct push *p)
 {
-    return (struct core_caller){p->io.principal, p->io.transport,
-                                p->session ? core_session_id(p->session) : NULL, 1, NULL};
+    return (struct core_caller){.principal = p->io.principal,
+                                .transport = p->io.transport,
+                                .session_id = p->session ? core_session_id(p->session) : NULL,
+                                .connection = 1};
 }
 
 static void deliver_each(void *ud, struct core_reply *r)

@@ -18,12 +18,14 @@ static _Thread_local struct {
 void request_log_begin(const char *method, const char *url)
 {
     memset(&rec, 0, sizeof rec);
-    if (strcmp(url, "/mcp") != 0 && strcmp(url, "/mcp/ws") != 0)
+    int ws = strcmp(url, "/mcp/ws") == 0;
+    int sse = strcmp(url, "/sse") == 0 || strcmp(url, "/messages") == 0; /* legacy_sse.c */
+    if (strcmp(url, "/mcp") != 0 && !ws && !sse)
         return;
     rec.open = 1;
     snprintf(rec.method, sizeof rec.method, "%s", method);
     snprintf(rec.url, sizeof rec.url, "%s", url);
-    snprintf(rec.transport, sizeof rec.transport, "%s", strcmp(url, "/mcp/ws") ? "http" : "ws");
+    snprintf(rec.transport, sizeof rec.transport, "%s", ws ? "ws" : sse ? "sse" : "http");
     rec.start_ms = clock_mono_ms();
 }
 

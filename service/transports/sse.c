@@ -67,6 +67,13 @@ int sse_event(struct sse_buf *b, const char *id, int64_t retry_ms, const char *d
     return put_str(b, "\n");
 }
 
+int sse_event_type(struct sse_buf *b, const char *type)
+{
+    if (strpbrk(type, "\r\n"))
+        return -1;
+    return put_str(b, "event: ") || put_str(b, type) || put_str(b, "\n") ? -1 : 0;
+}
+
 int sse_comment(struct sse_buf *b, const char *text)
 {
     return put_str(b, ": ") || put_str(b, text) || put_str(b, "\n\n") ? -1 : 0;

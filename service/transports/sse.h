@@ -22,6 +22,9 @@ void sse_buf_free(struct sse_buf *b);
  * retry_ms are optional (NULL, negative). Line breaks in data (LF, CR,
  * CRLF) start a new data: line, so a reader gets data back with LFs. */
 int sse_event(struct sse_buf *b, const char *id, int64_t retry_ms, const char *data, size_t len);
+/* Names the type of the next event (an "event:" line); call it right
+ * before sse_event. Without it an event is of type "message". */
+int sse_event_type(struct sse_buf *b, const char *type);
 int sse_comment(struct sse_buf *b, const char *text);
 /* Moves up to max pending bytes into out; returns how many. */
 size_t sse_drain(struct sse_buf *b, char *out, size_t max);

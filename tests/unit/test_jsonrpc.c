@@ -530,18 +530,20 @@ static void test_dump(void)
 
 static void test_protocol(void)
 {
-    const char *versions[] = {"2025-03-26", "2025-06-18", "2025-11-25"};
-    for (int i = 0; i < 3; i++) {
+    const char *versions[] = {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"};
+    for (int i = 0; i < 4; i++) {
         CHECK(protocol_supported(versions[i]));
         CHECK_STR(protocol_negotiate(versions[i]), versions[i]);
     }
     CHECK_STR(PROTOCOL_LATEST, "2025-11-25");
-    CHECK_STR(protocol_negotiate("2024-11-05"), "2025-11-25");
+    CHECK_STR(protocol_negotiate("2024-10-07"), "2025-11-25");
     CHECK_STR(protocol_negotiate("2099-01-01"), "2025-11-25");
     CHECK_STR(protocol_negotiate(""), "2025-11-25");
     CHECK_STR(protocol_negotiate("2025-06-18x"), "2025-11-25");
     CHECK_STR(protocol_negotiate(NULL), "2025-11-25");
-    CHECK(!protocol_supported("2024-11-05"));
+    CHECK(!protocol_supported("2024-10-07"));
+    CHECK(!protocol_allows_batch("2024-11-05")); /* batching came with 2025-03-26 */
+    CHECK(!protocol_has_sse_polling("2024-11-05"));
     CHECK(!protocol_supported("2025-06-1"));
     CHECK(!protocol_supported(""));
     CHECK(!protocol_supported(NULL));

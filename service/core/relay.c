@@ -1,0 +1,204 @@
+/* relay — see relay.h. */
+#include "relay.h"
+#include "clock.h"
+#include "core_int.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "session.h"
+#include "stream.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+/* The relay wakes at least this often, and copies at most this many
+ * messages of one stream before looking at the others. */
+#define RELAY_TICK_MS 1000
+#define RELAY_BURST 32
+#define RELAY_STACK (128 * 1024)
+
+/* One thread copies every legacy request's stream onto its session's
+ * standalone stream, in each stream's order, as messages are committed.
+ * It follows many streams with one waker, as push.c's writer does, and
+ * lets go of a stream when its last message is copied. */
+
+struct relay_item {
+    struct session *session;
+    struct stream *stream;
+    struct stream_reader tok;
+    struct stream_watch watch;
+    int64_t next;
+    struct relay_item *next_i;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    struct relay_item *incoming; /* handed over, not yet taken (newest first) */
+    struct stream_waker waker;
+    pthread_t thread;
+    int waker_ready;
+    int running;
+    int stopping;
+} relay = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void relay_item_free(struct relay_item *it)
+{
+    stream_unref(it->stream);
+    session_unref(it->session);
+    free(it);
+}
+
+enum relay_pump { RELAY_IDLE, RELAY_SENT, RELAY_DONE };
+
+static enum relay_pump relay_pump(struct relay_item *it)
+{
+    enum relay_pump r = RELAY_IDLE;
+    for (int n = 0; n < RELAY_BURST; n++) {
+        struct stream_chunk ch;
+        enum stream_wait w = stream_read(it->stream, &it->tok, it->next, 0, &ch);
+        if (w == STREAM_POLL || w == STREAM_PROBE)
+            continue;
+        if (w == STREAM_ENDED || w == STREAM_DETACHED || w == STREAM_REFUSED)
+            return RELAY_DONE;
+        if (w != STREAM_CHUNK)
+            return r;
+        if (core_relay_to_standalone(it->session, ch.msg, ch.len) < 0 &&
+            !session_ended(it->session))
+            log_event(
+                LOG_WARN, session_id(it->session), "relay_failed",
+                "message %lld of stream %s did not reach the standalone stream (session storage "
+                "full, or the store failed)",
+                (long long)ch.seq, stream_id(it->stream));
+        it->next = ch.seq + 1;
+        if (ch.is_end)
+            return RELAY_DONE;
+        r = RELAY_SENT;
+    }
+    return r;
+}
+
+static void *relay_main(void *arg)
+{
+    (void)arg;
+    struct relay_item *list = NULL;
+    for (;;) {
+        unsigned seen = stream_waker_epoch(&relay.waker);
+        pthread_mutex_lock(&relay.mu);
+        int stop = relay.stopping;
+        struct relay_item *in = relay.incoming;
+        relay.incoming = NULL;
+        pthread_mutex_unlock(&relay.mu);
+        if (stop)
+            break;
+        /* Oldest first, at the end of the list. */
+        struct relay_item **tail = &list;
+        while (*tail)
+            tail = &(*tail)->next_i;
+        struct relay_item *rev = NULL;
+        while (in) {
+            struct relay_item *next = in->next_i;
+            in->next_i = rev;
+            rev = in;
+            in = next;
+        }
+        for (struct relay_item *it = rev; it; it = it->next_i) {
+            stream_observe(it->stream, &it->tok);
+            stream_watch(it->stream, &it->watch, &relay.waker);
+        }
+        *tail = rev;
+        int busy = 0;
+        for (struct relay_item **ip = &list; *ip;) {
+            struct relay_item *it = *ip;
+            enum relay_pump r = relay_pump(it);
+            if (r == RELAY_DONE) {
+                *ip = it->next_i;
+                stream_unwatch(it->stream, &it->watch);
+                relay_item_free(it);
+                continue;
+            }
+            busy |= r == RELAY_SENT;
+            ip = &it->next_i;
+        }
+        if (!busy)
+            stream_waker_wait(&relay.waker, seen, clock_mono_ms() + RELAY_TICK_MS);
+    }
+    while (list) {
+        struct relay_item *next = list->next_i;
+        stream_unwatch(list->stream, &list->watch);
+        relay_item_free(list);
+        list = next;
+    }
+    return NULL;
+}
+
+/* Hands a request's stream to the relay (takes the reference to st).
+ * Returns 0, or -1 (the relay is not running, out of memory). */
+int relay_follow(struct session *s, struct stream *st)
+{
+    struct relay_item *it = calloc(1, sizeof *it);
+    pthread_mutex_lock(&relay.mu);
+    int ok = it && relay.running && !relay.stopping;
+    if (ok) {
+        session_ref(s);
+        it->session = s;
+        it->stream = st;
+        it->next_i = relay.incoming;
+        relay.incoming = it;
+    }
+    pthread_mutex_unlock(&relay.mu);
+    if (!ok) {
+        free(it);
+        stream_unref(st);
+        return -1;
+    }
+    stream_waker_signal(&relay.waker);
+    return 0;
+}
+
+int relay_message(struct session *s, json_t *msg)
+{
+    size_t len;
+    char *text = msg ? jsonrpc_dump(msg, &len) : NULL;
+    json_decref(msg);
+    int rc = text && core_relay_to_standalone(s, text, len) >= 0 ? 0 : -1;
+    if (rc != 0)
+        log_event(LOG_WARN, session_id(s), "relay_failed",
+                  "an immediate answer did not reach the standalone stream");
+    free(text);
+    return rc;
+}
+
+int relay_start(void)
+{
+    stream_waker_init(&relay.waker);
+    relay.waker_ready = 1;
+    relay.stopping = 0;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, RELAY_STACK);
+    relay.running = pthread_create(&relay.thread, &attr, relay_main, NULL) == 0;
+    pthread_attr_destroy(&attr);
+    return relay.running ? 0 : -1;
+}
+
+void relay_stop(void)
+{
+    if (relay.running) {
+        pthread_mutex_lock(&relay.mu);
+        relay.stopping = 1;
+        pthread_mutex_unlock(&relay.mu);
+        stream_waker_signal(&relay.waker);
+        pthread_join(relay.thread, NULL);
+        relay.running = 0;
+        struct relay_item *in = relay.incoming;
+        relay.incoming = NULL;
+        while (in) {
+            struct relay_item *next = in->next_i;
+            relay_item_free(in);
+            in = next;
+        }
+    }
+    if (relay.waker_ready) {
+        stream_waker_destroy(&relay.waker);
+        relay.waker_ready = 0;
+    }
+}

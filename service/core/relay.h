@@ -1,0 +1,35 @@
+/* relay — copies request streams onto their session's standalone stream,
+ * for a transport whose client reads every server message on one stream
+ * (the legacy /sse of 2024-11-05).
+ *
+ * One thread follows every relayed stream with one waker (as push.c's
+ * writer does) and appends each message, as it is committed, to the
+ * standalone stream of the request's session, in each stream's order; it
+ * lets go of a stream when its last message is copied. What it appends is
+ * committed before any reader of the standalone stream can send it, so one
+ * cursor on that stream says exactly what the client has seen.
+ *
+ * Limit: the relay's progress is not stored. If the process dies while a
+ * request is in flight, what the request wrote but the relay had not yet
+ * copied, and the "interrupted by server restart" error the restart gives
+ * it, stay on the request's own stream. */
+#ifndef MCPD_RELAY_H
+#define MCPD_RELAY_H
+
+#include <jansson.h>
+
+struct session;
+struct stream;
+
+int relay_start(void);
+/* Stops the thread and drops what it still followed. */
+void relay_stop(void);
+
+/* Follows st (reference taken) for session s (borrowed; a reference is
+ * kept). 0, or -1 when the relay is not running. */
+int relay_follow(struct session *s, struct stream *st);
+/* Appends one message (stolen) at once: an answer with no stream of its
+ * own. 0, or -1. */
+int relay_message(struct session *s, json_t *msg);
+
+#endif

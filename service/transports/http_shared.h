@@ -1,0 +1,37 @@
+/* http_shared — what the Streamable HTTP transport (http.c) lends to the
+ * other endpoints on its server (legacy_sse.c: GET /sse and POST
+ * /messages), so that they admit, refuse and stream exactly as /mcp does:
+ * the same Host/Origin checks and bearer tokens, the same JSON-RPC error
+ * bodies and status codes, the same SSE headers and keepalives. */
+#ifndef MCPD_HTTP_SHARED_H
+#define MCPD_HTTP_SHARED_H
+
+#include <stdint.h>
+
+#include "auth.h"
+
+struct _u_request;
+struct _u_response;
+struct core_reply;
+
+/* Host and Origin (DNS rebinding), then the bearer token: fills principal
+ * ("" without authentication). 0 after answering 403/401. */
+int http_admitted(const struct _u_request *req, struct _u_response *resp,
+                  char principal[AUTH_PRINCIPAL_MAX]);
+/* Answers with a JSON-RPC error (no id); returns U_CALLBACK_COMPLETE. */
+int http_fail(struct _u_response *resp, unsigned status, int code, const char *message);
+/* An MCP-Protocol-Version header, if any, must be one mcpd serves. 0 after
+ * answering 400. */
+int http_version_ok(const struct _u_request *req, struct _u_response *resp);
+/* Answers with a core refusal (takes and clears r); U_CALLBACK_COMPLETE. */
+int http_refused(struct _u_response *resp, struct core_reply *r);
+/* Headers that keep proxies from buffering or transforming a stream. */
+void http_sse_headers(struct _u_response *resp);
+/* How long an idle event stream waits before a keepalive comment. */
+int64_t http_keepalive_ms(void);
+/* A GET that finds a session's stream followed probes the holder and
+ * waits this long for it to turn out dead. */
+#define HTTP_PROBE_WAIT_MS 1000
+#define HTTP_PROBE_GAP_MS 50
+
+#endif

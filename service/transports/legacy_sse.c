@@ -1,0 +1,622 @@
+/* legacy_sse — see legacy_sse.h. */
+#include "legacy_sse.h"
+#include "auth.h"
+#include "clock.h"
+#include "core.h"
+#include "http_shared.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "media_type.h"
+#include "randid.h"
+#include "request_log.h"
+#include "sse.h"
+#include "stream.h"
+#include "table.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ulfius.h>
+
+#define LEGACY_TRANSPORT "sse"
+#define SSE_BLOCK 16384
+/* A reservation nobody initialized is forgotten this long after its last
+ * /sse connection closed. */
+#define RESERVATION_GRACE_MS 60000
+/* Reservations held at once, at most; a GET /sse past it is answered 503. */
+#define MAX_RESERVATIONS 10000
+/* A connection waiting for its initialize checks this often whether the
+ * server is stopping. */
+#define PENDING_TICK_MS 250
+#define ENDPOINT_PATH "/messages?sessionId="
+
+/* ---- reservations ---- */
+
+enum resv_state { RESV_OPEN, RESV_INITIALIZING, RESV_BOUND };
+
+struct reservation {
+    char principal[AUTH_PRINCIPAL_MAX];
+    enum resv_state state;
+    int conns;          /* /sse connections waiting on it */
+    unsigned gen;       /* the newest of them; older ones give way */
+    int64_t idle_since; /* monotonic: when conns last fell to 0 */
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* a reservation was bound to its session */
+    struct table *table;
+    int64_t last_sweep;
+} rsv = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+struct sweep {
+    int64_t now;
+    char (*ids)[RANDID_LEN + 1];
+    size_t n;
+};
+
+static void pick_stale(void *arg, const char *key, void *value)
+{
+    struct sweep *sw = arg;
+    struct reservation *r = value;
+    if (r->conns == 0 &&
+        (r->state == RESV_BOUND ||
+         (r->state == RESV_OPEN && sw->now - r->idle_since >= RESERVATION_GRACE_MS)))
+        snprintf(sw->ids[sw->n++], RANDID_LEN + 1, "%s", key);
+}
+
+/* Forgets bound reservations and those left idle past the grace. Called
+ * with rsv.mu held, at most once a second. */
+static void sweep_locked(void)
+{
+    int64_t now = clock_mono_ms();
+    if (now - rsv.last_sweep < 1000 || table_count(rsv.table) == 0)
+        return;
+    rsv.last_sweep = now;
+    struct sweep sw = {now, calloc(table_count(rsv.table), sizeof *sw.ids), 0};
+    if (!sw.ids)
+        return;
+    table_each(rsv.table, pick_stale, &sw);
+    for (size_t i = 0; i < sw.n; i++)
+        free(table_del(rsv.table, sw.ids[i]));
+    free(sw.ids);
+}
+
+/* A new reservation with one waiting connection: 0, or -1 (at the cap, out
+ * of memory, no randomness). */
+static int resv_new(char id[RANDID_LEN + 1], const char *principal)
+{
+    struct reservation *r = calloc(1, sizeof *r);
+    if (!r || randid_make(id) != 0) {
+        free(r);
+        return -1;
+    }
+    snprintf(r->principal, sizeof r->principal, "%s", principal);
+    r->conns = 1;
+    pthread_mutex_lock(&rsv.mu);
+    sweep_locked();
+    int rc = -1;
+    if (rsv.table && table_count(rsv.table) < MAX_RESERVATIONS && !table_get(rsv.table, id))
+        rc = table_put(rsv.table, id, r);
+    pthread_mutex_unlock(&rsv.mu);
+    if (rc != 0)
+        free(r);
+    return rc;
+}
+
+/* Waits on an existing reservation of this principal not yet bound (a
+ * reconnect): 0 with the connection's generation in *gen, or -1. The
+ * connections waiting before it give way (the client left them), as
+ * attaching to a stream detaches its earlier readers. */
+static int resv_attach(const char *id, const char *principal, unsigned *gen)
+{
+    pthread_mutex_lock(&rsv.mu);
+    struct reservation *r = rsv.table ? table_get(rsv.table, id) : NULL;
+    int ok = r && r->state != RESV_BOUND && strcmp(r->principal, principal) == 0;
+    if (ok) {
+        r->conns++;
+        *gen = ++r->gen;
+        pthread_cond_broadcast(&rsv.cv);
+    }
+    pthread_mutex_unlock(&rsv.mu);
+    return ok ? 0 : -1;
+}
+
+static void resv_detach(const char *id)
+{
+    pthread_mutex_lock(&rsv.mu);
+    struct reservation *r = rsv.table ? table_get(rsv.table, id) : NULL;
+    if (r && --r->conns == 0)
+        r->idle_since = clock_mono_ms();
+    pthread_mutex_unlock(&rsv.mu);
+}
+
+/* State of a reservation, or -1 if there is none; *gen (may be NULL) is
+ * its newest connection's generation. */
+static int resv_state(const char *id, unsigned *gen)
+{
+    pthread_mutex_lock(&rsv.mu);
+    struct reservation *r = rsv.table ? table_get(rsv.table, id) : NULL;
+    int st = r ? (int)r->state : -1;
+    if (r && gen)
+        *gen = r->gen;
+    pthread_mutex_unlock(&rsv.mu);
+    return st;
+}
+
+/* 1 if `id` is a reservation of this principal still waiting for its
+ * initialize. */
+static int resv_pending(const char *id, const char *principal)
+{
+    pthread_mutex_lock(&rsv.mu);
+    struct reservation *r = rsv.table ? table_get(rsv.table, id) : NULL;
+    int pending = r && r->state != RESV_BOUND && strcmp(r->principal, principal) == 0;
+    pthread_mutex_unlock(&rsv.mu);
+    return pending;
+}
+
+/* An initialize for `id` by `principal` may go ahead: the reservation is
+ * open and becomes INITIALIZING, so a second initialize cannot race it.
+ * 0, -1 no such reservation (of this principal), -2 not open. */
+static int resv_claim(const char *id, const char *principal)
+{
+    pthread_mutex_lock(&rsv.mu);
+    struct reservation *r = rsv.table ? table_get(rsv.table, id) : NULL;
+    int rc = -1;
+    if (r && strcmp(r->principal, principal) == 0) {
+        rc = r->state == RESV_OPEN ? 0 : -2;
+        if (rc == 0)
+            r->state = RESV_INITIALIZING;
+    }
+    pthread_mutex_unlock(&rsv.mu);
+    return rc;
+}
+
+/* After the initialize: bound (the session exists, waiting connections
+ * follow it), or open again for another try. */
+static void resv_settle(const char *id, int bound)
+{
+    pthread_mutex_lock(&rsv.mu);
+    struct reservation *r = rsv.table ? table_get(rsv.table, id) : NULL;
+    if (r) {
+        r->state = bound ? RESV_BOUND : RESV_OPEN;
+        if (!bound && r->conns == 0)
+            r->idle_since = clock_mono_ms();
+    }
+    pthread_cond_broadcast(&rsv.cv);
+    pthread_mutex_unlock(&rsv.mu);
+}
+
+/* Waits up to the deadline for a reservation to change. */
+static void resv_wait(int64_t deadline_mono_ms)
+{
+    pthread_mutex_lock(&rsv.mu);
+    clock_cond_wait_until(&rsv.cv, &rsv.mu, deadline_mono_ms);
+    pthread_mutex_unlock(&rsv.mu);
+}
+
+/* ---- GET /sse ---- */
+
+struct conn {
+    char sid[RANDID_LEN + 1]; /* the session (or reservation) id */
+    char principal[AUTH_PRINCIPAL_MAX];
+    int waiting;             /* counted in the reservation's conns */
+    unsigned gen;            /* which of them */
+    int announce;            /* the endpoint event is still to be sent */
+    int endpoint_id;         /* it carries sid as its event id (new stream) */
+    struct session *session; /* once bound; holds its standalone slot */
+    struct stream *stream;   /* its standalone stream */
+    struct stream_reader token;
+    int64_t next;
+    int done;
+    int probe_writes;
+    int64_t keepalive_at; /* monotonic: next keepalive while waiting */
+    struct sse_buf buf;
+};
+
+static struct core_caller caller_for(const char *principal, const char *sid)
+{
+    return (struct core_caller){.principal = principal,
+                                .transport = LEGACY_TRANSPORT,
+                                .session_id = sid,
+                                .session_required =
+                                    "Bad Request: the sessionId query parameter is required"};
+}
+
+/* Takes the session's standalone stream (s is taken over) and follows it
+ * from `from` (-1: where its last reader stopped). 0, or -1 with *refused
+ * filled. */
+static int follow_session(struct conn *c, struct session *s, int64_t from,
+                          struct core_reply *refused)
+{
+    int64_t cursor;
+    if (core_standalone_claim(s, HTTP_PROBE_WAIT_MS, &c->stream, &cursor, refused) != 0) {
+        core_session_drop(s);
+        return -1;
+    }
+    c->session = s;
+    stream_attach(c->stream, &c->token);
+    c->next = from >= 0 ? from : cursor;
+    core_standalone_sent(s, c->next);
+    core_session_touch(s);
+    return 0;
+}
+
+static void announce(struct conn *c)
+{
+    c->announce = 0;
+    char data[sizeof ENDPOINT_PATH + RANDID_LEN];
+    int n = snprintf(data, sizeof data, "%s%s", ENDPOINT_PATH, c->sid);
+    /* A reconnect keeps the client's last event id: its endpoint event
+     * carries none. */
+    if (sse_event_type(&c->buf, "endpoint") != 0 ||
+        sse_event(&c->buf, c->endpoint_id ? c->sid : NULL, -1, data, (size_t)n) != 0)
+        c->done = 1;
+}
+
+/* Waiting for the initialize of a reservation: a short wait, then either
+ * the session (it was initialized), the end (the reservation is gone or
+ * the server stops), or a keepalive comment. */
+static void wait_bound(struct conn *c)
+{
+    unsigned gen = 0;
+    int st = resv_state(c->sid, &gen);
+    if (st != RESV_BOUND && st >= 0 && gen == c->gen) {
+        int64_t deadline = clock_mono_ms() + PENDING_TICK_MS;
+        if (c->keepalive_at < deadline)
+            deadline = c->keepalive_at;
+        resv_wait(deadline);
+        st = resv_state(c->sid, &gen);
+    }
+    if (st >= 0 && gen != c->gen) {
+        sse_comment(&c->buf, "another connection took over");
+        c->done = 1;
+        return;
+    }
+    if (st == RESV_BOUND) {
+        resv_detach(c->sid);
+        c->waiting = 0;
+        struct core_caller k = caller_for(c->principal, c->sid);
+        struct core_reply refused;
+        struct session *s = core_session_open(&k, &refused);
+        if (!s || follow_session(c, s, -1, &refused) != 0) {
+            sse_comment(&c->buf, refused.reason == CORE_CONFLICT
+                                     ? "another connection follows this session"
+                                     : "session ended");
+            core_reply_clear(&refused);
+            c->done = 1;
+        }
+        return;
+    }
+    if (st < 0 || !core_ready()) {
+        sse_comment(&c->buf, "session ended");
+        c->done = 1;
+        return;
+    }
+    if (clock_mono_ms() >= c->keepalive_at) {
+        /* A write to a client that is gone fails here, ending this. */
+        sse_comment(&c->buf, "keepalive");
+        c->keepalive_at = clock_mono_ms() + http_keepalive_ms();
+    }
+}
+
+/* Following the standalone stream, as http.c's GET stream does. */
+static int follow(struct conn *c)
+{
+    int64_t deadline =
+        clock_mono_ms() + (c->probe_writes ? HTTP_PROBE_GAP_MS : http_keepalive_ms());
+    struct stream_chunk ch;
+    switch (stream_read(c->stream, &c->token, c->next, deadline, &ch)) {
+    case STREAM_CHUNK: {
+        char id[96];
+        stream_event_id(c->stream, ch.seq, id, sizeof id);
+        if (sse_event_type(&c->buf, "message") != 0 ||
+            sse_event(&c->buf, id, -1, ch.msg, ch.len) != 0)
+            return -1;
+        c->next = ch.seq + 1;
+        c->done = ch.is_end;
+        core_session_touch(c->session);
+        break;
+    }
+    case STREAM_PROBE:
+        c->probe_writes = 2;
+        break;
+    case STREAM_POLL:
+        break; /* no polling in this revision: the stream stays open */
+    case STREAM_ENDED:
+    case STREAM_DETACHED:
+    case STREAM_REFUSED:
+        if (core_session_ended(c->session))
+            sse_comment(&c->buf, "session ended");
+        c->done = 1;
+        break;
+    case STREAM_TIMEOUT:
+        sse_comment(&c->buf, "keepalive");
+        if (c->probe_writes)
+            c->probe_writes--;
+        else
+            core_session_touch(c->session);
+        break;
+    }
+    return 0;
+}
+
+static ssize_t conn_write(void *ud, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    struct conn *c = ud;
+    for (;;) {
+        if (sse_pending(&c->buf)) {
+            ssize_t n = (ssize_t)sse_drain(&c->buf, out, max);
+            /* Written: the standalone stream's messages count as delivered. */
+            if (c->session && !sse_pending(&c->buf))
+                core_standalone_sent(c->session, c->next);
+            return n;
+        }
+        if (c->done)
+            return U_STREAM_END;
+        if (c->announce)
+            announce(c);
+        else if (!c->session)
+            wait_bound(c);
+        else if (follow(c) != 0)
+            return U_STREAM_ERROR;
+    }
+}
+
+static void conn_free(void *ud)
+{
+    struct conn *c = ud;
+    if (c->waiting)
+        resv_detach(c->sid);
+    if (c->session)
+        core_standalone_release(c->session, c->next);
+    stream_unref(c->stream);
+    core_session_drop(c->session);
+    sse_buf_free(&c->buf);
+    free(c);
+}
+
+/* GET /sse with Last-Event-ID: the session goes on from there. The id is
+ * either a cursor on a session's standalone stream (the id of a message
+ * event; the stream names its session, since an EventSource reconnects
+ * with nothing but this id) or a session id (the endpoint event's: nothing
+ * after it was seen). Fills c, or answers the refusal and returns -1. */
+static int resume(struct conn *c, const char *last, struct _u_response *resp)
+{
+    struct core_reply refused;
+    struct session *s = NULL;
+    int64_t from = -1;
+    if (!strchr(last, ':')) {
+        if (strlen(last) == RANDID_LEN && resv_attach(last, c->principal, &c->gen) == 0) {
+            snprintf(c->sid, sizeof c->sid, "%s", last);
+            c->waiting = 1; /* not initialized yet: wait for it again */
+            return 0;
+        }
+        struct core_caller k = caller_for(c->principal, last);
+        if (!(s = core_session_open(&k, &refused)))
+            return http_refused(resp, &refused), -1;
+    } else {
+        struct core_caller k = caller_for(c->principal, NULL);
+        struct core_resume res;
+        if (core_resume(&k, last, &res, &refused) != 0)
+            return http_refused(resp, &refused), -1;
+        int standalone = res.standalone;
+        s = res.session;
+        from = res.next;
+        res.session = NULL;
+        core_resume_clear(&res);
+        if (!standalone) {
+            core_session_drop(s);
+            http_fail(resp, 400, JSONRPC_INVALID_PARAMS,
+                      "Bad Request: Last-Event-ID names no event of an /sse stream");
+            return -1;
+        }
+    }
+    snprintf(c->sid, sizeof c->sid, "%s", core_session_id(s));
+    request_log_session(c->sid);
+    if (follow_session(c, s, from, &refused) != 0)
+        return http_refused(resp, &refused), -1;
+    return 0;
+}
+
+static int on_sse(const struct _u_request *req, struct _u_response *resp, void *ud)
+{
+    (void)ud;
+    char principal[AUTH_PRINCIPAL_MAX];
+    if (!http_admitted(req, resp, principal))
+        return U_CALLBACK_COMPLETE;
+    if (!media_type_accepts(u_map_get_case(req->map_header, "Accept"), "text/event-stream"))
+        return http_fail(resp, 406, JSONRPC_SERVER_ERROR,
+                         "Not Acceptable: Accept must list text/event-stream");
+    if (!http_version_ok(req, resp))
+        return U_CALLBACK_COMPLETE;
+    struct conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return http_fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
+    snprintf(c->principal, sizeof c->principal, "%s", principal);
+    c->announce = 1;
+    c->keepalive_at = clock_mono_ms() + http_keepalive_ms();
+    const char *last = u_map_get_case(req->map_header, "Last-Event-ID");
+    if (last && *last) {
+        if (resume(c, last, resp) != 0) {
+            conn_free(c);
+            return U_CALLBACK_COMPLETE;
+        }
+    } else if (resv_new(c->sid, principal) == 0) {
+        c->waiting = 1;
+        c->endpoint_id = 1;
+        request_log_session(c->sid);
+    } else {
+        free(c);
+        u_map_put(resp->map_header, "Retry-After", "60");
+        return http_fail(resp, 503, JSONRPC_SERVER_ERROR,
+                         "Too many /sse streams waiting for initialize; retry later");
+    }
+    if (ulfius_set_stream_response(resp, 200, conn_write, conn_free, U_STREAM_SIZE_UNKNOWN,
+                                   SSE_BLOCK, c) != U_OK) {
+        conn_free(c);
+        return http_fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Could not start the event stream");
+    }
+    http_sse_headers(resp);
+    return U_CALLBACK_COMPLETE;
+}
+
+/* ---- POST /messages ---- */
+
+static int accepted(struct _u_response *resp)
+{
+    ulfius_set_string_body_response(resp, 202, "Accepted");
+    u_map_put(resp->map_header, "Content-Type", "text/plain");
+    return U_CALLBACK_COMPLETE;
+}
+
+/* Every reply goes to the /sse stream (core_relay); a refusal of the whole
+ * POST is its answer. */
+static int deliver(struct _u_response *resp, struct core_reply *r)
+{
+    /* Refused (no such session, already initialized, busy, ...): as on
+     * /mcp, the status says so. */
+    if (r->kind == CORE_REJECTED)
+        return http_refused(resp, r);
+    if (core_relay(r) != 0)
+        return http_fail(resp, 503, JSONRPC_INTERNAL_ERROR, "The server is stopping");
+    return accepted(resp);
+}
+
+static void relay_each(void *ud, struct core_reply *r)
+{
+    (void)ud;
+    /* Each member is answered on its own on the /sse stream: the legacy
+     * transport has no response to gather them into. */
+    core_relay(r);
+}
+
+/* initialize, POSTed for a reservation: creates the session with its id. */
+static int post_initialize(struct _u_response *resp, const char *sid, const char *principal,
+                           json_t *root)
+{
+    int claim = strlen(sid) == RANDID_LEN ? resv_claim(sid, principal) : -1;
+    if (claim != 0) {
+        /* Not a reservation waiting for its initialize: a session of this
+         * principal (which refuses a second initialize), or nothing (404). */
+        struct core_caller k = caller_for(principal, sid);
+        struct core_reply r;
+        struct session *s = core_session_open(&k, &r);
+        if (!s)
+            return http_refused(resp, &r);
+        core_session_drop(s);
+        core_receive(&k, root, &r);
+        return deliver(resp, &r);
+    }
+    struct core_caller k = caller_for(principal, NULL);
+    k.new_session_id = sid;
+    struct core_reply r;
+    core_receive(&k, root, &r);
+    /* The initialize result reaches the standalone stream through the
+     * relay; a waiting /sse follows that stream from its start. */
+    int created = r.kind == CORE_STREAM && r.session;
+    int rc = deliver(resp, &r);
+    resv_settle(sid, created);
+    return rc;
+}
+
+static int on_messages(const struct _u_request *req, struct _u_response *resp, void *ud)
+{
+    (void)ud;
+    char principal[AUTH_PRINCIPAL_MAX];
+    if (!http_admitted(req, resp, principal))
+        return U_CALLBACK_COMPLETE;
+    const char *sid = u_map_get(req->map_url, "sessionId");
+    if (!sid || !*sid)
+        return http_fail(resp, 400, JSONRPC_SERVER_ERROR,
+                         "Bad Request: the sessionId query parameter is required");
+    request_log_session(sid);
+    if (!media_type_is(u_map_get_case(req->map_header, "Content-Type"), "application/json"))
+        return http_fail(resp, 415, JSONRPC_SERVER_ERROR,
+                         "Unsupported Media Type: Content-Type must be application/json");
+    /* Bodies over max_body never get here: body_gate refused them. */
+    if (!http_version_ok(req, resp))
+        return U_CALLBACK_COMPLETE;
+    struct jsonrpc_error err;
+    json_t *root = req->binary_body_length
+                       ? jsonrpc_parse(req->binary_body, req->binary_body_length, &err)
+                       : NULL;
+    if (!root) {
+        if (!req->binary_body_length)
+            return http_fail(resp, 400, JSONRPC_PARSE_ERROR, "Parse error: empty body");
+        return http_fail(resp, 400, err.code, err.message);
+    }
+    const char *method = json_string_value(json_object_get(root, "method"));
+    int rc;
+    if (json_is_array(root)) {
+        request_log_mcp("batch", NULL);
+        struct core_caller k = caller_for(principal, sid);
+        struct core_reply refused;
+        rc = core_receive_batch(&k, root, relay_each, NULL, &refused) == 0
+                 ? accepted(resp)
+                 : http_refused(resp, &refused);
+    } else if (method && strcmp(method, "initialize") == 0 && json_object_get(root, "id")) {
+        request_log_mcp(method, NULL);
+        rc = post_initialize(resp, sid, principal, root);
+    } else {
+        request_log_mcp(method, method && strcmp(method, "tools/call") == 0
+                                    ? json_string_value(
+                                          json_object_get(json_object_get(root, "params"), "name"))
+                                    : NULL);
+        /* A reservation not yet initialized names no session: the core
+         * says to initialize first. */
+        int pending = strlen(sid) == RANDID_LEN && resv_pending(sid, principal);
+        struct core_caller k = caller_for(principal, pending ? NULL : sid);
+        if (pending)
+            k.session_required = "Invalid Request: send initialize first";
+        struct core_reply r;
+        core_receive(&k, root, &r);
+        rc = deliver(resp, &r);
+    }
+    json_decref(root);
+    return rc;
+}
+
+static int on_other_method(const struct _u_request *req, struct _u_response *resp, void *ud)
+{
+    (void)ud;
+    u_map_put(resp->map_header, "Allow", strcmp(req->url_path, "/sse") == 0 ? "GET" : "POST");
+    return http_fail(resp, 405, JSONRPC_SERVER_ERROR, "Method Not Allowed");
+}
+
+/* ---- lifecycle ---- */
+
+void legacy_sse_add_endpoints(struct _u_instance *inst)
+{
+    pthread_mutex_lock(&rsv.mu);
+    if (!rsv.table) {
+        rsv.table = table_new();
+        clock_cond_init(&rsv.cv);
+    }
+    pthread_mutex_unlock(&rsv.mu);
+    ulfius_add_endpoint_by_val(inst, "GET", "/sse", NULL, 0, on_sse, NULL);
+    ulfius_add_endpoint_by_val(inst, "*", "/sse", NULL, 1, on_other_method, NULL);
+    ulfius_add_endpoint_by_val(inst, "POST", "/messages", NULL, 0, on_messages, NULL);
+    ulfius_add_endpoint_by_val(inst, "*", "/messages", NULL, 1, on_other_method, NULL);
+}
+
+static void free_entry(void *arg, const char *key, void *value)
+{
+    (void)arg;
+    (void)key;
+    free(value);
+}
+
+void legacy_sse_stop(void)
+{
+    pthread_mutex_lock(&rsv.mu);
+    if (rsv.table) {
+        table_each(rsv.table, free_entry, NULL);
+        table_free(rsv.table);
+        rsv.table = NULL;
+        pthread_cond_destroy(&rsv.cv);
+    }
+    pthread_mutex_unlock(&rsv.mu);
+}
