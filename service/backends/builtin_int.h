@@ -49,8 +49,27 @@ int builtin_tools_init(struct builtin *b);
 void builtin_tools_free(struct builtin *b);
 void builtin_tools_list(struct builtin *b, struct call *c);
 void builtin_tools_call(struct builtin *b, struct call *c);
+/* {"<header name>": "<argument>"} for the named tool's x-mcp-header
+ * arguments (new reference), or NULL. */
+json_t *builtin_tools_header_params(struct builtin *b, const char *name);
+/* The client capabilities the named tool needs (new reference), or NULL. */
+json_t *builtin_tools_requires(const char *name);
 /* 1 if the named tool sleeps or emits messages before its reply. */
 int builtin_tools_may_block(const char *name);
+
+/* 1 when the call speaks a stateless revision (2026-07-28). */
+int builtin_stateless_call(struct call *c);
+
+/* ---- builtin_mrtr.c: input-required results (2026-07-28) ---- */
+void builtin_mrtr_elicitation(struct call *c, json_t *args);
+void builtin_mrtr_sampling(struct call *c, json_t *args);
+void builtin_mrtr_list_roots(struct call *c, json_t *args);
+void builtin_mrtr_request_state(struct call *c, json_t *args);
+void builtin_mrtr_multiple_inputs(struct call *c, json_t *args);
+void builtin_mrtr_multi_round(struct call *c, json_t *args);
+void builtin_mrtr_capabilities(struct call *c, json_t *args);
+void builtin_mrtr_prompt(struct call *c);
+#define BUILTIN_MRTR_PROMPT "test_input_required_result_prompt"
 
 /* ---- builtin_resources.c ---- */
 void builtin_resources_list(struct builtin *b, struct call *c);

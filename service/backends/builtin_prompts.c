@@ -135,6 +135,12 @@ void builtin_prompts_list(struct builtin *b, struct call *c)
             list = NULL;
         }
     }
+    /* A 2026-07-28 client also sees the prompt that asks for input. */
+    if (list && builtin_stateless_call(c))
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s}", "name", BUILTIN_MRTR_PROMPT,
+                                              "title", "Input Required Prompt", "description",
+                                              "Asks the user for context with an "
+                                              "InputRequiredResult, then builds the prompt"));
     builtin_reply(c, list != NULL ? json_pack("{s:o}", "prompts", list) : NULL);
 }
 
@@ -152,6 +158,10 @@ void builtin_prompts_get(struct builtin *b, struct call *c)
     (void)b;
     if (!json_is_string(name)) {
         call_fail(c, -32602, "Invalid params: prompts/get needs a string \"name\"", NULL);
+        return;
+    }
+    if (strcmp(json_string_value(name), BUILTIN_MRTR_PROMPT) == 0 && builtin_stateless_call(c)) {
+        builtin_mrtr_prompt(c);
         return;
     }
     for (i = 0; i < NPROMPTS && p == NULL; i++)

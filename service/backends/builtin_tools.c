@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "builtin_int.h"
+#include "core.h"
+#include "protocol.h"
 
 #define NO_ARGS "{\"type\":\"object\",\"properties\":{}}"
 #define CLIENT_TIMEOUT_MS 60000
@@ -359,6 +361,65 @@ static void run_countdown(struct call *c, json_t *args)
     reply_text(c, "countdown finished", 0);
 }
 
+/* ---- 2026-07-28 diagnostics (the conformance suite's server-stateless) ---- */
+
+/* Needs sampling: the core refuses it up front (-32021) for a client that
+ * did not declare it (builtin_tools_requires). */
+static void run_missing_capability(struct call *c, json_t *args)
+{
+    (void)args;
+    reply_text(c, "the client declared the sampling capability", 0);
+}
+
+/* Logs twice; a stateless request that set no _meta logLevel gets none. */
+static void run_logging_tool(struct call *c, json_t *args)
+{
+    (void)args;
+    call_log(c, "info", "test_logging_tool", json_string("first log message"));
+    call_log(c, "info", "test_logging_tool", json_string("second log message"));
+    reply_text(c, "logged twice", 0);
+}
+
+/* Streams progress, then asks for input the 2026-07-28 way: an
+ * InputRequiredResult, never an elicitation request on the stream. */
+static void run_streaming_elicitation(struct call *c, json_t *args)
+{
+    (void)args;
+    json_t *answer = json_object_get(json_object_get(call_params(c), "inputResponses"), "confirm");
+    if (json_is_object(answer)) {
+        const char *action = json_string_value(json_object_get(answer, "action"));
+        reply_textf(c, 0, "confirmed: %s", action ? action : "(no action)");
+        return;
+    }
+    call_progress(c, 1, 2, "asking for confirmation");
+    builtin_reply(c, json_pack("{s:s, s:{s:{s:s, s:{s:s, s:{s:s, s:{s:{s:s}}}}}}}", "resultType",
+                               "input_required", "inputRequests", "confirm", "method",
+                               "elicitation/create", "params", "message", "Continue?",
+                               "requestedSchema", "type", "object", "properties", "ok", "type",
+                               "boolean"));
+}
+
+static void run_trigger_tool_change(struct call *c, json_t *args)
+{
+    (void)args;
+    core_list_changed("tools");
+    reply_text(c, "tools/list_changed sent to subscribers", 0);
+}
+
+static void run_trigger_prompt_change(struct call *c, json_t *args)
+{
+    (void)args;
+    core_list_changed("prompts");
+    reply_text(c, "prompts/list_changed sent to subscribers", 0);
+}
+
+/* Its argument also travels in the Mcp-Param-Region header (x-mcp-header):
+ * the transport has checked the two agree before this runs. */
+static void run_header_param(struct call *c, json_t *args)
+{
+    reply_textf(c, 0, "region: %s", json_string_value(json_object_get(args, "region")));
+}
+
 /* ---- the table ---- */
 
 struct tool {
@@ -367,56 +428,65 @@ struct tool {
     const char *description;
     const char *input_schema; /* JSON text */
     void (*run)(struct call *c, json_t *args);
-    int blocks; /* sleeps, or emits before replying: must run on a worker */
+    int blocks;           /* sleeps, or emits before replying: must run on a worker */
+    int stateless;        /* a 2026-07-28 tool: listed and served for those requests only */
+    const char *requires; /* the client capability it needs, or NULL */
 };
 
 static const struct tool tools[] = {
     {"test_simple_text", "Simple Text", "Tests simple text content response", NO_ARGS,
-     run_simple_text, 0},
+     run_simple_text, 0, 0, NULL},
     {"test_image_content", "Image Content", "Tests image content response", NO_ARGS,
-     run_image_content, 0},
+     run_image_content, 0, 0, NULL},
     {"test_audio_content", "Audio Content", "Tests audio content response", NO_ARGS,
-     run_audio_content, 0},
+     run_audio_content, 0, 0, NULL},
     {"test_embedded_resource", "Embedded Resource", "Tests embedded resource content response",
-     NO_ARGS, run_embedded_resource, 0},
+     NO_ARGS, run_embedded_resource, 0, 0, NULL},
     {"test_multiple_content_types", "Multiple Content Types",
      "Tests response with multiple content types (text, image, resource)", NO_ARGS,
-     run_multiple_content_types, 0},
+     run_multiple_content_types, 0, 0, NULL},
     {"test_tool_with_logging", "Tool With Logging",
-     "Tests tool that emits log messages during execution", NO_ARGS, run_tool_with_logging, 1},
+     "Tests tool that emits log messages during execution", NO_ARGS, run_tool_with_logging, 1, 0,
+     NULL},
     {"test_tool_with_progress", "Tool With Progress",
-     "Tests tool that reports progress notifications", NO_ARGS, run_tool_with_progress, 1},
+     "Tests tool that reports progress notifications", NO_ARGS, run_tool_with_progress, 1, 0, NULL},
     {"test_error_handling", "Error Handling", "Tests error response handling", NO_ARGS,
-     run_error_handling, 0},
+     run_error_handling, 0, 0, NULL},
     {"test_reconnection", "Reconnection",
      "Tests SSE stream disconnection and client reconnection (SEP-1699). Server will close the "
      "stream mid-call and send the result after client reconnects.",
-     NO_ARGS, run_reconnection, 1},
+     NO_ARGS, run_reconnection, 1, 0, NULL},
     {"test_sampling", "Sampling", "Tests server-initiated sampling (LLM completion request)",
      "{\"type\":\"object\",\"properties\":{\"prompt\":{\"type\":\"string\","
      "\"description\":\"The prompt to send to the LLM\"}},\"required\":[\"prompt\"]}",
-     run_sampling, 1},
+     run_sampling, 1, 0, NULL},
     {"test_elicitation", "Elicitation", "Tests server-initiated elicitation (user input request)",
      "{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\","
      "\"description\":\"The message to show the user\"}},\"required\":[\"message\"]}",
-     run_elicitation, 1},
+     run_elicitation, 1, 0, NULL},
     {"test_elicitation_sep1034_defaults", "Elicitation Defaults",
-     "Tests elicitation with default values per SEP-1034", NO_ARGS, run_elicitation_sep1034, 1},
+     "Tests elicitation with default values per SEP-1034", NO_ARGS, run_elicitation_sep1034, 1, 0,
+     NULL},
     {"test_elicitation_sep1330_enums", "Elicitation Enums",
      "Tests elicitation with enum schema improvements per SEP-1330", NO_ARGS,
-     run_elicitation_sep1330, 1},
+     run_elicitation_sep1330, 1, 0, NULL},
     {"json_schema_2020_12_tool", "JSON Schema 2020-12",
      "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
      "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
-     "\"$defs\":{\"address\":{\"type\":\"object\",\"properties\":{"
-     "\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"}}}},"
+     "\"$defs\":{\"address\":{\"$anchor\":\"address\",\"type\":\"object\","
+     "\"properties\":{\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"}}}},"
      "\"properties\":{\"name\":{\"type\":\"string\"},"
-     "\"address\":{\"$ref\":\"#/$defs/address\"}},\"additionalProperties\":false}",
-     run_json_schema_2020_12, 0},
+     "\"address\":{\"$ref\":\"#/$defs/address\"}},\"additionalProperties\":false,"
+     /* SEP-2106: composition and conditional keywords reach the client as
+      * written (the validator here ignores them; every branch accepts). */
+     "\"allOf\":[{\"anyOf\":[{\"type\":\"object\"},{\"required\":[\"name\"]}]}],"
+     "\"if\":{\"required\":[\"address\"]},\"then\":{\"type\":\"object\"},"
+     "\"else\":{\"type\":\"object\"}}",
+     run_json_schema_2020_12, 0, 0, NULL},
     {"echo", "Echo", "Returns the given message as text content",
      "{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\","
      "\"description\":\"Text to echo back\"}},\"required\":[\"message\"]}",
-     run_echo, 0},
+     run_echo, 0, 0, NULL},
     {"countdown", "Countdown",
      "Counts down: sends n progress notifications (progress 1..n, total n), one every "
      "interval_ms milliseconds, then returns \"countdown finished\"",
@@ -426,7 +496,52 @@ static const struct tool tools[] = {
      "\"interval_ms\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":60000,"
      "\"description\":\"Milliseconds between notifications\"}},"
      "\"required\":[\"n\",\"interval_ms\"]}",
-     run_countdown, 1},
+     run_countdown, 1, 0, NULL},
+    {"test_missing_capability", "Missing Capability",
+     "Needs the sampling client capability; refused with -32021 without it", NO_ARGS,
+     run_missing_capability, 0, 1, "sampling"},
+    {"test_logging_tool", "Logging Tool",
+     "Emits log messages, which a request receives only when its _meta sets a logLevel", NO_ARGS,
+     run_logging_tool, 1, 1, NULL},
+    {"test_streaming_elicitation", "Streaming Elicitation",
+     "Streams progress, then asks for confirmation with an InputRequiredResult", NO_ARGS,
+     run_streaming_elicitation, 1, 1, NULL},
+    {"test_trigger_tool_change", "Trigger Tool Change",
+     "Tells subscriptions/listen streams that the tool list changed", NO_ARGS,
+     run_trigger_tool_change, 0, 1, NULL},
+    {"test_trigger_prompt_change", "Trigger Prompt Change",
+     "Tells subscriptions/listen streams that the prompt list changed", NO_ARGS,
+     run_trigger_prompt_change, 0, 1, NULL},
+    {"test_header_param", "Header Parameter",
+     "Its region argument is mirrored in the Mcp-Param-Region header (x-mcp-header)",
+     "{\"type\":\"object\",\"properties\":{\"region\":{\"type\":\"string\","
+     "\"x-mcp-header\":\"Region\",\"description\":\"Where to run\"}},"
+     "\"required\":[\"region\"]}",
+     run_header_param, 0, 1, NULL},
+    {"test_input_required_result_elicitation", "Input Required: Elicitation",
+     "Asks the user's name with an InputRequiredResult, then greets them", NO_ARGS,
+     builtin_mrtr_elicitation, 0, 1, NULL},
+    {"test_input_required_result_sampling", "Input Required: Sampling",
+     "Asks the client's model a question with an InputRequiredResult", NO_ARGS,
+     builtin_mrtr_sampling, 0, 1, NULL},
+    {"test_input_required_result_list_roots", "Input Required: Roots",
+     "Asks for the client's roots with an InputRequiredResult", NO_ARGS, builtin_mrtr_list_roots, 0,
+     1, NULL},
+    {"test_input_required_result_request_state", "Input Required: Request State",
+     "Asks for a confirmation and carries a sealed requestState to the next round", NO_ARGS,
+     builtin_mrtr_request_state, 0, 1, NULL},
+    {"test_input_required_result_multiple_inputs", "Input Required: Multiple Inputs",
+     "Asks for a name, a sampled greeting and the roots in one round", NO_ARGS,
+     builtin_mrtr_multiple_inputs, 0, 1, NULL},
+    {"test_input_required_result_multi_round", "Input Required: Multi Round",
+     "Asks twice, carrying the first answer to the second round in the requestState", NO_ARGS,
+     builtin_mrtr_multi_round, 0, 1, NULL},
+    {"test_input_required_result_tampered_state", "Input Required: Tampered State",
+     "Like the request-state tool: a modified requestState is refused with -32602", NO_ARGS,
+     builtin_mrtr_request_state, 0, 1, NULL},
+    {"test_input_required_result_capabilities", "Input Required: Capabilities",
+     "Asks only with what the client declared (sampling, elicitation, roots)", NO_ARGS,
+     builtin_mrtr_capabilities, 0, 1, NULL},
 };
 
 #define NTOOLS (sizeof tools / sizeof tools[0])
@@ -437,6 +552,43 @@ int builtin_tools_may_block(const char *name)
         if (strcmp(tools[i].name, name) == 0)
             return tools[i].blocks;
     return 0; /* an unknown tool is answered with an error at once */
+}
+
+int builtin_stateless_call(struct call *c)
+{
+    return protocol_is_stateless(
+        json_string_value(json_object_get(call_client_init_params(c), "protocolVersion")));
+}
+
+json_t *builtin_tools_header_params(struct builtin *b, const char *name)
+{
+    for (size_t i = 0; name && i < NTOOLS; i++) {
+        if (strcmp(tools[i].name, name) != 0)
+            continue;
+        json_t *map = json_object();
+        const char *param;
+        json_t *spec;
+        json_object_foreach(json_object_get(b->tool_schemas[i], "properties"), param, spec)
+        {
+            const char *header = json_string_value(json_object_get(spec, "x-mcp-header"));
+            if (header)
+                json_object_set_new(map, header, json_string(param));
+        }
+        if (json_object_size(map) == 0) {
+            json_decref(map);
+            map = NULL;
+        }
+        return map;
+    }
+    return NULL;
+}
+
+json_t *builtin_tools_requires(const char *name)
+{
+    for (size_t i = 0; name && i < NTOOLS; i++)
+        if (strcmp(tools[i].name, name) == 0 && tools[i].requires)
+            return json_pack("{s:{}}", tools[i].requires);
+    return NULL;
 }
 
 int builtin_tools_init(struct builtin *b)
@@ -477,7 +629,10 @@ void builtin_tools_list(struct builtin *b, struct call *c)
         json_decref(list);
         return;
     }
+    int stateless = builtin_stateless_call(c);
     for (i = 0; list != NULL && i < NTOOLS; i++) {
+        if (tools[i].stateless && !stateless)
+            continue;
         json_t *t = json_pack("{s:s,s:s,s:s,s:o}", "name", tools[i].name, "title", tools[i].title,
                               "description", tools[i].description, "inputSchema",
                               json_deep_copy(b->tool_schemas[i]));
@@ -501,8 +656,10 @@ void builtin_tools_call(struct builtin *b, struct call *c)
         call_fail(c, -32602, "Invalid params: tools/call needs a string \"name\"", NULL);
         return;
     }
+    int stateless = builtin_stateless_call(c);
     for (i = 0; i < NTOOLS; i++)
-        if (strcmp(tools[i].name, json_string_value(name)) == 0)
+        if (strcmp(tools[i].name, json_string_value(name)) == 0 &&
+            (!tools[i].stateless || stateless))
             break;
     if (i == NTOOLS) {
         char clip[200];

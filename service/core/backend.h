@@ -56,6 +56,17 @@ struct backend_ops {
      * `msg` is borrowed. */
     void (*notify)(void *self, const char *session_id, json_t *msg);
 
+    /* Optional: the client capabilities serving this request needs (a
+     * ClientCapabilities object, new reference), or NULL for none. For a
+     * stateless request the core refuses it up front (HTTP 400, -32021)
+     * when the request's _meta does not declare them all. */
+    json_t *(*requires)(void *self, const char *method, json_t *params);
+
+    /* Optional: for a request whose arguments travel in headers too
+     * (2026-07-28 x-mcp-header), {"<header name>": "<argument>"} as a new
+     * reference, or NULL. */
+    json_t *(*header_params)(void *self, const char *method, json_t *params);
+
     void (*destroy)(void *self);
 };
 

@@ -5,6 +5,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "protocol.h"
+#include "request_state.h"
 #include "session.h"
 #include "stream.h"
 
@@ -249,6 +250,7 @@ static int emit_final(struct call *c, json_t *msg)
             msg = jsonrpc_error(call_id(c), JSONRPC_INTERNAL_ERROR,
                                 "Request interrupted by server shutdown; retry it", NULL);
         }
+        protocol_adapt_final(session_protocol(c->session), call_method(c), msg);
         rc = append(c, msg, 1);
     }
     finish(c);
@@ -425,4 +427,28 @@ int call_sleep(struct call *c, int ms)
 void call_detach_readers(struct call *c)
 {
     stream_detach_readers(c->stream);
+}
+
+/* What a requestState is for: the method and the tool's or prompt's name. */
+static void state_kind(struct call *c, char *out, size_t cap)
+{
+    const char *name = json_string_value(json_object_get(call_params(c), "name"));
+    snprintf(out, cap, "%s:%s", call_method(c), name ? name : "");
+}
+
+/* A state lives as long as a client may reasonably take to answer. */
+#define STATE_TTL_MS (60 * 60 * 1000)
+
+char *call_state_seal(struct call *c, json_t *data)
+{
+    char kind[160];
+    state_kind(c, kind, sizeof kind);
+    return request_state_seal(session_principal(c->session), kind, data, STATE_TTL_MS);
+}
+
+int call_state_open(struct call *c, const char *state, json_t **data, const char **why)
+{
+    char kind[160];
+    state_kind(c, kind, sizeof kind);
+    return request_state_open(state, session_principal(c->session), kind, data, why);
 }

@@ -35,6 +35,13 @@ json_t *call_client_capabilities(const struct call *c);
  * upstream server for a session revived after a restart. */
 json_t *call_client_init_params(const struct call *c);
 
+/* 2026-07-28 input-required results: a requestState for this call (caller
+ * frees; NULL on failure) carrying data (borrowed), sealed for the call's
+ * principal and its method and name (request_state.h), and opening one: 0
+ * with *data (new reference), or -1 with *why. */
+char *call_state_seal(struct call *c, json_t *data);
+int call_state_open(struct call *c, const char *state, json_t **data, const char **why);
+
 /* A backend that uses a call from another thread, or after it may have
  * ended, holds a reference for that long. */
 void call_hold(struct call *c);

@@ -4,6 +4,7 @@
 #include "call.h"
 #include "call_life.h"
 #include "clock.h"
+#include "listen.h"
 #include "log.h"
 #include "metrics.h"
 #include "kill_watch.h"
@@ -11,6 +12,7 @@
 #include "protocol.h"
 #include "reaper.h"
 #include "relay.h"
+#include "request_state.h"
 #include "session.h"
 #include "store.h"
 #include "stream.h"
@@ -173,6 +175,10 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
                                     cfg->max_inflight,    cfg->max_sessions_per_principal};
     stream_registry_init(st);
     session_registry_init(st, &limits);
+    if (request_state_init(st) != 0) {
+        *err = strdup("cannot load or create the requestState key in the store");
+        return -1;
+    }
     repair_interrupted();
     if (workers_start(cfg->max_workers, WORKER_STACK) != 0 || poll_lot_start() != 0 ||
         relay_start() != 0) {
@@ -228,8 +234,14 @@ static void cancel_session_calls(struct session *s, void *arg)
     session_unref(s);
 }
 
+void core_list_changed(const char *what)
+{
+    listen_list_changed(what);
+}
+
 void core_stop(int64_t grace_ms)
 {
+    listen_close_all();
     core.accepting = 0;
     reaper_stop();
     kill_watch_stop();
@@ -288,6 +300,33 @@ static json_t *initialize_result(void)
     return result;
 }
 
+/* The core serves logging/setLevel itself, whatever the backend is. */
+static json_t *with_logging(json_t *result)
+{
+    json_t *caps = json_object_get(result, "capabilities");
+    if (!json_is_object(caps)) {
+        caps = json_object();
+        json_object_set_new(result, "capabilities", caps);
+    }
+    json_object_set_new(caps, "logging", json_object());
+    return result;
+}
+
+json_t *core_header_params(const char *method, json_t *params)
+{
+    return core.ops->header_params ? core.ops->header_params(core.backend, method, params) : NULL;
+}
+
+json_t *core_requires(const char *method, json_t *params)
+{
+    return core.ops->requires ? core.ops->requires(core.backend, method, params) : NULL;
+}
+
+json_t *core_server_fields(void)
+{
+    return with_logging(initialize_result());
+}
+
 /* Why session_create said no, as the client hears it. */
 static void refuse_session(struct core_reply *out, json_t *id, int why)
 {
@@ -317,15 +356,41 @@ static void refuse_session(struct core_reply *out, json_t *id, int why)
     }
 }
 
-void core_initialize(json_t *msg, const struct jsonrpc_msg *m, const struct session_origin *origin,
-                     struct core_reply *out)
+struct session *core_open_session(const char *version, json_t *params,
+                                  const struct session_origin *origin, json_t *id, json_t **fields,
+                                  struct core_reply *out)
 {
     memset(out, 0, sizeof *out);
     if (!core.accepting) {
-        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_SERVER_ERROR, "Server is shutting down");
-        return;
+        core_reject(out, CORE_UNAVAILABLE, id, JSONRPC_SERVER_ERROR, "Server is shutting down");
+        return NULL;
     }
+    struct session *s;
+    int created = session_create(version, params, origin, &s);
+    if (created != 0) {
+        refuse_session(out, id, created);
+        return NULL;
+    }
+    char *why = NULL;
+    *fields = NULL;
+    if (core.ops->session_open &&
+        core.ops->session_open(core.backend, session_id(s), params, fields, &why) != 0) {
+        core_reject(out, CORE_UNAVAILABLE, id, JSONRPC_INTERNAL_ERROR,
+                    why ? why : "The backend refused the session");
+        free(why);
+        session_end(s);
+        session_unref(s);
+        return NULL;
+    }
+    metrics_add(METRIC_SESSIONS, 1);
+    return s;
+}
+
+void core_initialize(json_t *msg, const struct jsonrpc_msg *m, const struct session_origin *origin,
+                     struct core_reply *out)
+{
     (void)msg;
+    memset(out, 0, sizeof *out);
     json_t *params = m->params;
     json_t *requested = json_object_get(params, "protocolVersion");
     if (!json_is_object(params) || !json_is_string(requested)) {
@@ -334,36 +399,15 @@ void core_initialize(json_t *msg, const struct jsonrpc_msg *m, const struct sess
         return;
     }
     const char *version = protocol_negotiate(json_string_value(requested));
-    struct session *s;
-    int created = session_create(version, params, origin, &s);
-    if (created != 0) {
-        refuse_session(out, m->id, created);
+    json_t *fields;
+    struct session *s = core_open_session(version, params, origin, m->id, &fields, out);
+    if (!s)
         return;
-    }
-    char *why = NULL;
-    json_t *fields = NULL;
-    if (core.ops->session_open &&
-        core.ops->session_open(core.backend, session_id(s), params, &fields, &why) != 0) {
-        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
-                    why ? why : "The backend refused the session");
-        free(why);
-        session_end(s);
-        session_unref(s);
-        return;
-    }
-    json_t *result = json_is_object(fields) ? fields : initialize_result();
+    json_t *result = json_is_object(fields) ? with_logging(fields) : core_server_fields();
     if (fields && !json_is_object(fields))
         json_decref(fields);
-    json_t *caps = json_object_get(result, "capabilities");
-    if (!json_is_object(caps)) {
-        caps = json_object();
-        json_object_set_new(result, "capabilities", caps);
-    }
-    /* The core serves logging/setLevel itself, whatever the backend is. */
-    json_object_set_new(caps, "logging", json_object());
     json_object_set_new(result, "protocolVersion", json_string(version));
     log_event(LOG_INFO, session_id(s), "session_created", "protocol=%s", version);
-    metrics_add(METRIC_SESSIONS, 1);
     answer_now(s, m->id, jsonrpc_result(m->id, result), out);
     if (out->kind == CORE_STREAM)
         out->session = s;
@@ -512,16 +556,40 @@ static void on_set_level(struct session *s, const struct jsonrpc_msg *m, const c
     opt_in(m, transport, out);
 }
 
+/* subscriptions/listen (2026-07-28): a stream that stays open for the
+ * list-changed notifications the client asked for (listen.c). */
+static void on_listen(struct session *s, const struct jsonrpc_msg *m, const char *transport,
+                      struct core_reply *out)
+{
+    (void)transport;
+    if (!protocol_is_stateless(session_protocol(s))) {
+        answer_now(s, m->id,
+                   jsonrpc_error(m->id, JSONRPC_METHOD_NOT_FOUND, "Method not found", NULL), out);
+        return;
+    }
+    struct stream *st = stream_create(session_id(s), STREAM_REQUEST, m->id);
+    if (!st || listen_open(s, st, m->id, m->params) != 0) {
+        if (st) {
+            stream_end(st, STREAM_ERROR);
+            stream_unref(st);
+        }
+        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
+                    "Could not open the subscription");
+        return;
+    }
+    out->kind = CORE_STREAM;
+    out->stream = st;
+}
+
 /* The requests the core answers itself, whatever the backend. */
 static const struct {
     const char *name;
     void (*fn)(struct session *s, const struct jsonrpc_msg *m, const char *transport,
                struct core_reply *out);
 } core_methods[] = {
-    {"initialize", on_initialize_again},
-    {"ping", on_ping},
-    {"logging/setLevel", on_set_level},
-    {POLL_METHOD, submit_poll},
+    {"initialize", on_initialize_again}, {"ping", on_ping},
+    {"logging/setLevel", on_set_level},  {POLL_METHOD, submit_poll},
+    {"subscriptions/listen", on_listen},
 };
 
 static void submit_to_backend(struct session *s, json_t *msg, const struct jsonrpc_msg *m,

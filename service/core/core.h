@@ -84,6 +84,10 @@ struct core_reply {
                                 CORE_ANSWERED: the answer to send as is */
     int notification;        /* the message was a notification: a transport
                                 without status codes sends no error for it */
+    int ephemeral;           /* session is the request's own (stateless): end
+                                it with core_end_session once the reply is
+                                written, or the client went away (which
+                                cancels the request) */
 };
 void core_reply_clear(struct core_reply *r);
 
@@ -112,6 +116,11 @@ struct core_caller {
      * handed it out before initialize (the legacy /sse endpoint event);
      * NULL: a fresh one. */
     const char *new_session_id;
+    /* The request speaks a stateless revision (2026-07-28: the transport
+     * saw it in MCP-Protocol-Version or _meta): no session; the core checks
+     * params._meta and gives the request a session of its own that lives as
+     * long as its reply (core_reply.ephemeral). */
+    int stateless;
 };
 
 /* One message (borrowed). Fills *out; the caller clears it. */
@@ -191,6 +200,14 @@ int core_session_ended(struct session *s);
 void core_session_touch(struct session *s);
 /* The session's revision knows SSE priming events and retry (2025-11-25 on). */
 int core_session_polling(struct session *s);
+
+/* The Mcp-Param-* headers a request's arguments must come with (2026-07-28
+ * x-mcp-header): {"<header name>": "<argument>"} (new reference), or NULL. */
+json_t *core_header_params(const char *method, json_t *params);
+
+/* For backends: a list the clients see changed ("tools", "prompts",
+ * "resources"); subscribed stateless clients are told. */
+void core_list_changed(const char *what);
 
 /* Ends a session (DELETE or expiry): cancels its requests, tells the
  * backend, forgets it. */

@@ -14,6 +14,17 @@ struct session_origin;
  * session (owned) when it succeeds. `msg` is borrowed. */
 void core_initialize(json_t *msg, const struct jsonrpc_msg *m, const struct session_origin *origin,
                      struct core_reply *out);
+/* Creates a session (persisted) and opens it in the backend: the session
+ * (owned), or NULL with *out filled. *fields: what the backend says of
+ * itself for this session (a gateway's child), or NULL. */
+struct session *core_open_session(const char *version, json_t *params,
+                                  const struct session_origin *origin, json_t *id, json_t **fields,
+                                  struct core_reply *out);
+/* The client capabilities the backend needs for this request (new
+ * reference, or NULL). */
+json_t *core_requires(const char *method, json_t *params);
+/* capabilities, serverInfo, instructions of mcpd's own backend (new). */
+json_t *core_server_fields(void);
 /* Everything but initialize, on an existing session (borrowed). */
 void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, const char *transport,
                  struct core_reply *out);

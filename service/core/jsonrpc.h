@@ -27,6 +27,10 @@
 #define JSONRPC_TOO_MANY_CONNECTIONS -32014      /* --max-connections-per-ip reached */
 #define JSONRPC_TOO_MANY_IN_FLIGHT -32015        /* --max-inflight-per-session reached */
 #define JSONRPC_REQUEST_CANCELLED -32800
+/* 2026-07-28 */
+#define JSONRPC_HEADER_MISMATCH -32020     /* Mcp-* headers disagree with the body */
+#define JSONRPC_MISSING_CAPABILITY -32021  /* the client lacks a capability the request needs */
+#define JSONRPC_UNSUPPORTED_VERSION -32022 /* _meta protocolVersion not served */
 
 #define JSONRPC_MAX_DEPTH 64
 

@@ -107,11 +107,146 @@ static int classify(const struct core_caller *c, json_t *msg, struct jsonrpc_msg
     return -1;
 }
 
+/* ---- stateless requests (2026-07-28) ---- */
+
+static void refuse_data(struct core_reply *out, enum core_reason why, json_t *id, int code,
+                        const char *message, json_t *data)
+{
+    refuse(out, why, id, code, message);
+    if (data)
+        json_object_set_new(json_object_get(out->error, "error"), "data", data);
+}
+
+/* server/discover: what every stateless client may ask first. */
+static void discover(const struct jsonrpc_msg *m, struct core_reply *out)
+{
+    json_t *fields = core_server_fields();
+    json_t *caps = json_incref(json_object_get(fields, "capabilities"));
+    json_object_del(caps, "logging"); /* logging/setLevel is gone in 2026-07-28 */
+    json_t *result = json_pack("{s:o, s:o}", "supportedVersions", protocol_versions_json(),
+                               "capabilities", caps);
+    json_t *info = json_object_get(fields, "serverInfo");
+    json_object_set_new(result, "_meta",
+                        json_pack("{s:O}", PROTOCOL_META_SERVER_INFO, info ? info : json_null()));
+    json_t *instructions = json_object_get(fields, "instructions");
+    if (instructions)
+        json_object_set(result, "instructions", instructions);
+    json_decref(fields);
+    json_t *reply = jsonrpc_result(m->id, result);
+    protocol_adapt_final(PROTOCOL_STATELESS, m->method, reply);
+    memset(out, 0, sizeof *out);
+    out->kind = CORE_ANSWERED;
+    out->error = reply;
+}
+
+/* A request that needs a capability the client did not declare is refused
+ * before it runs (SEP-2575: a server must not rely on undeclared ones). */
+static int missing_capability(const struct jsonrpc_msg *m, json_t *declared, struct core_reply *out)
+{
+    json_t *needs = core_requires(m->method, m->params);
+    json_t *missing = json_object();
+    const char *key;
+    json_t *v;
+    json_object_foreach(needs, key, v)
+    {
+        if (!json_object_get(declared, key))
+            json_object_set(missing, key, v);
+    }
+    json_decref(needs);
+    if (json_object_size(missing) == 0) {
+        json_decref(missing);
+        return 0;
+    }
+    refuse_data(out, CORE_BAD_REQUEST, m->id, JSONRPC_MISSING_CAPABILITY,
+                "Missing required client capability",
+                json_pack("{s:o}", "requiredCapabilities", missing));
+    return 1;
+}
+
+static void receive_stateless(const struct core_caller *c, json_t *msg, const struct jsonrpc_msg *m,
+                              struct core_reply *out)
+{
+    if (m->kind != JSONRPC_REQUEST) {
+        /* Nothing to answer: a stateless server has no requests of its
+         * own outstanding, and a request is cancelled by closing its
+         * stream. */
+        memset(out, 0, sizeof *out);
+        out->kind = CORE_ACCEPTED;
+        return;
+    }
+    json_t *meta = json_object_get(m->params, "_meta");
+    json_t *version = json_object_get(meta, PROTOCOL_META_VERSION);
+    json_t *caps = json_object_get(meta, PROTOCOL_META_CAPABILITIES);
+    if (!json_is_object(meta) || !version || !caps) {
+        char why[200];
+        snprintf(why, sizeof why, "Invalid params: missing _meta keys:%s%s",
+                 version ? "" : " " PROTOCOL_META_VERSION,
+                 caps      ? ""
+                 : version ? " " PROTOCOL_META_CAPABILITIES
+                           : ", " PROTOCOL_META_CAPABILITIES);
+        refuse(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_PARAMS, why);
+        return;
+    }
+    if (!json_is_string(version) || !protocol_is_stateless(json_string_value(version))) {
+        refuse_data(out, CORE_BAD_REQUEST, m->id, JSONRPC_UNSUPPORTED_VERSION,
+                    "Unsupported protocol version",
+                    json_pack("{s:o, s:s}", "supported", protocol_versions_json(), "requested",
+                              json_is_string(version) ? json_string_value(version) : ""));
+        return;
+    }
+    if (!json_is_object(caps)) {
+        refuse(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_PARAMS,
+               "Invalid params: " PROTOCOL_META_CAPABILITIES " must be an object");
+        return;
+    }
+    if (strcmp(m->method, "server/discover") == 0) {
+        discover(m, out);
+        return;
+    }
+    if (!protocol_stateless_method(m->method)) {
+        char why[160];
+        snprintf(why, sizeof why, "Method not found: %.100s", m->method);
+        refuse(out, CORE_NOT_FOUND, m->id, JSONRPC_METHOD_NOT_FOUND, why);
+        return;
+    }
+    if (missing_capability(m, caps, out))
+        return;
+    /* The request's own session: the store keeps its stream like any
+     * other, and the backend sees the capabilities this request declared. */
+    json_t *info = json_object_get(meta, PROTOCOL_META_CLIENT_INFO);
+    json_t *params = json_pack("{s:O, s:O, s:O}", "protocolVersion", version, "capabilities", caps,
+                               "clientInfo", info ? info : json_object());
+    struct session_origin origin = {c->principal && *c->principal ? c->principal : NULL,
+                                    c->transport, NULL};
+    json_t *fields;
+    struct session *s =
+        params ? core_open_session(PROTOCOL_STATELESS, params, &origin, m->id, &fields, out) : NULL;
+    json_decref(params);
+    if (!s)
+        return;
+    json_decref(fields);
+    /* Logs only for a request that asked for them. */
+    int level =
+        protocol_log_level(json_string_value(json_object_get(meta, PROTOCOL_META_LOG_LEVEL)));
+    session_set_log_level(s, level >= 0 ? level : PROTOCOL_LOG_OFF);
+    core_submit(s, msg, m, c->transport, out);
+    out->session = s;
+    out->ephemeral = 1;
+    if (out->kind != CORE_STREAM) {
+        core_end_session(s);
+        out->ephemeral = 0;
+    }
+}
+
 void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *out)
 {
     struct jsonrpc_msg m;
     if (classify(c, msg, &m, out) != 0)
         return;
+    if (c->stateless) {
+        receive_stateless(c, msg, &m, out);
+        return;
+    }
     if (is_initialize(&m) || (!c->session_id && c->connection)) {
         if (is_initialize(&m))
             dispatch(c, NULL, msg, &m, out);
@@ -138,6 +273,11 @@ int core_receive_batch(const struct core_caller *c, json_t *batch, core_each_fn 
     if (json_array_size(batch) == 0) {
         refuse(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
                "Invalid Request: empty batch");
+        return -1;
+    }
+    if (c->stateless) {
+        refuse(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
+               "Invalid Request: 2026-07-28 has no batches");
         return -1;
     }
     struct session *s = core_session_open(c, refused);

@@ -395,6 +395,11 @@ const char *session_id(const struct session *s)
     return s->id;
 }
 
+const char *session_principal(const struct session *s)
+{
+    return s->principal;
+}
+
 int session_belongs_to(const struct session *s, const char *principal)
 {
     return strcmp(s->principal, principal ? principal : "") == 0;

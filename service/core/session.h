@@ -74,6 +74,8 @@ const char *session_protocol(const struct session *s);
 /* 1 if a request by `principal` (NULL: none) may use the session: the
  * same principal that created it. */
 int session_belongs_to(const struct session *s, const char *principal);
+/* The principal that created it ("" without authentication). Borrowed. */
+const char *session_principal(const struct session *s);
 /* Borrowed; valid while the reference is held. */
 json_t *session_init_params(const struct session *s);
 json_t *session_client_capabilities(const struct session *s);

@@ -33,6 +33,7 @@ enum write_kind {
     W_PURGE_LOGS,
     W_TOKEN_USED,
     W_TOKEN_PUT,
+    W_SECRET_PUT,
     W_COUNT,
     W_FLUSH = W_COUNT, /* no SQL: a marker whose commit means all before it committed */
     W_STREAM_WRITE     /* a row, a chunk and/or an end: see store_stream_write */
@@ -72,6 +73,8 @@ static const char *const write_sql[W_COUNT] = {
                      "WHERE name = ?1",
     [W_TOKEN_PUT] = "INSERT INTO tokens(name, hash, note, created_ms) VALUES(?1, ?2, ?3, ?4) "
                     "ON CONFLICT(name) DO UPDATE SET hash = excluded.hash, revoked_ms = NULL",
+    [W_SECRET_PUT] = "INSERT INTO secrets(name, value, created_ms) VALUES(?1, ?2, ?3) "
+                     "ON CONFLICT(name) DO NOTHING",
     [W_PURGE_LOGS] = "DELETE FROM logs WHERE ts_ms < ?1 OR id <= (SELECT max(id) FROM logs) - ?2",
 };
 
@@ -877,6 +880,29 @@ int store_sessions_ended_by_operator(struct store *st, int64_t since_ms,
         cb(arg, (const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1));
     read_end(st, q);
     return rc == SQLITE_DONE ? 0 : -1;
+}
+
+int store_secret(struct store *st, const char *name, const char *candidate, int64_t now_ms,
+                 char *out, size_t cap)
+{
+    /* The first value stored wins, so every process (and every start) reads
+     * the same key back. */
+    if (enqueue(st, 1, W_SECRET_PUT, "ssi", name, candidate, now_ms) != 0)
+        return -1;
+    sqlite3_stmt *q = read_begin(st, "SELECT value FROM secrets WHERE name = ?1");
+    if (!q)
+        return -1;
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    int rc = -1;
+    if (sqlite3_step(q) == SQLITE_ROW) {
+        const char *v = (const char *)sqlite3_column_text(q, 0);
+        if (v && strlen(v) < cap) {
+            snprintf(out, cap, "%s", v);
+            rc = 0;
+        }
+    }
+    read_end(st, q);
+    return rc;
 }
 
 int store_token_put(struct store *st, const char *name, const char *hash, const char *note,

@@ -150,6 +150,11 @@ struct store_token {
 int store_token_lookup(struct store *st, const char *hash, struct store_token *out);
 /* Adds the token `name` with this hash, or gives it this hash and lifts a
  * revocation; waits for the commit. */
+/* A server secret by name: stores `candidate` (text) unless one exists,
+ * then copies the stored value into out (cap bytes). 0, or -1. */
+int store_secret(struct store *st, const char *name, const char *candidate, int64_t now_ms,
+                 char *out, size_t cap);
+
 int store_token_put(struct store *st, const char *name, const char *hash, const char *note,
                     int64_t now_ms);
 /* Async: the token was used at now_ms. */

@@ -10,6 +10,7 @@
 #include "core.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "mcp_headers.h"
 #include "media_type.h"
 #include "origin.h"
 #include "refusal.h"
@@ -110,11 +111,11 @@ static int admitted(const struct _u_request *req, struct _u_response *resp,
 static int version_ok(const struct _u_request *req, struct _u_response *resp)
 {
     const char *v = header(req, "MCP-Protocol-Version");
-    if (v && !protocol_supported(v)) {
+    if (v && !protocol_supported(v) && !protocol_is_stateless(v)) {
         char msg[160];
         snprintf(msg, sizeof msg,
                  "Bad Request: Unsupported protocol version %.40s (supported: "
-                 "2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25)",
+                 "2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28)",
                  v);
         fail(resp, 400, JSONRPC_SERVER_ERROR, msg);
         return 0;
@@ -164,6 +165,8 @@ struct reader {
     int64_t next;
     int polling;        /* client understands priming events and retry: */
     int standalone_get; /* holds the session's GET slot */
+    int ephemeral;      /* the session is this request's own: it ends with
+                           this stream (a client that hangs up cancels) */
     int primed, done;
     int probe_writes; /* keepalives still to send quickly, to detect a dead peer */
     int64_t poll_deadline;
@@ -257,6 +260,8 @@ static void sse_free(void *ud)
     struct reader *r = ud;
     if (r->standalone_get)
         core_standalone_release(r->session, r->next);
+    if (r->ephemeral)
+        core_end_session(r->session);
     stream_unref(r->stream);
     core_session_drop(r->session);
     sse_buf_free(&r->buf);
@@ -266,13 +271,16 @@ static void sse_free(void *ud)
 /* Answers with an SSE stream following `st` from seq `from`. Takes over the
  * caller's references to st; borrows s. */
 static int start_sse(struct _u_response *resp, struct session *s, struct stream *st,
-                     const struct stream_reader *token, int64_t from, int standalone_get)
+                     const struct stream_reader *token, int64_t from, int standalone_get,
+                     int ephemeral)
 {
     struct reader *r = calloc(1, sizeof *r);
     if (!r) {
         stream_unref(st);
         if (standalone_get)
             core_standalone_release(s, -1);
+        if (ephemeral)
+            core_end_session(s);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     }
     core_session_hold(s);
@@ -284,6 +292,7 @@ static int start_sse(struct _u_response *resp, struct session *s, struct stream 
         stream_attach(st, &r->token);
     r->next = from;
     r->standalone_get = standalone_get;
+    r->ephemeral = ephemeral;
     r->polling = core_session_polling(s);
     if (r->polling && http.cfg.sse_poll_ms > 0)
         r->poll_deadline = clock_mono_ms() + http.cfg.sse_poll_ms;
@@ -318,14 +327,16 @@ static int ended_without_reply(struct _u_response *resp, struct session *s)
 /* The reply to a request: JSON or SSE, per the reply mode; always JSON for
  * a single-message reply (a poll result: a poll exists for clients that
  * cannot take streaming responses). Consumes the reference to st. */
-static int reply_stream(struct _u_response *resp, struct session *s, struct stream *st, int single)
+static int reply_stream(struct _u_response *resp, struct session *s, struct stream *st, int single,
+                        int ephemeral)
 {
     struct stream_reader tok;
     stream_attach(st, &tok);
     struct stream_chunk ch;
-    int rc;
+    int rc = -1;
     if (single || http.cfg.reply_mode == HTTP_REPLY_JSON) {
-        enum stream_wait w = core_wait_final(single ? NULL : s, st, &tok,
+        /* A stateless request has no other stream to relay to. */
+        enum stream_wait w = core_wait_final(single || ephemeral ? NULL : s, st, &tok,
                                              clock_mono_ms() + JSON_WAIT_MS, RELAY_WAIT_MS, &ch);
         if (w == STREAM_CHUNK)
             rc = send_chunk_json(resp, &ch);
@@ -334,24 +345,22 @@ static int reply_stream(struct _u_response *resp, struct session *s, struct stre
         else
             rc = fail(resp, 503, JSONRPC_SERVER_ERROR,
                       "The reply is not ready; resume the stream with GET and Last-Event-ID");
-        stream_unref(st);
-        return rc;
-    }
-    if (http.cfg.reply_mode == HTTP_REPLY_AUTO) {
+    } else if (http.cfg.reply_mode == HTTP_REPLY_AUTO) {
         enum stream_wait w = stream_read(st, &tok, 0, clock_mono_ms() + AUTO_WAIT_MS, &ch);
-        if (w == STREAM_CHUNK && ch.is_end) {
+        if (w == STREAM_CHUNK && ch.is_end)
             rc = send_chunk_json(resp, &ch);
-            stream_unref(st);
-            return rc;
-        }
-        if (w == STREAM_ENDED) {
-            stream_unref(st);
-            return ended_without_reply(resp, s);
-        }
-        if (w == STREAM_POLL)
+        else if (w == STREAM_ENDED)
+            rc = ended_without_reply(resp, s);
+        else if (w == STREAM_POLL)
             stream_detach_readers(st); /* re-arm it for the SSE reader */
     }
-    return start_sse(resp, s, st, &tok, 0, 0);
+    if (rc == -1)
+        return start_sse(resp, s, st, &tok, 0, 0, ephemeral);
+    stream_unref(st);
+    /* The reply is written: a stateless request's session has served. */
+    if (ephemeral)
+        core_end_session(s);
+    return rc;
 }
 
 /* Answers a message with the core's reply (cleared). */
@@ -367,7 +376,7 @@ static int respond(struct _u_response *resp, struct core_reply *r)
         send_json(resp, 200, r->ack ? r->ack : r->error);
         r->ack = r->error = NULL;
     } else {
-        rc = reply_stream(resp, r->session, r->stream, r->single);
+        rc = reply_stream(resp, r->session, r->stream, r->single, r->ephemeral);
         r->stream = NULL;
     }
     core_reply_clear(r);
@@ -566,6 +575,45 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
     return U_CALLBACK_COMPLETE;
 }
 
+static const char *request_header(void *ud, const char *name)
+{
+    return header(ud, name);
+}
+
+/* What a 2026-07-28 request's headers say that its body does not, or NULL:
+ * the Mcp-* headers (mcp_headers.c), and the Mcp-Param-* headers of the
+ * arguments the tool marks x-mcp-header. */
+static const char *headers_mismatch(const struct _u_request *req, json_t *root)
+{
+    const char *why = mcp_headers_check(header(req, "MCP-Protocol-Version"),
+                                        header(req, "Mcp-Method"), header(req, "Mcp-Name"), root);
+    if (why)
+        return why;
+    json_t *params = json_object_get(root, "params");
+    json_t *map = core_header_params(json_string_value(json_object_get(root, "method")), params);
+    if (map)
+        why = mcp_headers_check_params(map, json_object_get(params, "arguments"), request_header,
+                                       (void *)req);
+    json_decref(map);
+    return why;
+}
+
+/* A request of a stateless revision: named so by MCP-Protocol-Version, or,
+ * without the header and a session, by its params._meta. */
+static int stateless(const struct _u_request *req, json_t *root)
+{
+    const char *v = header(req, "MCP-Protocol-Version");
+    if (v && protocol_is_stateless(v))
+        return 1;
+    if (header(req, "Mcp-Session-Id"))
+        return 0;
+    /* A revision in _meta (even one mcpd does not serve: the core answers
+     * with the versions it does) marks a stateless client. */
+    json_t *meta = json_object_get(json_object_get(root, "params"), "_meta");
+    return json_object_get(meta, PROTOCOL_META_VERSION) != NULL ||
+           json_object_get(meta, PROTOCOL_META_CAPABILITIES) != NULL;
+}
+
 static int on_post(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
     (void)ud;
@@ -579,9 +627,6 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
         return fail(resp, 415, JSONRPC_SERVER_ERROR,
                     "Unsupported Media Type: Content-Type must be application/json");
     /* Bodies over max_body never get here: body_gate refused them. */
-    if (!version_ok(req, resp))
-        return U_CALLBACK_COMPLETE;
-
     struct jsonrpc_error err;
     json_t *root = req->binary_body_length
                        ? jsonrpc_parse(req->binary_body, req->binary_body_length, &err)
@@ -592,8 +637,24 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
         return fail(resp, 400, err.code, err.message);
     }
     struct core_caller c = caller_of(req, principal);
+    c.stateless = stateless(req, root);
+    /* A stateless request's revision is checked by the core, against the
+     * versions it serves, with the error 2026-07-28 defines. */
+    if (!c.stateless && !version_ok(req, resp)) {
+        json_decref(root);
+        return U_CALLBACK_COMPLETE;
+    }
+    const char *mismatch = c.stateless && json_is_object(root) ? headers_mismatch(req, root) : NULL;
     int rc;
-    if (json_is_array(root)) {
+    if (mismatch) {
+        /* The error answers this request: it names its id. */
+        json_t *id = json_object_get(root, "id");
+        request_log_error(JSONRPC_HEADER_MISMATCH);
+        send_json(resp, 400,
+                  jsonrpc_error(json_is_string(id) || json_is_integer(id) ? id : NULL,
+                                JSONRPC_HEADER_MISMATCH, mismatch, NULL));
+        rc = U_CALLBACK_COMPLETE;
+    } else if (json_is_array(root)) {
         request_log_mcp("batch", NULL);
         rc = post_batch(resp, &c, root);
     } else {
@@ -604,7 +665,7 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
                                     : NULL);
         struct core_reply r;
         core_receive(&c, root, &r);
-        if (r.kind != CORE_REJECTED && r.session && !c.session_id)
+        if (r.kind != CORE_REJECTED && r.session && !c.session_id && !r.ephemeral)
             u_map_put(resp->map_header, "Mcp-Session-Id", core_session_id(r.session));
         rc = respond(resp, &r);
     }
@@ -614,11 +675,25 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
 
 /* ---- GET ---- */
 
+/* A 2026-07-28 client has no session to GET or DELETE. */
+static int stateless_refusal(const struct _u_request *req, struct _u_response *resp)
+{
+    const char *v = header(req, "MCP-Protocol-Version");
+    if (!v || !protocol_is_stateless(v))
+        return 0;
+    u_map_put(resp->map_header, "Allow", "POST");
+    fail(resp, 405, JSONRPC_SERVER_ERROR,
+         "Method Not Allowed: 2026-07-28 has no sessions; send requests with POST");
+    return 1;
+}
+
 static int on_get(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
     (void)ud;
     char principal[AUTH_PRINCIPAL_MAX];
     if (!admitted(req, resp, principal))
+        return U_CALLBACK_COMPLETE;
+    if (stateless_refusal(req, resp))
         return U_CALLBACK_COMPLETE;
     if (!accepts(req, "text/event-stream"))
         return fail(resp, 406, JSONRPC_SERVER_ERROR,
@@ -632,7 +707,7 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
         struct core_resume res;
         if (core_resume(&c, last, &res, &r) != 0)
             return refused(resp, &r);
-        int rc = start_sse(resp, res.session, res.stream, NULL, res.next, 0);
+        int rc = start_sse(resp, res.session, res.stream, NULL, res.next, 0, 0);
         res.stream = NULL;
         core_resume_clear(&res);
         return rc;
@@ -643,7 +718,7 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
     struct stream *st;
     int64_t from;
     int rc = core_standalone_claim(s, HTTP_PROBE_WAIT_MS, &st, &from, &r) == 0
-                 ? start_sse(resp, s, st, NULL, from, 1)
+                 ? start_sse(resp, s, st, NULL, from, 1, 0)
                  : refused(resp, &r);
     core_session_drop(s);
     return rc;
@@ -655,7 +730,7 @@ static int on_delete(const struct _u_request *req, struct _u_response *resp, voi
 {
     (void)ud;
     char principal[AUTH_PRINCIPAL_MAX];
-    if (!admitted(req, resp, principal))
+    if (!admitted(req, resp, principal) || stateless_refusal(req, resp))
         return U_CALLBACK_COMPLETE;
     struct core_caller c = caller_of(req, principal);
     struct core_reply r;

@@ -1,0 +1,336 @@
+/* builtin_mrtr — the built-in tools and prompt that ask for input the
+ * 2026-07-28 way (SEP-2322, multi-round-trip requests).
+ *
+ * A stateless server cannot send the client a request of its own and wait:
+ * it answers with an InputRequiredResult ({resultType: "input_required",
+ * inputRequests: {key: {method, params}}, requestState?}), and the client
+ * calls again with params.inputResponses (one answer per key) and the
+ * requestState it was given. Each round is a whole request; what a tool
+ * must remember between rounds travels in the requestState, sealed by the
+ * core (call_state_seal: tamper-evident, bound to the principal and the
+ * tool, valid across restarts). Answers that are missing or malformed are
+ * asked for again; inputResponses that is not an object, and a state that
+ * does not open, are JSON-RPC errors (-32602). These serve the conformance
+ * suite's input-required-result-* scenarios and show how a tool asks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builtin_int.h"
+
+/* ---- the pieces of a round ---- */
+
+static json_t *elicit_request(const char *message, const char *field, const char *type)
+{
+    return json_pack("{s:s, s:{s:s, s:{s:s, s:{s:{s:s}}, s:[s]}}}", "method", "elicitation/create",
+                     "params", "message", message, "requestedSchema", "type", "object",
+                     "properties", field, "type", type, "required", field);
+}
+
+static json_t *sampling_request(const char *text, int max_tokens)
+{
+    return json_pack("{s:s, s:{s:[{s:s, s:{s:s, s:s}}], s:i}}", "method", "sampling/createMessage",
+                     "params", "messages", "role", "user", "content", "type", "text", "text", text,
+                     "maxTokens", max_tokens);
+}
+
+static json_t *roots_request(void)
+{
+    return json_pack("{s:s, s:{}}", "method", "roots/list", "params");
+}
+
+/* Answers with an InputRequiredResult asking for `requests` (stolen), with
+ * a requestState carrying state (borrowed) when state is not NULL. */
+static void ask(struct call *c, json_t *requests, json_t *state)
+{
+    json_t *result =
+        json_pack("{s:s, s:o}", "resultType", "input_required", "inputRequests", requests);
+    if (result && state) {
+        char *sealed = call_state_seal(c, state);
+        if (!sealed) {
+            json_decref(result);
+            call_fail(c, -32603, "Internal error: cannot seal the requestState", NULL);
+            return;
+        }
+        json_object_set_new(result, "requestState", json_string(sealed));
+        free(sealed);
+    }
+    builtin_reply(c, result);
+}
+
+/* params.inputResponses: NULL when absent; ends the call with -32602 and
+ * sets *bad when present but not an object (a protocol error, unlike an
+ * answer that is merely missing or malformed, which is asked again). */
+static json_t *responses(struct call *c, int *bad)
+{
+    json_t *r = json_object_get(call_params(c), "inputResponses");
+    *bad = r && !json_is_object(r);
+    if (*bad)
+        call_fail(c, -32602, "Invalid params: inputResponses must be an object", NULL);
+    return *bad ? NULL : r;
+}
+
+/* The accepted elicitation's string field, or NULL. */
+static const char *elicited(json_t *answers, const char *key, const char *field)
+{
+    json_t *a = json_object_get(answers, key);
+    const char *action = json_string_value(json_object_get(a, "action"));
+    if (!action || strcmp(action, "accept") != 0)
+        return NULL;
+    return json_string_value(json_object_get(json_object_get(a, "content"), field));
+}
+
+/* The text of a sampling answer (CreateMessageResult), or NULL. */
+static const char *sampled(json_t *answers, const char *key)
+{
+    json_t *content = json_object_get(json_object_get(answers, key), "content");
+    if (json_is_array(content))
+        content = json_array_get(content, 0);
+    return json_string_value(json_object_get(content, "text"));
+}
+
+/* The roots of a roots/list answer, as "uri, uri", or NULL. */
+static char *roots_text(json_t *answers, const char *key)
+{
+    json_t *roots = json_object_get(json_object_get(answers, key), "roots");
+    if (!json_is_array(roots))
+        return NULL;
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    if (!f)
+        return NULL;
+    size_t i;
+    json_t *r;
+    json_array_foreach(roots, i, r)
+    {
+        const char *uri = json_string_value(json_object_get(r, "uri"));
+        fprintf(f, "%s%s", i ? ", " : "", uri ? uri : "(no uri)");
+    }
+    fclose(f);
+    return out;
+}
+
+/* Opens params.requestState: 0 with *data (new reference; NULL when the
+ * request carries none), or -1 after ending the call with -32602. */
+static int state(struct call *c, json_t **data)
+{
+    *data = NULL;
+    json_t *s = json_object_get(call_params(c), "requestState");
+    if (!s)
+        return 0;
+    const char *why = "Invalid params: requestState must be a string";
+    if (!json_is_string(s) || call_state_open(c, json_string_value(s), data, &why) != 0) {
+        call_fail(c, -32602, why, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the tools ---- */
+
+void builtin_mrtr_elicitation(struct call *c, json_t *args)
+{
+    (void)args;
+    int bad;
+    json_t *answers = responses(c, &bad);
+    if (bad)
+        return;
+    const char *name = elicited(answers, "user_name", "name");
+    if (!name) {
+        ask(c,
+            json_pack("{s:o}", "user_name", elicit_request("What is your name?", "name", "string")),
+            NULL);
+        return;
+    }
+    char text[300];
+    snprintf(text, sizeof text, "Hello, %.200s!", name);
+    builtin_reply(c, builtin_text_result(text, 0));
+}
+
+void builtin_mrtr_sampling(struct call *c, json_t *args)
+{
+    (void)args;
+    int bad;
+    json_t *answers = responses(c, &bad);
+    if (bad)
+        return;
+    const char *said = sampled(answers, "capital_question");
+    if (!said) {
+        ask(c,
+            json_pack("{s:o}", "capital_question",
+                      sampling_request("What is the capital of France?", 100)),
+            NULL);
+        return;
+    }
+    char text[600];
+    snprintf(text, sizeof text, "The model answered: %.500s", said);
+    builtin_reply(c, builtin_text_result(text, 0));
+}
+
+void builtin_mrtr_list_roots(struct call *c, json_t *args)
+{
+    (void)args;
+    int bad;
+    json_t *answers = responses(c, &bad);
+    if (bad)
+        return;
+    char *roots = roots_text(answers, "client_roots");
+    if (!roots) {
+        ask(c, json_pack("{s:o}", "client_roots", roots_request()), NULL);
+        return;
+    }
+    char text[1200];
+    snprintf(text, sizeof text, "Client roots: %.1100s", roots);
+    free(roots);
+    builtin_reply(c, builtin_text_result(text, 0));
+}
+
+/* The round-trip of a sealed state: used by the request-state and the
+ * tampered-state tools alike (the latter's point is the refusal). */
+void builtin_mrtr_request_state(struct call *c, json_t *args)
+{
+    (void)args;
+    int bad;
+    json_t *answers = responses(c, &bad);
+    json_t *data;
+    if (bad || state(c, &data) != 0)
+        return;
+    json_t *ok =
+        json_object_get(json_object_get(json_object_get(answers, "confirm"), "content"), "ok");
+    const char *round = json_string_value(json_object_get(data, "round"));
+    if (!data || !json_is_boolean(ok) || !round || strcmp(round, "confirm") != 0) {
+        json_t *st = json_pack("{s:s}", "round", "confirm");
+        ask(c, json_pack("{s:o}", "confirm", elicit_request("Please confirm", "ok", "boolean")),
+            st);
+        json_decref(st);
+        json_decref(data);
+        return;
+    }
+    json_decref(data);
+    builtin_reply(
+        c, builtin_text_result(json_is_true(ok) ? "state-ok: confirmed" : "state-ok: declined", 0));
+}
+
+void builtin_mrtr_multiple_inputs(struct call *c, json_t *args)
+{
+    (void)args;
+    int bad;
+    json_t *answers = responses(c, &bad);
+    json_t *data;
+    if (bad || state(c, &data) != 0)
+        return;
+    const char *name = elicited(answers, "user_name", "name");
+    const char *greeting = sampled(answers, "greeting");
+    char *roots = roots_text(answers, "client_roots");
+    if (!data || !name || !greeting || !roots) {
+        /* Ask again for what is still missing. */
+        json_t *requests = json_object();
+        if (!name)
+            json_object_set_new(requests, "user_name",
+                                elicit_request("What is your name?", "name", "string"));
+        if (!greeting)
+            json_object_set_new(requests, "greeting", sampling_request("Generate a greeting", 50));
+        if (!roots || json_object_size(requests) == 0)
+            json_object_set_new(requests, "client_roots", roots_request());
+        json_t *st = json_pack("{s:s}", "round", "all");
+        ask(c, requests, st);
+        json_decref(st);
+        json_decref(data);
+        free(roots);
+        return;
+    }
+    char text[1500];
+    snprintf(text, sizeof text, "%.200s, %.200s! Your roots: %.1000s", greeting, name, roots);
+    free(roots);
+    json_decref(data);
+    builtin_reply(c, builtin_text_result(text, 0));
+}
+
+void builtin_mrtr_multi_round(struct call *c, json_t *args)
+{
+    (void)args;
+    int bad;
+    json_t *answers = responses(c, &bad);
+    json_t *data;
+    if (bad || state(c, &data) != 0)
+        return;
+    const char *round = json_string_value(json_object_get(data, "round"));
+    const char *name = elicited(answers, "step1", "name");
+    const char *color = elicited(answers, "step2", "color");
+    if (round && strcmp(round, "2") == 0 && color) {
+        char text[400];
+        snprintf(text, sizeof text, "%.150s's favorite color is %.150s",
+                 json_string_value(json_object_get(data, "name")), color);
+        builtin_reply(c, builtin_text_result(text, 0));
+    } else if ((round && strcmp(round, "1") == 0 && name) || (round && strcmp(round, "2") == 0)) {
+        /* The name from round 1 travels in the new state. */
+        json_t *st = json_pack("{s:s, s:s}", "round", "2", "name",
+                               name ? name : json_string_value(json_object_get(data, "name")));
+        ask(c,
+            json_pack("{s:o}", "step2",
+                      elicit_request("Step 2: What is your favorite color?", "color", "string")),
+            st);
+        json_decref(st);
+    } else {
+        json_t *st = json_pack("{s:s}", "round", "1");
+        ask(c,
+            json_pack("{s:o}", "step1",
+                      elicit_request("Step 1: What is your name?", "name", "string")),
+            st);
+        json_decref(st);
+    }
+    json_decref(data);
+}
+
+void builtin_mrtr_capabilities(struct call *c, json_t *args)
+{
+    (void)args;
+    int bad;
+    json_t *answers = responses(c, &bad);
+    if (bad)
+        return;
+    json_t *caps = call_client_capabilities(c);
+    if (json_object_size(answers) > 0) {
+        builtin_reply(c, builtin_text_result("thanks for the input", 0));
+        return;
+    }
+    /* Only what the client said it can answer. */
+    json_t *requests = json_object();
+    if (json_object_get(caps, "sampling"))
+        json_object_set_new(requests, "summary", sampling_request("Summarize the weather", 50));
+    if (json_object_get(caps, "elicitation"))
+        json_object_set_new(requests, "user_name",
+                            elicit_request("What is your name?", "name", "string"));
+    if (json_object_get(caps, "roots"))
+        json_object_set_new(requests, "client_roots", roots_request());
+    if (json_object_size(requests) == 0) {
+        json_decref(requests);
+        builtin_reply(c, builtin_text_result(
+                             "the client declared no capability to ask with; nothing asked", 0));
+        return;
+    }
+    ask(c, requests, NULL);
+}
+
+/* prompts/get of test_input_required_result_prompt. */
+void builtin_mrtr_prompt(struct call *c)
+{
+    int bad;
+    json_t *answers = responses(c, &bad);
+    if (bad)
+        return;
+    const char *context = elicited(answers, "user_context", "context");
+    if (!context) {
+        ask(c,
+            json_pack("{s:o}", "user_context",
+                      elicit_request("What context should the prompt use?", "context", "string")),
+            NULL);
+        return;
+    }
+    char text[600];
+    snprintf(text, sizeof text, "Answer with this context in mind: %.500s", context);
+    builtin_reply(c, json_pack("{s:s, s:[{s:s, s:{s:s, s:s}}]}", "description",
+                               "A prompt built from the context the user gave", "messages", "role",
+                               "user", "content", "type", "text", "text", text));
+}

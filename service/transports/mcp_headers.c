@@ -1,0 +1,152 @@
+/* mcp_headers — see mcp_headers.h. */
+#include "mcp_headers.h"
+#include "protocol.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *mcp_headers_name_of(const char *method, json_t *params)
+{
+    if (!method)
+        return NULL;
+    const char *key = NULL;
+    if (strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0)
+        key = "name";
+    else if (strcmp(method, "resources/read") == 0)
+        key = "uri";
+    else if (strncmp(method, "tasks/", 6) == 0)
+        key = "taskId";
+    const char *v = key ? json_string_value(json_object_get(params, key)) : NULL;
+    return v ? v : key ? "" : NULL;
+}
+
+/* 1 if header, without the optional whitespace around it, equals want. */
+static int equal_ows(const char *header, const char *want)
+{
+    while (*header == ' ' || *header == '\t')
+        header++;
+    size_t n = strlen(header);
+    while (n && (header[n - 1] == ' ' || header[n - 1] == '\t'))
+        n--;
+    return strlen(want) == n && strncmp(header, want, n) == 0;
+}
+
+const char *mcp_headers_check(const char *version, const char *method, const char *name,
+                              json_t *msg)
+{
+    if (!version)
+        return "Bad Request: missing MCP-Protocol-Version header";
+    json_t *params = json_object_get(msg, "params");
+    const char *meta_version =
+        json_string_value(json_object_get(json_object_get(params, "_meta"), PROTOCOL_META_VERSION));
+    if (meta_version && strcmp(meta_version, version) != 0)
+        return "Bad Request: MCP-Protocol-Version header does not match _meta protocolVersion";
+    const char *body_method = json_string_value(json_object_get(msg, "method"));
+    if (!body_method)
+        return NULL; /* a response or an invalid message: the core says what is wrong */
+    if (!method)
+        return "Bad Request: missing Mcp-Method header";
+    if (strcmp(method, body_method) != 0)
+        return "Bad Request: Mcp-Method header does not match the body's method";
+    const char *want = mcp_headers_name_of(body_method, params);
+    if (want && !name)
+        return "Bad Request: missing Mcp-Name header";
+    if (want && !equal_ows(name, want))
+        return "Bad Request: Mcp-Name header does not match the body";
+    return NULL;
+}
+
+static int b64_digit(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* Standard base64 with its padding, strictly: a length that is a multiple
+ * of 4, '=' only at the end, no other characters. The decoded bytes go to
+ * out (cap bytes, NUL-terminated); -1 if malformed or too long. */
+static int b64_decode_strict(const char *in, size_t n, char *out, size_t cap)
+{
+    if (n % 4 != 0)
+        return -1;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        int pad = (in[i + 3] == '=') + (in[i + 2] == '=' && in[i + 3] == '=');
+        if (pad && i + 4 != n)
+            return -1;
+        int v[4];
+        for (int k = 0; k < 4 - pad; k++)
+            if ((v[k] = b64_digit(in[i + (size_t)k])) < 0)
+                return -1;
+        unsigned acc = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 |
+                       (pad < 2 ? (unsigned)v[2] << 6 : 0u) | (pad < 1 ? (unsigned)v[3] : 0u);
+        char bytes[3] = {(char)(acc >> 16), (char)(acc >> 8 & 0xFF), (char)(acc & 0xFF)};
+        for (int k = 0; k < 3 - pad; k++) {
+            if (o + 1 >= cap)
+                return -1;
+            out[o++] = bytes[k];
+        }
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+/* The header's value as the client meant it: the base64 wrapper decoded. */
+static int header_value(const char *h, char *out, size_t cap)
+{
+    static const char pre[] = "=?base64?", suf[] = "?=";
+    size_t n = strlen(h);
+    if (n >= sizeof pre - 1 + sizeof suf - 1 && strncmp(h, pre, sizeof pre - 1) == 0 &&
+        strcmp(h + n - (sizeof suf - 1), suf) == 0)
+        return b64_decode_strict(h + sizeof pre - 1, n - (sizeof pre - 1) - (sizeof suf - 1), out,
+                                 cap);
+    if (n >= cap)
+        return -1;
+    memcpy(out, h, n + 1);
+    return 0;
+}
+
+/* An argument as a header carries it. */
+static int arg_text(json_t *v, char *out, size_t cap)
+{
+    if (json_is_string(v))
+        return snprintf(out, cap, "%s", json_string_value(v)) < (int)cap ? 0 : -1;
+    if (json_is_integer(v))
+        return snprintf(out, cap, "%lld", (long long)json_integer_value(v)) < (int)cap ? 0 : -1;
+    if (json_is_boolean(v))
+        return snprintf(out, cap, "%s", json_is_true(v) ? "true" : "false") < (int)cap ? 0 : -1;
+    if (json_is_real(v))
+        return snprintf(out, cap, "%.17g", json_real_value(v)) < (int)cap ? 0 : -1;
+    return -1;
+}
+
+const char *mcp_headers_check_params(json_t *map, json_t *args, mcp_headers_get_fn get, void *ud)
+{
+    const char *name;
+    json_t *param;
+    json_object_foreach(map, name, param)
+    {
+        char hname[200];
+        snprintf(hname, sizeof hname, "Mcp-Param-%s", name);
+        const char *h = get(ud, hname);
+        json_t *v = json_object_get(args, json_string_value(param));
+        if (!h && !v)
+            continue;
+        if (!h)
+            return "Bad Request: an argument marked x-mcp-header came without its Mcp-Param header";
+        if (!v)
+            return "Bad Request: an Mcp-Param header names an argument the body does not have";
+        char want[4096], got[4096];
+        if (header_value(h, got, sizeof got) != 0)
+            return "Bad Request: an Mcp-Param header is not valid base64";
+        if (arg_text(v, want, sizeof want) != 0 || strcmp(want, got) != 0)
+            return "Bad Request: an Mcp-Param header does not match its argument";
+    }
+    return NULL;
+}

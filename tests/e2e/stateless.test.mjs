@@ -1,0 +1,194 @@
+// MCP 2026-07-28 on the same /mcp (issue 11): stateless requests with their
+// revision, capabilities and client info in params._meta and the Mcp-*
+// headers; input-required results whose requestState is sealed (tampering,
+// replay by another principal, and a state from before a SIGKILL + restart);
+// subscriptions/listen; a client that closes its response stream cancels
+// the request. The conformance suite 0.2.0-alpha.12 covers the scenario
+// list (tests/conformance.sh); this file covers what it does not.
+
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { ACCEPT_BOTH, MCPD_BIN, openStream, request, tempDb, waitFor, withMcpd } from './lib/mcpd.mjs';
+
+const V = '2026-07-28';
+const ADMIN_BIN = path.join(path.dirname(MCPD_BIN), 'mcp-admin');
+let nextId = 1;
+
+function meta(extra = {}) {
+  return {
+    'io.modelcontextprotocol/protocolVersion': V,
+    'io.modelcontextprotocol/clientCapabilities': { elicitation: {}, sampling: {} },
+    'io.modelcontextprotocol/clientInfo': { name: 'stateless-e2e', version: '0' },
+    ...extra,
+  };
+}
+
+/** A stateless request with the headers a 2026-07-28 client sends. */
+function headersFor(method, params, token) {
+  const h = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, 'MCP-Protocol-Version': V, 'Mcp-Method': method };
+  const name = params?.name ?? params?.uri;
+  if (name !== undefined) h['Mcp-Name'] = name;
+  if (token) h.Authorization = `Bearer ${token}`;
+  return h;
+}
+
+async function call(port, method, params = {}, { token, headers } = {}) {
+  const body = { jsonrpc: '2.0', id: nextId++, method, params: { ...params, _meta: params._meta ?? meta() } };
+  return request(port, { headers: headers ?? headersFor(method, body.params, token), body });
+}
+
+function addToken(db, name) {
+  const r = spawnSync(ADMIN_BIN, ['--db', db, 'tokens', 'add', name], { encoding: 'utf8', timeout: 30000 });
+  assert.equal(r.status, 0, r.stderr);
+  return r.stdout.trim();
+}
+
+test('discover, a tool call, refusals: the 2026-07-28 wire on /mcp, beside the 2025 one', async () => {
+  await withMcpd([], {}, async (m) => {
+    const d = await call(m.port, 'server/discover');
+    assert.equal(d.status, 200, d.text);
+    assert.ok(d.json.result.supportedVersions.includes(V));
+    assert.ok(d.json.result.supportedVersions.includes('2025-11-25'));
+    assert.equal(d.json.result._meta['io.modelcontextprotocol/serverInfo'].name, 'mcpd');
+    assert.equal(d.json.result.resultType, 'complete');
+
+    const e = await call(m.port, 'tools/call', { name: 'echo', arguments: { message: 'no session' } });
+    assert.equal(e.status, 200, e.text);
+    assert.equal(e.headers['mcp-session-id'], undefined, 'no session id is handed out');
+    assert.equal(e.json.result.content[0].text, 'no session');
+    assert.equal(e.json.result.resultType, 'complete');
+
+    // Refusals, each answering its own request id.
+    const noMeta = await request(m.port, {
+      headers: headersFor('tools/list', {}),
+      body: { jsonrpc: '2.0', id: 77, method: 'tools/list', params: {} },
+    });
+    assert.equal(noMeta.status, 400);
+    assert.deepEqual([noMeta.json.id, noMeta.json.error.code], [77, -32602]);
+    const old = await call(m.port, 'tools/list', { _meta: meta({ 'io.modelcontextprotocol/protocolVersion': '2099-01-01' }) }, {
+      headers: { ...headersFor('tools/list', {}), 'MCP-Protocol-Version': '2099-01-01' },
+    });
+    assert.equal(old.status, 400);
+    assert.equal(old.json.error.code, -32022);
+    assert.deepEqual(old.json.error.data.requested, '2099-01-01');
+    assert.ok(old.json.error.data.supported.includes(V));
+    const wrongName = await call(m.port, 'tools/call', { name: 'echo', arguments: { message: 'x' } }, {
+      headers: { ...headersFor('tools/call', { name: 'echo' }), 'Mcp-Name': 'countdown' },
+    });
+    assert.equal(wrongName.status, 400);
+    assert.equal(wrongName.json.error.code, -32020);
+    for (const gone of ['initialize', 'ping', 'logging/setLevel', 'resources/subscribe', 'no/such']) {
+      const r = await call(m.port, gone);
+      assert.equal(r.status, 404, `${gone}: ${r.text}`);
+      assert.equal(r.json.error.code, -32601);
+    }
+    const needs = await call(m.port, 'tools/call', { name: 'test_missing_capability', arguments: {}, _meta: meta({ 'io.modelcontextprotocol/clientCapabilities': {} }) });
+    assert.equal(needs.status, 400);
+    assert.equal(needs.json.error.code, -32021);
+    assert.deepEqual(needs.json.error.data.requiredCapabilities, { sampling: {} });
+    for (const method of ['GET', 'DELETE']) {
+      const r = await request(m.port, { method, headers: { Accept: 'text/event-stream', 'MCP-Protocol-Version': V } });
+      assert.equal(r.status, 405, method);
+    }
+
+    // The 2025 wire goes on as before on the same URL.
+    const init = await request(m.port, {
+      headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH },
+      body: { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'old', version: '1' } } },
+    });
+    assert.equal(init.status, 200);
+    assert.ok(init.headers['mcp-session-id']);
+    const list = await request(m.port, {
+      headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, 'Mcp-Session-Id': init.headers['mcp-session-id'], 'MCP-Protocol-Version': '2025-11-25' },
+      body: { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+    });
+    const names = list.json.result.tools.map((t) => t.name);
+    assert.ok(names.includes('echo'));
+    assert.ok(!names.includes('test_input_required_result_elicitation'), '2026-only tools stay out of 2025 lists');
+    assert.equal(list.json.result.resultType, undefined, 'no 2026 fields on 2025 results');
+  });
+});
+
+test('requestState: tampered, replayed by another principal, and kept across SIGKILL + restart', async () => {
+  const { db, dir } = tempDb();
+  await withMcpd(['--auth', 'token'], { db, dir }, async (m) => {
+    const alice = addToken(db, 'alice');
+    const bob = addToken(db, 'bob');
+    const tool = 'test_input_required_result_request_state';
+    const first = await call(m.port, 'tools/call', { name: tool, arguments: {} }, { token: alice });
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.json.result.resultType, 'input_required');
+    const state = first.json.result.requestState;
+    assert.ok(state);
+    const answer = { confirm: { action: 'accept', content: { ok: true } } };
+    const retry = (token, requestState) =>
+      call(m.port, 'tools/call', { name: tool, arguments: {}, inputResponses: answer, requestState }, { token });
+
+    const ok = await retry(alice, state);
+    assert.equal(ok.json.result.resultType, 'complete');
+    assert.match(ok.json.result.content[0].text, /state-ok/);
+    const tampered = await retry(alice, state.slice(0, -2) + (state.endsWith('AA') ? 'BB' : 'AA'));
+    assert.equal(tampered.json.error?.code, -32602, tampered.text);
+    const replayed = await retry(bob, state);
+    assert.equal(replayed.json.error?.code, -32602, replayed.text);
+    assert.match(replayed.json.error.message, /another request/);
+    // The same state for another tool is refused too.
+    const elsewhere = await call(m.port, 'tools/call', { name: 'test_input_required_result_tampered_state', arguments: {}, inputResponses: answer, requestState: state }, { token: alice });
+    assert.equal(elsewhere.json.error?.code, -32602);
+
+    m.kill('SIGKILL');
+    await waitFor(() => m.exit !== null && m.exit !== undefined, 5000, 'mcpd to die');
+    await m.restart();
+    const after = await retry(alice, state);
+    assert.equal(after.json.result?.resultType, 'complete', after.text);
+    assert.match(after.json.result.content[0].text, /state-ok/);
+  });
+});
+
+test('subscriptions/listen: acknowledged first, then the notifications asked for, tagged', async () => {
+  await withMcpd([], {}, async (m) => {
+    const params = { notifications: { toolsListChanged: true }, _meta: meta() };
+    const s = await openStream(m.port, {
+      method: 'POST',
+      headers: headersFor('subscriptions/listen', params),
+      body: { jsonrpc: '2.0', id: 'sub', method: 'subscriptions/listen', params },
+    });
+    assert.equal(s.status, 200);
+    const ack = await s.sse.nextMessage(5000);
+    assert.equal(ack.msg.method, 'notifications/subscriptions/acknowledged');
+    assert.deepEqual(ack.msg.params.notifications, { toolsListChanged: true });
+    const sub = ack.msg.params._meta['io.modelcontextprotocol/subscriptionId'];
+    assert.ok(sub);
+    // A prompts change is not what this stream asked for; a tools change is.
+    assert.equal((await call(m.port, 'tools/call', { name: 'test_trigger_prompt_change', arguments: {} })).status, 200);
+    assert.equal((await call(m.port, 'tools/call', { name: 'test_trigger_tool_change', arguments: {} })).status, 200);
+    const changed = await s.sse.nextMessage(5000);
+    assert.equal(changed.msg.method, 'notifications/tools/list_changed');
+    assert.equal(changed.msg.params._meta['io.modelcontextprotocol/subscriptionId'], sub);
+    s.close();
+  });
+});
+
+test('closing the response stream cancels the request and ends its session', async () => {
+  await withMcpd([], {}, async (m) => {
+    const loaded = async () => {
+      const r = await request(m.port, { method: 'GET', path: '/metrics' });
+      return Number(/^mcpd_sessions_loaded (\d+)$/m.exec(r.text)[1]);
+    };
+    const params = { name: 'countdown', arguments: { n: 100, interval_ms: 100 }, _meta: meta({ progressToken: 'p' }) };
+    const s = await openStream(m.port, {
+      method: 'POST',
+      headers: headersFor('tools/call', params),
+      body: { jsonrpc: '2.0', id: 'long', method: 'tools/call', params },
+    });
+    assert.equal(s.status, 200);
+    const first = await s.sse.nextMessage(5000);
+    assert.equal(first.msg.method, 'notifications/progress');
+    assert.equal(await loaded(), 1, 'the request has a session of its own while it runs');
+    s.close();
+    await waitFor(async () => (await loaded()) === 0, 5000, 'the session to end with its stream');
+  });
+});

@@ -1,0 +1,116 @@
+/* test_mcp_headers — the 2026-07-28 request headers against their body
+ * (service/transports/mcp_headers.c): MCP-Protocol-Version, Mcp-Method,
+ * Mcp-Name (optional whitespace, case of the value), and the Mcp-Param-*
+ * headers of x-mcp-header arguments with their strict base64 form. */
+#include "check.h"
+#include "mcp_headers.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static json_t *msg(const char *text)
+{
+    json_t *m = json_loads(text, 0, NULL);
+    CHECK(m != NULL);
+    return m;
+}
+
+#define CALL                                                                                       \
+    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","       \
+    "\"arguments\":{\"region\":\"Hello\",\"n\":3},\"_meta\":{"                                     \
+    "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}}}"
+
+static void test_method_and_name(void)
+{
+    json_t *m = msg(CALL);
+    CHECK(mcp_headers_check("2026-07-28", "tools/call", "echo", m) == NULL);
+    CHECK(mcp_headers_check("2026-07-28", "tools/call", "  echo\t", m) == NULL);
+    CHECK(mcp_headers_check(NULL, "tools/call", "echo", m) != NULL);
+    CHECK(mcp_headers_check("2025-11-25", "tools/call", "echo", m) != NULL);
+    CHECK(mcp_headers_check("2026-07-28", NULL, "echo", m) != NULL);
+    CHECK(mcp_headers_check("2026-07-28", "TOOLS/CALL", "echo", m) != NULL);
+    CHECK(mcp_headers_check("2026-07-28", "tools/list", "echo", m) != NULL);
+    CHECK(mcp_headers_check("2026-07-28", "tools/call", NULL, m) != NULL);
+    CHECK(mcp_headers_check("2026-07-28", "tools/call", "Echo", m) != NULL);
+    CHECK(mcp_headers_check("2026-07-28", "tools/call", "echo2", m) != NULL);
+    CHECK(mcp_headers_check("2026-07-28", "tools/call", "ech", m) != NULL);
+    json_decref(m);
+
+    /* What Mcp-Name names, per method. */
+    json_t *p = json_pack("{s:s, s:s, s:s}", "name", "n1", "uri", "test://r", "taskId", "t1");
+    CHECK_STR(mcp_headers_name_of("tools/call", p), "n1");
+    CHECK_STR(mcp_headers_name_of("prompts/get", p), "n1");
+    CHECK_STR(mcp_headers_name_of("resources/read", p), "test://r");
+    CHECK_STR(mcp_headers_name_of("tasks/get", p), "t1");
+    CHECK(mcp_headers_name_of("tools/list", p) == NULL);
+    CHECK(mcp_headers_name_of(NULL, p) == NULL);
+    json_decref(p);
+    /* A method that names nothing needs no Mcp-Name; a request without a
+     * method (a response) is the core's to refuse. */
+    m = msg("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{}}");
+    CHECK(mcp_headers_check("2026-07-28", "tools/list", NULL, m) == NULL);
+    json_decref(m);
+    m = msg("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}");
+    CHECK(mcp_headers_check("2026-07-28", NULL, NULL, m) == NULL);
+    json_decref(m);
+}
+
+struct headers {
+    const char *name, *value;
+};
+
+static const char *get(void *ud, const char *name)
+{
+    for (const struct headers *h = ud; h->name; h++)
+        if (strcasecmp(h->name, name) == 0)
+            return h->value;
+    return NULL;
+}
+
+static const char *params(const char *region_header)
+{
+    static json_t *m, *map;
+    if (!m) {
+        m = msg(CALL);
+        map = json_pack("{s:s}", "Region", "region");
+    }
+    struct headers h[] = {{"Mcp-Param-Region", region_header}, {NULL, NULL}};
+    return mcp_headers_check_params(map, json_object_get(json_object_get(m, "params"), "arguments"),
+                                    get, region_header ? h : &h[1]);
+}
+
+static void test_params(void)
+{
+    CHECK(params("Hello") == NULL);
+    CHECK(params("=?base64?SGVsbG8=?=") == NULL);    /* "Hello" */
+    CHECK(params("=?base64?SGVsbG8?=") != NULL);     /* padding missing */
+    CHECK(params("=?base64?SGVs!!!bG8=?=") != NULL); /* not the alphabet */
+    CHECK(params("=?base64?SGVsbG8=") != NULL);      /* no ?=: literal, and not "Hello" */
+    CHECK(params("SGVsbG8=") != NULL);               /* literal */
+    CHECK(params("hello") != NULL);
+    CHECK(params("=?base64?SGVsbG9v?=") != NULL); /* "Helloo" */
+    CHECK(params(NULL) != NULL);                  /* the argument came without its header */
+
+    /* A number argument travels as its decimal text. */
+    json_t *m = msg(CALL), *map = json_pack("{s:s}", "N", "n");
+    json_t *args = json_object_get(json_object_get(m, "params"), "arguments");
+    struct headers three[] = {{"Mcp-Param-N", "3"}, {NULL, NULL}};
+    struct headers four[] = {{"Mcp-Param-N", "4"}, {NULL, NULL}};
+    CHECK(mcp_headers_check_params(map, args, get, three) == NULL);
+    CHECK(mcp_headers_check_params(map, args, get, four) != NULL);
+    /* A header for an argument the body lacks. */
+    json_t *none = json_object();
+    CHECK(mcp_headers_check_params(map, none, get, three) != NULL);
+    CHECK(mcp_headers_check_params(map, none, get, &three[1]) == NULL);
+    json_decref(none);
+    json_decref(map);
+    json_decref(m);
+}
+
+int main(void)
+{
+    test_method_and_name();
+    test_params();
+    return check_summary();
+}
