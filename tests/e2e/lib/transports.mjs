@@ -391,6 +391,7 @@ class HttpDriver {
     this.version = undefined;
     this.pollId = 0;
     this.pollers = new Set();
+    this.cancelled = new Set(); // JSON of request ids the client sent notifications/cancelled for
   }
 
   async open() {
@@ -480,6 +481,9 @@ class HttpDriver {
         // socket's data in first.
         await new Promise((resolve) => setTimeout(resolve, 30));
         if (json === undefined) {
+          // a request the client cancelled gets no response: with JSON
+          // replies its POST is answered 202 with an empty body
+          if (s.status === 202 && text === '' && this.cancelled.has(JSON.stringify(msg.id))) return;
           if (!this.closing) {
             this.inbox.fail(new Error(`${this.name}: HTTP ${s.status} with no JSON body for ${msg.method}: ${show(text)}`));
           }
@@ -490,7 +494,7 @@ class HttpDriver {
           const handle = m.id === body.id && m.result?.status === 'streaming_started' && body.params?.stream === true;
           if (handle) {
             if (!hidden) this._deliver(m, initId);
-            this._poll(m.result.stream_id, hidden);
+            this._poll(m.result.stream_id, hidden, body.id);
           } else {
             this._deliver(m, initId);
           }
@@ -502,6 +506,9 @@ class HttpDriver {
   }
 
   async _sendOneWay(msg) {
+    if (msg.method === 'notifications/cancelled' && msg.params?.requestId !== undefined) {
+      this.cancelled.add(JSON.stringify(msg.params.requestId));
+    }
     const r = await request(this.port, { headers: this.headers(), body: msg });
     if (r.status !== 202) {
       throw new Error(`${this.name}: POST of ${show(msg)} answered HTTP ${r.status} (expected 202): ${r.text}`);
@@ -532,9 +539,10 @@ class HttpDriver {
 
   /**
    * Long-poll a stream until its last chunk; queue each chunk as an
-   * mcpd/chunk notification (or, hidden, as the plain message).
+   * mcpd/chunk notification (or, hidden, as the plain message). The stream
+   * of a request the client cancelled (`requestId`) may end without one.
    */
-  _poll(streamId, hidden) {
+  _poll(streamId, hidden, requestId) {
     const p = (async () => {
       let from = 0;
       const deadline = Date.now() + 120000;
@@ -568,6 +576,8 @@ class HttpDriver {
           }
           if (nextSeq !== from) throw new Error(`mcpd/poll ${streamId}: next_seq ${nextSeq}, expected ${from}: ${r.text}`);
           if (ended) return;
+          // a request the client cancelled ends its stream without a response
+          if (!hasMore && state === 'error' && this.cancelled.has(JSON.stringify(requestId))) return;
           if (!hasMore && state !== 'active' && state !== 'initializing') {
             throw new Error(`mcpd/poll ${streamId}: stream ${state} without an end chunk: ${r.text}`);
           }
