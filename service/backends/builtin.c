@@ -93,10 +93,8 @@ static const struct method methods[] = {
 static json_t *builtin_capabilities(void *self)
 {
     (void)self;
-    /* listChanged: the 2026-07-28 diagnostic tools change the lists, and
-     * subscriptions/listen tells. */
-    return json_pack("{s:{s:b}, s:{s:b,s:b}, s:{s:b}, s:{}}", "tools", "listChanged", 1,
-                     "resources", "subscribe", 1, "listChanged", 0, "prompts", "listChanged", 1,
+    return json_pack("{s:{s:b}, s:{s:b,s:b}, s:{s:b}, s:{}}", "tools", "listChanged", 0,
+                     "resources", "subscribe", 1, "listChanged", 0, "prompts", "listChanged", 0,
                      "completions");
 }
 
@@ -191,6 +189,8 @@ static const struct backend_ops ops = {
     .notify = builtin_notify,
     .requires = builtin_requires,
     .header_params = builtin_header_params,
+    /* Its 2026-07-28 diagnostic tools change the lists (core_list_changed). */
+    .tells_list_changes = 1,
     .destroy = builtin_destroy,
 };
 

@@ -312,6 +312,11 @@ static json_t *with_logging(json_t *result)
     return result;
 }
 
+int core_tells_list_changes(void)
+{
+    return core.ops->tells_list_changes;
+}
+
 json_t *core_header_params(const char *method, json_t *params)
 {
     return core.ops->header_params ? core.ops->header_params(core.backend, method, params) : NULL;
