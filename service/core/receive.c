@@ -169,6 +169,13 @@ static int missing_capability(const struct jsonrpc_msg *m, json_t *declared, str
     return 1;
 }
 
+/* The revision a message names in its _meta, or NULL. */
+static const char *stateless_version(const struct jsonrpc_msg *m)
+{
+    return json_string_value(
+        json_object_get(json_object_get(m->params, "_meta"), PROTOCOL_META_VERSION));
+}
+
 static void receive_stateless(const struct core_caller *c, json_t *msg, const struct jsonrpc_msg *m,
                               struct core_reply *out)
 {
@@ -251,6 +258,19 @@ void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *o
         return;
     if (c->stateless) {
         receive_stateless(c, msg, &m, out);
+        return;
+    }
+    if (c->connection && !c->session_id && stateless_version(&m)) {
+        /* WebSocket and stdio carry sessions: a 2026-07-28 client is told
+         * where it is served rather than to initialize. */
+        json_t *supported = protocol_versions_json();
+        json_array_remove(supported, 0); /* the stateless revision itself */
+        refuse_data(
+            out, CORE_BAD_REQUEST, m.id, JSONRPC_UNSUPPORTED_VERSION,
+            "Unsupported protocol version on this transport: 2026-07-28 is served with "
+            "HTTP POST on /mcp; here, initialize with one of the supported versions",
+            json_pack("{s:o, s:s}", "supported", supported, "requested", stateless_version(&m)));
+        out->notification = m.kind == JSONRPC_NOTIFICATION;
         return;
     }
     if (is_initialize(&m) || (!c->session_id && c->connection)) {

@@ -192,3 +192,22 @@ test('closing the response stream cancels the request and ends its session', asy
     await waitFor(async () => (await loaded()) === 0, 5000, 'the session to end with its stream');
   });
 });
+
+test('stdio (a transport with sessions) tells a 2026-07-28 client where it is served', async () => {
+  const { spawn } = await import('node:child_process');
+  const p = spawn(MCPD_BIN, ['--stdio', '--db', ':memory:'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  p.stdout.on('data', (d) => (out += d));
+  const params = { _meta: meta() };
+  p.stdin.write(JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/list', params }) + '\n');
+  await waitFor(() => out.includes('\n'), 5000, 'an answer on stdout');
+  const reply = JSON.parse(out.split('\n')[0]);
+  assert.equal(reply.id, 5);
+  assert.equal(reply.error.code, -32022);
+  assert.match(reply.error.message, /POST on \/mcp/);
+  assert.ok(!reply.error.data.supported.includes(V));
+  assert.equal(reply.error.data.requested, V);
+  p.stdin.end();
+  const code = await new Promise((r) => p.on('exit', r));
+  assert.equal(code, 0);
+});
