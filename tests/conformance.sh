@@ -20,6 +20,8 @@
 #   CONFORMANCE_OUT   keep per-scenario checks.json here (default: a temp dir, removed)
 #   SPEC_VERSIONS     revisions to run (default: "2025-06-18 2025-11-25")
 #   SUITE             conformance suite (default: all)
+#   EXTENSIONS        extension scenarios to run one by one after the revisions
+#                     (e.g. "sep-2640-skills-enumeration"), each with --scenario
 #   CONFORMANCE_PKG   the suite's package under node_modules (default: the pinned
 #                     @modelcontextprotocol/conformance 0.1.16; "conformance-next" is
 #                     the pinned 0.2.0-alpha.12, which knows 2026-07-28)
@@ -166,6 +168,38 @@ for ver in $spec_versions; do
   fi
   echo "conformance $ver: cli exit $rc, mcpd exit $mcpd_exit"
 done
+
+# Extension scenarios belong to no revision's suite: each runs on its own
+# (--scenario, the wire inferred), against one mcpd.
+if [ -n "${EXTENSIONS:-}" ]; then
+  echo "=================================================================="
+  echo "conformance: extension scenarios"
+  echo "=================================================================="
+  log="$work/mcpd-extensions.log"
+  if start_mcpd "$log"; then
+    url="http://127.0.0.1:$port/mcp"
+    for scenario in $EXTENSIONS; do
+      out="$out_root/$scenario"
+      mkdir -p "$out"
+      "$node22" "$cli" server --url "$url" --scenario "$scenario" -o "$out" >"$work/cli-$scenario.txt" 2>&1
+      rc=$?
+      line="$(grep -E '^Passed: ' "$work/cli-$scenario.txt" | tail -1)"
+      ok=$(echo "$line" | sed -n 's|^Passed: \([0-9]*\)/.*|\1|p')
+      bad=$(echo "$line" | sed -n 's|^Passed: [0-9]*/[0-9]*, \([0-9]*\) failed.*|\1|p')
+      if [ "$rc" -eq 0 ] && [ -n "$ok" ] && [ "${bad:-1}" -eq 0 ] && [ "$ok" -gt 0 ]; then
+        echo "✓ $scenario: $ok passed, 0 failed"
+      else
+        echo "✗ $scenario: ${ok:-0} passed, ${bad:-?} failed"
+        print_failures "$out_root"
+        status=1
+      fi
+    done
+    stop_mcpd
+    [ "$mcpd_exit" -eq 0 ] || { echo "mcpd exited with status $mcpd_exit after the extension scenarios"; status=1; }
+  else
+    status=1
+  fi
+fi
 
 if [ -n "${CONFORMANCE_OUT:-}" ]; then
   echo "checks.json files kept under $out_root"

@@ -86,6 +86,9 @@ static const struct method methods[] = {
     {"prompts/list", builtin_prompts_list},
     {"prompts/get", builtin_prompts_get},
     {"completion/complete", builtin_completion_complete},
+    {"skills/list", builtin_skills_list},
+    {"skills/get", builtin_skills_get},
+    {"resources/directory/read", builtin_skills_directory_read},
 };
 
 /* ---- backend_ops ---- */
@@ -166,6 +169,12 @@ static json_t *builtin_header_params(void *self, const char *method, json_t *par
     return builtin_tools_header_params(self, json_string_value(json_object_get(params, "name")));
 }
 
+static json_t *builtin_extensions(void *self)
+{
+    (void)self;
+    return json_pack("{s:{s:b}}", BUILTIN_SKILLS_EXTENSION, "directoryRead", 1);
+}
+
 static void builtin_destroy(void *self)
 {
     struct builtin *b = self;
@@ -189,6 +198,7 @@ static const struct backend_ops ops = {
     .notify = builtin_notify,
     .requires = builtin_requires,
     .header_params = builtin_header_params,
+    .extensions = builtin_extensions,
     /* Its 2026-07-28 diagnostic tools change the lists (core_list_changed). */
     .tells_list_changes = 1,
     .destroy = builtin_destroy,

@@ -71,6 +71,16 @@ void builtin_mrtr_capabilities(struct call *c, json_t *args);
 void builtin_mrtr_prompt(struct call *c);
 #define BUILTIN_MRTR_PROMPT "test_input_required_result_prompt"
 
+/* ---- builtin_skills.c: the skills extension (2026-07-28) ---- */
+#define BUILTIN_SKILLS_EXTENSION "io.modelcontextprotocol/skills"
+void builtin_skills_list(struct builtin *b, struct call *c);
+void builtin_skills_get(struct builtin *b, struct call *c);
+void builtin_skills_directory_read(struct builtin *b, struct call *c);
+/* The skills' files as resources/list entries (new reference). */
+json_t *builtin_skills_resources(void);
+/* Answers resources/read of a skill file: 0, or -1 when uri names none. */
+int builtin_skills_read(struct call *c, const char *uri);
+
 /* ---- builtin_resources.c ---- */
 void builtin_resources_list(struct builtin *b, struct call *c);
 void builtin_resources_read(struct builtin *b, struct call *c);

@@ -125,6 +125,12 @@ void builtin_resources_list(struct builtin *b, struct call *c)
             list = NULL;
         }
     }
+    /* A 2026-07-28 client (skills extension) also sees the skills' files. */
+    if (list != NULL && builtin_stateless_call(c)) {
+        json_t *skill_files = builtin_skills_resources();
+        json_array_extend(list, skill_files);
+        json_decref(skill_files);
+    }
     builtin_reply(c, list != NULL ? json_pack("{s:o}", "resources", list) : NULL);
 }
 
@@ -180,6 +186,8 @@ void builtin_resources_read(struct builtin *b, struct call *c)
                                    r->text != NULL ? r->text : r->blob));
         return;
     }
+    if (builtin_skills_read(c, uri) == 0)
+        return;
     idlen = template_id_len(uri);
     if (idlen == 0) {
         not_found(c, uri);

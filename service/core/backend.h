@@ -73,6 +73,11 @@ struct backend_ops {
      * sent them, so their capabilities say what the backend says.) */
     int tells_list_changes;
 
+    /* Optional: the protocol extensions it serves to 2026-07-28 clients,
+     * {"<extension id>": {settings}} (new reference), advertised in
+     * server/discover's capabilities.extensions. */
+    json_t *(*extensions)(void *self);
+
     void (*destroy)(void *self);
 };
 

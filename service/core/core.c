@@ -312,6 +312,11 @@ static json_t *with_logging(json_t *result)
     return result;
 }
 
+json_t *core_extensions(void)
+{
+    return core.ops->extensions ? core.ops->extensions(core.backend) : NULL;
+}
+
 int core_tells_list_changes(void)
 {
     return core.ops->tells_list_changes;

@@ -23,6 +23,8 @@ struct session *core_open_session(const char *version, json_t *params,
 /* The client capabilities the backend needs for this request (new
  * reference, or NULL). */
 json_t *core_requires(const char *method, json_t *params);
+/* The backend's extensions for discover (new reference), or NULL. */
+json_t *core_extensions(void);
 /* The backend tells list changes (backend_ops.tells_list_changes). */
 int core_tells_list_changes(void);
 /* capabilities, serverInfo, instructions of mcpd's own backend (new). */

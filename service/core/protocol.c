@@ -58,10 +58,20 @@ int protocol_is_stateless(const char *version)
 }
 
 static const char *const stateless_methods[] = {
-    "server/discover",      "tools/list",     "tools/call",
-    "resources/list",       "resources/read", "resources/templates/list",
-    "prompts/list",         "prompts/get",    "completion/complete",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
     "subscriptions/listen",
+    /* extension io.modelcontextprotocol/skills */
+    "skills/list",
+    "skills/get",
+    "resources/directory/read",
 };
 
 int protocol_stateless_method(const char *method)
@@ -83,8 +93,8 @@ json_t *protocol_versions_json(void)
 
 /* Results a client may cache (SEP-2549). */
 static const char *const cacheable[] = {
-    "server/discover",          "tools/list",    "prompts/list", "resources/list",
-    "resources/templates/list", "resources/read"};
+    "server/discover",          "tools/list",     "prompts/list", "resources/list",
+    "resources/templates/list", "resources/read", "skills/list",  "skills/get"};
 
 void protocol_adapt_final(const char *version, const char *method, json_t *msg)
 {

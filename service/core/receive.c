@@ -123,6 +123,9 @@ static void discover(const struct jsonrpc_msg *m, struct core_reply *out)
     json_t *fields = core_server_fields();
     json_t *caps = json_incref(json_object_get(fields, "capabilities"));
     json_object_del(caps, "logging"); /* logging/setLevel is gone in 2026-07-28 */
+    json_t *extensions = core_extensions();
+    if (extensions)
+        json_object_set_new(caps, "extensions", extensions);
     if (core_tells_list_changes()) {
         json_t *lists[] = {json_object_get(caps, "tools"), json_object_get(caps, "prompts")};
         for (size_t i = 0; i < 2; i++)
