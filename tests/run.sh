@@ -120,10 +120,14 @@ count "conformance scenarios" "$p" "$f"
 
 # The pre-release suite knows 2026-07-28 (stateless requests, headers,
 # caching, input-required results) and re-checks the 2025 revisions.
-echo "== conformance suite 0.2.0-alpha.12: 2026-07-28, 2025-11-25, 2025-06-18, the skills extension"
+echo "== conformance suite 0.2.0-alpha.12: 2026-07-28, 2025-11-25, 2025-06-18, the skills and tasks extensions"
 out="$(MCPD_BIN="$repo/build/bin/mcpd" CONFORMANCE_PKG=conformance-next \
         SPEC_VERSIONS="2026-07-28 2025-11-25 2025-06-18" \
-        EXTENSIONS="sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills-directory" \
+        EXTENSIONS="sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills-directory
+                    tasks-lifecycle tasks-capability-negotiation tasks-wire-fields
+                    tasks-request-state-removal tasks-mrtr-input tasks-request-headers
+                    tasks-dispatch-and-envelope tasks-status-notifications
+                    tasks-required-task-error tasks-mrtr-composition" \
         bash tests/conformance.sh 2>&1)"
 echo "$out" | grep -E '✗|Total|FAIL|conformance' | head -n 60
 p=$(echo "$out" | grep -c '^✓')

@@ -172,7 +172,16 @@ static json_t *builtin_header_params(void *self, const char *method, json_t *par
 static json_t *builtin_extensions(void *self)
 {
     (void)self;
-    return json_pack("{s:{s:b}}", BUILTIN_SKILLS_EXTENSION, "directoryRead", 1);
+    return json_pack("{s:{s:b}, s:{}}", BUILTIN_SKILLS_EXTENSION, "directoryRead", 1,
+                     "io.modelcontextprotocol/tasks");
+}
+
+static int builtin_task_support(void *self, const char *method, json_t *params)
+{
+    (void)self;
+    if (!method || strcmp(method, "tools/call") != 0)
+        return 0;
+    return builtin_tools_task_support(json_string_value(json_object_get(params, "name")), params);
 }
 
 static void builtin_destroy(void *self)
@@ -199,6 +208,7 @@ static const struct backend_ops ops = {
     .requires = builtin_requires,
     .header_params = builtin_header_params,
     .extensions = builtin_extensions,
+    .task_support = builtin_task_support,
     /* Its 2026-07-28 diagnostic tools change the lists (core_list_changed). */
     .tells_list_changes = 1,
     .destroy = builtin_destroy,

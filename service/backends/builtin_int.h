@@ -70,6 +70,16 @@ void builtin_mrtr_multi_round(struct call *c, json_t *args);
 void builtin_mrtr_capabilities(struct call *c, json_t *args);
 void builtin_mrtr_prompt(struct call *c);
 #define BUILTIN_MRTR_PROMPT "test_input_required_result_prompt"
+/* The tasks extension's fixtures. */
+void builtin_task_greet(struct call *c, json_t *args);
+void builtin_task_slow_compute(struct call *c, json_t *args);
+void builtin_task_failing_job(struct call *c, json_t *args);
+void builtin_task_protocol_error_job(struct call *c, json_t *args);
+void builtin_task_confirm_delete(struct call *c, json_t *args);
+void builtin_task_multi_input(struct call *c, json_t *args);
+void builtin_task_tool_with_task(struct call *c, json_t *args);
+/* 0, 1 or 2: may the named tool run as a task (backend_ops.task_support). */
+int builtin_tools_task_support(const char *name, json_t *params);
 
 /* ---- builtin_skills.c: the skills extension (2026-07-28) ---- */
 #define BUILTIN_SKILLS_EXTENSION "io.modelcontextprotocol/skills"

@@ -334,3 +334,121 @@ void builtin_mrtr_prompt(struct call *c)
                                "A prompt built from the context the user gave", "messages", "role",
                                "user", "content", "type", "text", "text", text));
 }
+
+/* ---- the tasks extension's fixtures (2026-07-28) ---- */
+
+void builtin_task_greet(struct call *c, json_t *args)
+{
+    char text[300];
+    snprintf(text, sizeof text, "Hello, %.200s!", json_string_value(json_object_get(args, "name")));
+    builtin_reply(c, builtin_text_result(text, 0));
+}
+
+void builtin_task_slow_compute(struct call *c, json_t *args)
+{
+    json_int_t seconds = json_integer_value(json_object_get(args, "seconds"));
+    const char *label = json_string_value(json_object_get(args, "label"));
+    if (call_sleep(c, (int)(seconds * 1000)) != 0) {
+        call_fail(c, -32800, "Request cancelled", NULL);
+        return;
+    }
+    char text[300];
+    snprintf(text, sizeof text, "computed %.200s in %lld s", label ? label : "the answer",
+             (long long)seconds);
+    builtin_reply(c, builtin_text_result(text, 0));
+}
+
+void builtin_task_failing_job(struct call *c, json_t *args)
+{
+    (void)args;
+    if (call_sleep(c, 1000) != 0) {
+        call_fail(c, -32800, "Request cancelled", NULL);
+        return;
+    }
+    builtin_reply(c, builtin_text_result("the job failed: nothing to process", 1));
+}
+
+void builtin_task_protocol_error_job(struct call *c, json_t *args)
+{
+    (void)args;
+    call_sleep(c, 200);
+    call_fail(c, -32603, "Internal error: the job crashed", NULL);
+}
+
+void builtin_task_confirm_delete(struct call *c, json_t *args)
+{
+    const char *file = json_string_value(json_object_get(args, "filename"));
+    char message[300];
+    snprintf(message, sizeof message, "Delete %.200s?", file ? file : "the file");
+    json_t *answer = NULL;
+    json_t *req = elicit_request(message, "confirm", "boolean");
+    int rc =
+        call_request_client(c, "elicitation/create", json_incref(json_object_get(req, "params")),
+                            60 * 60 * 1000, &answer);
+    json_decref(req);
+    if (rc != 0) {
+        json_decref(answer);
+        if (call_cancelled(c))
+            call_fail(c, -32800, "Request cancelled", NULL);
+        else
+            builtin_reply(c, builtin_text_result("no confirmation arrived", 1));
+        return;
+    }
+    int yes = json_is_true(json_object_get(json_object_get(answer, "content"), "confirm"));
+    json_decref(answer);
+    snprintf(message, sizeof message, "%s %.200s", yes ? "deleted" : "kept",
+             file ? file : "the file");
+    builtin_reply(c, builtin_text_result(message, 0));
+}
+
+void builtin_task_multi_input(struct call *c, json_t *args)
+{
+    (void)args;
+    json_t *requests =
+        json_pack("{s:o, s:o}", "name", elicit_request("Your name?", "name", "string"), "color",
+                  elicit_request("Your favorite color?", "color", "string"));
+    json_t *answers = NULL;
+    int rc = call_request_client_all(c, requests, 60 * 60 * 1000, &answers);
+    json_decref(requests);
+    if (rc != 0) {
+        if (call_cancelled(c))
+            call_fail(c, -32800, "Request cancelled", NULL);
+        else
+            builtin_reply(c, builtin_text_result("not every answer arrived", 1));
+        return;
+    }
+    char text[400];
+    snprintf(text, sizeof text, "%.150s likes %.150s",
+             json_string_value(json_object_get(
+                 json_object_get(json_object_get(answers, "name"), "content"), "name")),
+             json_string_value(json_object_get(
+                 json_object_get(json_object_get(answers, "color"), "content"), "color")));
+    json_decref(answers);
+    builtin_reply(c, builtin_text_result(text, 0));
+}
+
+/* Input first (round 1, an InputRequiredResult), then a task (round 2). */
+void builtin_task_tool_with_task(struct call *c, json_t *args)
+{
+    (void)args;
+    int bad;
+    json_t *answers = responses(c, &bad);
+    json_t *data;
+    if (bad || state(c, &data) != 0)
+        return;
+    const char *name = elicited(answers, "user_name", "name");
+    if (!name || !data) {
+        json_t *st = json_pack("{s:s}", "round", "1");
+        ask(c,
+            json_pack("{s:o}", "user_name", elicit_request("What is your name?", "name", "string")),
+            st);
+        json_decref(st);
+        json_decref(data);
+        return;
+    }
+    json_decref(data);
+    call_sleep(c, 100);
+    char text[300];
+    snprintf(text, sizeof text, "Hello, %.200s! (from a task)", name);
+    builtin_reply(c, builtin_text_result(text, 0));
+}

@@ -431,45 +431,47 @@ struct tool {
     int blocks;           /* sleeps, or emits before replying: must run on a worker */
     int stateless;        /* a 2026-07-28 tool: listed and served for those requests only */
     const char *requires; /* the client capability it needs, or NULL */
+    int task;             /* tasks extension: 1 may run as a task, 2 only as one */
 };
 
 static const struct tool tools[] = {
     {"test_simple_text", "Simple Text", "Tests simple text content response", NO_ARGS,
-     run_simple_text, 0, 0, NULL},
+     run_simple_text, 0, 0, NULL, 0},
     {"test_image_content", "Image Content", "Tests image content response", NO_ARGS,
-     run_image_content, 0, 0, NULL},
+     run_image_content, 0, 0, NULL, 0},
     {"test_audio_content", "Audio Content", "Tests audio content response", NO_ARGS,
-     run_audio_content, 0, 0, NULL},
+     run_audio_content, 0, 0, NULL, 0},
     {"test_embedded_resource", "Embedded Resource", "Tests embedded resource content response",
-     NO_ARGS, run_embedded_resource, 0, 0, NULL},
+     NO_ARGS, run_embedded_resource, 0, 0, NULL, 0},
     {"test_multiple_content_types", "Multiple Content Types",
      "Tests response with multiple content types (text, image, resource)", NO_ARGS,
-     run_multiple_content_types, 0, 0, NULL},
+     run_multiple_content_types, 0, 0, NULL, 0},
     {"test_tool_with_logging", "Tool With Logging",
      "Tests tool that emits log messages during execution", NO_ARGS, run_tool_with_logging, 1, 0,
-     NULL},
+     NULL, 0},
     {"test_tool_with_progress", "Tool With Progress",
-     "Tests tool that reports progress notifications", NO_ARGS, run_tool_with_progress, 1, 0, NULL},
+     "Tests tool that reports progress notifications", NO_ARGS, run_tool_with_progress, 1, 0, NULL,
+     0},
     {"test_error_handling", "Error Handling", "Tests error response handling", NO_ARGS,
-     run_error_handling, 0, 0, NULL},
+     run_error_handling, 0, 0, NULL, 0},
     {"test_reconnection", "Reconnection",
      "Tests SSE stream disconnection and client reconnection (SEP-1699). Server will close the "
      "stream mid-call and send the result after client reconnects.",
-     NO_ARGS, run_reconnection, 1, 0, NULL},
+     NO_ARGS, run_reconnection, 1, 0, NULL, 0},
     {"test_sampling", "Sampling", "Tests server-initiated sampling (LLM completion request)",
      "{\"type\":\"object\",\"properties\":{\"prompt\":{\"type\":\"string\","
      "\"description\":\"The prompt to send to the LLM\"}},\"required\":[\"prompt\"]}",
-     run_sampling, 1, 0, NULL},
+     run_sampling, 1, 0, NULL, 0},
     {"test_elicitation", "Elicitation", "Tests server-initiated elicitation (user input request)",
      "{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\","
      "\"description\":\"The message to show the user\"}},\"required\":[\"message\"]}",
-     run_elicitation, 1, 0, NULL},
+     run_elicitation, 1, 0, NULL, 0},
     {"test_elicitation_sep1034_defaults", "Elicitation Defaults",
      "Tests elicitation with default values per SEP-1034", NO_ARGS, run_elicitation_sep1034, 1, 0,
-     NULL},
+     NULL, 0},
     {"test_elicitation_sep1330_enums", "Elicitation Enums",
      "Tests elicitation with enum schema improvements per SEP-1330", NO_ARGS,
-     run_elicitation_sep1330, 1, 0, NULL},
+     run_elicitation_sep1330, 1, 0, NULL, 0},
     {"json_schema_2020_12_tool", "JSON Schema 2020-12",
      "Tool with JSON Schema 2020-12 features for conformance testing (SEP-1613)",
      "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
@@ -482,11 +484,11 @@ static const struct tool tools[] = {
      "\"allOf\":[{\"anyOf\":[{\"type\":\"object\"},{\"required\":[\"name\"]}]}],"
      "\"if\":{\"required\":[\"address\"]},\"then\":{\"type\":\"object\"},"
      "\"else\":{\"type\":\"object\"}}",
-     run_json_schema_2020_12, 0, 0, NULL},
+     run_json_schema_2020_12, 0, 0, NULL, 0},
     {"echo", "Echo", "Returns the given message as text content",
      "{\"type\":\"object\",\"properties\":{\"message\":{\"type\":\"string\","
      "\"description\":\"Text to echo back\"}},\"required\":[\"message\"]}",
-     run_echo, 0, 0, NULL},
+     run_echo, 0, 0, NULL, 0},
     {"countdown", "Countdown",
      "Counts down: sends n progress notifications (progress 1..n, total n), one every "
      "interval_ms milliseconds, then returns \"countdown finished\"",
@@ -496,52 +498,75 @@ static const struct tool tools[] = {
      "\"interval_ms\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":60000,"
      "\"description\":\"Milliseconds between notifications\"}},"
      "\"required\":[\"n\",\"interval_ms\"]}",
-     run_countdown, 1, 0, NULL},
+     run_countdown, 1, 0, NULL, 0},
     {"test_missing_capability", "Missing Capability",
      "Needs the sampling client capability; refused with -32021 without it", NO_ARGS,
-     run_missing_capability, 0, 1, "sampling"},
+     run_missing_capability, 0, 1, "sampling", 0},
     {"test_logging_tool", "Logging Tool",
      "Emits log messages, which a request receives only when its _meta sets a logLevel", NO_ARGS,
-     run_logging_tool, 1, 1, NULL},
+     run_logging_tool, 1, 1, NULL, 0},
     {"test_streaming_elicitation", "Streaming Elicitation",
      "Streams progress, then asks for confirmation with an InputRequiredResult", NO_ARGS,
-     run_streaming_elicitation, 1, 1, NULL},
+     run_streaming_elicitation, 1, 1, NULL, 0},
     {"test_trigger_tool_change", "Trigger Tool Change",
      "Tells subscriptions/listen streams that the tool list changed", NO_ARGS,
-     run_trigger_tool_change, 0, 1, NULL},
+     run_trigger_tool_change, 0, 1, NULL, 0},
     {"test_trigger_prompt_change", "Trigger Prompt Change",
      "Tells subscriptions/listen streams that the prompt list changed", NO_ARGS,
-     run_trigger_prompt_change, 0, 1, NULL},
+     run_trigger_prompt_change, 0, 1, NULL, 0},
     {"test_header_param", "Header Parameter",
      "Its region argument is mirrored in the Mcp-Param-Region header (x-mcp-header)",
      "{\"type\":\"object\",\"properties\":{\"region\":{\"type\":\"string\","
      "\"x-mcp-header\":\"Region\",\"description\":\"Where to run\"}},"
      "\"required\":[\"region\"]}",
-     run_header_param, 0, 1, NULL},
+     run_header_param, 0, 1, NULL, 0},
     {"test_input_required_result_elicitation", "Input Required: Elicitation",
      "Asks the user's name with an InputRequiredResult, then greets them", NO_ARGS,
-     builtin_mrtr_elicitation, 0, 1, NULL},
+     builtin_mrtr_elicitation, 0, 1, NULL, 0},
     {"test_input_required_result_sampling", "Input Required: Sampling",
      "Asks the client's model a question with an InputRequiredResult", NO_ARGS,
-     builtin_mrtr_sampling, 0, 1, NULL},
+     builtin_mrtr_sampling, 0, 1, NULL, 0},
     {"test_input_required_result_list_roots", "Input Required: Roots",
      "Asks for the client's roots with an InputRequiredResult", NO_ARGS, builtin_mrtr_list_roots, 0,
-     1, NULL},
+     1, NULL, 0},
     {"test_input_required_result_request_state", "Input Required: Request State",
      "Asks for a confirmation and carries a sealed requestState to the next round", NO_ARGS,
-     builtin_mrtr_request_state, 0, 1, NULL},
+     builtin_mrtr_request_state, 0, 1, NULL, 0},
     {"test_input_required_result_multiple_inputs", "Input Required: Multiple Inputs",
      "Asks for a name, a sampled greeting and the roots in one round", NO_ARGS,
-     builtin_mrtr_multiple_inputs, 0, 1, NULL},
+     builtin_mrtr_multiple_inputs, 0, 1, NULL, 0},
     {"test_input_required_result_multi_round", "Input Required: Multi Round",
      "Asks twice, carrying the first answer to the second round in the requestState", NO_ARGS,
-     builtin_mrtr_multi_round, 0, 1, NULL},
+     builtin_mrtr_multi_round, 0, 1, NULL, 0},
     {"test_input_required_result_tampered_state", "Input Required: Tampered State",
      "Like the request-state tool: a modified requestState is refused with -32602", NO_ARGS,
-     builtin_mrtr_request_state, 0, 1, NULL},
+     builtin_mrtr_request_state, 0, 1, NULL, 0},
     {"test_input_required_result_capabilities", "Input Required: Capabilities",
      "Asks only with what the client declared (sampling, elicitation, roots)", NO_ARGS,
-     builtin_mrtr_capabilities, 0, 1, NULL},
+     builtin_mrtr_capabilities, 0, 1, NULL, 0},
+    {"greet", "Greet", "Greets by name, at once (never a task)",
+     "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"}},"
+     "\"required\":[\"name\"]}",
+     builtin_task_greet, 0, 1, NULL, 0},
+    {"slow_compute", "Slow Compute",
+     "Works for the given seconds; a task for a client with the tasks extension",
+     "{\"type\":\"object\",\"properties\":{\"seconds\":{\"type\":\"integer\","
+     "\"minimum\":0,\"maximum\":3600},\"label\":{\"type\":\"string\"}},"
+     "\"required\":[\"seconds\"]}",
+     builtin_task_slow_compute, 1, 1, NULL, 1},
+    {"failing_job", "Failing Job", "A task that completes with a tool error (tasks only)", NO_ARGS,
+     builtin_task_failing_job, 1, 1, NULL, 2},
+    {"protocol_error_job", "Protocol Error Job", "A task that fails with a protocol error", NO_ARGS,
+     builtin_task_protocol_error_job, 1, 1, NULL, 1},
+    {"confirm_delete", "Confirm Delete",
+     "A task that asks for a confirmation (input_required) before it deletes",
+     "{\"type\":\"object\",\"properties\":{\"filename\":{\"type\":\"string\"}}}",
+     builtin_task_confirm_delete, 1, 1, NULL, 2},
+    {"multi_input", "Multi Input", "A task that asks two questions at once", NO_ARGS,
+     builtin_task_multi_input, 1, 1, NULL, 2},
+    {"test_tool_with_task", "Tool With Task",
+     "Asks for a name with an input-required result, then runs as a task", NO_ARGS,
+     builtin_task_tool_with_task, 1, 1, NULL, 2},
 };
 
 #define NTOOLS (sizeof tools / sizeof tools[0])
@@ -581,6 +606,20 @@ json_t *builtin_tools_header_params(struct builtin *b, const char *name)
         return map;
     }
     return NULL;
+}
+
+int builtin_tools_task_support(const char *name, json_t *params)
+{
+    for (size_t i = 0; name && i < NTOOLS; i++)
+        if (strcmp(tools[i].name, name) == 0) {
+            /* Its first round answers at once; the task starts with the
+             * answers. */
+            if (tools[i].run == builtin_task_tool_with_task &&
+                !json_object_get(params, "inputResponses"))
+                return 0;
+            return tools[i].task;
+        }
+    return 0;
 }
 
 json_t *builtin_tools_requires(const char *name)

@@ -78,6 +78,12 @@ struct backend_ops {
      * server/discover's capabilities.extensions. */
     json_t *(*extensions)(void *self);
 
+    /* Optional: whether this request may run as a task (2026-07-28 tasks
+     * extension): 0 never, 1 when the client's request declares the
+     * extension, 2 only as a task (a client without the extension is
+     * refused with -32021). */
+    int (*task_support)(void *self, const char *method, json_t *params);
+
     void (*destroy)(void *self);
 };
 

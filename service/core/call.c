@@ -413,6 +413,75 @@ int call_request_client(struct call *c, const char *method, json_t *params, int 
     return rc;
 }
 
+int call_request_client_all(struct call *c, json_t *requests, int timeout_ms, json_t **answers)
+{
+    *answers = NULL;
+    size_t n = json_object_size(requests), i = 0;
+    char(*keys)[96] = calloc(n ? n : 1, sizeof *keys);
+    const char **names = calloc(n ? n : 1, sizeof *names);
+    if (!keys || !names) {
+        free(keys);
+        free(names);
+        return -1;
+    }
+    const char *name;
+    json_t *req;
+    int rc = 0;
+    json_object_foreach(requests, name, req)
+    {
+        char out_id[64];
+        session_next_request_id(c->session, out_id, sizeof out_id);
+        json_t *id = json_string(out_id);
+        jsonrpc_id_key(id, keys[i], sizeof keys[i]);
+        names[i] = name;
+        call_ref(c); /* the pending table's */
+        if (session_pending_add(c->session, keys[i], c) != 0) {
+            call_unref(c);
+            json_decref(id);
+            keys[i][0] = '\0';
+            rc = -1;
+            break;
+        }
+        i++;
+        json_t *params = json_object_get(req, "params");
+        if (emit(c, jsonrpc_request(id, json_string_value(json_object_get(req, "method")),
+                                    params ? json_incref(params) : json_object())) != 0) {
+            rc = -1;
+            break;
+        }
+    }
+    size_t sent = i;
+    int64_t deadline = clock_mono_ms() + timeout_ms;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        size_t got = 0;
+        for (i = 0; i < sent; i++)
+            got += json_object_get(c->answers, keys[i]) != NULL;
+        if (rc != 0 || got == sent || c->cancelled ||
+            clock_cond_wait_until(&c->cv, &c->mu, deadline) == ETIMEDOUT)
+            break;
+    }
+    json_t *out = json_object();
+    for (i = 0; i < sent; i++) {
+        json_t *a = json_object_get(c->answers, keys[i]);
+        json_t *res = json_object_get(a, "result");
+        if (res)
+            json_object_set(out, names[i], res);
+        json_object_del(c->answers, keys[i]);
+    }
+    pthread_mutex_unlock(&c->mu);
+    for (i = 0; i < sent; i++)
+        if (session_pending_take(c->session, keys[i]))
+            call_unref(c);
+    if (rc == 0 && json_object_size(out) == sent)
+        *answers = out;
+    else
+        json_decref(out);
+    free(keys);
+    free(names);
+    return *answers ? 0 : -1;
+}
+
 int call_sleep(struct call *c, int ms)
 {
     int64_t deadline = clock_mono_ms() + ms;

@@ -81,6 +81,12 @@ int call_request_client(struct call *c, const char *method, json_t *params, int 
 
 /* Sleeps up to ms milliseconds. Returns 1 early if the call was cancelled
  * (or the server is shutting down), 0 otherwise. */
+/* Several server→client requests at once (requests: {key: {method,
+ * params}}, borrowed): each is sent with its own id, and the call waits
+ * until every one is answered, or the timeout, or cancellation. Returns 0
+ * with *answers {key: result} (new reference), or -1. A task's client
+ * answers them one by one with tasks/update. */
+int call_request_client_all(struct call *c, json_t *requests, int timeout_ms, json_t **answers);
 int call_sleep(struct call *c, int ms);
 int call_cancelled(const struct call *c);
 

@@ -312,6 +312,16 @@ static json_t *with_logging(json_t *result)
     return result;
 }
 
+int core_task_support(const char *method, json_t *params)
+{
+    return core.ops->task_support ? core.ops->task_support(core.backend, method, params) : 0;
+}
+
+int64_t core_session_idle_ms(void)
+{
+    return core.cfg.session_idle_ms;
+}
+
 json_t *core_extensions(void)
 {
     return core.ops->extensions ? core.ops->extensions(core.backend) : NULL;

@@ -23,6 +23,10 @@ struct session *core_open_session(const char *version, json_t *params,
 /* The client capabilities the backend needs for this request (new
  * reference, or NULL). */
 json_t *core_requires(const char *method, json_t *params);
+/* backend_ops.task_support, 0 without it. */
+int core_task_support(const char *method, json_t *params);
+/* How long an idle session (and so a task) is kept, ms. */
+int64_t core_session_idle_ms(void);
 /* The backend's extensions for discover (new reference), or NULL. */
 json_t *core_extensions(void);
 /* The backend tells list changes (backend_ops.tells_list_changes). */

@@ -72,6 +72,10 @@ static const char *const stateless_methods[] = {
     "skills/list",
     "skills/get",
     "resources/directory/read",
+    /* extension io.modelcontextprotocol/tasks */
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 };
 
 int protocol_stateless_method(const char *method)

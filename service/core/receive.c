@@ -7,6 +7,7 @@
 #include "relay.h"
 #include "session.h"
 #include "stream.h"
+#include "task.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -179,6 +180,31 @@ static const char *stateless_version(const struct jsonrpc_msg *m)
         json_object_get(json_object_get(m->params, "_meta"), PROTOCOL_META_VERSION));
 }
 
+static void refuse_tasks_missing(const struct jsonrpc_msg *m, struct core_reply *out)
+{
+    refuse_data(out, CORE_BAD_REQUEST, m->id, JSONRPC_MISSING_CAPABILITY,
+                "Missing required client capability: the tasks extension",
+                json_pack("{s:{s:{s:{}}}}", "requiredCapabilities", "extensions", TASK_EXTENSION));
+}
+
+/* tasks/get, tasks/update, tasks/cancel: only for a request that declares
+ * the extension (checked before the task is looked up). */
+static void tasks_method(const struct core_caller *c, const struct jsonrpc_msg *m, json_t *caps,
+                         struct core_reply *out)
+{
+    if (!json_object_get(json_object_get(caps, "extensions"), TASK_EXTENSION)) {
+        refuse_tasks_missing(m, out);
+        return;
+    }
+    memset(out, 0, sizeof *out);
+    if (strcmp(m->method, "tasks/get") == 0)
+        task_get(c->principal, m->id, m->params, core_session_idle_ms(), out);
+    else if (strcmp(m->method, "tasks/update") == 0)
+        task_update(c->principal, m->id, m->params, out);
+    else
+        task_cancel(c->principal, m->id, m->params, out);
+}
+
 static void receive_stateless(const struct core_caller *c, json_t *msg, const struct jsonrpc_msg *m,
                               struct core_reply *out)
 {
@@ -219,6 +245,10 @@ static void receive_stateless(const struct core_caller *c, json_t *msg, const st
         discover(m, out);
         return;
     }
+    if (strncmp(m->method, "tasks/", 6) == 0 && protocol_stateless_method(m->method)) {
+        tasks_method(c, m, caps, out);
+        return;
+    }
     if (!protocol_stateless_method(m->method)) {
         char why[160];
         snprintf(why, sizeof why, "Method not found: %.100s", m->method);
@@ -227,11 +257,19 @@ static void receive_stateless(const struct core_caller *c, json_t *msg, const st
     }
     if (missing_capability(m, caps, out))
         return;
+    int support = core_task_support(m->method, m->params);
+    int has_tasks = json_object_get(json_object_get(caps, "extensions"), TASK_EXTENSION) != NULL;
+    if (support == 2 && !has_tasks) {
+        refuse_tasks_missing(m, out);
+        return;
+    }
+    int as_task = support && has_tasks;
     /* The request's own session: the store keeps its stream like any
      * other, and the backend sees the capabilities this request declared. */
     json_t *info = json_object_get(meta, PROTOCOL_META_CLIENT_INFO);
-    json_t *params = json_pack("{s:O, s:O, s:O}", "protocolVersion", version, "capabilities", caps,
-                               "clientInfo", info ? info : json_object());
+    json_t *params = json_pack("{s:O, s:O, s:O, s:I}", "protocolVersion", version, "capabilities",
+                               caps, "clientInfo", info ? info : json_object(), "mcpd/createdMs",
+                               (json_int_t)clock_wall_ms());
     struct session_origin origin = {c->principal && *c->principal ? c->principal : NULL,
                                     c->transport, NULL};
     json_t *fields;
@@ -246,6 +284,17 @@ static void receive_stateless(const struct core_caller *c, json_t *msg, const st
         protocol_log_level(json_string_value(json_object_get(meta, PROTOCOL_META_LOG_LEVEL)));
     session_set_log_level(s, level >= 0 ? level : PROTOCOL_LOG_OFF);
     core_submit(s, msg, m, c->transport, out);
+    if (as_task && out->kind == CORE_STREAM) {
+        /* The session outlives this request: the task is read and updated
+         * by later ones, until it idles out. */
+        struct stream *st = out->stream;
+        out->stream = NULL;
+        core_reply_clear(out);
+        task_created(s, st, m->id, core_session_idle_ms(), out);
+        stream_unref(st);
+        session_unref(s);
+        return;
+    }
     out->session = s;
     out->ephemeral = 1;
     if (out->kind != CORE_STREAM) {

@@ -661,6 +661,19 @@ int session_pending_add(struct session *s, const char *key, void *value)
     return rc;
 }
 
+int session_pending_has(struct session *s, const char *key)
+{
+    pthread_mutex_lock(&s->mu);
+    int has = table_get(s->pending, key) != NULL;
+    pthread_mutex_unlock(&s->mu);
+    return has;
+}
+
+int64_t session_last_active_ms(const struct session *s)
+{
+    return atomic_load(&s->last_active_ms);
+}
+
 void *session_pending_take(struct session *s, const char *key)
 {
     pthread_mutex_lock(&s->mu);

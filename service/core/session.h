@@ -137,6 +137,10 @@ void session_each_tracked(struct session *s, void (*fn)(void *value, void *arg),
 void session_next_request_id(struct session *s, char *out, size_t cap);
 int session_pending_add(struct session *s, const char *key, void *value);
 void *session_pending_take(struct session *s, const char *key);
+/* 1 while a server→client request with that key awaits its answer. */
+int session_pending_has(struct session *s, const char *key);
+/* Wall-clock ms of the last activity. */
+int64_t session_last_active_ms(const struct session *s);
 
 /* Ends the session: gone from memory and store, streams expired. The
  * caller still holds (and releases) its reference. */

@@ -15,8 +15,9 @@ const char *mcp_headers_name_of(const char *method, json_t *params)
         key = "name";
     else if (strcmp(method, "resources/read") == 0)
         key = "uri";
-    else if (strncmp(method, "tasks/", 6) == 0)
-        key = "taskId";
+    else if (strcmp(method, "tasks/get") == 0 || strcmp(method, "tasks/update") == 0 ||
+             strcmp(method, "tasks/cancel") == 0)
+        key = "taskId"; /* tasks/result and tasks/list are gone: the core says so */
     const char *v = key ? json_string_value(json_object_get(params, key)) : NULL;
     return v ? v : key ? "" : NULL;
 }

@@ -211,3 +211,49 @@ test('stdio (a transport with sessions) tells a 2026-07-28 client where it is se
   const code = await new Promise((r) => p.on('exit', r));
   assert.equal(code, 0);
 });
+
+test('tasks: durable across SIGKILL + restart (completed if done, failed if interrupted), bound to their principal', async () => {
+  const { db, dir } = tempDb();
+  await withMcpd(['--auth', 'token'], { db, dir }, async (m) => {
+    const alice = addToken(db, 'alice');
+    const bob = addToken(db, 'bob');
+    const withTasks = meta({
+      'io.modelcontextprotocol/clientCapabilities': { elicitation: {}, extensions: { 'io.modelcontextprotocol/tasks': {} } },
+    });
+    const start = async (seconds) => {
+      const r = await call(m.port, 'tools/call', { name: 'slow_compute', arguments: { seconds, label: `s${seconds}` }, _meta: withTasks }, { token: alice });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.result.resultType, 'task');
+      assert.equal(r.json.result.status, 'working');
+      return r.json.result.taskId;
+    };
+    const get = (taskId, token = alice, m2 = m) =>
+      call(m2.port, 'tasks/get', { taskId, _meta: withTasks }, { token, headers: { ...headersFor('tasks/get', {}, token), 'Mcp-Name': taskId } });
+
+    const quick = await start(1);
+    const long = await start(600);
+    assert.equal((await get(long)).json.result.status, 'working');
+    // Another principal's task does not exist for it.
+    const foreign = await get(quick, bob);
+    assert.equal(foreign.json.error?.code, -32602, foreign.text);
+    // Without the extension in this request: -32021 before any lookup.
+    const undeclared = await call(m.port, 'tasks/get', { taskId: quick }, { token: alice, headers: { ...headersFor('tasks/get', {}, alice), 'Mcp-Name': quick } });
+    assert.equal(undeclared.json.error?.code, -32021);
+
+    await waitFor(async () => (await get(quick)).json.result?.status === 'completed', 5000, 'the quick task to complete');
+    m.kill('SIGKILL');
+    await waitFor(() => m.exit !== null && m.exit !== undefined, 5000, 'mcpd to die');
+    await m.restart();
+
+    const done = await get(quick);
+    assert.equal(done.json.result.status, 'completed', done.text);
+    assert.match(done.json.result.result.content[0].text, /computed s1/);
+    const cut = await get(long);
+    assert.equal(cut.json.result.status, 'failed', cut.text);
+    assert.match(cut.json.result.error.message, /interrupted by server restart/);
+    assert.equal(cut.json.result.result, undefined);
+    // Cancelling a finished task is an idempotent ack.
+    const cancel = await call(m.port, 'tasks/cancel', { taskId: long, _meta: withTasks }, { token: alice, headers: { ...headersFor('tasks/cancel', {}, alice), 'Mcp-Name': long } });
+    assert.deepEqual(cancel.json.result, { resultType: 'complete' });
+  });
+});

@@ -1,0 +1,209 @@
+/* task — see task.h. */
+#include "task.h"
+#include "call.h"
+#include "call_life.h"
+#include "core_int.h"
+#include "jsonrpc.h"
+#include "session.h"
+#include "stream.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* How often a client should look (a hint). */
+#define POLL_INTERVAL_MS 250
+
+static void iso8601(int64_t ms, char *out, size_t cap)
+{
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    char base[32];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, cap, "%s.%03dZ", base, (int)(ms % 1000));
+}
+
+static json_t *answer(json_t *id, json_t *result)
+{
+    return jsonrpc_result(id, result);
+}
+
+static void answered(struct core_reply *out, json_t *msg)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = CORE_ANSWERED;
+    out->error = msg;
+}
+
+/* The task with that id, if it is the principal's: its stream and session
+ * (references), or -1 after filling *out with -32602. */
+static int find(const char *principal, json_t *id, json_t *params, struct stream **st,
+                struct session **s, struct core_reply *out)
+{
+    const char *task_id = json_string_value(json_object_get(params, "taskId"));
+    *st = task_id ? stream_find(task_id) : NULL;
+    *s = *st ? session_find(stream_session(*st)) : NULL;
+    if (*s && !session_belongs_to(*s, principal && *principal ? principal : NULL)) {
+        session_unref(*s);
+        *s = NULL;
+    }
+    if (!*s || stream_is_standalone(*st)) {
+        stream_unref(*st);
+        session_unref(*s);
+        core_reject(out, CORE_BAD_REQUEST, id, JSONRPC_INVALID_PARAMS,
+                    "Failed to retrieve task: Task not found");
+        return -1;
+    }
+    return 0;
+}
+
+void task_created(struct session *s, struct stream *st, json_t *id, int64_t ttl_ms,
+                  struct core_reply *out)
+{
+    if (stream_persist(st) != 0) {
+        core_reject(out, CORE_UNAVAILABLE, id, JSONRPC_INTERNAL_ERROR, "The store is not writable");
+        return;
+    }
+    char now[40];
+    iso8601(session_last_active_ms(s), now, sizeof now);
+    answered(out, answer(id, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:i}", "resultType",
+                                       "task", "taskId", stream_id(st), "status", "working",
+                                       "statusMessage", "The operation is now in progress.",
+                                       "createdAt", now, "lastUpdatedAt", now, "ttlMs",
+                                       (json_int_t)ttl_ms, "pollIntervalMs", POLL_INTERVAL_MS)));
+}
+
+/* What the stream says: its final message (new reference; NULL when it has
+ * none yet or ended without one), whether it ended, and the server→client
+ * requests on it still awaiting answers ({id: {method, params}}, new). */
+static void read_task(struct session *s, struct stream *st, json_t **final, int *ended,
+                      json_t **pending)
+{
+    *final = NULL;
+    *ended = 0;
+    *pending = json_object();
+    struct stream_reader tok;
+    stream_observe(st, &tok);
+    for (int64_t seq = 0;; seq++) {
+        struct stream_chunk ch;
+        enum stream_wait w = stream_read(st, &tok, seq, 0, &ch);
+        if (w == STREAM_POLL || w == STREAM_PROBE) {
+            seq--;
+            continue;
+        }
+        if (w != STREAM_CHUNK) {
+            *ended = w == STREAM_ENDED || w == STREAM_REFUSED;
+            break;
+        }
+        json_t *msg = json_loadb(ch.msg, ch.len, 0, NULL);
+        const char *method = json_string_value(json_object_get(msg, "method"));
+        json_t *rid = json_object_get(msg, "id");
+        char key[96];
+        if (method && rid && jsonrpc_id_key(rid, key, sizeof key) == 0 &&
+            session_pending_has(s, key) && json_is_string(rid))
+            json_object_set_new(*pending, json_string_value(rid),
+                                json_pack("{s:s, s:O}", "method", method, "params",
+                                          json_object_get(msg, "params")
+                                              ? json_object_get(msg, "params")
+                                              : json_object()));
+        if (ch.is_end) {
+            *final = msg;
+            *ended = 1;
+            break;
+        }
+        json_decref(msg);
+    }
+}
+
+void task_get(const char *principal, json_t *id, json_t *params, int64_t ttl_ms,
+              struct core_reply *out)
+{
+    struct stream *st;
+    struct session *s;
+    if (find(principal, id, params, &st, &s, out) != 0)
+        return;
+    json_t *final, *pending;
+    int ended;
+    read_task(s, st, &final, &ended, &pending);
+    json_t *init = session_init_params(s);
+    char created[40], updated[40];
+    iso8601((int64_t)json_integer_value(json_object_get(init, "mcpd/createdMs")), created,
+            sizeof created);
+    iso8601(session_last_active_ms(s), updated, sizeof updated);
+    json_t *r = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i}", "resultType", "complete", "taskId",
+                          stream_id(st), "createdAt", created, "lastUpdatedAt", updated, "ttlMs",
+                          (json_int_t)ttl_ms, "pollIntervalMs", POLL_INTERVAL_MS);
+    json_t *result = json_object_get(final, "result");
+    if (result) {
+        json_t *copy = json_deep_copy(result);
+        json_object_del(copy, "resultType");
+        json_object_set_new(r, "status", json_string("completed"));
+        json_object_set_new(r, "result", copy);
+    } else if (final) {
+        json_object_set_new(r, "status", json_string("failed"));
+        json_object_set(r, "error", json_object_get(final, "error"));
+        json_object_set(r, "statusMessage",
+                        json_object_get(json_object_get(final, "error"), "message"));
+    } else if (ended) {
+        json_object_set_new(r, "status", json_string("cancelled"));
+    } else if (json_object_size(pending) > 0) {
+        json_object_set_new(r, "status", json_string("input_required"));
+        json_object_set(r, "inputRequests", pending);
+    } else {
+        json_object_set_new(r, "status", json_string("working"));
+    }
+    json_decref(final);
+    json_decref(pending);
+    stream_unref(st);
+    session_unref(s);
+    answered(out, answer(id, r));
+}
+
+void task_update(const char *principal, json_t *id, json_t *params, struct core_reply *out)
+{
+    struct stream *st;
+    struct session *s;
+    if (find(principal, id, params, &st, &s, out) != 0)
+        return;
+    const char *key;
+    json_t *value;
+    json_object_foreach(json_object_get(params, "inputResponses"), key, value)
+    {
+        /* Unknown and already answered keys are ignored. */
+        json_t *rid = json_string(key);
+        char k[96];
+        struct call *c = jsonrpc_id_key(rid, k, sizeof k) == 0 ? session_pending_take(s, k) : NULL;
+        if (c) {
+            json_t *msg =
+                json_pack("{s:s, s:O, s:O}", "jsonrpc", "2.0", "id", rid, "result", value);
+            call_deliver_answer(c, msg);
+            json_decref(msg);
+            call_unref(c);
+        }
+        json_decref(rid);
+    }
+    stream_unref(st);
+    session_unref(s);
+    answered(out, answer(id, json_pack("{s:s}", "resultType", "complete")));
+}
+
+static void cancel_one(void *value, void *arg)
+{
+    (void)arg;
+    call_cancel(value, CALL_CANCEL_CLIENT);
+}
+
+void task_cancel(const char *principal, json_t *id, json_t *params, struct core_reply *out)
+{
+    struct stream *st;
+    struct session *s;
+    if (find(principal, id, params, &st, &s, out) != 0)
+        return;
+    /* The task's session carries only its call; a finished task stays as it
+     * is (cancel is idempotent). */
+    session_each_tracked(s, cancel_one, NULL);
+    stream_unref(st);
+    session_unref(s);
+    answered(out, answer(id, json_pack("{s:s}", "resultType", "complete")));
+}
