@@ -271,7 +271,7 @@ static void test_depth(void)
         strcat(text, "}");
     schema = parse(text);
     for (int n = 33; n <= 34; n++) {
-        json_t *v = nested_lists(n);
+        v = nested_lists(n);
         int rc = builtin_schema_validate(schema, v, "v", err, sizeof err);
         CHECK_INT(rc, n == 33 ? 0 : -1);
         if (n == 34) {
@@ -283,7 +283,6 @@ static void test_depth(void)
         }
         json_decref(v);
     }
-    json_decref(schema);
     json_decref(schema);
 }
 
