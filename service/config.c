@@ -146,9 +146,12 @@ static int load_file(struct config *cfg, const char *path, char *err, size_t err
         snprintf(err, errcap, "cannot read config file %s: %s", path, strerror(errno));
         return -1;
     }
-    char line[1024];
+    /* Whole lines, however long (an upstream command can be): a line read
+     * in pieces would cut a value short or make its tail a setting. */
+    char *line = NULL;
+    size_t cap = 0;
     int lineno = 0, rc = 0;
-    while (rc == 0 && fgets(line, sizeof line, f)) {
+    while (rc == 0 && getline(&line, &cap, f) >= 0) {
         lineno++;
         char *p = line + strspn(line, " \t");
         if (*p == '#' || *p == '\n' || !*p)
@@ -164,6 +167,10 @@ static int load_file(struct config *cfg, const char *path, char *err, size_t err
             kend--;
         char *v = eq + 1 + strspn(eq + 1, " \t");
         v[strcspn(v, "\r\n")] = '\0';
+        /* Blanks around a value are not part of it, at either end. */
+        size_t vl = strlen(v);
+        while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+            v[--vl] = '\0';
         const struct setting *s = find_setting(p, (size_t)(kend - p));
         if (!s) {
             snprintf(err, errcap, "%s:%d: unknown setting '%.*s'", path, lineno, (int)(kend - p),
@@ -175,6 +182,7 @@ static int load_file(struct config *cfg, const char *path, char *err, size_t err
         snprintf(source, sizeof source, "%s:%d", path, lineno);
         rc = set_value(cfg, s, v, source, err, errcap);
     }
+    free(line);
     fclose(f);
     return rc;
 }

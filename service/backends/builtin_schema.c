@@ -139,14 +139,34 @@ static int check_type(struct vctx *v, const json_t *type, const json_t *x, const
     return verr(v, path, "has the wrong type (got %s)", type_name(x));
 }
 
+/* <0, 0, >0 as a compares to b. Two integers compare exactly (a double
+ * holds only 53 bits); otherwise as doubles. */
+static int number_cmp(const json_t *a, const json_t *b)
+{
+    if (json_is_integer(a) && json_is_integer(b)) {
+        json_int_t x = json_integer_value(a), y = json_integer_value(b);
+        return (x > y) - (x < y);
+    }
+    double x = json_number_value(a), y = json_number_value(b);
+    return (x > y) - (x < y);
+}
+
+/* JSON Schema's equality: json_equal, except that 1 and 1.0 are one
+ * number (as "type": "integer" already holds). */
+static int schema_equal(const json_t *a, const json_t *b)
+{
+    if (json_is_number(a) && json_is_number(b))
+        return number_cmp(a, b) == 0;
+    return json_equal((json_t *)a, (json_t *)b);
+}
+
 static int check_number(struct vctx *v, const json_t *schema, const json_t *x, const char *path)
 {
     json_t *min = json_object_get(schema, "minimum"), *max = json_object_get(schema, "maximum");
-    double d = json_number_value(x);
 
-    if (json_is_number(min) && d < json_number_value(min))
+    if (json_is_number(min) && number_cmp(x, min) < 0)
         return verr(v, path, "must be >= %g", json_number_value(min));
-    if (json_is_number(max) && d > json_number_value(max))
+    if (json_is_number(max) && number_cmp(x, max) > 0)
         return verr(v, path, "must be <= %g", json_number_value(max));
     return 0;
 }
@@ -211,8 +231,8 @@ static int check_array(struct vctx *v, const json_t *schema, const json_t *x, co
         return verr(v, path, "must have at least %lld items", (long long)json_integer_value(min));
     if (json_is_integer(max) && (json_int_t)n > json_integer_value(max))
         return verr(v, path, "must have at most %lld items", (long long)json_integer_value(max));
-    if (!json_is_object(items))
-        return 0;
+    if (!json_is_object(items) && !json_is_false(items))
+        return 0; /* true, absent or junk: any item */
     json_array_foreach(x, i, el)
     {
         snprintf(sub, sizeof sub, "%s[%zu]", path, i);
@@ -250,7 +270,7 @@ static int check(struct vctx *v, const json_t *schema, const json_t *x, const ch
         int found = 0;
         json_array_foreach(en, i, e)
         {
-            if (json_equal(e, (json_t *)x)) {
+            if (schema_equal(e, x)) {
                 found = 1;
                 break;
             }
@@ -259,7 +279,7 @@ static int check(struct vctx *v, const json_t *schema, const json_t *x, const ch
             return verr(v, path, "must be one of the allowed values");
     }
     cn = json_object_get(schema, "const");
-    if (cn != NULL && !json_equal(cn, (json_t *)x))
+    if (cn != NULL && !schema_equal(cn, x))
         return verr(v, path, "must equal the constant value");
 
     if (json_is_number(x))
