@@ -76,6 +76,9 @@ int sse_event_type(struct sse_buf *b, const char *type)
 
 int sse_comment(struct sse_buf *b, const char *text)
 {
+    /* A line break would end the comment and start fields of its own. */
+    if (strpbrk(text, "\r\n"))
+        return -1;
     return put_str(b, ": ") || put_str(b, text) || put_str(b, "\n\n") ? -1 : 0;
 }
 

@@ -25,6 +25,7 @@ int sse_event(struct sse_buf *b, const char *id, int64_t retry_ms, const char *d
 /* Names the type of the next event (an "event:" line); call it right
  * before sse_event. Without it an event is of type "message". */
 int sse_event_type(struct sse_buf *b, const char *type);
+/* A comment line; -1 (nothing written) if text holds CR or LF. */
 int sse_comment(struct sse_buf *b, const char *text);
 /* Moves up to max pending bytes into out; returns how many. */
 size_t sse_drain(struct sse_buf *b, char *out, size_t max);

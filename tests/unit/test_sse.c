@@ -235,8 +235,20 @@ static void test_large(void)
     sse_buf_free(&b);
 }
 
+/* A comment cannot carry a line break (it would inject fields). */
+static void test_comment_breaks(void)
+{
+    struct sse_buf b = {0};
+    CHECK_INT(sse_comment(&b, "a\nevent: x"), -1);
+    CHECK_INT(sse_comment(&b, "a\rb"), -1);
+    CHECK_INT((long long)sse_pending(&b), 0);
+    CHECK_INT(sse_comment(&b, "ok"), 0);
+    sse_buf_free(&b);
+}
+
 int main(void)
 {
+    test_comment_breaks();
     test_events();
     test_bad_ids();
     test_nul_bytes();
