@@ -111,7 +111,7 @@ static void test_split_growth(void)
     int ok = 1;
     size_t n = 0;
     for (; w[n]; n++) {
-        char want[16];
+        char want[32];
         snprintf(want, sizeof want, "w%zu", n);
         ok &= strcmp(w[n], want) == 0;
     }
