@@ -498,7 +498,7 @@ static const struct tool tools[] = {
      "\"interval_ms\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":60000,"
      "\"description\":\"Milliseconds between notifications\"}},"
      "\"required\":[\"n\",\"interval_ms\"]}",
-     run_countdown, 1, 0, NULL, 0},
+     run_countdown, 1, 0, NULL, 1},
     {"test_missing_capability", "Missing Capability",
      "Needs the sampling client capability; refused with -32021 without it", NO_ARGS,
      run_missing_capability, 0, 1, "sampling", 0},
@@ -669,12 +669,20 @@ void builtin_tools_list(struct builtin *b, struct call *c)
         return;
     }
     int stateless = builtin_stateless_call(c);
+    const char *asked =
+        json_string_value(json_object_get(call_client_init_params(c), "protocolVersion"));
+    int experimental_tasks = asked && strcmp(asked, PROTOCOL_TASKS_EXPERIMENTAL) == 0;
     for (i = 0; list != NULL && i < NTOOLS; i++) {
         if (tools[i].stateless && !stateless)
             continue;
         json_t *t = json_pack("{s:s,s:s,s:s,s:o}", "name", tools[i].name, "title", tools[i].title,
                               "description", tools[i].description, "inputSchema",
                               json_deep_copy(b->tool_schemas[i]));
+        /* 2025-11-25 (experimental tasks) says which tools may run as one. */
+        if (t && tools[i].task && experimental_tasks)
+            json_object_set_new(
+                t, "execution",
+                json_pack("{s:s}", "taskSupport", tools[i].task == 2 ? "required" : "optional"));
         if (t == NULL || json_array_append_new(list, t) != 0) {
             json_decref(list);
             list = NULL;

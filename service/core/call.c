@@ -521,3 +521,8 @@ int call_state_open(struct call *c, const char *state, json_t **data, const char
     state_kind(c, kind, sizeof kind);
     return request_state_open(state, session_principal(c->session), kind, data, why);
 }
+
+int call_on_stream(const struct call *c, const struct stream *st)
+{
+    return c->stream == st;
+}

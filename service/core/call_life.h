@@ -32,6 +32,8 @@ void call_ref(struct call *c);
 void call_unref(struct call *c);
 
 void call_cancel(struct call *c, enum call_cancel why);
+/* 1 if the call replies on stream st. */
+int call_on_stream(const struct call *c, const struct stream *st);
 /* The client's response (result or error message; borrowed) to one of the
  * server→client requests this call is waiting on, matched by its id. */
 void call_deliver_answer(struct call *c, json_t *response);

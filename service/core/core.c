@@ -16,6 +16,7 @@
 #include "session.h"
 #include "store.h"
 #include "stream.h"
+#include "task.h"
 #include "workers.h"
 
 #include <stdatomic.h>
@@ -23,6 +24,8 @@
 #include <string.h>
 
 #define WORKER_STACK (256 * 1024)
+/* How long tasks/result waits for a task to end. */
+#define TASK_RESULT_WAIT_MS (5 * 60 * 1000)
 /* The reaper runs at least this often: it also checkpoints the WAL. */
 #define REAP_INTERVAL_MAX_MS 1000
 
@@ -277,6 +280,7 @@ int64_t core_relay_to_standalone(struct session *s, const char *msg, size_t len)
 
 void core_end_session(struct session *s)
 {
+    task_legacy_forget(session_id(s));
     /* Gone first, so nothing new reaches the backend for it while the
      * backend tears it down. */
     session_end(s);
@@ -427,6 +431,10 @@ void core_initialize(json_t *msg, const struct jsonrpc_msg *m, const struct sess
     if (fields && !json_is_object(fields))
         json_decref(fields);
     json_object_set_new(result, "protocolVersion", json_string(version));
+    if (strcmp(version, PROTOCOL_TASKS_EXPERIMENTAL) == 0 && core.ops->task_support)
+        json_object_set_new(
+            json_object_get(result, "capabilities"), "tasks",
+            json_pack("{s:{}, s:{}, s:{s:{s:{}}}}", "list", "cancel", "requests", "tools", "call"));
     log_event(LOG_INFO, session_id(s), "session_created", "protocol=%s", version);
     answer_now(s, m->id, jsonrpc_result(m->id, result), out);
     if (out->kind == CORE_STREAM)
@@ -601,6 +609,27 @@ static void on_listen(struct session *s, const struct jsonrpc_msg *m, const char
     out->stream = st;
 }
 
+/* 2025-11-25's experimental tasks (task.c); other revisions have no such
+ * methods. */
+static void on_tasks(struct session *s, const struct jsonrpc_msg *m, const char *transport,
+                     struct core_reply *out)
+{
+    (void)transport;
+    if (strcmp(session_protocol(s), PROTOCOL_TASKS_EXPERIMENTAL) != 0 || !core.ops->task_support) {
+        answer_now(s, m->id,
+                   jsonrpc_error(m->id, JSONRPC_METHOD_NOT_FOUND, "Method not found", NULL), out);
+        return;
+    }
+    if (strcmp(m->method, "tasks/get") == 0)
+        task_legacy_get(s, m->id, m->params, out);
+    else if (strcmp(m->method, "tasks/result") == 0)
+        task_legacy_result(s, m->id, m->params, TASK_RESULT_WAIT_MS, out);
+    else if (strcmp(m->method, "tasks/list") == 0)
+        task_legacy_list(s, m->id, out);
+    else
+        task_legacy_cancel(s, m->id, m->params, out);
+}
+
 /* The requests the core answers itself, whatever the backend. */
 static const struct {
     const char *name;
@@ -609,7 +638,9 @@ static const struct {
 } core_methods[] = {
     {"initialize", on_initialize_again}, {"ping", on_ping},
     {"logging/setLevel", on_set_level},  {POLL_METHOD, submit_poll},
-    {"subscriptions/listen", on_listen},
+    {"subscriptions/listen", on_listen}, {"tasks/get", on_tasks},
+    {"tasks/result", on_tasks},          {"tasks/list", on_tasks},
+    {"tasks/cancel", on_tasks},
 };
 
 static void submit_to_backend(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
@@ -642,7 +673,19 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
             core_methods[i].fn(s, m, transport, out);
             return;
         }
+    json_t *task = json_object_get(m->params, "task");
+    int as_task = json_is_object(task) && strcmp(m->method, "tools/call") == 0 &&
+                  strcmp(session_protocol(s), PROTOCOL_TASKS_EXPERIMENTAL) == 0 &&
+                  core_task_support(m->method, m->params) > 0;
     submit_to_backend(s, msg, m, transport, out);
+    if (as_task && out->kind == CORE_STREAM && !out->ack) {
+        /* The call runs on; the client polls the task. */
+        struct stream *st = out->stream;
+        out->stream = NULL;
+        core_reply_clear(out);
+        task_legacy_created(s, st, m->id, task, out);
+        stream_unref(st);
+    }
 }
 
 /* A request for the backend: a stream, a call, and a worker (or the

@@ -26,6 +26,8 @@ int protocol_has_sse_polling(const char *version);
 /* 2026-07-28 and later: no initialize, no session; every request carries
  * the revision, the client's capabilities and info in params._meta. */
 #define PROTOCOL_STATELESS "2026-07-28"
+/* The revision with experimental tasks (tasks/get, /result, /list, /cancel). */
+#define PROTOCOL_TASKS_EXPERIMENTAL "2025-11-25"
 #define PROTOCOL_META_VERSION "io.modelcontextprotocol/protocolVersion"
 #define PROTOCOL_META_CAPABILITIES "io.modelcontextprotocol/clientCapabilities"
 #define PROTOCOL_META_CLIENT_INFO "io.modelcontextprotocol/clientInfo"

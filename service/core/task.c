@@ -2,11 +2,13 @@
 #include "task.h"
 #include "call.h"
 #include "call_life.h"
+#include "clock.h"
 #include "core_int.h"
 #include "jsonrpc.h"
 #include "session.h"
 #include "stream.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -206,4 +208,220 @@ void task_cancel(const char *principal, json_t *id, json_t *params, struct core_
     stream_unref(st);
     session_unref(s);
     answered(out, answer(id, json_pack("{s:s}", "resultType", "complete")));
+}
+
+/* ---- 2025-11-25 experimental tasks ----
+ *
+ * The same tasks on the older wire, within a session: tools/call with a
+ * "task" param answers with {task: Task}; tasks/get, tasks/result (waits
+ * for the end and answers with the call's own result), tasks/list (the
+ * session's tasks) and tasks/cancel. A session's tasks are remembered in
+ * memory (tasks/list); tasks/get finds a task after a restart too. */
+
+static struct {
+    pthread_mutex_t mu;
+    json_t *by_session; /* {session id: {task id: {"created": ms, "ttl": ms}}} */
+} legacy = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static const char *status_of(json_t *final, int ended, json_t *pending)
+{
+    if (json_object_get(final, "result"))
+        return "completed";
+    if (final)
+        return "failed";
+    if (ended)
+        return "cancelled";
+    return json_object_size(pending) > 0 ? "input_required" : "working";
+}
+
+/* The Task object of 2025-11-25 for st (a task of session s). */
+static json_t *legacy_task(struct session *s, struct stream *st)
+{
+    pthread_mutex_lock(&legacy.mu);
+    json_t *e = json_object_get(json_object_get(legacy.by_session, session_id(s)), stream_id(st));
+    int64_t created =
+        e ? (int64_t)json_integer_value(json_object_get(e, "created")) : session_last_active_ms(s);
+    int64_t ttl =
+        e ? (int64_t)json_integer_value(json_object_get(e, "ttl")) : core_session_idle_ms();
+    pthread_mutex_unlock(&legacy.mu);
+    json_t *final, *pending;
+    int ended;
+    read_task(s, st, &final, &ended, &pending);
+    char c[40], u[40];
+    iso8601(created, c, sizeof c);
+    iso8601(session_last_active_ms(s), u, sizeof u);
+    json_t *t = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i}", "taskId", stream_id(st), "status",
+                          status_of(final, ended, pending), "createdAt", c, "lastUpdatedAt", u,
+                          "ttl", (json_int_t)ttl, "pollInterval", POLL_INTERVAL_MS);
+    const char *why =
+        json_string_value(json_object_get(json_object_get(final, "error"), "message"));
+    if (why)
+        json_object_set_new(t, "statusMessage", json_string(why));
+    json_decref(final);
+    json_decref(pending);
+    return t;
+}
+
+void task_legacy_created(struct session *s, struct stream *st, json_t *id, json_t *task,
+                         struct core_reply *out)
+{
+    if (stream_persist(st) != 0) {
+        core_reject(out, CORE_UNAVAILABLE, id, JSONRPC_INTERNAL_ERROR, "The store is not writable");
+        return;
+    }
+    /* The client may ask for a shorter life than mcpd keeps tasks for. */
+    int64_t cap = core_session_idle_ms();
+    json_t *asked = json_object_get(task, "ttl");
+    int64_t ttl =
+        json_is_integer(asked) && json_integer_value(asked) > 0 && json_integer_value(asked) < cap
+            ? (int64_t)json_integer_value(asked)
+            : cap;
+    pthread_mutex_lock(&legacy.mu);
+    if (!legacy.by_session)
+        legacy.by_session = json_object();
+    json_t *mine = json_object_get(legacy.by_session, session_id(s));
+    if (!mine) {
+        mine = json_object();
+        json_object_set_new(legacy.by_session, session_id(s), mine);
+    }
+    json_object_set_new(mine, stream_id(st),
+                        json_pack("{s:I, s:I}", "created", (json_int_t)session_last_active_ms(s),
+                                  "ttl", (json_int_t)ttl));
+    pthread_mutex_unlock(&legacy.mu);
+    answered(out, answer(id, json_pack("{s:o}", "task", legacy_task(s, st))));
+}
+
+/* A task of this session by params.taskId: its stream, or NULL after
+ * filling *out with -32602. */
+static struct stream *legacy_find(struct session *s, json_t *id, json_t *params,
+                                  struct core_reply *out)
+{
+    const char *task_id = json_string_value(json_object_get(params, "taskId"));
+    struct stream *st = task_id ? stream_find(task_id) : NULL;
+    if (!st || strcmp(stream_session(st), session_id(s)) != 0 || stream_is_standalone(st)) {
+        stream_unref(st);
+        /* An answer on the session, like any request's error there. */
+        answered(out, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+                                    "Failed to retrieve task: Task not found", NULL));
+        return NULL;
+    }
+    return st;
+}
+
+void task_legacy_get(struct session *s, json_t *id, json_t *params, struct core_reply *out)
+{
+    struct stream *st = legacy_find(s, id, params, out);
+    if (st) {
+        answered(out, answer(id, legacy_task(s, st)));
+        stream_unref(st);
+    }
+}
+
+void task_legacy_result(struct session *s, json_t *id, json_t *params, int64_t wait_ms,
+                        struct core_reply *out)
+{
+    struct stream *st = legacy_find(s, id, params, out);
+    if (!st)
+        return;
+    /* Waits for the end, then answers as the call itself would have. */
+    struct stream_reader tok;
+    stream_observe(st, &tok);
+    int64_t deadline = clock_mono_ms() + wait_ms;
+    json_t *final = NULL;
+    for (int64_t seq = 0;;) {
+        struct stream_chunk ch;
+        enum stream_wait w = stream_read(st, &tok, seq, deadline, &ch);
+        if (w == STREAM_POLL || w == STREAM_PROBE)
+            continue;
+        if (w != STREAM_CHUNK)
+            break;
+        if (ch.is_end) {
+            final = json_loadb(ch.msg, ch.len, 0, NULL);
+            break;
+        }
+        seq = ch.seq + 1;
+    }
+    json_t *related =
+        json_pack("{s:{s:s}}", "io.modelcontextprotocol/related-task", "taskId", stream_id(st));
+    json_t *result = json_object_get(final, "result");
+    if (result) {
+        json_t *copy = json_deep_copy(result);
+        json_object_set_new(copy, "_meta", related);
+        answered(out, answer(id, copy));
+    } else if (final) {
+        json_t *err = json_object_get(final, "error");
+        answered(out, jsonrpc_error(id, (int)json_integer_value(json_object_get(err, "code")),
+                                    json_string_value(json_object_get(err, "message")),
+                                    json_incref(json_object_get(err, "data"))));
+        json_decref(related);
+    } else {
+        json_decref(related);
+        answered(out, jsonrpc_error(id, JSONRPC_SERVER_ERROR,
+                                    "The task has no result: it was cancelled, or is still running",
+                                    NULL));
+    }
+    json_decref(final);
+    stream_unref(st);
+}
+
+void task_legacy_list(struct session *s, json_t *id, struct core_reply *out)
+{
+    json_t *ids = json_array();
+    pthread_mutex_lock(&legacy.mu);
+    const char *tid;
+    json_t *v;
+    json_object_foreach(json_object_get(legacy.by_session, session_id(s)), tid, v)
+        json_array_append_new(ids, json_string(tid));
+    pthread_mutex_unlock(&legacy.mu);
+    json_t *tasks = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(ids, i, t)
+    {
+        struct stream *st = stream_find(json_string_value(t));
+        if (st)
+            json_array_append_new(tasks, legacy_task(s, st));
+        stream_unref(st);
+    }
+    json_decref(ids);
+    answered(out, answer(id, json_pack("{s:o}", "tasks", tasks)));
+}
+
+static void cancel_if_stream(void *value, void *arg)
+{
+    if (call_on_stream(value, arg))
+        call_cancel(value, CALL_CANCEL_CLIENT);
+}
+
+void task_legacy_cancel(struct session *s, json_t *id, json_t *params, struct core_reply *out)
+{
+    struct stream *st = legacy_find(s, id, params, out);
+    if (!st)
+        return;
+    /* The call whose stream this is: the tracked call with its request id. */
+    session_each_tracked(s, cancel_if_stream, st);
+    /* Give it a moment to stop, so the answer can say cancelled. */
+    struct stream_reader tok;
+    stream_observe(st, &tok);
+    int64_t deadline = clock_mono_ms() + 1000;
+    for (int64_t seq = stream_next_seq(st);;) {
+        struct stream_chunk ch;
+        enum stream_wait w = stream_read(st, &tok, seq, deadline, &ch);
+        if (w == STREAM_CHUNK && !ch.is_end) {
+            seq = ch.seq + 1;
+            continue;
+        }
+        if (w == STREAM_POLL || w == STREAM_PROBE)
+            continue;
+        break;
+    }
+    answered(out, answer(id, legacy_task(s, st)));
+    stream_unref(st);
+}
+
+void task_legacy_forget(const char *session)
+{
+    pthread_mutex_lock(&legacy.mu);
+    json_object_del(legacy.by_session, session);
+    pthread_mutex_unlock(&legacy.mu);
 }

@@ -35,4 +35,16 @@ void task_get(const char *principal, json_t *id, json_t *params, int64_t ttl_ms,
 void task_update(const char *principal, json_t *id, json_t *params, struct core_reply *out);
 void task_cancel(const char *principal, json_t *id, json_t *params, struct core_reply *out);
 
+/* 2025-11-25 experimental tasks, within session s (borrowed). */
+void task_legacy_created(struct session *s, struct stream *st, json_t *id, json_t *task,
+                         struct core_reply *out);
+void task_legacy_get(struct session *s, json_t *id, json_t *params, struct core_reply *out);
+/* Waits up to wait_ms for the task to end, then answers with its result. */
+void task_legacy_result(struct session *s, json_t *id, json_t *params, int64_t wait_ms,
+                        struct core_reply *out);
+void task_legacy_list(struct session *s, json_t *id, struct core_reply *out);
+void task_legacy_cancel(struct session *s, json_t *id, json_t *params, struct core_reply *out);
+/* The session ended: forget its list of tasks. */
+void task_legacy_forget(const char *session);
+
 #endif
