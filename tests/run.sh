@@ -146,6 +146,20 @@ for mode in per-session shared; do
     count "conformance through the gateway ($mode)" "$p" "$f"
 done
 
+# The 2025 revisions on the pre-release suite too, through the gateway (per
+# session: in shared mode one child serves every session with the client
+# capabilities of the session that started it, which that suite's scenario
+# order exposes; tests/gateway-shared-mode.md).
+echo "== conformance suite 0.2.0-alpha.12 through the gateway (per-session upstreams)"
+out="$(MCPD_BIN="$repo/build/bin/mcpd" GATEWAY_UPSTREAM="$repo/build/bin/mcpd --stdio --db :memory:" \
+        CONFORMANCE_PKG=conformance-next SPEC_VERSIONS="2025-11-25 2025-06-18" \
+        bash tests/conformance.sh 2>&1)"
+echo "$out" | grep -E '✗|Total|FAIL' | head -n 40
+p=$(echo "$out" | grep -c '^✓')
+f=$(echo "$out" | grep -c '^✗')
+[ "$p" -gt 0 ] || f=$((f + 1))
+count "conformance 0.2.0-alpha.12 through the gateway" "$p" "$f"
+
 echo "== conformance suite through mcp-bridge (mcpd --upstream 'mcp-bridge URL' -> mcpd)"
 out="$(MCPD_BIN="$repo/build/bin/mcpd" bash tests/bridge-conformance.sh 2>&1)"
 echo "$out" | grep -E '✗|Total|FAIL|DIED' | head -n 40

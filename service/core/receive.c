@@ -255,6 +255,14 @@ static void receive_stateless(const struct core_caller *c, json_t *msg, const st
         refuse(out, CORE_NOT_FOUND, m->id, JSONRPC_METHOD_NOT_FOUND, why);
         return;
     }
+    if (json_is_true(json_object_get(m->params, "stream"))) {
+        /* mcpd's long-polling opt-in lives in sessions; a stateless client
+         * reads its response stream, or asks for a task. */
+        refuse(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_PARAMS,
+               "Invalid params: \"stream\": true (mcpd/poll) is not served to 2026-07-28 "
+               "requests; read the response stream, or run the call as a task");
+        return;
+    }
     if (missing_capability(m, caps, out))
         return;
     int support = core_task_support(m->method, m->params);

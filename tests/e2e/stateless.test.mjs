@@ -257,3 +257,14 @@ test('tasks: durable across SIGKILL + restart (completed if done, failed if inte
     assert.deepEqual(cancel.json.result, { resultType: 'complete' });
   });
 });
+
+test('long-polling\'s "stream": true is refused to a stateless request, with a clear error', async () => {
+  await withMcpd([], {}, async (m) => {
+    const r = await call(m.port, 'tools/call', { name: 'echo', arguments: { message: 'x' }, stream: true });
+    assert.equal(r.status, 400);
+    assert.equal(r.json.error.code, -32602);
+    assert.match(r.json.error.message, /task/);
+    const metrics = await request(m.port, { method: 'GET', path: '/metrics' });
+    assert.match(metrics.text, /^mcpd_sessions_loaded 0$/m, 'no session left behind');
+  });
+});
