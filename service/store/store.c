@@ -3,6 +3,7 @@
 #include "store_migrations.h"
 #include "clock.h"
 #include "log.h"
+#include "wal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -103,6 +104,10 @@ struct write_op {
 #define ASYNC_DELAY_MS 10
 /* ...and no more than this many pile up before the writer is woken. */
 #define ASYNC_BATCH 512
+/* The log is checkpointed once it holds this many pages (SQLite's own
+ * default), and trimmed to WAL_SIZE_LIMIT bytes when it starts over. */
+#define WAL_CHECKPOINT_FRAMES 1000
+#define WAL_SIZE_LIMIT "16777216"
 
 struct store {
     sqlite3 *wdb;        /* writer's connection */
@@ -110,6 +115,7 @@ struct store {
     pthread_mutex_t rmu; /* guards rdb, and wdb too when they are one */
     sqlite3_stmt *stmt[W_COUNT];
     pthread_t writer;
+    struct wal *wal;           /* NULL for :memory: */
     pthread_mutex_t commit_mu; /* held by whoever is committing: the writer or a waiter */
     pthread_mutex_t qmu;
     pthread_cond_t qcv; /* writer: a waited write (or many async ones) arrived */
@@ -178,11 +184,13 @@ static int open_conn(const char *path, sqlite3 **db, char **err)
     sqlite3_busy_timeout(*db, 5000);
     /* NORMAL in WAL mode: a commit survives the process being killed
      * (SIGKILL); only an OS crash can lose the last commits. */
-    /* Checkpoints run from store_checkpoint, off the writer's commit path:
-     * the fsync they need would otherwise stall every appender. */
+    /* Checkpoints run in wal.c, off the writer's commit path: the fsync
+     * they need would otherwise stall every appender. A log that a burst
+     * made large is cut back when it starts over. */
     return exec_sql(*db,
                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
-                    "PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint=0;",
+                    "PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint=0; "
+                    "PRAGMA journal_size_limit=" WAL_SIZE_LIMIT ";",
                     err);
 }
 
@@ -527,6 +535,9 @@ int store_open(const char *path, struct store **out, char **err)
             goto fail;
         }
     }
+    if (!memory &&
+        !(st->wal = wal_start(path, st->wdb, &st->commit_mu, WAL_CHECKPOINT_FRAMES, err)))
+        goto fail;
     if (pthread_create(&st->writer, NULL, writer_main, st) != 0) {
         *err = fmt_err("cannot start the store writer thread");
         goto fail;
@@ -535,6 +546,7 @@ int store_open(const char *path, struct store **out, char **err)
     *out = st;
     return 0;
 fail:
+    wal_stop(st->wal);
     for (int k = 0; k < W_COUNT; k++)
         sqlite3_finalize(st->stmt[k]);
     if (st->rdb && st->rdb != st->wdb)
@@ -553,6 +565,7 @@ void store_close(struct store *st)
     pthread_cond_signal(&st->qcv);
     pthread_mutex_unlock(&st->qmu);
     pthread_join(st->writer, NULL);
+    wal_stop(st->wal);
     for (int k = 0; k < W_COUNT; k++)
         sqlite3_finalize(st->stmt[k]);
     if (st->rdb != st->wdb)
@@ -651,10 +664,7 @@ int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cuto
 
 int store_checkpoint(struct store *st)
 {
-    pthread_mutex_lock(&st->rmu);
-    int rc = sqlite3_wal_checkpoint_v2(st->rdb, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-    pthread_mutex_unlock(&st->rmu);
-    return rc == SQLITE_OK ? 0 : -1;
+    return st->wal ? wal_checkpoint(st->wal) : 0;
 }
 
 /* ---- reads ---- */

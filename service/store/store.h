@@ -166,8 +166,10 @@ int store_sessions_ended_by_operator(struct store *st, int64_t since_ms,
                                      void (*cb)(void *arg, const char *id, const char *why),
                                      void *arg);
 
-/* Copies the WAL into the database file (passive: never blocks the
- * writer). Call it periodically; the writer never checkpoints itself. */
+/* Copies the WAL into the database file and lets the next commit start it
+ * over (wal.h: the writer waits only for the frames of the last moment).
+ * The store also does this by itself whenever the log grows past a few
+ * MB; calling it periodically keeps a quiet store's log small too. */
 int store_checkpoint(struct store *st);
 
 #endif

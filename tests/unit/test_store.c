@@ -661,6 +661,84 @@ static void test_concurrency(const char *path, const char *rawpath)
     free(c);
 }
 
+/* ---- the write-ahead log stays bounded under sustained writes ---- */
+
+#define WAL_BOUND (24LL << 20) /* the log may briefly pass its 4 MB trigger */
+#define WAL_DATA (64LL << 20)  /* at least this much passes through it */
+#define WAL_WRITERS 4
+
+struct wal_writer {
+    struct store *st;
+    int t;
+    const char *path;
+    volatile int *stop;
+    int failures;
+};
+
+static long long file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long long)sb.st_size : 0;
+}
+
+static void *wal_write(void *arg)
+{
+    struct wal_writer *w = arg;
+    char stream[32], msg[1100];
+    snprintf(stream, sizeof stream, SID("wal-%d"), w->t);
+    memset(msg, 'x', sizeof msg);
+    msg[0] = '"';
+    msg[sizeof msg - 1] = '"';
+    for (int i = 0; !*w->stop && i < 200000; i++)
+        if (append(w->st, stream, i, msg, sizeof msg, NULL, i) != 0)
+            w->failures++;
+    return NULL;
+}
+
+/* Every page of the database passes through the log, so 64 MB of data
+ * written by appenders that never pause would leave a log of 64 MB or more
+ * if it never started over (checkpoints beside a busy writer never finish). */
+static void test_wal_bounded(void)
+{
+    char path[256], wal[300];
+    snprintf(path, sizeof path, "%s/wal/mcpd.db", tmpdir);
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct store *st = open_store(path);
+    if (!st)
+        return;
+    CHECK_INT(put_session(st, "wal", 1), 0);
+    char stream[32];
+    for (int t = 0; t < WAL_WRITERS; t++) {
+        snprintf(stream, sizeof stream, SID("wal-%d"), t);
+        CHECK_INT(put_stream(st, stream, "wal", "request", "1", 1), 0);
+    }
+    volatile int stop = 0;
+    pthread_t th[WAL_WRITERS];
+    struct wal_writer w[WAL_WRITERS];
+    for (int t = 0; t < WAL_WRITERS; t++) {
+        w[t] = (struct wal_writer){.st = st, .t = t, .path = path, .stop = &stop};
+        CHECK_INT(pthread_create(&th[t], NULL, wal_write, &w[t]), 0);
+    }
+    long long max_wal = 0;
+    for (int i = 0; i < 6000 && file_size(path) < WAL_DATA && max_wal <= WAL_BOUND; i++) {
+        long long n = file_size(wal);
+        if (n > max_wal)
+            max_wal = n;
+        usleep(10000);
+    }
+    stop = 1;
+    int failures = 0;
+    for (int t = 0; t < WAL_WRITERS; t++) {
+        pthread_join(th[t], NULL);
+        failures += w[t].failures;
+    }
+    CHECK_INT(failures, 0);
+    CHECK(file_size(path) >= WAL_DATA);
+    if (!check_record(max_wal <= WAL_BOUND, __FILE__, __LINE__, "max_wal <= WAL_BOUND"))
+        printf("     the log reached %lld bytes\n", max_wal);
+    store_close(st);
+}
+
 /* A database made by the first migration, with data in it, is brought up
  * to date by store_open and keeps every row: a migration that rebuilds a
  * table must not cascade-delete what refers to it. */
@@ -722,6 +800,7 @@ int main(void)
     char cpath[256];
     snprintf(cpath, sizeof cpath, "%s/conc/mcpd.db", tmpdir);
     test_concurrency(cpath, cpath);
+    test_wal_bounded();
 
     /* The same on a throwaway in-memory store. */
     test_data(":memory:", NULL);

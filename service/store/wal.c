@@ -1,0 +1,166 @@
+/* wal — see wal.h. */
+#include "wal.h"
+
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct wal {
+    sqlite3 *db; /* the checkpoints' own connection */
+    sqlite3 *writer;
+    pthread_mutex_t *commit_mu;
+    int threshold;
+    int limit;
+    pthread_mutex_t run_mu; /* one checkpoint at a time; taken before commit_mu */
+    pthread_mutex_t mu;     /* guards the flags; taken under commit_mu by the hook */
+    pthread_cond_t cv;      /* the thread: due or stop */
+    pthread_cond_t idle_cv; /* the hook: copying ended */
+    int due, stop;
+    int copying; /* a first phase is using db */
+    pthread_t thread;
+};
+
+static int passive(struct wal *w)
+{
+    int rc = sqlite3_wal_checkpoint_v2(w->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY) /* BUSY: another process checkpoints */
+        log_local(LOG_WARN, NULL, "store_checkpoint_failed", "%s", sqlite3_errmsg(w->db));
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+/* Runs after each commit on the writer's connection, with commit_mu held.
+ * Past the limit, writes outrun the checkpoints (each first phase copies
+ * what was there when it began, and more than that arrives meanwhile), so
+ * the committer copies the whole log itself, the writer waiting: that is
+ * the back-pressure that bounds the log. It waits for a running first
+ * phase to end rather than skip, since db is that phase's; the second
+ * phase needs commit_mu, which the committer holds. */
+static int on_commit(void *arg, sqlite3 *db, const char *name, int frames)
+{
+    (void)db;
+    (void)name;
+    struct wal *w = arg;
+    if (frames >= w->limit) {
+        pthread_mutex_lock(&w->mu);
+        while (w->copying)
+            pthread_cond_wait(&w->idle_cv, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+        passive(w);
+    } else if (frames >= w->threshold) {
+        pthread_mutex_lock(&w->mu);
+        if (!w->due) {
+            w->due = 1;
+            pthread_cond_signal(&w->cv);
+        }
+        pthread_mutex_unlock(&w->mu);
+    }
+    return SQLITE_OK;
+}
+
+static void set_copying(struct wal *w, int on)
+{
+    pthread_mutex_lock(&w->mu);
+    w->copying = on;
+    if (!on)
+        pthread_cond_broadcast(&w->idle_cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int wal_checkpoint(struct wal *w)
+{
+    pthread_mutex_lock(&w->run_mu);
+    set_copying(w, 1);
+    int rc = passive(w);
+    set_copying(w, 0);
+    if (rc == 0) {
+        pthread_mutex_lock(w->commit_mu);
+        rc = passive(w);
+        pthread_mutex_unlock(w->commit_mu);
+    }
+    pthread_mutex_unlock(&w->run_mu);
+    return rc;
+}
+
+static void *wal_main(void *arg)
+{
+    struct wal *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        while (!w->due && !w->stop)
+            pthread_cond_wait(&w->cv, &w->mu);
+        int stop = w->stop;
+        w->due = 0;
+        pthread_mutex_unlock(&w->mu);
+        if (stop)
+            return NULL;
+        wal_checkpoint(w);
+    }
+}
+
+struct wal *wal_start(const char *path, sqlite3 *writer, pthread_mutex_t *commit_mu,
+                      int threshold_frames, char **err)
+{
+    struct wal *w = calloc(1, sizeof *w);
+    if (!w) {
+        *err = strdup("out of memory");
+        return NULL;
+    }
+    /* A connection sees the log only once it has looked at the database:
+     * until then a checkpoint reports "not in WAL mode" and does nothing. */
+    if (sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
+            SQLITE_OK ||
+        sqlite3_exec(w->db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL) != SQLITE_OK) {
+        const char *why = w->db ? sqlite3_errmsg(w->db) : "out of memory";
+        size_t n = strlen(path) + strlen(why) + 64;
+        *err = malloc(n);
+        if (*err)
+            snprintf(*err, n, "cannot open %s for checkpoints: %s", path, why);
+        sqlite3_close(w->db);
+        free(w);
+        return NULL;
+    }
+    w->writer = writer;
+    w->commit_mu = commit_mu;
+    w->threshold = threshold_frames;
+    w->limit = 4 * threshold_frames;
+    pthread_mutex_init(&w->run_mu, NULL);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    pthread_cond_init(&w->idle_cv, NULL);
+    if (pthread_create(&w->thread, NULL, wal_main, w) != 0) {
+        *err = strdup("cannot start the checkpoint thread");
+        sqlite3_close(w->db);
+        pthread_mutex_destroy(&w->run_mu);
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        pthread_cond_destroy(&w->idle_cv);
+        free(w);
+        return NULL;
+    }
+    pthread_mutex_lock(commit_mu);
+    sqlite3_wal_hook(writer, on_commit, w);
+    pthread_mutex_unlock(commit_mu);
+    return w;
+}
+
+void wal_stop(struct wal *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(w->commit_mu);
+    sqlite3_wal_hook(w->writer, NULL, NULL);
+    pthread_mutex_unlock(w->commit_mu);
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    sqlite3_close(w->db);
+    pthread_mutex_destroy(&w->run_mu);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    pthread_cond_destroy(&w->idle_cv);
+    free(w);
+}

@@ -1,0 +1,39 @@
+/* wal — keeps the store's write-ahead log bounded under sustained writes.
+ *
+ * SQLite's own auto-checkpoint runs inside a COMMIT, so every appender
+ * waiting on that commit would wait for the checkpoint's copy and fsyncs
+ * too. A checkpoint run beside the writer never finishes under sustained
+ * load, though: frames keep arriving behind it, the log is never fully
+ * copied, so SQLite never starts it over from the beginning, and the file
+ * grows without bound (hundreds of MB in seconds at full rate) while ext4
+ * pays for every new block.
+ *
+ * So a checkpoint here runs in two phases, on a connection of its own. The
+ * first copies everything committed so far while the writer goes on. The
+ * second takes the writer's commit lock and copies the few frames that
+ * arrived meanwhile; with the log fully copied and no writer running, the
+ * next commit starts the log over from its beginning, reusing its blocks.
+ * A hook on the writer's connection wakes this module's thread when the log
+ * passes a size, and store_checkpoint runs one on demand.
+ *
+ * Private to the store. */
+#ifndef MCPD_STORE_WAL_H
+#define MCPD_STORE_WAL_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+
+struct wal;
+
+/* Opens a checkpoint connection to the database at path, hooks writer (the
+ * writer's connection, only ever used under commit_mu) and starts the
+ * thread that checkpoints once the log holds threshold_frames pages.
+ * Returns NULL and sets *err (caller frees) on failure. */
+struct wal *wal_start(const char *path, sqlite3 *writer, pthread_mutex_t *commit_mu,
+                      int threshold_frames, char **err);
+/* Both phases, now, on the calling thread. 0, or -1 if a phase failed. */
+int wal_checkpoint(struct wal *w);
+/* Stops the thread and closes the connection; the writer's hook is removed. */
+void wal_stop(struct wal *w);
+
+#endif
