@@ -28,6 +28,9 @@ enum write_kind {
     W_SAVEPOINT,
     W_RELEASE,
     W_ROLLBACK_TO,
+    W_BEGIN,
+    W_COMMIT,
+    W_ROLLBACK,
     W_LOG,
     W_PURGE_SESSIONS,
     W_PURGE_STREAMS,
@@ -62,6 +65,10 @@ static const char *const write_sql[W_COUNT] = {
     [W_SAVEPOINT] = "SAVEPOINT stream_write",
     [W_RELEASE] = "RELEASE stream_write",
     [W_ROLLBACK_TO] = "ROLLBACK TO stream_write",
+    /* Prepared once, unlike sqlite3_exec's parse per commit. */
+    [W_BEGIN] = "BEGIN",
+    [W_COMMIT] = "COMMIT",
+    [W_ROLLBACK] = "ROLLBACK",
     [W_LOG] = "INSERT INTO logs(ts_ms, level, session_id, event) VALUES(?1, ?2, ?3, ?4)",
     [W_PURGE_SESSIONS] = "DELETE FROM sessions WHERE last_active_ms < ?1 OR deleted_ms IS NOT NULL",
     /* ?2 is the id prefix of streams created at the cutoff: a stream that
@@ -299,6 +306,14 @@ static int run_stmt(struct store *st, struct write_op *op, enum write_kind kind)
     return 0;
 }
 
+/* A statement without parameters. */
+static int step_plain(struct store *st, enum write_kind kind)
+{
+    int rc = sqlite3_step(st->stmt[kind]);
+    sqlite3_reset(st->stmt[kind]);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
 /* Commits everything queued as one transaction and hands each waited write
  * its result. Called with commit_mu held. */
 static void commit_queue(struct store *st)
@@ -315,12 +330,12 @@ static void commit_queue(struct store *st)
     int shared = st->rdb == st->wdb; /* :memory: has one connection */
     if (shared)
         pthread_mutex_lock(&st->rmu);
-    if (sqlite3_exec(st->wdb, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+    if (step_plain(st, W_BEGIN) != 0)
         failed = 1;
     for (struct write_op *op = batch; op && !failed; op = op->next)
         op->rc = op_run(st, op);
-    if (!failed && sqlite3_exec(st->wdb, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        sqlite3_exec(st->wdb, "ROLLBACK", NULL, NULL, NULL);
+    if (!failed && step_plain(st, W_COMMIT) != 0) {
+        step_plain(st, W_ROLLBACK);
         failed = 1;
     }
     if (shared)

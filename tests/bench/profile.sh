@@ -62,7 +62,7 @@ half=$((PROFILE_SECONDS / 2))
 [ "$half" -gt 0 ] || half=1
 "$PERF" stat -x, -e task-clock,context-switches,cpu-migrations -o "$TMP/stat.txt" -p "$pid" \
   -- sleep "$half" >/dev/null 2>&1 || note "perf stat failed (perf_event_paranoid? run as root)"
-"$PERF" record -q -g -o "$PROFILE_OUT/perf.data" -p "$pid" -- sleep $((PROFILE_SECONDS - half)) \
+"$PERF" record -q --call-graph "${PROFILE_CALLGRAPH:-dwarf,16384}" -o "$PROFILE_OUT/perf.data" -p "$pid" -- sleep $((PROFILE_SECONDS - half)) \
   >/dev/null 2>&1 || note "perf record failed (perf_event_paranoid? run as root)"
 wait "$wrk_pid"
 out=$TMP/wrk-mcpd-$PROFILE_CONC.txt
