@@ -9,8 +9,16 @@
 # (echo.lua) at each concurrency, then measures mcpd's resident memory with
 # BENCH_STREAMS concurrent GET streams (streams_rss.mjs) on a fresh mcpd, and
 # the CPU that BENCH_IDLE_POLLS (500) parked long polls cost (idle_polls.mjs).
-# Prints one table, the ratios, the memory line, and a markdown table for the
-# README. Builds nothing except the ceiling when its binary is missing.
+# With BENCH_GROWTH=1 it also runs growth.sh (mcpd on a store of 100,000
+# sessions and 1,000,000 chunks: throughput, restart, reaper).
+#
+# Prints a summary table in which every figure stands beside its peer's from
+# the same run and the ratio between them, the issue's targets as met or
+# MISSED, and the same as markdown for the README. It warns when the machine
+# was too busy for the figures to mean much: other processes using the CPU
+# before the run, or the ceiling, measured at the start and again at the end,
+# differing by more than 20%. Builds nothing except the ceiling when its
+# binary is missing.
 #
 # Environment (all optional):
 #   MCPD_BIN         default <repo>/build/bin/mcpd
@@ -19,6 +27,7 @@
 #   BENCH_WARMUP     warm-up seconds per server (2)
 #   BENCH_STREAMS    GET streams for the memory figure (10000; 0 skips it)
 #   BENCH_SERVERS    which servers to run ("mcpd sdk ceiling")
+#   BENCH_GROWTH     1 runs growth.sh too (0)
 #   NODE             node binary (node on PATH, else the one in tests/node_modules)
 #   WRK              wrk binary (wrk on PATH)
 # Usage: tests/bench/run.sh
@@ -65,9 +74,30 @@ if want ceiling && [ ! -x "$MHD_CEILING_BIN" ]; then
     die "cannot compile mhd_ceiling.c (needs libmicrohttpd-dev)"
 fi
 
+# --- is the machine quiet? --------------------------------------------------------
+# busy_percent SECONDS: the share of all CPUs that was not idle, from /proc/stat.
+busy_percent() {
+  local a b
+  a=$(awk '/^cpu / {print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat)
+  sleep "$1"
+  b=$(awk '/^cpu / {print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat)
+  awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ")
+    t = (y[1] - x[1]) + (y[2] - x[2]); printf "%.0f", (t > 0 ? 100 * (y[1] - x[1]) / t : 0) }'
+}
+BUSY_BEFORE=$(busy_percent 3)
+[ "$BUSY_BEFORE" -gt 10 ] &&
+  note "WARNING: the CPUs were ${BUSY_BEFORE}% busy before the run started; figures will be low and noisy"
+
 # --- start the servers ----------------------------------------------------------
 declare -A PORT SERVER_PID
-RUNS=() # "server mode"
+RUNS=() # "server mode"; the ceiling first, and again at the end (the busy check)
+if want ceiling; then
+  PORT[ceiling-json]=$(free_port)
+  start ceiling-json "${PORT[ceiling-json]}" "$MHD_CEILING_BIN" "${PORT[ceiling-json]}" ||
+    die "mhd_ceiling did not start"
+  SERVER_PID[ceiling-json]=$LAST_PID
+  RUNS+=("ceiling json")
+fi
 if want mcpd; then
   for mode in json sse; do
     PORT[mcpd-$mode]=$(free_port)
@@ -88,18 +118,8 @@ if want sdk; then
     RUNS+=("sdk $mode")
   done
 fi
-if want ceiling; then
-  PORT[ceiling-json]=$(free_port)
-  start ceiling-json "${PORT[ceiling-json]}" "$MHD_CEILING_BIN" "${PORT[ceiling-json]}" ||
-    die "mhd_ceiling did not start"
-  SERVER_PID[ceiling-json]=$LAST_PID
-  RUNS+=("ceiling json")
-fi
 
 # --- wrk ------------------------------------------------------------------------
-
-# run_wrk NAME SESSION CONC SECONDS -> writes $TMP/wrk-NAME-CONC.txt
-
 declare -A RPS P50 P99 ERR
 for run in "${RUNS[@]}"; do
   read -r server mode <<<"$run"
@@ -118,6 +138,20 @@ for run in "${RUNS[@]}"; do
     measure "$name" "$sid" "$c" "$BENCH_SECONDS" "$([ "$server" = ceiling ] && echo fixed)"
   done
 done
+
+# The ceiling again at the highest concurrency: if the machine's capacity
+# moved during the run, no ratio in it can be trusted.
+CEIL_SPREAD=""
+C_MAX=$(tr ' ' '\n' <<<"$BENCH_CONC" | sort -n | tail -1)
+if want ceiling && [ ${#RUNS[@]} -gt 1 ]; then
+  CEIL_FIRST=${RPS[ceiling-json-$C_MAX]}
+  note "ceiling-json: c=$C_MAX again for ${BENCH_SECONDS}s (busy check)"
+  measure ceiling-json none "$C_MAX" "$BENCH_SECONDS" fixed
+  CEIL_LAST=${RPS[ceiling-json-$C_MAX]}
+  RPS[ceiling-json-$C_MAX]=$(awk -v a="$CEIL_FIRST" -v b="$CEIL_LAST" 'BEGIN { printf "%.0f", (a + b) / 2 }')
+  CEIL_SPREAD=$(awk -v a="$CEIL_FIRST" -v b="$CEIL_LAST" 'BEGIN {
+    hi = a > b ? a : b; lo = a > b ? b : a; printf "%.0f", (hi > 0 ? 100 * (hi - lo) / hi : 100) }')
+fi
 
 # --- memory with N open GET streams (fresh mcpd) ----------------------------------
 STREAMS_LINE=""
@@ -147,36 +181,99 @@ if want mcpd && [ "$BENCH_IDLE_POLLS" -gt 0 ]; then
   fi
 fi
 
+# --- growth (growth.sh: its own servers and stores) ---------------------------------
+GROWTH_LINE=""
+if want mcpd && [ "${BENCH_GROWTH:-0}" = 1 ]; then
+  note "growth: running growth.sh"
+  GROWTH_LINE=$(MCPD_BIN=$MCPD_BIN NODE=$NODE WRK=$WRK bash "$HERE/growth.sh" \
+    2> >(sed 's/^/bench: /' >&2) | grep '^GROWTH' || true)
+  [ -n "$GROWTH_LINE" ] || note "growth: no result (see its lines above)"
+fi
+
 # --- report ---------------------------------------------------------------------
-kv() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $STREAMS_LINE"; }
+field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
+kv() { field "$STREAMS_LINE" "$1"; }
+g() { field "$GROWTH_LINE" "$1"; }
+val() { local v=${RPS[$1]:-}; echo "${v:--}"; }
+rat() { [ -n "${RPS[$1]:-}" ] && [ -n "${RPS[$2]:-}" ] && ratio "${RPS[$1]}" "${RPS[$2]}" || echo -; }
+lat() { local v=${!1:-}; echo "${v:--}"; }
+
+# One row per reply mode and concurrency: mcpd, its peers, and the ratios.
+summary_rows() { # FORMAT
+  local mode c
+  for mode in json sse; do
+    for c in $BENCH_CONC; do
+      [ -n "${RPS[mcpd-$mode-$c]:-}${RPS[sdk-$mode-$c]:-}" ] || continue
+      # shellcheck disable=SC2059
+      printf "$1" "$mode" "$c" "$(val "mcpd-$mode-$c")" "$(lat "P50[mcpd-$mode-$c]")" \
+        "$(lat "P99[mcpd-$mode-$c]")" "$(val "sdk-$mode-$c")" "$(lat "P99[sdk-$mode-$c]")" \
+        "$(val "ceiling-json-$c")" "$(rat "mcpd-$mode-$c" "sdk-$mode-$c")" \
+        "$(rat "mcpd-$mode-$c" "ceiling-json-$c")" "${ERR[mcpd-$mode-$c]:--}"
+    done
+  done
+}
+
+# chk VALUE OP BOUND -> met | MISSED | - (no figure)
+chk() {
+  case $1 in -|''|nan|n/a) echo - ; return ;; esac
+  awk -v a="$1" -v op="$2" -v b="$3" 'BEGIN {
+    ok = (op == ">=") ? a >= b : (op == "<") ? a < b : a <= b; print ok ? "met" : "MISSED" }'
+}
+# The issue's targets: "what | figure | bound | status" lines.
+targets() {
+  local r
+  r=$(rat mcpd-json-64 sdk-json-64)
+  echo "JSON c=64: mcpd / SDK server|${r}x|>= 10x|$(chk "$r" '>=' 10)"
+  r=$(rat mcpd-sse-64 sdk-sse-64)
+  echo "SSE c=64: mcpd / SDK server (SSE)|${r}x|>= 8x|$(chk "$r" '>=' 8)"
+  r=$(rat mcpd-json-64 ceiling-json-64)
+  echo "JSON c=64: mcpd / bare libmicrohttpd|${r}|>= 0.5|$(chk "$r" '>=' 0.5)"
+  r=$(lat "P99[mcpd-json-64]")
+  echo "JSON c=64: mcpd p99|${r} ms|<= 10 ms|$(chk "$r" '<=' 10)"
+  r=$(lat "P50[mcpd-json-1]")
+  echo "JSON c=1: mcpd p50|${r} ms|< 0.2 ms|$(chk "$r" '<' 0.2)"
+  if [ -n "$STREAMS_LINE" ]; then
+    echo "$(kv open) GET streams: KiB per stream|$(kv kib_per_stream)|<= 48|$(chk "$(kv kib_per_stream)" '<=' 48)"
+    echo "$(kv open) GET streams: KiB per session+stream|$(kv kib_per_session_and_stream)|<= 48|$(chk "$(kv kib_per_session_and_stream)" '<=' 48)"
+  fi
+  if [ -n "$GROWTH_LINE" ]; then
+    echo "$(g sessions) sessions, $(g chunks) chunks: req/s vs empty store|$(g ratio)|>= 0.9|$(chk "$(g ratio)" '>=' 0.9)"
+    echo "restart on that store, ready in|$(g restart_ms) ms|< 1000 ms|$(chk "$(g restart_ms)" '<' 1000)"
+    echo "reaper purging $(g purge_chunks) chunks: live p99|$(g p99_purge_ms) ms|<= 20 ms|$(chk "$(g p99_purge_ms)" '<=' 20)"
+  fi
+}
 
 echo
 echo "mcpd benchmark: tools/call echo on one session, wrk -t2 -d${BENCH_SECONDS}s, loopback, $(nproc) CPUs"
 echo "mcpd: $([ -x "$MCPD_BIN" ] && echo "$MCPD_BIN" || echo -)"
-echo "sdk:  @modelcontextprotocol/sdk $(sed -n 's/.*"version": *"\([^"]*\)".*/\1/p' \
-  "$REPO/tests/node_modules/@modelcontextprotocol/sdk/package.json" 2>/dev/null | head -1) on node $("$NODE" --version)"
+SDK_VERSION=$(sed -n 's/.*"version": *"\([^"]*\)".*/\1/p' \
+  "$REPO/tests/node_modules/@modelcontextprotocol/sdk/package.json" 2>/dev/null | head -1)
+echo "sdk:  @modelcontextprotocol/sdk ${SDK_VERSION:-?} on node $("$NODE" --version)"
+QUIET="CPUs ${BUSY_BEFORE}% busy before the run"
+[ -n "$CEIL_SPREAD" ] && QUIET="$QUIET; ceiling c=$C_MAX ${CEIL_FIRST} req/s at the start, ${CEIL_LAST} at the end (${CEIL_SPREAD}% apart)"
+echo "machine: $QUIET"
+BUSY=0
+[ "$BUSY_BEFORE" -gt 10 ] && BUSY=1
+[ -n "$CEIL_SPREAD" ] && [ "$CEIL_SPREAD" -gt 20 ] && BUSY=1
+[ $BUSY = 1 ] && echo "WARNING: the machine was too busy for these figures to mean much (see the line above); run again on a quiet machine"
 echo
-printf '%-8s %-5s %5s %10s %10s %10s %8s\n' server mode conc req/s p50_ms p99_ms errors
+echo "every server, every run:"
+printf '  %-8s %-5s %5s %10s %9s %9s %7s\n' server mode conc req/s p50_ms p99_ms errors
 for run in "${RUNS[@]}"; do
   read -r server mode <<<"$run"
   for c in $BENCH_CONC; do
     k=$server-$mode-$c
-    printf '%-8s %-5s %5s %10s %10s %10s %8s\n' "$server" "$mode" "$c" "${RPS[$k]}" "${P50[$k]}" "${P99[$k]}" "${ERR[$k]}"
+    printf '  %-8s %-5s %5s %10s %9s %9s %7s\n' "$server" "$mode" "$c" "${RPS[$k]}" "${P50[$k]}" "${P99[$k]}" "${ERR[$k]}"
   done
 done
 echo
-for mode in json sse; do
-  for c in $BENCH_CONC; do
-    line=""
-    [ -n "${RPS[mcpd-$mode-$c]:-}" ] && [ -n "${RPS[sdk-$mode-$c]:-}" ] &&
-      line="mcpd/sdk $(ratio "${RPS[mcpd-$mode-$c]}" "${RPS[sdk-$mode-$c]}")x"
-    [ -n "${RPS[mcpd-$mode-$c]:-}" ] && [ -n "${RPS[ceiling-json-$c]:-}" ] &&
-      line="$line  mcpd/ceiling $(ratio "${RPS[mcpd-$mode-$c]}" "${RPS[ceiling-json-$c]}")"
-    [ -z "${RPS[mcpd-$mode-$c]:-}" ] && [ -n "${RPS[sdk-$mode-$c]:-}" ] && [ -n "${RPS[ceiling-json-$c]:-}" ] &&
-      line="sdk/ceiling $(ratio "${RPS[sdk-$mode-$c]}" "${RPS[ceiling-json-$c]}")"
-    [ -n "$line" ] && printf 'ratio %-4s c=%-3s %s\n' "$mode" "$c" "$line"
-  done
-done
+echo "summary (ceiling = bare libmicrohttpd, fixed JSON body; at c=$C_MAX the mean of its two runs):"
+printf '  %-4s %4s | %8s %7s %7s | %8s %7s | %8s | %8s %12s | %6s\n' mode conc mcpd p50_ms p99_ms sdk p99_ms \
+  ceiling mcpd/sdk mcpd/ceiling errors
+summary_rows '  %-4s %4s | %8s %7s %7s | %8s %7s | %8s | %7sx %12s | %6s\n'
+echo
+echo "targets:"
+targets | awk -F'|' '{ printf "  %-52s %10s  %-9s %s\n", $1, $2, $3, $4 }'
 if [ -n "$STREAMS_LINE" ]; then
   echo
   echo "mcpd with $(kv open) of $(kv n) GET streams open (one per session): VmRSS $(kv rss_idle_kib) KiB idle," \
@@ -187,46 +284,24 @@ elif want mcpd && [ "$BENCH_STREAMS" -gt 0 ]; then
   echo
   echo "mcpd GET streams memory: no result (see bench: lines above)"
 fi
-
-# Targets from the issue (c=64, JSON mode).
-if [ -n "${RPS[mcpd-json-64]:-}" ]; then
-  echo
-  chk() { awk -v a="$1" -v op="$2" -v b="$3" 'BEGIN { ok = (op == ">=") ? a >= b : a <= b; print ok ? "met" : "MISSED" }'; }
-  [ -n "${RPS[sdk-json-64]:-}" ] && r=$(ratio "${RPS[mcpd-json-64]}" "${RPS[sdk-json-64]}") &&
-    echo "target JSON c=64 mcpd >= 10x sdk:        ${r}x  $(chk "$r" '>=' 10)"
-  [ -n "${RPS[ceiling-json-64]:-}" ] && r=$(ratio "${RPS[mcpd-json-64]}" "${RPS[ceiling-json-64]}") &&
-    echo "target JSON c=64 mcpd >= 0.5 ceiling:    ${r}  $(chk "$r" '>=' 0.5)"
-  echo "target JSON c=64 mcpd p99 <= 10 ms:      ${P99[mcpd-json-64]} ms  $(chk "${P99[mcpd-json-64]}" '<=' 10)"
-  [ -n "$STREAMS_LINE" ] &&
-    echo "target streams <= 64 KiB each:           $(kv kib_per_session_and_stream) KiB  $(chk "$(kv kib_per_session_and_stream)" '<=' 64)"
-fi
-
-# Markdown for the README.
-echo
-echo "| server | reply mode | concurrency | req/s | p50 (ms) | p99 (ms) | errors |"
-echo "|---|---|---:|---:|---:|---:|---:|"
-for run in "${RUNS[@]}"; do
-  read -r server mode <<<"$run"
-  label=$server
-  case $server in
-    sdk) label="TypeScript SDK" ;;
-    ceiling) label="bare libmicrohttpd" mode="fixed JSON" ;;
-  esac
-  for c in $BENCH_CONC; do
-    k=$run
-    k=${k/ /-}-$c
-    printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$label" "$mode" "$c" "${RPS[$k]}" "${P50[$k]}" "${P99[$k]}" "${ERR[$k]}"
-  done
-done
-if [ -n "$STREAMS_LINE" ]; then
-  echo
-  echo "mcpd holding $(kv open) concurrent GET streams (one per session): $(kv kib_per_session_and_stream) KiB" \
-    "resident memory per session+stream ($(kv kib_per_stream) KiB per stream alone)."
-fi
 if [ -n "$IDLE_LINE" ]; then
-  echo
-  idle() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $IDLE_LINE"; }
+  idle() { field "$IDLE_LINE" "$1"; }
   echo "mcpd with $(idle polls) idle long polls parked: $(idle cpu_ms) ms of CPU in $(idle seconds) s" \
     "($(idle cpu_percent)% of one core)."
 fi
+[ -n "$GROWTH_LINE" ] && echo "$GROWTH_LINE"
+
+# The same for the README.
+echo
+echo "markdown:"
+echo
+echo "| reply mode | concurrency | mcpd req/s | mcpd p50 (ms) | mcpd p99 (ms) | SDK req/s | SDK p99 (ms) | ceiling req/s | mcpd / SDK | mcpd / ceiling |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+summary_rows '| %s | %s | %s | %s | %s | %s | %s | %s | %sx | %s |%.0s\n'
+echo
+echo "| target | figure | bound | |"
+echo "|---|---:|---|---|"
+targets | awk -F'|' '{ printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4 }'
+echo
+echo "Machine: $(nproc) CPUs; $QUIET$([ $BUSY = 1 ] && echo ' (too busy: figures not comparable)')."
 exit 0
