@@ -9,6 +9,7 @@
 #include "core.h"
 #include "http.h"
 #include "log.h"
+#include "malloc_tune.h"
 #include "origin.h"
 #include "stdio_transport.h"
 #include "store.h"
@@ -189,6 +190,7 @@ static void log_to_store(void *ud, int64_t ts_ms, const char *level, const char 
 
 int main(int argc, char **argv)
 {
+    malloc_tune_reexec(argv);
     guard_std_fds();
     struct config cfg;
     char err[512];
