@@ -14,11 +14,14 @@ struct wal {
     int threshold;
     int limit;
     pthread_mutex_t run_mu; /* one checkpoint at a time; taken before commit_mu */
-    pthread_mutex_t mu;     /* guards the flags; taken under commit_mu by the hook */
-    pthread_cond_t cv;      /* the thread: due or stop */
-    pthread_cond_t idle_cv; /* the hook: copying ended */
+    /* Whoever uses db holds db_mu: the connection is opened NOMUTEX, and
+     * two threads in it at once (a first phase and the hook's back-pressure
+     * checkpoint) corrupted the database under sustained load. Taken after
+     * commit_mu by the hook and the second phase, alone by the first. */
+    pthread_mutex_t db_mu;
+    pthread_mutex_t mu; /* guards the flags */
+    pthread_cond_t cv;  /* the thread: due or stop */
     int due, stop;
-    int copying; /* a first phase is using db */
     pthread_t thread;
 };
 
@@ -34,20 +37,17 @@ static int passive(struct wal *w)
  * Past the limit, writes outrun the checkpoints (each first phase copies
  * what was there when it began, and more than that arrives meanwhile), so
  * the committer copies the whole log itself, the writer waiting: that is
- * the back-pressure that bounds the log. It waits for a running first
- * phase to end rather than skip, since db is that phase's; the second
- * phase needs commit_mu, which the committer holds. */
+ * the back-pressure that bounds the log. A running first phase has db: the
+ * committer waits for it to end (db_mu) rather than skip. */
 static int on_commit(void *arg, sqlite3 *db, const char *name, int frames)
 {
     (void)db;
     (void)name;
     struct wal *w = arg;
     if (frames >= w->limit) {
-        pthread_mutex_lock(&w->mu);
-        while (w->copying)
-            pthread_cond_wait(&w->idle_cv, &w->mu);
-        pthread_mutex_unlock(&w->mu);
+        pthread_mutex_lock(&w->db_mu);
         passive(w);
+        pthread_mutex_unlock(&w->db_mu);
     } else if (frames >= w->threshold) {
         pthread_mutex_lock(&w->mu);
         if (!w->due) {
@@ -59,24 +59,17 @@ static int on_commit(void *arg, sqlite3 *db, const char *name, int frames)
     return SQLITE_OK;
 }
 
-static void set_copying(struct wal *w, int on)
-{
-    pthread_mutex_lock(&w->mu);
-    w->copying = on;
-    if (!on)
-        pthread_cond_broadcast(&w->idle_cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
 int wal_checkpoint(struct wal *w)
 {
     pthread_mutex_lock(&w->run_mu);
-    set_copying(w, 1);
+    pthread_mutex_lock(&w->db_mu);
     int rc = passive(w);
-    set_copying(w, 0);
+    pthread_mutex_unlock(&w->db_mu);
     if (rc == 0) {
         pthread_mutex_lock(w->commit_mu);
+        pthread_mutex_lock(&w->db_mu);
         rc = passive(w);
+        pthread_mutex_unlock(&w->db_mu);
         pthread_mutex_unlock(w->commit_mu);
     }
     pthread_mutex_unlock(&w->run_mu);
@@ -126,16 +119,16 @@ struct wal *wal_start(const char *path, sqlite3 *writer, pthread_mutex_t *commit
     w->threshold = threshold_frames;
     w->limit = 4 * threshold_frames;
     pthread_mutex_init(&w->run_mu, NULL);
+    pthread_mutex_init(&w->db_mu, NULL);
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
-    pthread_cond_init(&w->idle_cv, NULL);
     if (pthread_create(&w->thread, NULL, wal_main, w) != 0) {
         *err = strdup("cannot start the checkpoint thread");
         sqlite3_close(w->db);
         pthread_mutex_destroy(&w->run_mu);
+        pthread_mutex_destroy(&w->db_mu);
         pthread_mutex_destroy(&w->mu);
         pthread_cond_destroy(&w->cv);
-        pthread_cond_destroy(&w->idle_cv);
         free(w);
         return NULL;
     }
@@ -159,8 +152,8 @@ void wal_stop(struct wal *w)
     pthread_join(w->thread, NULL);
     sqlite3_close(w->db);
     pthread_mutex_destroy(&w->run_mu);
+    pthread_mutex_destroy(&w->db_mu);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
-    pthread_cond_destroy(&w->idle_cv);
     free(w);
 }
