@@ -218,6 +218,8 @@ char *core_metrics(void)
         {"mcpd_store_commits_total", "Store transactions committed", 1, ss.commits},
         {"mcpd_store_writes_total", "Store writes committed", 1, ss.writes},
         {"mcpd_store_write_failures_total", "Store writes that failed", 1, ss.failures},
+        {"mcpd_store_purged_total", "Expired sessions and streams the reaper removed", 1,
+         ss.purged},
         {"mcpd_store_ready", "Whether the store accepts writes", 0,
          (uint64_t)(store_ready(core.store) != 0)},
     };

@@ -70,11 +70,13 @@ static const char *const write_sql[W_COUNT] = {
     [W_COMMIT] = "COMMIT",
     [W_ROLLBACK] = "ROLLBACK",
     [W_LOG] = "INSERT INTO logs(ts_ms, level, session_id, event) VALUES(?1, ?2, ?3, ?4)",
-    [W_PURGE_SESSIONS] = "DELETE FROM sessions WHERE last_active_ms < ?1 OR deleted_ms IS NOT NULL",
-    /* ?2 is the id prefix of streams created at the cutoff: a stream that
-     * ended before it was created before it, so the key's range finds it. */
-    [W_PURGE_STREAMS] =
-        "DELETE FROM streams WHERE id < ?2 AND ended_ms IS NOT NULL AND ended_ms < ?1",
+    /* The purges delete one key range [?2, ?3] that a read found (see
+     * store_purge), checking the condition again: a row in the range that
+     * no longer qualifies stays. Their streams and chunks go by cascade. */
+    [W_PURGE_SESSIONS] = "DELETE FROM sessions WHERE id >= ?2 AND id <= ?3 "
+                         "AND (last_active_ms < ?1 OR deleted_ms IS NOT NULL)",
+    [W_PURGE_STREAMS] = "DELETE FROM streams WHERE id >= ?2 AND id <= ?3 "
+                        "AND ended_ms IS NOT NULL AND ended_ms < ?1",
     /* Log ids grow by one per row and rows go only from the oldest end, so
      * the newest ?2 rows are those above max(id) - ?2. */
     [W_TOKEN_USED] = "UPDATE tokens SET last_used_ms = MAX(COALESCE(last_used_ms, 0), ?2) "
@@ -332,8 +334,12 @@ static void commit_queue(struct store *st)
         pthread_mutex_lock(&st->rmu);
     if (step_plain(st, W_BEGIN) != 0)
         failed = 1;
-    for (struct write_op *op = batch; op && !failed; op = op->next)
+    uint64_t purged = 0;
+    for (struct write_op *op = batch; op && !failed; op = op->next) {
         op->rc = op_run(st, op);
+        if (op->rc == 0 && (op->kind == W_PURGE_SESSIONS || op->kind == W_PURGE_STREAMS))
+            purged += (uint64_t)sqlite3_changes(st->wdb);
+    }
     if (!failed && step_plain(st, W_COMMIT) != 0) {
         step_plain(st, W_ROLLBACK);
         failed = 1;
@@ -365,6 +371,7 @@ static void commit_queue(struct store *st)
     st->stats.commits += !failed;
     st->stats.writes += nops;
     st->stats.failures += nfailed;
+    st->stats.purged += failed ? 0 : purged;
     pthread_mutex_unlock(&st->qmu);
 }
 
@@ -662,21 +669,6 @@ int store_log(struct store *st, int64_t ts_ms, const char *level, const char *se
     return enqueue(st, 0, W_LOG, "isss", ts_ms, level, session_id, event);
 }
 
-int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cutoff_ms,
-                int64_t log_cutoff_ms, int64_t log_max_rows)
-{
-    /* Stream ids start with 12 hex digits of their creation time (randid);
-     * the first id that could have been created at the cutoff. */
-    char id_prefix[16];
-    snprintf(id_prefix, sizeof id_prefix, "%012llx",
-             (unsigned long long)(stream_cutoff_ms > 0 ? stream_cutoff_ms : 0) & 0xffffffffffffULL);
-    if (enqueue(st, 0, W_PURGE_SESSIONS, "i", session_cutoff_ms) ||
-        enqueue(st, 0, W_PURGE_STREAMS, "is", stream_cutoff_ms, id_prefix))
-        return -1;
-    return enqueue(st, 1, W_PURGE_LOGS, "ii", log_cutoff_ms,
-                   log_max_rows > 0 ? log_max_rows : INT64_MAX);
-}
-
 int store_checkpoint(struct store *st)
 {
     return st->wal ? wal_checkpoint(st->wal) : 0;
@@ -707,6 +699,122 @@ static void read_end(struct store *st, sqlite3_stmt *q)
 {
     sqlite3_finalize(q);
     pthread_mutex_unlock(&st->rmu);
+}
+
+/* Rows per purge transaction, and the pause after each. A purge batch
+ * shares its commit with live writes, and back to back the batches would
+ * keep the writer (and on a small machine, a core) busy: 1,000,000 chunks
+ * purged in one transaction stalled every client for seconds, and purged
+ * in unpaced batches still tripled live p99. After each batch the purge
+ * waits PURGE_PAUSE times as long as the batch took, so it takes at most a
+ * quarter of the writer's time. A session of the benchmark holds ~10
+ * chunks, a stream ~2. */
+#define PURGE_SESSIONS_PER_BATCH 16
+#define PURGE_STREAMS_PER_BATCH 128
+#define PURGE_PAUSE 3
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void pause_us(int64_t us)
+{
+    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* The next key range of rows to purge, after *after: reads up to `batch`
+ * ids matching the query (?1 cutoff, ?2 after, ?3 limit, ?4 an optional
+ * text bound) and puts the first and last in first/last (malloc'd).
+ * Returns how many ids it read, or -1. */
+static int purge_range(struct store *st, const char *sql, int64_t cutoff, const char *after,
+                       int batch, const char *bound, char **first, char **last)
+{
+    *first = *last = NULL;
+    sqlite3_stmt *q = read_begin(st, sql);
+    if (!q)
+        return -1;
+    sqlite3_bind_int64(q, 1, cutoff);
+    sqlite3_bind_text(q, 2, after, -1, SQLITE_STATIC);
+    sqlite3_bind_int(q, 3, batch);
+    if (bound)
+        sqlite3_bind_text(q, 4, bound, -1, SQLITE_STATIC);
+    int n = 0, rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        char *id = col_dup(q, 0);
+        if (!id)
+            break;
+        if (n++ == 0) {
+            *first = id;
+        } else {
+            free(*last);
+            *last = id;
+        }
+    }
+    read_end(st, q);
+    if (rc != SQLITE_DONE) {
+        free(*first);
+        free(*last);
+        *first = *last = NULL;
+        return -1;
+    }
+    if (n == 1)
+        *last = strdup(*first);
+    return n > 0 && !*last ? -1 : n;
+}
+
+/* Purges in key order, one bounded transaction per range, each queued
+ * behind the live writes of the moment so they interleave. */
+static int purge_batches(struct store *st, const char *select_sql, enum write_kind kind,
+                         int64_t cutoff, int batch, const char *bound)
+{
+    char *after = strdup("");
+    int rc = after ? 0 : -1;
+    while (rc == 0) {
+        char *first, *last;
+        int n = purge_range(st, select_sql, cutoff, after, batch, bound, &first, &last);
+        if (n <= 0) {
+            rc = n;
+            break;
+        }
+        int64_t t0 = mono_us();
+        rc = enqueue(st, 1, kind, "iss", cutoff, first, last);
+        pause_us((mono_us() - t0) * PURGE_PAUSE);
+        free(first);
+        free(after);
+        after = last;
+        if (n < batch)
+            break;
+    }
+    free(after);
+    return rc;
+}
+
+int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cutoff_ms,
+                int64_t log_cutoff_ms, int64_t log_max_rows)
+{
+    /* Stream ids start with 12 hex digits of their creation time (randid):
+     * a stream that ended before the cutoff was created before it, so its
+     * id sorts below the first id that could have been made at the
+     * cutoff, and the key's range finds it. */
+    char id_prefix[16];
+    snprintf(id_prefix, sizeof id_prefix, "%012llx",
+             (unsigned long long)(stream_cutoff_ms > 0 ? stream_cutoff_ms : 0) & 0xffffffffffffULL);
+    if (purge_batches(st,
+                      "SELECT id FROM sessions WHERE id > ?2 AND (last_active_ms < ?1 OR "
+                      "deleted_ms IS NOT NULL) ORDER BY id LIMIT ?3",
+                      W_PURGE_SESSIONS, session_cutoff_ms, PURGE_SESSIONS_PER_BATCH, NULL) != 0 ||
+        purge_batches(st,
+                      "SELECT id FROM streams WHERE id > ?2 AND id < ?4 AND ended_ms IS NOT NULL "
+                      "AND ended_ms < ?1 ORDER BY id LIMIT ?3",
+                      W_PURGE_STREAMS, stream_cutoff_ms, PURGE_STREAMS_PER_BATCH, id_prefix) != 0)
+        return -1;
+    return enqueue(st, 1, W_PURGE_LOGS, "ii", log_cutoff_ms,
+                   log_max_rows > 0 ? log_max_rows : INT64_MAX);
 }
 
 void store_session_free(struct store_session *s)

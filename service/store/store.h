@@ -40,6 +40,7 @@ struct store_stats {
     uint64_t commits;  /* transactions committed */
     uint64_t writes;   /* writes in them */
     uint64_t failures; /* writes that failed */
+    uint64_t purged;   /* sessions and streams store_purge removed */
 };
 void store_stats(struct store *st, struct store_stats *out);
 
@@ -136,7 +137,10 @@ int store_log(struct store *st, int64_t ts_ms, const char *level, const char *se
 /* Deletes sessions idle since before session_cutoff_ms, and tombstones
  * (with their streams), streams ended before stream_cutoff_ms, and logs
  * older than log_cutoff_ms or beyond the newest log_max_rows (0: no row
- * bound). Waits for the commit. */
+ * bound). It commits in short batches of a few hundred rows (with their
+ * chunks), each queued behind the live writes of the moment, so a large
+ * purge delays no client by more than one small transaction; it returns
+ * when all are committed. */
 int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cutoff_ms,
                 int64_t log_cutoff_ms, int64_t log_max_rows);
 

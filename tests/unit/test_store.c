@@ -698,6 +698,38 @@ static void *wal_write(void *arg)
 /* Every page of the database passes through the log, so 64 MB of data
  * written by appenders that never pause would leave a log of 64 MB or more
  * if it never started over (checkpoints beside a busy writer never finish). */
+/* The reaper's periodic store_checkpoint, as fast as it can go, beside
+ * the writers: checkpoints started on demand and those the log's growth
+ * forces inside a commit must never use the checkpoint connection at once. */
+struct wal_checkpointer {
+    struct store *st;
+    volatile int *stop;
+};
+
+static void *wal_checkpoint_loop(void *arg)
+{
+    struct wal_checkpointer *c = arg;
+    while (!*c->stop)
+        store_checkpoint(c->st);
+    return NULL;
+}
+
+/* 1 when SQLite's integrity_check finds nothing wrong with the file. */
+static int integrity_ok(const char *path)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    int ok = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+             sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &q, NULL) == SQLITE_OK &&
+             sqlite3_step(q) == SQLITE_ROW &&
+             strcmp((const char *)sqlite3_column_text(q, 0), "ok") == 0;
+    if (!ok && q && sqlite3_column_text(q, 0))
+        printf("     integrity_check: %s\n", sqlite3_column_text(q, 0));
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return ok;
+}
+
 static void test_wal_bounded(void)
 {
     char path[256], wal[300];
@@ -719,6 +751,9 @@ static void test_wal_bounded(void)
         w[t] = (struct wal_writer){.st = st, .t = t, .path = path, .stop = &stop};
         CHECK_INT(pthread_create(&th[t], NULL, wal_write, &w[t]), 0);
     }
+    pthread_t cth;
+    struct wal_checkpointer cp = {st, &stop};
+    CHECK_INT(pthread_create(&cth, NULL, wal_checkpoint_loop, &cp), 0);
     long long max_wal = 0;
     for (int i = 0; i < 6000 && file_size(path) < WAL_DATA && max_wal <= WAL_BOUND; i++) {
         long long n = file_size(wal);
@@ -732,11 +767,13 @@ static void test_wal_bounded(void)
         pthread_join(th[t], NULL);
         failures += w[t].failures;
     }
+    pthread_join(cth, NULL);
     CHECK_INT(failures, 0);
     CHECK(file_size(path) >= WAL_DATA);
     if (!check_record(max_wal <= WAL_BOUND, __FILE__, __LINE__, "max_wal <= WAL_BOUND"))
         printf("     the log reached %lld bytes\n", max_wal);
     store_close(st);
+    CHECK(integrity_ok(path));
 }
 
 /* A database made by the first migration, with data in it, is brought up
@@ -783,6 +820,106 @@ static void test_upgrade(void)
     CHECK_INT(raw_count(path, "SELECT COUNT(*) FROM chunks", NULL), 1);
 }
 
+/* A purge larger than one batch: it commits range by range (so live writes
+ * get in between), removes every expired session and ended stream with
+ * their chunks, and leaves alone what is live, interleaved with them in
+ * key order: live sessions between idle ones, active and recent streams
+ * between ended ones. */
+static void test_purge_batches(const char *path)
+{
+    struct store *st = open_store(path);
+    if (!st)
+        return;
+    enum { SESSIONS = 300, STREAMS = 1500 };
+    int ok = 1;
+    char id[64];
+    for (int i = 0; i < SESSIONS && ok; i++) {
+        snprintf(id, sizeof id, "sess-%04d", i);
+        ok = put_session(st, id, i % 5 == 0 ? 2000000 : 10) == 0; /* every 5th is live */
+    }
+    CHECK(ok);
+    /* Streams of a live session, in key order: every 7th still active,
+     * every 11th (not 7th) ended after the cutoff; two chunks each. */
+    ok = put_session(st, "sess-keep", 2000000) == 0;
+    for (int i = 0; i < STREAMS && ok; i++) {
+        snprintf(id, sizeof id, SID("b-%05d"), i);
+        int active = i % 7 == 0, recent = !active && i % 11 == 0;
+        ok = put_stream(st, id, "sess-keep", "request", "1", 10) == 0 &&
+             append(st, id, 0, "{}", 2, NULL, 10) == 0 &&
+             append(st, id, 1, "{\"end\":1}", 9, active ? NULL : "finished",
+                    recent ? 9000 : 1000) == 0;
+    }
+    /* Streams of idle sessions go with their session. */
+    for (int i = 0; i < SESSIONS && ok; i++) {
+        snprintf(id, sizeof id, SID("s-%04d"), i);
+        char sess[32];
+        snprintf(sess, sizeof sess, "sess-%04d", i);
+        ok = put_stream(st, id, sess, "request", "1", 10) == 0 &&
+             append(st, id, 0, "{}", 2, "finished", 10) == 0;
+    }
+    CHECK(ok);
+    struct store_stats before, after;
+    store_stats(st, &before);
+    CHECK_INT(store_purge(st, 1000000, 5000, 0, 0), 0);
+    store_stats(st, &after);
+    /* 240 idle sessions in batches of at most 32, then the ended streams of
+     * live sessions (about 1,160 of sess-keep's, 60 of the live sess-*'s)
+     * in batches of at most 256: at least 8 + 5 commits. */
+    CHECK(after.commits - before.commits >= 13);
+    int kept_streams = 0;
+    for (int i = 0; i < STREAMS; i++)
+        kept_streams += i % 7 == 0 || i % 11 == 0;
+    /* Counted: the idle sessions, and the streams deleted as such (those of
+     * idle sessions went with them by cascade). */
+    CHECK_INT(after.purged - before.purged,
+              SESSIONS * 4 / 5 + (STREAMS - kept_streams) + SESSIONS / 5);
+
+    struct store_session out;
+    int kept = 0, gone = 0;
+    for (int i = 0; i < SESSIONS; i++) {
+        snprintf(id, sizeof id, "sess-%04d", i);
+        int rc = store_session_get(st, id, &out);
+        if (rc == 0)
+            store_session_free(&out);
+        kept += rc == 0 && i % 5 == 0;
+        gone += rc == 1 && i % 5 != 0;
+    }
+    CHECK_INT(kept, SESSIONS / 5);
+    CHECK_INT(gone, SESSIONS - SESSIONS / 5);
+    struct store_stream row;
+    struct chunks *c = calloc(1, sizeof *c);
+    if (!CHECK(c != NULL)) {
+        store_close(st);
+        return;
+    }
+    int right = 0;
+    for (int i = 0; i < STREAMS; i++) {
+        snprintf(id, sizeof id, SID("b-%05d"), i);
+        int rc = get_stream(st, id, &row, c);
+        int keep = i % 7 == 0 || i % 11 == 0;
+        right += keep ? rc == 0 && c->n == 2 : rc == 1;
+        if (rc == 0) {
+            chunks_free(c);
+            store_stream_free(&row);
+        }
+    }
+    CHECK_INT(right, STREAMS);
+    for (int i = 0; i < SESSIONS; i++) {
+        snprintf(id, sizeof id, SID("s-%04d"), i);
+        right += get_stream(st, id, &row, c) == 1;
+    }
+    CHECK_INT(right, STREAMS + SESSIONS); /* ended at 10: gone with or without their session */
+    /* Nothing is left behind in the chunks table either. */
+    int64_t keep_chunks = 0;
+    for (int i = 0; i < STREAMS; i++)
+        keep_chunks += 2 * (i % 7 == 0 || i % 11 == 0);
+    if (path && strcmp(path, ":memory:") != 0)
+        CHECK_INT(raw_count(path, "SELECT COUNT(*) FROM chunks", NULL), keep_chunks);
+    CHECK_INT(store_session_bytes(st, "sess-keep"), keep_chunks / 2 * 11);
+    free(c);
+    store_close(st);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/mcpd-test-store-XXXXXX");
@@ -801,6 +938,10 @@ int main(void)
     snprintf(cpath, sizeof cpath, "%s/conc/mcpd.db", tmpdir);
     test_concurrency(cpath, cpath);
     test_wal_bounded();
+    char ppath[256];
+    snprintf(ppath, sizeof ppath, "%s/purge/mcpd.db", tmpdir);
+    test_purge_batches(ppath);
+    test_purge_batches(":memory:");
 
     /* The same on a throwaway in-memory store. */
     test_data(":memory:", NULL);
