@@ -34,7 +34,7 @@
 /* In auto mode: a reply that is complete within this time is sent as JSON;
  * anything slower, or anything preceded by other messages, becomes SSE. */
 #define AUTO_WAIT_MS 30
-#define SSE_BLOCK 16384
+#define SSE_BLOCK 4096
 /* A GET that finds the session's GET slot taken probes the holder and waits
  * this long for it to turn out dead before answering 409. */
 #define HTTP_PROBE_WAIT_MS 1000
