@@ -51,6 +51,60 @@ static void raise_fd_limit(void)
     }
 }
 
+/* Descriptors kept for everything but client connections: the store's
+ * three connections to the database, its log and shared memory, the
+ * listening socket, stdio, and the pipes of each upstream child. */
+#define FD_RESERVE 64
+/* Memory mappings kept for everything but connection threads. */
+#define MAP_RESERVE 4096
+
+/* The connection cap that `limit` resources allow when each connection
+ * costs `per` of them: libmicrohttpd's own cap sits up to an eighth (at
+ * most 1024) above ours so that mcpd can answer 503 there (conn_guard). */
+static int64_t cap_within(int64_t limit, int64_t per)
+{
+    int64_t n = limit / per;
+    int64_t headroom = n / 9 < 16 ? 16 : n / 9 > 1024 ? 1024 : n / 9;
+    return n - headroom;
+}
+
+/* A thread per connection costs a descriptor and a stack (two memory
+ * mappings with its guard page). A connection past either limit would wait
+ * unanswered in the kernel's accept queue instead of getting 503, so the
+ * cap comes down to what the process can hold, and says so. */
+static void fit_connection_cap(struct config *cfg)
+{
+    int64_t cap = cfg->max_connections;
+    const char *why = NULL;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        int64_t fds =
+            (int64_t)rl.rlim_cur - FD_RESERVE - (cfg->upstream ? 4 * cfg->upstream_max : 0);
+        if (cap_within(fds, 1) < cap) {
+            cap = cap_within(fds, 1);
+            why = "the open-files limit (ulimit -n)";
+        }
+    }
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    long long maps = 0;
+    if (f) {
+        if (fscanf(f, "%lld", &maps) == 1 && cap_within(maps - MAP_RESERVE, 2) < cap) {
+            cap = cap_within(maps - MAP_RESERVE, 2);
+            why = "vm.max_map_count";
+        }
+        fclose(f);
+    }
+    if (cap < 1)
+        cap = 1;
+    if (why && cap < cfg->max_connections) {
+        log_event(LOG_WARN, NULL, "max_connections_lowered",
+                  "--max-connections %lld lowered to %lld: %s allows no more (a thread, a "
+                  "descriptor and two memory mappings per connection)",
+                  (long long)cfg->max_connections, (long long)cap, why);
+        cfg->max_connections = cap;
+    }
+}
+
 static enum http_reply_mode reply_mode(const char *name)
 {
     return strcmp(name, "json") == 0  ? HTTP_REPLY_JSON
@@ -211,6 +265,7 @@ int main(int argc, char **argv)
     log_level_parse(cfg.log_level, &level);
     log_set_level(level);
     raise_fd_limit();
+    fit_connection_cap(&cfg);
 
     sigset_t sigs;
     block_signals(&sigs);

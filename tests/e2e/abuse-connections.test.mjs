@@ -8,12 +8,18 @@
 // and the store passes PRAGMA integrity_check.
 
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import { test } from 'node:test';
 
 import { integrityCheck } from './lib/integrity.mjs';
 import {
   ACCEPT_BOTH,
+  Mcpd,
+  MCPD_BIN,
+  freePort,
+  tempDb,
   echo,
   getStream,
   initSession,
@@ -165,4 +171,28 @@ test('a bad --trusted-proxies is refused at start', async () => {
     withMcpd(['--trusted-proxies', '10.0.0.0/33'], {}, async () => {}),
     /trusted-proxies/,
   );
+});
+
+test('a process with few descriptors lowers --max-connections to fit, and answers 503 past it instead of leaving clients unanswered', async () => {
+  // 300 descriptors: 64 kept for the store and the rest, an eighth of what
+  // is left for libmicrohttpd's answering headroom: the cap becomes 210.
+  const { dir, db } = tempDb();
+  const wrapper = path.join(dir, 'mcpd-300-fds');
+  fs.writeFileSync(wrapper, `#!/bin/sh\nexec prlimit --nofile=300 '${MCPD_BIN}' "$@"\n`, { mode: 0o755 });
+  const m = new Mcpd({ db, dir, port: await freePort(), bin: wrapper, args: ['--request-timeout-ms', '0', '--max-connections-per-ip', '0'] });
+  await m.start();
+  try {
+    assert.match(m.stderr, /max_connections_lowered.*--max-connections 16384 lowered to 210: the open-files limit/);
+    // More connections than the descriptors would allow without the cap.
+    const socks = [];
+    for (let i = 0; i < 215; i++) socks.push(await halfRequest(m.port));
+    const busy = await healthz(m.port);
+    assert.equal(busy.status, 503);
+    assert.match(busy.json.error.message, /210 connections are open/);
+    for (const s of socks) s.destroy();
+    await waitFor(async () => (await healthz(m.port)).status === 200, 10000, 'the server to serve again');
+    await anotherClientServed(m.port);
+  } finally {
+    await m.stop();
+  }
 });
