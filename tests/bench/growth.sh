@@ -19,6 +19,7 @@
 #   GROWTH sessions=.. chunks=.. empty_rps=.. seeded_rps=.. ratio=..
 #     restart_ms=.. restart_after_kill_ms=.. purge_ms=.. purge_rows=..
 #     purge_chunks=.. left_chunks=.. p99_base_ms=.. p99_purge_ms=..
+#     integrity=ok|FAILED (SQLite's quick_check of both stores at the end)
 #
 # Environment (all optional):
 #   MCPD_BIN         default <repo>/build/bin/mcpd
@@ -223,6 +224,11 @@ for ((i = 0; i < w; i++)); do
 done
 P99_BASE=$(worst "$P99_BEFORE" "$P99_AFTER")
 LEFT=$(sqlite3 "$TMP/old.db" "SELECT COUNT(*) FROM chunks WHERE created_ms < $EXPIRE_AT - $IDLE_MS + 1")
+# After all that load, purging and checkpointing, the file must be intact.
+INTEGRITY=$(sqlite3 "$TMP/old.db" "PRAGMA quick_check" 2>&1 | head -1)
+SEEDED_INTEGRITY=$(sqlite3 "$TMP/seeded.db" "PRAGMA quick_check" 2>&1 | head -1)
+[ "$INTEGRITY" = ok ] && [ "$SEEDED_INTEGRITY" = ok ] ||
+  note "WARNING: quick_check: reaper store '$INTEGRITY', seeded store '$SEEDED_INTEGRITY'"
 note "reaper: $PURGE_ROWS sessions and streams ($PURGE_CHUNKS chunks) purged in $PURGE_MS ms; $LEFT expired chunks left"
 
 echo "growth: tools/call echo c=$GROWTH_CONC, JSON replies; $(nproc) CPUs"
@@ -235,4 +241,4 @@ echo "  reaper: $PURGE_CHUNKS expired chunks purged in $PURGE_MS ms ($LEFT left)
 echo "GROWTH sessions=$GROWTH_SESSIONS chunks=$GROWTH_CHUNKS empty_rps=$EMPTY_RPS seeded_rps=$SEEDED_RPS" \
   "ratio=$(ratio "$SEEDED_RPS" "$EMPTY_RPS") restart_ms=$RESTART_MS restart_after_kill_ms=$KILL_RESTART_MS" \
   "purge_ms=$PURGE_MS purge_rows=$PURGE_ROWS purge_chunks=$PURGE_CHUNKS left_chunks=$LEFT" \
-  "p99_base_ms=$P99_BASE p99_purge_ms=$P99_PURGE"
+  "p99_base_ms=$P99_BASE p99_purge_ms=$P99_PURGE integrity=$([ "$INTEGRITY" = ok ] && [ "$SEEDED_INTEGRITY" = ok ] && echo ok || echo FAILED)"

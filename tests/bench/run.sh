@@ -240,6 +240,8 @@ targets() {
     echo "$(g sessions) sessions, $(g chunks) chunks: req/s vs empty store|$(g ratio)|>= 0.9|$(chk "$(g ratio)" '>=' 0.9)"
     echo "restart on that store, ready in|$(g restart_ms) ms|< 1000 ms|$(chk "$(g restart_ms)" '<' 1000)"
     echo "reaper purging $(g purge_chunks) chunks: live p99|$(g p99_purge_ms) ms|<= 20 ms|$(chk "$(g p99_purge_ms)" '<=' 20)"
+    echo "expired chunks left after the purge|$(g left_chunks)|0|$(chk "$(g left_chunks)" '<=' 0)"
+    echo "both stores pass SQLite's quick_check|$(g integrity)|ok|$([ "$(g integrity)" = ok ] && echo met || echo MISSED)"
   fi
 }
 
