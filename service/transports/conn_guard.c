@@ -40,6 +40,42 @@ static struct {
     int running, stopping;
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
+#define ACCEPT_RETRY_MS 100
+#define ACCEPT_LOG_EVERY_MS 10000
+
+/* Accept failures, seen on libmicrohttpd's one accepting thread. */
+static pthread_mutex_t accept_mu = PTHREAD_MUTEX_INITIALIZER;
+static int64_t accept_logged_at = INT64_MIN / 2;
+static unsigned long accept_held;
+
+int conn_guard_accept_failed(const char *line, int *should_log, unsigned long *held)
+{
+    /* The first line names the errno; the second ("Hit process or system
+     * resource limit ...") follows it on the same failure. */
+    int accept_error = strncmp(line, "Error accepting connection", 26) == 0 &&
+                       (strstr(line, "Too many open files") || strstr(line, "Cannot allocate") ||
+                        strstr(line, "No buffer space") || strstr(line, "No file descriptors"));
+    int limit_note = strncmp(line, "Hit process or system resource limit", 36) == 0;
+    if (!accept_error && !limit_note)
+        return 0;
+    pthread_mutex_lock(&accept_mu);
+    int64_t now = clock_mono_ms();
+    *should_log = accept_error && now - accept_logged_at >= ACCEPT_LOG_EVERY_MS;
+    *held = accept_held;
+    if (*should_log) {
+        accept_logged_at = now;
+        accept_held = 0;
+    } else if (accept_error) {
+        accept_held++;
+    }
+    pthread_mutex_unlock(&accept_mu);
+    if (accept_error) {
+        struct timespec pause = {0, ACCEPT_RETRY_MS * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    return 1;
+}
+
 static unsigned headroom(void)
 {
     unsigned h = g.cfg.max_connections / 8;

@@ -18,6 +18,13 @@
  *   - Per-client cap: --max-connections-per-ip connections per client
  *     address; past it, 429. Behind a trusted proxy (forwarded.h) the client
  *     is the forwarded address, counted per request rather than per socket.
+ *   - Out of descriptors. If accept() fails anyway (the open-files limit
+ *     lowered under a running process, descriptors held elsewhere),
+ *     libmicrohttpd retries at once, forever, logging each failure: a
+ *     core at 100% and some 200,000 log lines a second. Its logger hands
+ *     those lines here; the guard holds the accepting thread 100 ms per
+ *     failure and lets one line through per 10 s, with the count it held
+ *     back. Clients in the accept queue are served as connections close.
  *
  * body_gate calls the request hooks from its access handler (the only code
  * in front of ulfius's), and its completion callback. Thread-safe. */
@@ -46,6 +53,13 @@ unsigned conn_guard_mhd_limit(void);
 /* MHD_OPTION_NOTIFY_CONNECTION. */
 void conn_guard_notify(void *cls, struct MHD_Connection *con, void **socket_context,
                        enum MHD_ConnectionNotificationCode code);
+
+/* From libmicrohttpd's logger: if line reports accept() failing for lack
+ * of descriptors or memory, waits before the retry (on the accepting
+ * thread) and returns 1, with *should_log set when this line is the one to
+ * log in its window (then `held` is how many were held back before it);
+ * otherwise returns 0. */
+int conn_guard_accept_failed(const char *line, int *should_log, unsigned long *held);
 
 /* A request's headers have arrived. Returns 0 to go on; otherwise the
  * refusal is queued on con, *rc holds what the access handler returns, and

@@ -833,6 +833,16 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     line[strcspn(line, "\n")] = '\0';
+    int should_log;
+    unsigned long held;
+    if (conn_guard_accept_failed(line, &should_log, &held)) {
+        if (should_log)
+            log_event(LOG_WARN, NULL, "accept_failed",
+                      "%s; retrying every 100 ms (%lu similar lines held back); raise the "
+                      "open-files limit or lower --max-connections",
+                      line, held);
+        return;
+    }
     /* What a client can cause at will (hanging up mid-request, the
      * WebSocket takeover) must not fill the log. */
     int client_caused = strstr(line, "`/mcp/ws") || strstr(line, "closed by remote side") ||

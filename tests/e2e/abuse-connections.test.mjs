@@ -8,6 +8,7 @@
 // and the store passes PRAGMA integrity_check.
 
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -35,6 +36,13 @@ const SERVER_BUSY = -32013;
 const TOO_MANY_CONNECTIONS = -32014;
 
 /** A socket that sends half a request header and then nothing. */
+/** User plus system CPU time of a process, in clock ticks (/proc/PID/stat). */
+function cpuTicks(pid) {
+  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  return Number(rest[11]) + Number(rest[12]);
+}
+
 function halfRequest(port) {
   return new Promise((resolve, reject) => {
     const sock = net.connect(port, '127.0.0.1', () => {
@@ -68,6 +76,30 @@ async function anotherClientServed(port) {
   const { session } = await initSession(port);
   assert.equal(await echo(port, session, 'other-client'), 'other-client');
 }
+
+test('descriptors run out under a running mcpd: no busy loop, one log line per 10 s, clients served again when connections close', async () => {
+  await withMcpd(['--request-timeout-ms', '0', '--max-connections-per-ip', '0'], {}, async (m) => {
+    // Lower the open-files limit under the process, so that accept() fails
+    // with EMFILE even though --max-connections was fitted at start-up.
+    const lim = spawnSync('prlimit', ['--pid', String(m.pid), '--nofile=80:80'], { encoding: 'utf8' });
+    assert.equal(lim.status, 0, lim.stderr);
+    const socks = [];
+    for (let i = 0; i < 120; i++) socks.push(await halfRequest(m.port));
+    const queued = request(m.port, { path: '/healthz', method: 'GET', headers: {}, timeout: 20000 }).catch((e) => ({ status: `error ${e.message}` }));
+    await sleep(500);
+    const cpu0 = cpuTicks(m.pid);
+    await sleep(2000);
+    const ticks = cpuTicks(m.pid) - cpu0; // 100 ticks a second: a spinning core is ~200
+    assert.ok(ticks < 100, `mcpd used ${ticks} clock ticks in 2 s while out of descriptors`);
+    const lines = m.stderr.split('\n').filter((l) => /event=accept_failed/.test(l));
+    assert.equal(lines.length, 1, `accept failures logged:\n${lines.slice(0, 5).join('\n')}`);
+    assert.match(lines[0], /Too many open files; retrying every 100 ms/);
+    assert.doesNotMatch(m.stderr, /event=mhd msg="(Error accepting|Hit process)/, 'libmicrohttpd\'s own lines are held back');
+    for (const s of socks) s.destroy();
+    assert.equal((await queued).status, 200, 'the client waiting in the accept queue is served');
+    await anotherClientServed(m.port);
+  });
+});
 
 test('slowloris: half-sent requests are closed after --request-timeout-ms; others are served meanwhile', async () => {
   await withMcpd(['--request-timeout-ms', '1500', '--max-connections', '40', '--max-connections-per-ip', '0'], {}, async (m) => {
