@@ -30,7 +30,7 @@ count() { # count NAME PASSED FAILED
     passed=$((passed + $2))
     failed=$((failed + $3))
     [ "$3" -eq 0 ] || failures+=("$1: $3 failed")
-    echo "== $1: $2 passed, $3 failed"
+    echo "== $1: $2 passed, $3 failed (at ${SECONDS}s)"
 }
 
 # The tail and the counts of a node:test run's output; a test cancelled
@@ -38,6 +38,11 @@ count() { # count NAME PASSED FAILED
 node_counts() {
     echo "$2" | grep -vE '^\s*$' | tail -n 12
     echo "$2" | grep -E '^not ok|^    not ok' | sed 's/^/FAILED TEST: /'
+    # each failure's diagnostic block (its error and, where a test adds it,
+    # mcpd's stderr), so that a red CI run says why without a rerun
+    echo "$2" | awk '/^not ok|^    not ok/ {on = 1; n = 0}
+                     on && n < 80 {print "  | " $0; n++}
+                     on && /^  \.\.\.$|^      \.\.\.$/ {on = 0}'
     local p f c
     p=$(echo "$2" | sed -n 's/^# pass \([0-9]*\)$/\1/p' | tail -1)
     f=$(echo "$2" | sed -n 's/^# fail \([0-9]*\)$/\1/p' | tail -1)
