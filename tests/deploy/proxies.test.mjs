@@ -193,6 +193,22 @@ describe('the shipped files pass their own tools', () => {
     const ignore = fs.readFileSync(path.join(REPO_ROOT, '.dockerignore'), 'utf8');
     assert.match(ignore, /^\*$/m, '.dockerignore starts from nothing and names what goes in');
   });
+
+  test('the Docker build context (what .dockerignore lets in) configures with the Dockerfile\'s cmake line', () => {
+    // The image build fails on a source the context leaves out; this says so
+    // in seconds, without an engine.
+    const d = fs.readFileSync(path.join(DEPLOY, 'Dockerfile'), 'utf8');
+    const line = d.match(/^RUN cmake -S \. -B \/build ([^\\\n]*)/m);
+    assert.ok(line, 'the Dockerfile configures with cmake -S . -B /build');
+    const ignore = fs.readFileSync(path.join(REPO_ROOT, '.dockerignore'), 'utf8').split('\n');
+    const ctx = path.join(tmp, 'docker-context');
+    for (const l of ignore.filter((x) => x.startsWith('!'))) {
+      const rel = l.slice(1).replace(/\/$/, '');
+      fs.cpSync(path.join(REPO_ROOT, rel), path.join(ctx, rel), { recursive: true });
+    }
+    const r = run('cmake', ['-S', ctx, '-B', path.join(ctx, 'build'), ...line[1].trim().split(/\s+/)]);
+    assert.equal(r.status, 0, `cmake in the build context:\n${r.out}`);
+  });
 });
 
 // ------------------------------------------------------------ live proxies
