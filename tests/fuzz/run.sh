@@ -3,7 +3,7 @@
 # network or a pipe (the WebSocket frame parser, the stdio framing decoder,
 # the event-id cursor parser, the Accept/Content-Type parser, and
 # mcp-bridge's) with ASan and UBSan, and runs each for a bounded time
-# (FUZZ_SECONDS each, default 60). Exits non-zero when a fuzzer finds a
+# (FUZZ_SECONDS each, default 60; one per CPU at a time). Exits non-zero when a fuzzer finds a
 # crash, a leak or a broken invariant; the crashing input is left in the
 # work directory it prints.
 #
@@ -60,16 +60,29 @@ seed fuzz_bridge_options header '\x00X-Api-Key: ${FUZZ_BRIDGE_VAR}-x'
 seed fuzz_bridge_options url '\x00http://127.0.0.1:8080/mcp'
 seed fuzz_bridge_options url6 '\x01https://[::1]/mcp?x=${A}'
 
-rc=0
-for t in $targets; do
-    echo "fuzz: $t in $work/$t (for ${seconds}s)"
+# One harness per CPU at a time: each is single-threaded.
+fuzz_one() { # fuzz_one TARGET: its exit status in $work/TARGET/rc
+    local t="$1" rc=0
     (cd "$work/$t" && ./$t -max_total_time="$seconds" -print_final_stats=1 \
         -timeout=10 -rss_limit_mb=2048 corpus) >"$work/$t/fuzz.log" 2>&1 || rc=$?
+    echo "$rc" >"$work/$t/rc"
+}
+cpus=$(nproc 2>/dev/null || echo 2)
+for t in $targets; do
+    echo "fuzz: $t in $work/$t (for ${seconds}s)"
+    fuzz_one "$t" &
+    while [ "$(jobs -rp | wc -l)" -ge "$cpus" ]; do wait -n || true; done
+done
+wait
+rc=0
+for t in $targets; do
+    echo "fuzz: $t"
     tail -n 4 "$work/$t/fuzz.log"
-    if [ "$rc" -ne 0 ]; then
-        echo "fuzz: $t FAILED (exit $rc); crash input and log in $work/$t" >&2
-        exit 1
+    if [ "$(cat "$work/$t/rc")" != 0 ]; then
+        echo "fuzz: $t FAILED (exit $(cat "$work/$t/rc")); crash input and log in $work/$t" >&2
+        rc=1
     fi
 done
+[ "$rc" -eq 0 ] || exit 1
 echo "fuzz: no crash in ${seconds}s per decoder"
 [ -n "${FUZZ_WORK:-}" ] || rm -rf "$work"
