@@ -36,6 +36,7 @@ check() { # check NAME COMMAND...
     else
         failed=$((failed + 1))
         echo "not ok - $name"
+        return 1
     fi
 }
 finish() {
@@ -67,11 +68,12 @@ MCPD_HTTP_PORT="$(free_port)"
 MCPD_HTTPS_PORT="$(free_port)"
 export MCPD_IMAGE="mcpd:e2e"
 
-check "base image debian:bookworm-slim" base_image_ensure debian:bookworm-slim
-check "caddy image (caddy:2 or its stand-in)" caddy_image_ensure caddy:2 debian:bookworm-slim
+check "base image debian:bookworm-slim" base_image_ensure debian:bookworm-slim || finish
+check "caddy image (caddy:2 or its stand-in)" caddy_image_ensure caddy:2 debian:bookworm-slim || finish
 t0=$(date +%s)
 up() { compose up -d --build >"$work/up.log" 2>&1 || { tail -n 30 "$work/up.log"; return 1; }; }
-check "docker-compose up -d --build" up
+# Without the stack every later check would only wait out its timeout.
+check "docker-compose up -d --build" up || finish
 echo "compose-e2e: up in $(($(date +%s) - t0)) s"
 
 healthy() {
