@@ -317,16 +317,19 @@ static void *watch_main(void *arg)
             if (!r->deadline || now < r->deadline)
                 continue;
             r->deadline = 0;
+            if (!same_socket(r))
+                continue;
+            /* Counted before the cut: a client that sees its socket close
+             * and then reads /metrics must find itself there. */
+            metrics_refused("request_timeout");
             /* Its thread, blocked reading the request, sees the end of
              * the stream and closes the connection. */
-            if (same_socket(r) && shutdown(r->fd, SHUT_RDWR) == 0)
-                cut++;
+            shutdown(r->fd, SHUT_RDWR);
+            cut++;
         }
         if (!cut)
             continue;
         pthread_mutex_unlock(&g.mu);
-        for (unsigned i = 0; i < cut; i++)
-            metrics_refused("request_timeout");
         log_event(LOG_DEBUG, NULL, "request_timeout",
                   "%u connection(s) closed: no complete request within %lld ms", cut,
                   (long long)g.cfg.request_timeout_ms);
