@@ -38,7 +38,9 @@ int cmd_gc(const struct admin *a, int argc, char **argv)
     if (store_open(a->db, &st, &err) != 0)
         return admin_fail(ADMIN_FAILED, err);
     int64_t now = clock_wall_ms();
-    int rc = store_purge(st, now - idle, now - retention, now - log_keep, log_rows);
+    struct store_purge_cutoffs cut = {now - idle, now - STORE_ENDED_KEEP_MS, now - retention,
+                                      now - log_keep, log_rows};
+    int rc = store_purge(st, &cut);
     store_close(st);
     if (rc != 0)
         return admin_fail(ADMIN_FAILED, strdup("the purge failed"));

@@ -149,8 +149,9 @@ static void reap(void *arg)
     int64_t stream_cutoff = now - core.cfg.stream_retention_ms;
     session_each_idle(session_cutoff, expire_session, NULL);
     session_expire_dormant(session_cutoff);
-    store_purge(core.store, session_cutoff, stream_cutoff, now - core.cfg.log_retention_ms,
-                core.cfg.log_max_rows);
+    struct store_purge_cutoffs cut = {session_cutoff, now - STORE_ENDED_KEEP_MS, stream_cutoff,
+                                      now - core.cfg.log_retention_ms, core.cfg.log_max_rows};
+    store_purge(core.store, &cut);
     session_each(recount_session, NULL);
     store_checkpoint(core.store);
 }

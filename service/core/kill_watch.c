@@ -12,6 +12,9 @@
 /* A kill is looked for this far back as well: mcp-admin's clock reading and
  * its commit come a moment apart. */
 #define OVERLAP_MS 2000
+/* A purge keeps a killed session's row long enough to be seen here. */
+_Static_assert(OVERLAP_MS + 4 * KILL_WATCH_MS < STORE_ENDED_KEEP_MS,
+               "tombstones must outlive the watcher's look-back");
 
 static struct {
     struct store *store;

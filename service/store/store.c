@@ -32,7 +32,8 @@ enum write_kind {
     W_COMMIT,
     W_ROLLBACK,
     W_LOG,
-    W_PURGE_SESSIONS,
+    W_PURGE_IDLE_SESSIONS,
+    W_PURGE_TOMBSTONES,
     W_PURGE_STREAMS,
     W_PURGE_LOGS,
     W_TOKEN_USED,
@@ -73,8 +74,10 @@ static const char *const write_sql[W_COUNT] = {
     /* The purges delete one key range [?2, ?3] that a read found (see
      * store_purge), checking the condition again: a row in the range that
      * no longer qualifies stays. Their streams and chunks go by cascade. */
-    [W_PURGE_SESSIONS] = "DELETE FROM sessions WHERE id >= ?2 AND id <= ?3 "
-                         "AND (last_active_ms < ?1 OR deleted_ms IS NOT NULL)",
+    [W_PURGE_IDLE_SESSIONS] = "DELETE FROM sessions WHERE id >= ?2 AND id <= ?3 "
+                              "AND last_active_ms < ?1",
+    [W_PURGE_TOMBSTONES] = "DELETE FROM sessions WHERE id >= ?2 AND id <= ?3 "
+                           "AND deleted_ms < ?1",
     [W_PURGE_STREAMS] = "DELETE FROM streams WHERE id >= ?2 AND id <= ?3 "
                         "AND ended_ms IS NOT NULL AND ended_ms < ?1",
     /* Log ids grow by one per row and rows go only from the oldest end, so
@@ -337,7 +340,8 @@ static void commit_queue(struct store *st)
     uint64_t purged = 0;
     for (struct write_op *op = batch; op && !failed; op = op->next) {
         op->rc = op_run(st, op);
-        if (op->rc == 0 && (op->kind == W_PURGE_SESSIONS || op->kind == W_PURGE_STREAMS))
+        if (op->rc == 0 && (op->kind == W_PURGE_IDLE_SESSIONS || op->kind == W_PURGE_TOMBSTONES ||
+                            op->kind == W_PURGE_STREAMS))
             purged += (uint64_t)sqlite3_changes(st->wdb);
     }
     if (!failed && step_plain(st, W_COMMIT) != 0) {
@@ -793,8 +797,7 @@ static int purge_batches(struct store *st, const char *select_sql, enum write_ki
     return rc;
 }
 
-int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cutoff_ms,
-                int64_t log_cutoff_ms, int64_t log_max_rows)
+int store_purge(struct store *st, const struct store_purge_cutoffs *c)
 {
     /* Stream ids start with 12 hex digits of their creation time (randid):
      * a stream that ended before the cutoff was created before it, so its
@@ -802,18 +805,22 @@ int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cuto
      * cutoff, and the key's range finds it. */
     char id_prefix[16];
     snprintf(id_prefix, sizeof id_prefix, "%012llx",
-             (unsigned long long)(stream_cutoff_ms > 0 ? stream_cutoff_ms : 0) & 0xffffffffffffULL);
+             (unsigned long long)(c->stream_ms > 0 ? c->stream_ms : 0) & 0xffffffffffffULL);
     if (purge_batches(st,
-                      "SELECT id FROM sessions WHERE id > ?2 AND (last_active_ms < ?1 OR "
-                      "deleted_ms IS NOT NULL) ORDER BY id LIMIT ?3",
-                      W_PURGE_SESSIONS, session_cutoff_ms, PURGE_SESSIONS_PER_BATCH, NULL) != 0 ||
+                      "SELECT id FROM sessions WHERE id > ?2 AND last_active_ms < ?1 "
+                      "ORDER BY id LIMIT ?3",
+                      W_PURGE_IDLE_SESSIONS, c->idle_ms, PURGE_SESSIONS_PER_BATCH, NULL) != 0 ||
+        purge_batches(st,
+                      "SELECT id FROM sessions WHERE id > ?2 AND deleted_ms < ?1 "
+                      "ORDER BY id LIMIT ?3",
+                      W_PURGE_TOMBSTONES, c->ended_ms, PURGE_SESSIONS_PER_BATCH, NULL) != 0 ||
         purge_batches(st,
                       "SELECT id FROM streams WHERE id > ?2 AND id < ?4 AND ended_ms IS NOT NULL "
                       "AND ended_ms < ?1 ORDER BY id LIMIT ?3",
-                      W_PURGE_STREAMS, stream_cutoff_ms, PURGE_STREAMS_PER_BATCH, id_prefix) != 0)
+                      W_PURGE_STREAMS, c->stream_ms, PURGE_STREAMS_PER_BATCH, id_prefix) != 0)
         return -1;
-    return enqueue(st, 1, W_PURGE_LOGS, "ii", log_cutoff_ms,
-                   log_max_rows > 0 ? log_max_rows : INT64_MAX);
+    return enqueue(st, 1, W_PURGE_LOGS, "ii", c->log_ms,
+                   c->log_max_rows > 0 ? c->log_max_rows : INT64_MAX);
 }
 
 void store_session_free(struct store_session *s)

@@ -134,15 +134,24 @@ int store_session_standalone(struct store *st, const char *session_id, char **id
 int store_log(struct store *st, int64_t ts_ms, const char *level, const char *session_id,
               const char *event);
 
-/* Deletes sessions idle since before session_cutoff_ms, and tombstones
- * (with their streams), streams ended before stream_cutoff_ms, and logs
- * older than log_cutoff_ms or beyond the newest log_max_rows (0: no row
- * bound). It commits in short batches of a few hundred rows (with their
- * chunks), each queued behind the live writes of the moment, so a large
- * purge delays no client by more than one small transaction; it returns
- * when all are committed. */
-int store_purge(struct store *st, int64_t session_cutoff_ms, int64_t stream_cutoff_ms,
-                int64_t log_cutoff_ms, int64_t log_max_rows);
+/* What store_purge removes: rows older than each cutoff (wall ms). */
+struct store_purge_cutoffs {
+    int64_t idle_ms;      /* sessions last active before it, with their streams */
+    int64_t ended_ms;     /* tombstones of sessions ended before it */
+    int64_t stream_ms;    /* streams ended before it */
+    int64_t log_ms;       /* log lines written before it */
+    int64_t log_max_rows; /* and beyond the newest this many (0: no bound) */
+};
+/* A session's tombstone outlives its end by this much: a running mcpd
+ * learns of a session mcp-admin killed by reading it (kill_watch looks every
+ * quarter second), so a purge must not take it away first. */
+#define STORE_ENDED_KEEP_MS 10000
+
+/* Purges what c names. It commits in short batches of a few hundred rows
+ * (with their chunks), each queued behind the live writes of the moment,
+ * so a large purge delays no client by more than one small transaction; it
+ * returns when all are committed. */
+int store_purge(struct store *st, const struct store_purge_cutoffs *c);
 
 /* Tokens: what a request's bearer token (by its SHA-256, hex) names. */
 struct store_token {

@@ -383,6 +383,31 @@ static int exec_write(struct store_admin *a, const char *what, sqlite3_stmt *q, 
     return sqlite3_changes(a->db) > 0 ? 0 : 1;
 }
 
+/* A running mcpd's kill_watch finds sessions ended since it last looked by
+ * this timestamp, so the time is read with the write lock held: read before
+ * a busy wait, it could fall behind the watcher's window by the wait. */
+static int exec_write_stamped(struct store_admin *a, const char *what, sqlite3_stmt *q,
+                              int stamp_param, char **err)
+{
+    char *msg = NULL;
+    if (a->writable && sqlite3_exec(a->db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) {
+        set_err(err, "%s failed: %s", what, msg ? msg : sqlite3_errmsg(a->db));
+        sqlite3_free(msg);
+        sqlite3_finalize(q);
+        return -1;
+    }
+    sqlite3_bind_int64(q, stamp_param, clock_wall_ms());
+    int rc = exec_write(a, what, q, err);
+    if (a->writable &&
+        sqlite3_exec(a->db, rc < 0 ? "ROLLBACK" : "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+        if (rc >= 0)
+            set_err(err, "%s failed: %s", what, msg ? msg : sqlite3_errmsg(a->db));
+        sqlite3_free(msg);
+        return -1;
+    }
+    return rc;
+}
+
 int store_admin_token_add(struct store_admin *a, const char *name, const char *hash,
                           const char *note, int64_t expires_ms, char **err)
 {
@@ -409,8 +434,7 @@ int store_admin_token_revoke(struct store_admin *a, const char *name, char **err
     if (!q)
         return -1;
     sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 2, clock_wall_ms());
-    return exec_write(a, "revoking the token", q, err);
+    return exec_write_stamped(a, "revoking the token", q, 2, err);
 }
 
 int store_admin_session_kill(struct store_admin *a, const char *id, const char *reason, char **err)
@@ -422,9 +446,8 @@ int store_admin_session_kill(struct store_admin *a, const char *id, const char *
     if (!q)
         return -1;
     sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 2, clock_wall_ms());
     sqlite3_bind_text(q, 3, reason && *reason ? reason : "killed by mcp-admin", -1, SQLITE_STATIC);
-    return exec_write(a, "killing the session", q, err);
+    return exec_write_stamped(a, "killing the session", q, 2, err);
 }
 
 int store_admin_vacuum(struct store_admin *a, char **err)

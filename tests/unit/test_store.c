@@ -122,6 +122,13 @@ static int put_session(struct store *st, const char *id, int64_t last_active)
     return store_session_put(st, &s);
 }
 
+/* A purge whose tombstone cutoff is the idle one. */
+static int purge(struct store *st, int64_t idle, int64_t stream, int64_t log, int64_t rows)
+{
+    struct store_purge_cutoffs c = {idle, idle, stream, log, rows};
+    return store_purge(st, &c);
+}
+
 struct unfinished {
     int n;
     char id[16][64];
@@ -438,7 +445,17 @@ static void test_data(const char *path, const char *rawpath)
         CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM logs WHERE event LIKE '% event'", NULL),
                   2);
 
-    CHECK_INT(store_purge(st, 0, 3000, 5000, 0), 0);
+    CHECK_INT(purge(st, 0, 3000, 5000, 0), 0);
+    /* sess-2's tombstone (ended at 5000) stays until the ended cutoff
+     * passes it: a running mcpd finds killed sessions by their tombstone. */
+    if (rawpath) {
+        CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM sessions WHERE id = ?1", "sess-2"), 1);
+        struct store_purge_cutoffs early = {0, 5000, 0, 0, 0}, late = {0, 5001, 0, 0, 0};
+        CHECK_INT(store_purge(st, &early), 0);
+        CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM sessions WHERE id = ?1", "sess-2"), 1);
+        CHECK_INT(store_purge(st, &late), 0);
+        CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM sessions WHERE id = ?1", "sess-2"), 0);
+    }
     /* Also sess-1's streams: A ended at 2004 (gone), E at 3500 (kept). */
     CHECK_INT(get_stream(st, SID("str-A"), &row, c), 1);
     CHECK_INT(get_stream(st, SID("str-E"), &row, c), 0);
@@ -473,7 +490,7 @@ static void test_data(const char *path, const char *rawpath)
     /* The logs table keeps only the newest rows past log_max_rows. */
     for (int i = 0; i < 10; i++)
         CHECK_INT(store_log(st, 9000 + i, "info", NULL, "bounded"), 0);
-    CHECK_INT(store_purge(st, 0, 0, 0, 4), 0);
+    CHECK_INT(purge(st, 0, 0, 0, 4), 0);
     if (rawpath) {
         CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM logs", NULL), 4);
         CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM logs WHERE ts_ms >= 9006", NULL), 4);
@@ -484,7 +501,7 @@ static void test_data(const char *path, const char *rawpath)
     CHECK_INT(put_stream(st, SID("idle-s"), "sess-idle", "request", "1", 10), 0);
     CHECK_INT(append(st, SID("idle-s"), 0, "{}", 2, NULL, 10), 0);
     CHECK_INT(put_session(st, "sess-busy", 2000000), 0);
-    CHECK_INT(store_purge(st, 1000000, 0, 0, 0), 0);
+    CHECK_INT(purge(st, 1000000, 0, 0, 0), 0);
     CHECK_INT(store_session_get(st, "sess-idle", &out), 1);
     CHECK_INT(store_session_get(st, "sess-P", &out), 1);
     CHECK_INT(get_stream(st, SID("idle-s"), &row, c), 1);
@@ -860,7 +877,7 @@ static void test_purge_batches(const char *path)
     CHECK(ok);
     struct store_stats before, after;
     store_stats(st, &before);
-    CHECK_INT(store_purge(st, 1000000, 5000, 0, 0), 0);
+    CHECK_INT(purge(st, 1000000, 5000, 0, 0), 0);
     store_stats(st, &after);
     /* 240 idle sessions in batches of at most 32, then the ended streams of
      * live sessions (about 1,160 of sess-keep's, 60 of the live sess-*'s)
