@@ -383,10 +383,13 @@ int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream
     pthread_mutex_unlock(&s->mu);
 
     int64_t now = clock_wall_ms();
-    if (ended || write_through(s, seq, copy, len, end_state, now) != 0) {
+    int rc = ended ? 0 : write_through(s, seq, copy, len, end_state, now);
+    if (ended || rc != 0) {
         pthread_mutex_unlock(&s->append_mu);
         free(copy);
-        if (!ended)
+        /* Gone: its session was deleted while the request ran, and the
+         * message has no reader left. */
+        if (rc < 0)
             log_event(LOG_ERROR, s->session, "stream_append_failed", "stream=%s seq=%lld", s->id,
                       (long long)seq);
         return -1;
@@ -429,7 +432,7 @@ int stream_end(struct stream *s, enum stream_state state)
     pthread_mutex_unlock(&s->append_mu);
     if (!already)
         unregister(s);
-    return rc;
+    return rc == 0 ? 0 : -1;
 }
 
 void stream_observe(struct stream *s, struct stream_reader *r)

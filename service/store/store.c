@@ -277,7 +277,7 @@ static int op_run(struct store *st, struct write_op *op)
     if (rc == 0 && op->end && !op->row) {
         rc = run_stmt(st, op, W_END);
         if (rc == 0 && sqlite3_changes(st->wdb) != 1)
-            rc = -1; /* no such stream */
+            rc = STORE_STREAM_GONE;
     }
     if (several) {
         if (rc != 0)
@@ -301,8 +301,13 @@ static int run_stmt(struct store *st, struct write_op *op, enum write_kind kind)
             sqlite3_bind_null(s, i + 1);
     }
     int rc = sqlite3_step(s);
+    int ext = rc == SQLITE_DONE ? SQLITE_OK : sqlite3_extended_errcode(st->wdb);
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
+    /* A chunk's only parent is its stream's row: a request racing its
+     * session's DELETE writes after the row is gone. */
+    if (kind == W_CHUNK && ext == SQLITE_CONSTRAINT_FOREIGNKEY)
+        return STORE_STREAM_GONE;
     if (rc != SQLITE_DONE) {
         log_local(LOG_ERROR, NULL, "store_write_failed", "kind=%d: %s", kind,
                   sqlite3_errmsg(st->wdb));
@@ -360,9 +365,9 @@ static void commit_queue(struct store *st)
         next = op->next;
         if (failed)
             op->rc = -1;
-        unheard_failed |= op->rc != 0 && !op->waited;
+        unheard_failed |= op->rc < 0 && !op->waited;
         nops += op->kind != W_FLUSH;
-        nfailed += op->rc != 0;
+        nfailed += op->rc < 0;
         if (op->waited)
             sem_post(&op->done); /* the waiter owns it from here */
         else

@@ -97,8 +97,11 @@ struct store_stream_new {
  * or fall together): the stream's row first when `create` is not NULL (a
  * stream's row is written with its first message, so a stream costs no
  * write of its own), then chunk `seq` unless seq < 0, then the stream's end
- * when end_state is not NULL ("finished", "error", ...). Returns 0, or -1
- * (a duplicate seq, no such stream, a failed write). */
+ * when end_state is not NULL ("finished", "error", ...). Returns 0;
+ * STORE_STREAM_GONE, writing nothing, when the stream's row is no longer
+ * there (deleted with its session, or purged); or -1 (a duplicate seq, a
+ * failed write). */
+#define STORE_STREAM_GONE 1
 int store_stream_write(struct store *st, const char *stream_id,
                        const struct store_stream_new *create, int64_t seq, const char *msg,
                        size_t len, const char *end_state, int64_t now_ms);
