@@ -76,8 +76,9 @@ static const char *const write_sql[W_COUNT] = {
      * no longer qualifies stays. Their streams and chunks go by cascade. */
     [W_PURGE_IDLE_SESSIONS] = "DELETE FROM sessions WHERE id >= ?2 AND id <= ?3 "
                               "AND last_active_ms < ?1",
-    [W_PURGE_TOMBSTONES] = "DELETE FROM sessions WHERE id >= ?2 AND id <= ?3 "
-                           "AND deleted_ms < ?1",
+    /* Tombstones are few among many live rows: found by their index. */
+    [W_PURGE_TOMBSTONES] = "DELETE FROM sessions INDEXED BY sessions_by_deleted "
+                           "WHERE id >= ?2 AND id <= ?3 AND deleted_ms < ?1",
     [W_PURGE_STREAMS] = "DELETE FROM streams WHERE id >= ?2 AND id <= ?3 "
                         "AND ended_ms IS NOT NULL AND ended_ms < ?1",
     /* Log ids grow by one per row and rows go only from the oldest end, so
@@ -816,8 +817,8 @@ int store_purge(struct store *st, const struct store_purge_cutoffs *c)
                       "ORDER BY id LIMIT ?3",
                       W_PURGE_IDLE_SESSIONS, c->idle_ms, PURGE_SESSIONS_PER_BATCH, NULL) != 0 ||
         purge_batches(st,
-                      "SELECT id FROM sessions WHERE id > ?2 AND deleted_ms < ?1 "
-                      "ORDER BY id LIMIT ?3",
+                      "SELECT id FROM sessions INDEXED BY sessions_by_deleted WHERE id > ?2 "
+                      "AND deleted_ms < ?1 ORDER BY id LIMIT ?3",
                       W_PURGE_TOMBSTONES, c->ended_ms, PURGE_SESSIONS_PER_BATCH, NULL) != 0 ||
         purge_batches(st,
                       "SELECT id FROM streams WHERE id > ?2 AND id < ?4 AND ended_ms IS NOT NULL "
