@@ -387,8 +387,8 @@ int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream
     if (ended || rc != 0) {
         pthread_mutex_unlock(&s->append_mu);
         free(copy);
-        /* Gone: its session was deleted while the request ran, and the
-         * message has no reader left. */
+        /* STORE_STREAM_GONE is no failure: the session was deleted while
+         * the request ran, and the message has no reader left. */
         if (rc < 0)
             log_event(LOG_ERROR, s->session, "stream_append_failed", "stream=%s seq=%lld", s->id,
                       (long long)seq);

@@ -389,8 +389,10 @@ static int exec_write(struct store_admin *a, const char *what, sqlite3_stmt *q, 
 static int exec_write_stamped(struct store_admin *a, const char *what, sqlite3_stmt *q,
                               int stamp_param, char **err)
 {
+    if (!a->writable)
+        return exec_write(a, what, q, err); /* says the database is read-only */
     char *msg = NULL;
-    if (a->writable && sqlite3_exec(a->db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) {
+    if (sqlite3_exec(a->db, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) {
         set_err(err, "%s failed: %s", what, msg ? msg : sqlite3_errmsg(a->db));
         sqlite3_free(msg);
         sqlite3_finalize(q);
@@ -398,8 +400,7 @@ static int exec_write_stamped(struct store_admin *a, const char *what, sqlite3_s
     }
     sqlite3_bind_int64(q, stamp_param, clock_wall_ms());
     int rc = exec_write(a, what, q, err);
-    if (a->writable &&
-        sqlite3_exec(a->db, rc < 0 ? "ROLLBACK" : "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+    if (sqlite3_exec(a->db, rc < 0 ? "ROLLBACK" : "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
         if (rc >= 0)
             set_err(err, "%s failed: %s", what, msg ? msg : sqlite3_errmsg(a->db));
         sqlite3_free(msg);
