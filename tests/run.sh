@@ -5,7 +5,8 @@
 #   3. C unit tests under ASan+UBSan (ctest);
 #   4. end-to-end tests (node:test, the official MCP SDK client) against the
 #      sanitized mcpd, so memory errors under real traffic fail the run, and
-#      again against a ThreadSanitizer build (build-tsan/) for data races;
+#      again against a ThreadSanitizer build (build-tsan/) for data races,
+#      with the unit tests;
 #   5. the official conformance suite, --suite all, for 2025-06-18 and
 #      2025-11-25, against the Release mcpd (and the pinned pre-release
 #      0.2.0-alpha.12 for 2026-07-28 and again 2025), then through the upstream
@@ -72,12 +73,18 @@ fi
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 
+# ctest in build dir $2, counted under label $1.
+unit_tests() {
+    local out total nfail
+    out="$(ctest --test-dir "$2" --output-on-failure 2>&1)"
+    echo "$out"
+    total=$(echo "$out" | sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p')
+    nfail=$(echo "$out" | sed -n 's/.*, \([0-9]*\) tests failed out of.*/\1/p')
+    if [ -z "$total" ]; then count "$1" 0 1; else count "$1" $((total - nfail)) "$nfail"; fi
+}
+
 echo "== C unit tests (ASan+UBSan)"
-out="$(ctest --test-dir build-asan --output-on-failure 2>&1)"
-echo "$out"
-total=$(echo "$out" | sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p')
-nfail=$(echo "$out" | sed -n 's/.*, \([0-9]*\) tests failed out of.*/\1/p')
-if [ -z "$total" ]; then count "unit" 0 1; else count "unit" $((total - nfail)) "$nfail"; fi
+unit_tests "unit" build-asan
 
 echo "== end-to-end tests (official SDK client, sanitized mcpd)"
 out="$(cd tests && MCPD_BIN="$repo/build-asan/bin/mcpd" "$node22" --test --test-concurrency=1 \
@@ -88,9 +95,12 @@ node_counts "e2e" "$out"
 # threads (a thread per connection, workers, push writers, the poll lot, the
 # store's writer). Its suppressions (jansson's reference counts) are built
 # into the binary: service/tsan_suppressions.c.
-echo "== end-to-end tests again under ThreadSanitizer"
+echo "== unit and end-to-end tests again under ThreadSanitizer"
 if cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DMCPD_TSAN=ON >/dev/null &&
    cmake --build build-tsan -j "$jobs" >/dev/null; then
+    # The unit tests too: the store's writer, checkpointer and reaper
+    # threads are driven harder there than any HTTP test can.
+    unit_tests "unit (TSan)" build-tsan
     out="$(cd tests && MCPD_BIN="$repo/build-tsan/bin/mcpd" TSAN_OPTIONS="second_deadlock_stack=1" \
             "$node22" --test --test-concurrency=1 --test-timeout=180000 e2e/*.test.mjs 2>&1)"
     node_counts "e2e (TSan)" "$out"

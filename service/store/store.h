@@ -185,7 +185,8 @@ int store_sessions_ended_by_operator(struct store *st, int64_t since_ms,
 /* Copies the WAL into the database file and lets the next commit start it
  * over (wal.h: the writer waits only for the frames of the last moment).
  * The store also does this by itself whenever the log grows past a few
- * MB; calling it periodically keeps a quiet store's log small too. */
+ * MB; calling it periodically keeps a quiet store's log small too.
+ * 0, 1 when there was nothing to copy, -1 on error. */
 int store_checkpoint(struct store *st);
 
 #endif

@@ -70,6 +70,13 @@ int store_admin_open(const char *path, enum store_admin_mode mode, struct store_
     }
     /* mcpd holds the write lock only for one short commit at a time. */
     sqlite3_busy_timeout(a->db, 2000);
+    /* mcpd's checkpoints keep clear of its commits' log restarts (see
+     * wal.h); one run from here after a write could not. */
+    if (a->writable &&
+        sqlite3_exec(a->db, "PRAGMA wal_autocheckpoint=0", NULL, NULL, NULL) != SQLITE_OK) {
+        set_err(err, "cannot open %s: %s", path, sqlite3_errmsg(a->db));
+        goto fail;
+    }
     if (user_version(a->db, &version) != 0) {
         set_err(err, "%s is not an mcpd database: %s", path, sqlite3_errmsg(a->db));
         goto fail;

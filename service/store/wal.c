@@ -3,6 +3,7 @@
 
 #include "log.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,17 +20,37 @@ struct wal {
      * checkpoint) corrupted the database under sustained load. Taken after
      * commit_mu by the hook and the second phase, alone by the first. */
     pthread_mutex_t db_mu;
+    /* Commits seen by the hook, and its value when a checkpoint last found
+     * the whole log copied. While the two are equal, the next commit
+     * starts the log over, and SQLite before 3.51.3 (Debian 12 ships
+     * 3.40.1) can lose pages when a checkpoint starts just as a commit
+     * does that: the second checkpoint misses the reset, and a later one
+     * skips frames it believes copied (sqlite.org/wal.html#walresetbug).
+     * So no checkpoint starts then; there is nothing to copy anyway. */
+    atomic_llong commits;
+    atomic_llong copied_at;
     pthread_mutex_t mu; /* guards the flags */
     pthread_cond_t cv;  /* the thread: due or stop */
     int due, stop;
     pthread_t thread;
 };
 
+/* Called with db_mu held. 0, 1 when there was nothing to copy (and no
+ * checkpoint started), or -1. */
 static int passive(struct wal *w)
 {
-    int rc = sqlite3_wal_checkpoint_v2(w->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    long long seen = atomic_load(&w->commits);
+    if (atomic_load(&w->copied_at) == seen)
+        return 1;
+    int frames = 0, copied = 0;
+    int rc = sqlite3_wal_checkpoint_v2(w->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames, &copied);
     if (rc != SQLITE_OK && rc != SQLITE_BUSY) /* BUSY: another process checkpoints */
         log_local(LOG_WARN, NULL, "store_checkpoint_failed", "%s", sqlite3_errmsg(w->db));
+    /* Only a first phase runs beside commits. One that lands during it
+     * moves the count past seen whether or not its frames were copied, so
+     * the second phase, with commits held off, runs and records the truth. */
+    if (rc == SQLITE_OK && frames == copied)
+        atomic_store(&w->copied_at, seen);
     return rc == SQLITE_OK ? 0 : -1;
 }
 
@@ -44,6 +65,7 @@ static int on_commit(void *arg, sqlite3 *db, const char *name, int frames)
     (void)db;
     (void)name;
     struct wal *w = arg;
+    atomic_fetch_add(&w->commits, 1);
     if (frames >= w->limit) {
         pthread_mutex_lock(&w->db_mu);
         passive(w);
@@ -68,7 +90,8 @@ int wal_checkpoint(struct wal *w)
     if (rc == 0) {
         pthread_mutex_lock(w->commit_mu);
         pthread_mutex_lock(&w->db_mu);
-        rc = passive(w);
+        if (passive(w) < 0) /* 1: the first phase copied the whole log */
+            rc = -1;
         pthread_mutex_unlock(&w->db_mu);
         pthread_mutex_unlock(w->commit_mu);
     }
@@ -114,6 +137,11 @@ struct wal *wal_start(const char *path, sqlite3 *writer, pthread_mutex_t *commit
         free(w);
         return NULL;
     }
+    /* Equal: no checkpoint before the first commit. A log left by a crash
+     * is not fully copied (recovery starts its count at none), so it waits
+     * only for that commit. */
+    atomic_init(&w->commits, 0);
+    atomic_init(&w->copied_at, 0);
     w->writer = writer;
     w->commit_mu = commit_mu;
     w->threshold = threshold_frames;

@@ -16,6 +16,13 @@
  * A hook on the writer's connection wakes this module's thread when the log
  * passes a size, and store_checkpoint runs one on demand.
  *
+ * No checkpoint starts while the log is fully copied and no commit has
+ * followed: SQLite before 3.51.3 can corrupt the database when one starts
+ * just as a commit starts the log over (its WAL-reset bug). mcp-admin's
+ * writes come from another process and are not counted: it never
+ * checkpoints, but one of its rare writes that starts the log over at the
+ * instant mcpd starts a checkpoint is still exposed on such a SQLite.
+ *
  * Private to the store. */
 #ifndef MCPD_STORE_WAL_H
 #define MCPD_STORE_WAL_H
@@ -31,7 +38,9 @@ struct wal;
  * Returns NULL and sets *err (caller frees) on failure. */
 struct wal *wal_start(const char *path, sqlite3 *writer, pthread_mutex_t *commit_mu,
                       int threshold_frames, char **err);
-/* Both phases, now, on the calling thread. 0, or -1 if a phase failed. */
+/* Both phases, now, on the calling thread. 0, 1 if the log was fully
+ * copied and nothing has been committed since (nothing started), or -1 if
+ * a phase failed. */
 int wal_checkpoint(struct wal *w);
 /* Stops the thread and closes the connection; the writer's hook is removed. */
 void wal_stop(struct wal *w);

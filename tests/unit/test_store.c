@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -694,7 +695,7 @@ struct wal_writer {
     struct store *st;
     int t;
     const char *path;
-    volatile int *stop;
+    atomic_int *stop;
     int failures;
 };
 
@@ -726,7 +727,7 @@ static void *wal_write(void *arg)
  * forces inside a commit must never use the checkpoint connection at once. */
 struct wal_checkpointer {
     struct store *st;
-    volatile int *stop;
+    atomic_int *stop;
 };
 
 static void *wal_checkpoint_loop(void *arg)
@@ -767,7 +768,7 @@ static void test_wal_bounded(void)
         snprintf(stream, sizeof stream, SID("wal-%d"), t);
         CHECK_INT(put_stream(st, stream, "wal", "request", "1", 1), 0);
     }
-    volatile int stop = 0;
+    atomic_int stop = 0;
     pthread_t th[WAL_WRITERS];
     struct wal_writer w[WAL_WRITERS];
     for (int t = 0; t < WAL_WRITERS; t++) {
