@@ -35,17 +35,9 @@ struct wal {
     pthread_t thread;
 };
 
-/* The second phase holds every commit while it copies what arrived during
- * the first, so the first phase runs again while its last pass still found
- * this many new frames, up to this many passes: each pass is shorter than
- * the one before, and so is the tail left for the lock. */
-#define TAIL_FRAMES 64
-#define FIRST_PHASE_PASSES 4
-
 /* Called with db_mu held. 0, 1 when there was nothing to copy (and no
- * checkpoint started), or -1. *backfilled (if given): how many of the
- * log's frames are copied now. */
-static int passive(struct wal *w, int *backfilled)
+ * checkpoint started), or -1. */
+static int passive(struct wal *w)
 {
     long long seen = atomic_load(&w->commits);
     if (atomic_load(&w->copied_at) == seen)
@@ -59,8 +51,6 @@ static int passive(struct wal *w, int *backfilled)
      * the second phase, with commits held off, runs and records the truth. */
     if (rc == SQLITE_OK && frames == copied)
         atomic_store(&w->copied_at, seen);
-    if (backfilled)
-        *backfilled = copied;
     return rc == SQLITE_OK ? 0 : -1;
 }
 
@@ -78,7 +68,7 @@ static int on_commit(void *arg, sqlite3 *db, const char *name, int frames)
     atomic_fetch_add(&w->commits, 1);
     if (frames >= w->limit) {
         pthread_mutex_lock(&w->db_mu);
-        passive(w, NULL);
+        passive(w);
         pthread_mutex_unlock(&w->db_mu);
     } else if (frames >= w->threshold) {
         pthread_mutex_lock(&w->mu);
@@ -94,25 +84,13 @@ static int on_commit(void *arg, sqlite3 *db, const char *name, int frames)
 int wal_checkpoint(struct wal *w)
 {
     pthread_mutex_lock(&w->run_mu);
-    int rc = 0, last = 0, backfilled = 0;
-    for (int pass = 0; pass < FIRST_PHASE_PASSES; pass++) {
-        int before = backfilled;
-        pthread_mutex_lock(&w->db_mu);
-        last = passive(w, &backfilled);
-        pthread_mutex_unlock(&w->db_mu);
-        if (last != 0) {
-            /* 1 after a pass: that pass copied the whole log. */
-            if (pass == 0 || last < 0)
-                rc = last;
-            break;
-        }
-        if (pass > 0 && backfilled - before < TAIL_FRAMES)
-            break;
-    }
-    if (last == 0) {
+    pthread_mutex_lock(&w->db_mu);
+    int rc = passive(w);
+    pthread_mutex_unlock(&w->db_mu);
+    if (rc == 0) {
         pthread_mutex_lock(w->commit_mu);
         pthread_mutex_lock(&w->db_mu);
-        if (passive(w, NULL) < 0)
+        if (passive(w) < 0) /* 1: the first phase copied the whole log */
             rc = -1;
         pthread_mutex_unlock(&w->db_mu);
         pthread_mutex_unlock(w->commit_mu);

@@ -9,8 +9,7 @@
  * pays for every new block.
  *
  * So a checkpoint here runs in two phases, on a connection of its own. The
- * first copies everything committed so far while the writer goes on, and
- * again while a pass still finds many new frames. The
+ * first copies everything committed so far while the writer goes on. The
  * second takes the writer's commit lock and copies the few frames that
  * arrived meanwhile; with the log fully copied and no writer running, the
  * next commit starts the log over from its beginning, reusing its blocks.
