@@ -40,7 +40,7 @@ int cmd_gc(const struct admin *a, int argc, char **argv)
     int64_t now = clock_wall_ms();
     struct store_purge_cutoffs cut = {now - idle, now - STORE_ENDED_KEEP_MS, now - retention,
                                       now - log_keep, log_rows};
-    int rc = store_purge(st, &cut);
+    int rc = store_purge(st, &cut, NULL, NULL);
     store_close(st);
     if (rc != 0)
         return admin_fail(ADMIN_FAILED, strdup("the purge failed"));

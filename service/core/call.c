@@ -200,6 +200,7 @@ static int append(struct call *c, json_t *msg, int final)
             stream_end(c->stream, STREAM_ERROR);
             return -1;
         }
+        session_charge_always(c->session, len);
     }
     int64_t seq = stream_append(c->stream, text, len, end);
     free(text);

@@ -63,6 +63,8 @@ static void answer_now(struct session *s, json_t *id, json_t *msg, struct core_r
     int failed = json_object_get(msg, "error") != NULL;
     json_decref(msg);
     struct stream *st = text ? stream_create(session_id(s), STREAM_REQUEST, id) : NULL;
+    if (st)
+        session_charge_always(s, len); /* never refused: a quick reply is small and final */
     if (!st || stream_append(st, text, len, failed ? STREAM_ERROR : STREAM_FINISHED) < 0) {
         free(text);
         stream_unref(st);
@@ -134,11 +136,10 @@ static void expire_session(struct session *s, void *arg)
     session_unref(s);
 }
 
-static void recount_session(struct session *s, void *arg)
+static void freed(void *arg, const char *session_id, int64_t bytes)
 {
     (void)arg;
-    session_recount(s);
-    session_unref(s);
+    session_uncharge(session_id, bytes);
 }
 
 static void reap(void *arg)
@@ -151,8 +152,7 @@ static void reap(void *arg)
     session_expire_dormant(session_cutoff);
     struct store_purge_cutoffs cut = {session_cutoff, now - STORE_ENDED_KEEP_MS, stream_cutoff,
                                       now - core.cfg.log_retention_ms, core.cfg.log_max_rows};
-    store_purge(core.store, &cut);
-    session_each(recount_session, NULL);
+    store_purge(core.store, &cut, freed, NULL);
     store_checkpoint(core.store);
 }
 

@@ -110,12 +110,16 @@ static json_t *answer_now(struct session *s, json_t *id, json_t *params, const c
     return jsonrpc_result(id, result);
 }
 
-/* The answer is the reply stream's one message. */
-static void deliver(struct stream *reply, json_t *answer)
+/* The answer is the reply stream's one message. It is stored whatever the
+ * session's cap (a poll past it still learns where its stream stands), and
+ * counted. */
+static void deliver(struct session *s, struct stream *reply, json_t *answer)
 {
     size_t len;
     char *text = jsonrpc_dump(answer, &len);
     enum stream_state end = json_object_get(answer, "error") ? STREAM_ERROR : STREAM_FINISHED;
+    if (text)
+        session_charge_always(s, len);
     if (!text || stream_append(reply, text, len, end) < 0)
         stream_end(reply, STREAM_ERROR);
     free(text);
@@ -157,7 +161,7 @@ static void unpark(struct parked *p)
     int64_t seq;
     json_t *answer = answer_now(p->s, p->id, p->params, p->transport, &target, &seq);
     stream_unref(target);
-    deliver(p->reply, answer);
+    deliver(p->s, p->reply, answer);
     session_poll_leave(p->s);
     stream_unref(p->target);
     stream_unref(p->reply);
@@ -235,7 +239,7 @@ int poll_submit(struct session *s, json_t *id, json_t *params, const char *trans
     struct parked *p = target && wait_ms > 0 ? calloc(1, sizeof *p) : NULL;
     if (!p) {
         stream_unref(target);
-        deliver(reply, answer);
+        deliver(s, reply, answer);
         return 0;
     }
     int rc = session_poll_enter(s);

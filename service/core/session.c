@@ -376,15 +376,22 @@ static struct session *load_locked(const char *id)
     return s;
 }
 
+/* A new reference to the session if it is in memory. reg.mu held. */
+static struct session *in_memory_locked(const char *id)
+{
+    struct session *s = reg.sessions ? table_get(reg.sessions, id) : NULL;
+    if (s)
+        session_ref(s);
+    return s;
+}
+
 struct session *session_find(const char *id)
 {
     if (strlen(id) != RANDID_LEN)
         return NULL;
     pthread_mutex_lock(&reg.mu);
-    struct session *s = reg.sessions ? table_get(reg.sessions, id) : NULL;
-    if (s)
-        session_ref(s);
-    else if (reg.sessions)
+    struct session *s = in_memory_locked(id);
+    if (!s && reg.sessions)
         s = load_locked(id);
     pthread_mutex_unlock(&reg.mu);
     return s;
@@ -544,21 +551,24 @@ int session_charge(struct session *s, size_t bytes)
     return ok ? 0 : -1;
 }
 
-void session_recount(struct session *s)
+void session_charge_always(struct session *s, size_t bytes)
 {
-    /* Only a session near its cap needs the exact figure: the count only
-     * ever overstates (purged streams are not subtracted). */
     pthread_mutex_lock(&s->mu);
-    int near = s->bytes > reg.limits.max_bytes / 2;
+    s->bytes += (int64_t)bytes;
     pthread_mutex_unlock(&s->mu);
-    if (!near)
-        return;
-    int64_t n = store_session_bytes(reg.store, s->id);
-    if (n < 0)
+}
+
+void session_uncharge(const char *id, int64_t bytes)
+{
+    pthread_mutex_lock(&reg.mu);
+    struct session *s = in_memory_locked(id);
+    pthread_mutex_unlock(&reg.mu);
+    if (!s)
         return;
     pthread_mutex_lock(&s->mu);
-    s->bytes = n;
+    s->bytes = s->bytes > bytes ? s->bytes - bytes : 0;
     pthread_mutex_unlock(&s->mu);
+    session_unref(s);
 }
 
 /* Under s->mu. */

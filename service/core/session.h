@@ -103,11 +103,20 @@ void session_set_get_cursor(struct session *s, int64_t next_seq);
  * JSON reply follow the messages its request relayed to the GET stream. */
 void session_wait_get_cursor(struct session *s, int64_t next_seq, int64_t deadline_mono_ms);
 
-/* Storage accounting: 0 if `bytes` more fit under the cap (and counts
- * them), -1 if not. */
+/* Storage accounting: the count is the bytes of the session's stored
+ * messages. 0 if `bytes` more fit under the cap (and counts them), -1 if
+ * not. */
 int session_charge(struct session *s, size_t bytes);
-/* Recomputes the stored bytes from the store (after the reaper purged). */
-void session_recount(struct session *s);
+/* Counts bytes stored past any cap: the messages that must be stored
+ * anyway (the error that says the cap was reached, quick final replies). */
+void session_charge_always(struct session *s, size_t bytes);
+/* The reaper deleted `bytes` of the session's stored messages (with its
+ * ended streams, store_freed_cb): lowers its count, without reading the
+ * rest of its history. Only a session in memory is touched: one loaded
+ * later counts what is stored then. A purge by mcp-admin gc, from another
+ * process, is not seen; the count stays high (refusing sooner, never
+ * later) until the session is next loaded. */
+void session_uncharge(const char *id, int64_t bytes);
 
 /* In-flight requests by id key (jsonrpc_id_key), for cancellation and
  * duplicate-id detection. Values are opaque to the session. Tracked

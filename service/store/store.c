@@ -92,6 +92,10 @@ static const char *const write_sql[W_COUNT] = {
     [W_PURGE_LOGS] = "DELETE FROM logs WHERE ts_ms < ?1 OR id <= (SELECT max(id) FROM logs) - ?2",
 };
 
+/* A chunk's size as a session's storage cap counts it: the message's
+ * bytes, not its characters. */
+#define CHUNK_BYTES "LENGTH(CAST(c.message AS BLOB))"
+
 #define MAX_PARAMS 9
 
 struct param {
@@ -736,12 +740,47 @@ static void pause_us(int64_t us)
         ;
 }
 
+/* What the streams of one purge batch held, by session (see
+ * store_freed_cb). */
+struct freed {
+    size_t n;
+    struct {
+        char *session_id;
+        int64_t bytes;
+    } v[PURGE_STREAMS_PER_BATCH];
+};
+
+static void freed_add(struct freed *f, sqlite3_stmt *q)
+{
+    const char *sid = (const char *)sqlite3_column_text(q, 1);
+    int64_t bytes = sqlite3_column_int64(q, 2);
+    if (!sid || bytes <= 0)
+        return;
+    for (size_t i = 0; i < f->n; i++)
+        if (strcmp(f->v[i].session_id, sid) == 0) {
+            f->v[i].bytes += bytes;
+            return;
+        }
+    /* A batch reads at most PURGE_STREAMS_PER_BATCH rows. A failed strdup
+     * leaves the count high, which only refuses sooner. */
+    if (f->n < PURGE_STREAMS_PER_BATCH && (f->v[f->n].session_id = strdup(sid)))
+        f->v[f->n++].bytes = bytes;
+}
+
+static void freed_clear(struct freed *f)
+{
+    for (size_t i = 0; i < f->n; i++)
+        free(f->v[i].session_id);
+    f->n = 0;
+}
+
 /* The next key range of rows to purge, after *after: reads up to `batch`
  * ids matching the query (?1 cutoff, ?2 after, ?3 limit, ?4 an optional
- * text bound) and puts the first and last in first/last (malloc'd).
- * Returns how many ids it read, or -1. */
+ * text bound) and puts the first and last in first/last (malloc'd). With
+ * f, each row also names its session and bytes (columns 1 and 2), summed
+ * into f. Returns how many ids it read, or -1. */
 static int purge_range(struct store *st, const char *sql, int64_t cutoff, const char *after,
-                       int batch, const char *bound, char **first, char **last)
+                       int batch, const char *bound, char **first, char **last, struct freed *f)
 {
     *first = *last = NULL;
     sqlite3_stmt *q = read_begin(st, sql);
@@ -757,6 +796,8 @@ static int purge_range(struct store *st, const char *sql, int64_t cutoff, const 
         char *id = col_dup(q, 0);
         if (!id)
             break;
+        if (f)
+            freed_add(f, q);
         if (n++ == 0) {
             *first = id;
         } else {
@@ -777,21 +818,31 @@ static int purge_range(struct store *st, const char *sql, int64_t cutoff, const 
 }
 
 /* Purges in key order, one bounded transaction per range, each queued
- * behind the live writes of the moment so they interleave. */
+ * behind the live writes of the moment so they interleave. With freed, the
+ * query's rows name their session and bytes (purge_range), reported once
+ * the range's delete has committed. The rows read are the rows deleted:
+ * a stream that ended before the cutoff stays so, and one that had not
+ * ended at the read ends after it. */
 static int purge_batches(struct store *st, const char *select_sql, enum write_kind kind,
-                         int64_t cutoff, int batch, const char *bound)
+                         int64_t cutoff, int batch, const char *bound, store_freed_cb freed,
+                         void *arg)
 {
+    struct freed f = {0};
     char *after = strdup("");
     int rc = after ? 0 : -1;
     while (rc == 0) {
         char *first, *last;
-        int n = purge_range(st, select_sql, cutoff, after, batch, bound, &first, &last);
+        int64_t t0 = mono_us();
+        int n = purge_range(st, select_sql, cutoff, after, batch, bound, &first, &last,
+                            freed ? &f : NULL);
         if (n <= 0) {
             rc = n;
             break;
         }
-        int64_t t0 = mono_us();
         rc = enqueue(st, 1, kind, "iss", cutoff, first, last);
+        for (size_t i = 0; rc == 0 && i < f.n; i++)
+            freed(arg, f.v[i].session_id, f.v[i].bytes);
+        freed_clear(&f);
         pause_us((mono_us() - t0) * PURGE_PAUSE);
         free(first);
         free(after);
@@ -799,11 +850,13 @@ static int purge_batches(struct store *st, const char *select_sql, enum write_ki
         if (n < batch)
             break;
     }
+    freed_clear(&f);
     free(after);
     return rc;
 }
 
-int store_purge(struct store *st, const struct store_purge_cutoffs *c)
+int store_purge(struct store *st, const struct store_purge_cutoffs *c, store_freed_cb freed,
+                void *arg)
 {
     /* Stream ids start with 12 hex digits of their creation time (randid):
      * a stream that ended before the cutoff was created before it, so its
@@ -815,15 +868,19 @@ int store_purge(struct store *st, const struct store_purge_cutoffs *c)
     if (purge_batches(st,
                       "SELECT id FROM sessions WHERE id > ?2 AND last_active_ms < ?1 "
                       "ORDER BY id LIMIT ?3",
-                      W_PURGE_IDLE_SESSIONS, c->idle_ms, PURGE_SESSIONS_PER_BATCH, NULL) != 0 ||
+                      W_PURGE_IDLE_SESSIONS, c->idle_ms, PURGE_SESSIONS_PER_BATCH, NULL, NULL,
+                      NULL) != 0 ||
         purge_batches(st,
                       "SELECT id FROM sessions INDEXED BY sessions_by_deleted WHERE id > ?2 "
                       "AND deleted_ms < ?1 ORDER BY id LIMIT ?3",
-                      W_PURGE_TOMBSTONES, c->ended_ms, PURGE_SESSIONS_PER_BATCH, NULL) != 0 ||
+                      W_PURGE_TOMBSTONES, c->ended_ms, PURGE_SESSIONS_PER_BATCH, NULL, NULL,
+                      NULL) != 0 ||
         purge_batches(st,
-                      "SELECT id FROM streams WHERE id > ?2 AND id < ?4 AND ended_ms IS NOT NULL "
-                      "AND ended_ms < ?1 ORDER BY id LIMIT ?3",
-                      W_PURGE_STREAMS, c->stream_ms, PURGE_STREAMS_PER_BATCH, id_prefix) != 0)
+                      "SELECT s.id, s.session_id, (SELECT SUM(" CHUNK_BYTES ") FROM chunks c "
+                      "WHERE c.stream_id = s.id) FROM streams s WHERE s.id > ?2 AND s.id < ?4 "
+                      "AND s.ended_ms IS NOT NULL AND s.ended_ms < ?1 ORDER BY s.id LIMIT ?3",
+                      W_PURGE_STREAMS, c->stream_ms, PURGE_STREAMS_PER_BATCH, id_prefix, freed,
+                      arg) != 0)
         return -1;
     return enqueue(st, 1, W_PURGE_LOGS, "ii", c->log_ms,
                    c->log_max_rows > 0 ? c->log_max_rows : INT64_MAX);
@@ -873,10 +930,9 @@ int store_session_get(struct store *st, const char *id, struct store_session *ou
 
 int64_t store_session_bytes(struct store *st, const char *id)
 {
-    sqlite3_stmt *q =
-        read_begin(st, "SELECT COALESCE(SUM(LENGTH(CAST(c.message AS BLOB))), 0) FROM chunks c "
-                       "JOIN streams s ON s.id = c.stream_id "
-                       "WHERE s.session_id = ?1");
+    sqlite3_stmt *q = read_begin(st, "SELECT COALESCE(SUM(" CHUNK_BYTES "), 0) FROM chunks c "
+                                     "JOIN streams s ON s.id = c.stream_id "
+                                     "WHERE s.session_id = ?1");
     if (!q)
         return -1;
     sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);

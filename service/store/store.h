@@ -150,11 +150,17 @@ struct store_purge_cutoffs {
  * quarter second), so a purge must not take it away first. */
 #define STORE_ENDED_KEEP_MS 10000
 
+/* Told, once a batch of ended streams is deleted, how many bytes of chunk
+ * text (as store_session_bytes counts them) a session lost with them, so a
+ * running mcpd can lower its count without reading the session's whole
+ * history again. Sessions deleted whole are not reported. */
+typedef void (*store_freed_cb)(void *arg, const char *session_id, int64_t bytes);
 /* Purges what c names. It commits in short batches of a few hundred rows
  * (with their chunks), each queued behind the live writes of the moment,
  * so a large purge delays no client by more than one small transaction; it
- * returns when all are committed. */
-int store_purge(struct store *st, const struct store_purge_cutoffs *c);
+ * returns when all are committed. freed (may be NULL) is called as above. */
+int store_purge(struct store *st, const struct store_purge_cutoffs *c, store_freed_cb freed,
+                void *arg);
 
 /* Tokens: what a request's bearer token (by its SHA-256, hex) names. */
 struct store_token {

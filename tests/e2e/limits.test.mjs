@@ -54,6 +54,27 @@ test('an idle session expires and then answers 404', async () => {
   }
 });
 
+test('a session at its storage cap gets room back as its ended streams expire', async () => {
+  // The reaper lowers the count by what it purged; it does not re-read the
+  // session's history, so this is the only way back under the cap.
+  const mcpd = await startMcpd({ args: ['--session-max-bytes', '3000', '--stream-retention-ms', '300'] });
+  try {
+    const { session } = await initSession(mcpd.port);
+    const big = await callTool(mcpd.port, session, 'countdown', { n: 200, interval_ms: 0 }, { progressToken: 'b' });
+    assert.match(big.response?.error?.message ?? '', /storage limit/i);
+    const full = await callTool(mcpd.port, session, 'echo', { message: 'no room' });
+    assert.equal(full.response?.error?.code, -32000, `at the cap: ${JSON.stringify(full.response)}`);
+
+    await sleep(1500);
+    assert.equal(await echo(mcpd.port, session, 'room again'), 'room again');
+    // ...and the cap still holds once that room is used up.
+    const again = await callTool(mcpd.port, session, 'countdown', { n: 200, interval_ms: 0 }, { progressToken: 'c' });
+    assert.match(again.response?.error?.message ?? '', /storage limit/i);
+  } finally {
+    await mcpd.cleanup();
+  }
+});
+
 test('an ended stream is resumable within its retention, and gone after it', async () => {
   const mcpd = await startMcpd({ args: ['--stream-retention-ms', '300'] });
   try {

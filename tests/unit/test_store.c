@@ -123,11 +123,48 @@ static int put_session(struct store *st, const char *id, int64_t last_active)
     return store_session_put(st, &s);
 }
 
-/* A purge whose tombstone cutoff is the idle one. */
-static int purge(struct store *st, int64_t idle, int64_t stream, int64_t log, int64_t rows)
+/* What a purge reported freed, by session (store_freed_cb). */
+struct freed_log {
+    int n, calls;
+    char id[8][32];
+    int64_t bytes[8];
+};
+
+static void on_freed(void *arg, const char *session_id, int64_t bytes)
+{
+    struct freed_log *f = arg;
+    f->calls++;
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->id[i], session_id) == 0) {
+            f->bytes[i] += bytes;
+            return;
+        }
+    if (f->n < 8) {
+        snprintf(f->id[f->n], sizeof f->id[0], "%s", session_id);
+        f->bytes[f->n++] = bytes;
+    }
+}
+
+static int64_t freed_for(const struct freed_log *f, const char *session_id)
+{
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->id[i], session_id) == 0)
+            return f->bytes[i];
+    return 0;
+}
+
+/* A purge whose tombstone cutoff is the idle one; f (may be NULL) gets
+ * what it freed. */
+static int purge_logged(struct store *st, int64_t idle, int64_t stream, int64_t log, int64_t rows,
+                        struct freed_log *f)
 {
     struct store_purge_cutoffs c = {idle, idle, stream, log, rows};
-    return store_purge(st, &c);
+    return store_purge(st, &c, f ? on_freed : NULL, f);
+}
+
+static int purge(struct store *st, int64_t idle, int64_t stream, int64_t log, int64_t rows)
+{
+    return purge_logged(st, idle, stream, log, rows, NULL);
 }
 
 struct unfinished {
@@ -452,15 +489,28 @@ static void test_data(const char *path, const char *rawpath)
         CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM logs WHERE event LIKE '% event'", NULL),
                   2);
 
-    CHECK_INT(purge(st, 0, 3000, 5000, 0), 0);
+    /* The purge tells what each session lost: exactly the bytes
+     * store_session_bytes no longer counts, nothing for an ended stream
+     * without chunks (p-old2), nothing for what stays. */
+    int64_t before1 = store_session_bytes(st, "sess-1");
+    int64_t beforeP = store_session_bytes(st, "sess-P");
+    struct freed_log freed = {0};
+    CHECK_INT(purge_logged(st, 0, 3000, 5000, 0, &freed), 0);
+    CHECK_INT(freed.n, 2);
+    CHECK_INT(freed_for(&freed, "sess-P"), 2 + 9);
+    CHECK_INT(freed_for(&freed, "sess-P"), beforeP - store_session_bytes(st, "sess-P"));
+    CHECK(freed_for(&freed, "sess-1") > 0);
+    CHECK_INT(freed_for(&freed, "sess-1"), before1 - store_session_bytes(st, "sess-1"));
+    CHECK_INT(purge_logged(st, 0, 3000, 5000, 0, &freed), 0);
+    CHECK_INT(freed.calls, 2); /* nothing left to free, nothing told */
     /* sess-2's tombstone (ended at 5000) stays until the ended cutoff
      * passes it: a running mcpd finds killed sessions by their tombstone. */
     if (rawpath) {
         CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM sessions WHERE id = ?1", "sess-2"), 1);
         struct store_purge_cutoffs early = {0, 5000, 0, 0, 0}, late = {0, 5001, 0, 0, 0};
-        CHECK_INT(store_purge(st, &early), 0);
+        CHECK_INT(store_purge(st, &early, NULL, NULL), 0);
         CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM sessions WHERE id = ?1", "sess-2"), 1);
-        CHECK_INT(store_purge(st, &late), 0);
+        CHECK_INT(store_purge(st, &late, NULL, NULL), 0);
         CHECK_INT(raw_count(rawpath, "SELECT COUNT(*) FROM sessions WHERE id = ?1", "sess-2"), 0);
     }
     /* Also sess-1's streams: A ended at 2004 (gone), E at 3500 (kept). */
