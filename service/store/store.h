@@ -192,7 +192,8 @@ int store_sessions_ended_by_operator(struct store *st, int64_t since_ms,
  * over (wal.h: the writer waits only for the frames of the last moment).
  * The store also does this by itself whenever the log grows past a few
  * MB; calling it periodically keeps a quiet store's log small too.
- * 0, 1 when there was nothing to copy, -1 on error. */
+ * 0, 1 when there was nothing to copy, 2 when a reader holding an old
+ * snapshot kept it from copying, -1 on error. */
 int store_checkpoint(struct store *st);
 
 #endif

@@ -1,19 +1,24 @@
 /* wal — see wal.h. */
 #include "wal.h"
 
+#include "clock.h"
 #include "log.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* How long checkpoints rest after one found a reader holding the log. */
+#define PINNED_WAIT_MS 10
 
 struct wal {
     sqlite3 *db; /* the checkpoints' own connection */
     sqlite3 *writer;
     pthread_mutex_t *commit_mu;
     int threshold;
-    int limit;
+    int limit, hard_limit;
     pthread_mutex_t run_mu; /* one checkpoint at a time; taken before commit_mu */
     /* Whoever uses db holds db_mu: the connection is opened NOMUTEX, and
      * two threads in it at once (a first phase and the hook's back-pressure
@@ -29,48 +34,74 @@ struct wal {
      * So no checkpoint starts then; there is nothing to copy anyway. */
     atomic_llong commits;
     atomic_llong copied_at;
+    /* A reader that holds an old snapshot (mcp-admin, a backup, sqlite3 on
+     * the file) keeps every checkpoint from copying past its frame. One
+     * that copied no further than the one before is held back so: none
+     * starts again until pinned_until (monotonic ms), rather than one per
+     * commit, each under the commit lock, for as long as the reader stays.
+     * last_copied is the previous checkpoint's count, under db_mu. */
+    atomic_llong pinned_until;
+    int last_copied;
     pthread_mutex_t mu; /* guards the flags */
     pthread_cond_t cv;  /* the thread: due or stop */
     int due, stop;
     pthread_t thread;
 };
 
-/* Called with db_mu held. 0, 1 when there was nothing to copy (and no
- * checkpoint started), or -1. */
-static int passive(struct wal *w)
+/* Called with db_mu held. 0; 1 when there was nothing to copy (and no
+ * checkpoint started); 2 when a reader's old snapshot held it back, now or
+ * less than grace_ms before pinned_until (see there); or -1. */
+static int passive(struct wal *w, int64_t grace_ms)
 {
     long long seen = atomic_load(&w->commits);
     if (atomic_load(&w->copied_at) == seen)
         return 1;
+    if (clock_mono_ms() < atomic_load(&w->pinned_until) + grace_ms)
+        return 2;
     int frames = 0, copied = 0;
     int rc = sqlite3_wal_checkpoint_v2(w->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &frames, &copied);
     if (rc != SQLITE_OK && rc != SQLITE_BUSY) /* BUSY: another process checkpoints */
         log_local(LOG_WARN, NULL, "store_checkpoint_failed", "%s", sqlite3_errmsg(w->db));
+    if (rc != SQLITE_OK)
+        return -1;
     /* Only a first phase runs beside commits. One that lands during it
      * moves the count past seen whether or not its frames were copied, so
      * the second phase, with commits held off, runs and records the truth. */
-    if (rc == SQLITE_OK && frames == copied)
+    if (frames == copied)
         atomic_store(&w->copied_at, seen);
-    return rc == SQLITE_OK ? 0 : -1;
+    /* A short read in progress stops a checkpoint short too, but the next
+     * one gets further: only no progress at all means a reader stays. */
+    int pinned = copied < frames && copied == w->last_copied;
+    w->last_copied = copied < frames ? copied : -1;
+    if (pinned)
+        atomic_store(&w->pinned_until, clock_mono_ms() + PINNED_WAIT_MS);
+    return pinned ? 2 : 0;
 }
 
 /* Runs after each commit on the writer's connection, with commit_mu held.
- * Past the limit, writes outrun the checkpoints (each first phase copies
- * what was there when it began, and more than that arrives meanwhile), so
- * the committer copies the whole log itself, the writer waiting: that is
- * the back-pressure that bounds the log. A running first phase has db: the
- * committer waits for it to end (db_mu) rather than skip. */
+ * Past the limit, writes outran the checkpoints, so the committer copies
+ * the log itself, the writer waiting: that is the back-pressure that bounds
+ * the log. Below the hard limit it leaves a running first phase alone
+ * (db_mu taken): that phase is copying the log already, and its second
+ * phase copies the rest with the commits held; after a reader's pin ends,
+ * that is how the backlog gets copied without stopping the writer. Past the
+ * hard limit the committer waits for it and copies what is left. */
 static int on_commit(void *arg, sqlite3 *db, const char *name, int frames)
 {
     (void)db;
     (void)name;
     struct wal *w = arg;
     atomic_fetch_add(&w->commits, 1);
-    if (frames >= w->limit) {
+    if (frames >= w->hard_limit) {
         pthread_mutex_lock(&w->db_mu);
-        passive(w);
+        passive(w, 0);
         pthread_mutex_unlock(&w->db_mu);
-    } else if (frames >= w->threshold) {
+    } else if (frames >= w->limit && pthread_mutex_trylock(&w->db_mu) == 0) {
+        /* After a pin, the thread gets the first go at the backlog. */
+        passive(w, PINNED_WAIT_MS);
+        pthread_mutex_unlock(&w->db_mu);
+    }
+    if (frames >= w->threshold) {
         pthread_mutex_lock(&w->mu);
         if (!w->due) {
             w->due = 1;
@@ -85,13 +116,16 @@ int wal_checkpoint(struct wal *w)
 {
     pthread_mutex_lock(&w->run_mu);
     pthread_mutex_lock(&w->db_mu);
-    int rc = passive(w);
+    int rc = passive(w, 0);
     pthread_mutex_unlock(&w->db_mu);
+    /* After a first phase that a reader held back, the second could copy
+     * no further: it would only hold the commits. */
     if (rc == 0) {
         pthread_mutex_lock(w->commit_mu);
         pthread_mutex_lock(&w->db_mu);
-        if (passive(w) < 0) /* 1: the first phase copied the whole log */
-            rc = -1;
+        int last = passive(w, 0);
+        if (last == -1 || last == 2) /* 1: the first phase copied the whole log */
+            rc = last;
         pthread_mutex_unlock(&w->db_mu);
         pthread_mutex_unlock(w->commit_mu);
     }
@@ -111,7 +145,15 @@ static void *wal_main(void *arg)
         pthread_mutex_unlock(&w->mu);
         if (stop)
             return NULL;
-        wal_checkpoint(w);
+        if (wal_checkpoint(w) == 2) {
+            /* A reader holds the log: wait for the pin to lapse, not for
+             * the next commit, which comes at once under load. */
+            pthread_mutex_lock(&w->mu);
+            int64_t until = atomic_load(&w->pinned_until);
+            while (!w->stop && clock_cond_wait_until(&w->cv, &w->mu, until) != ETIMEDOUT)
+                ;
+            pthread_mutex_unlock(&w->mu);
+        }
     }
 }
 
@@ -142,14 +184,17 @@ struct wal *wal_start(const char *path, sqlite3 *writer, pthread_mutex_t *commit
      * only for that commit. */
     atomic_init(&w->commits, 0);
     atomic_init(&w->copied_at, 0);
+    atomic_init(&w->pinned_until, 0);
+    w->last_copied = -1;
     w->writer = writer;
     w->commit_mu = commit_mu;
     w->threshold = threshold_frames;
     w->limit = 4 * threshold_frames;
+    w->hard_limit = 64 * threshold_frames;
     pthread_mutex_init(&w->run_mu, NULL);
     pthread_mutex_init(&w->db_mu, NULL);
     pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
+    clock_cond_init(&w->cv);
     if (pthread_create(&w->thread, NULL, wal_main, w) != 0) {
         *err = strdup("cannot start the checkpoint thread");
         sqlite3_close(w->db);

@@ -16,6 +16,13 @@
  * A hook on the writer's connection wakes this module's thread when the log
  * passes a size, and store_checkpoint runs one on demand.
  *
+ * A reader that keeps an old snapshot (a backup, sqlite3 or mcp-admin on
+ * the file) stops every checkpoint at the frame it still needs. Once one
+ * made no progress, none starts for a few ms at a time, so the writer is
+ * not held for copies that cannot happen; when the reader lets go, the
+ * thread copies the backlog beside the writer, which waits for it only
+ * past a hard limit on the log.
+ *
  * No checkpoint starts while the log is fully copied and no commit has
  * followed: SQLite before 3.51.3 can corrupt the database when one starts
  * just as a commit starts the log over (its WAL-reset bug). mcp-admin's
@@ -38,9 +45,10 @@ struct wal;
  * Returns NULL and sets *err (caller frees) on failure. */
 struct wal *wal_start(const char *path, sqlite3 *writer, pthread_mutex_t *commit_mu,
                       int threshold_frames, char **err);
-/* Both phases, now, on the calling thread. 0, 1 if the log was fully
- * copied and nothing has been committed since (nothing started), or -1 if
- * a phase failed. */
+/* Both phases, now, on the calling thread. 0; 1 if the log was fully
+ * copied and nothing has been committed since (nothing started); 2 if a
+ * reader's snapshot kept it from copying the log, now or a few ms ago (the
+ * second phase did not run); or -1 if a phase failed. */
 int wal_checkpoint(struct wal *w);
 /* Stops the thread and closes the connection; the writer's hook is removed. */
 void wal_stop(struct wal *w);
