@@ -486,9 +486,11 @@ int store_admin_backup(struct store_admin *a, const char *file, char **err)
     sqlite3_backup *b = sqlite3_backup_init(dst, "main", a->db, "main");
     int rc = SQLITE_ERROR;
     if (b) {
-        /* Steps of 256 pages: mcpd's writer is never held up for long. */
-        while ((rc = sqlite3_backup_step(b, 256)) == SQLITE_OK || rc == SQLITE_BUSY ||
-               rc == SQLITE_LOCKED)
+        /* One step, so one read transaction: a copy made in steps starts
+         * over whenever another process writes between two of them, and
+         * under a busy mcpd it never finished. In WAL mode the read holds
+         * up no writer; mcpd's checkpoints wait for it (wal.h). */
+        while ((rc = sqlite3_backup_step(b, -1)) == SQLITE_BUSY || rc == SQLITE_LOCKED)
             sqlite3_sleep(5);
         sqlite3_backup_finish(b);
     }
