@@ -821,8 +821,8 @@ static int purge_range(struct store *st, const char *sql, int64_t cutoff, const 
  * behind the live writes of the moment so they interleave. With freed, the
  * query's rows name their session and bytes (purge_range), reported once
  * the range's delete has committed. The rows read are the rows deleted:
- * a stream that ended before the cutoff stays so, and one that had not
- * ended at the read ends after it. */
+ * an ended stream's end time never changes, and one still running at the
+ * read can only end after the cutoff, which the delete checks again. */
 static int purge_batches(struct store *st, const char *select_sql, enum write_kind kind,
                          int64_t cutoff, int batch, const char *bound, store_freed_cb freed,
                          void *arg)

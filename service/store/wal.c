@@ -17,6 +17,8 @@ struct wal {
     sqlite3 *db; /* the checkpoints' own connection */
     sqlite3 *writer;
     pthread_mutex_t *commit_mu;
+    /* Log frames at which the hook wakes the thread, copies the log itself
+     * unless the thread is copying, and waits for the copy (on_commit). */
     int threshold;
     int limit, hard_limit;
     pthread_mutex_t run_mu; /* one checkpoint at a time; taken before commit_mu */

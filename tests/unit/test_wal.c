@@ -4,11 +4,11 @@
  * from another thread, with inserts and deletes spread over many pages.
  * Afterwards SQLite's integrity_check must pass and every row must be
  * there, a fully copied log must not be checkpointed again before a
- * commit, and a reader holding an old snapshot must make checkpoints
- * pause rather than spin. (The race this module once had, two threads in its NOMUTEX
- * connection at once, showed only on a 500 MB store under a minute of
- * full load: tests/bench/growth.sh checks the file's integrity after such
- * runs; this test runs the same paths on every build.) */
+ * commit, and a reader holding an old snapshot must make checkpoints pause
+ * rather than spin. (The race this module once had, two threads in its
+ * NOMUTEX connection at once, showed only on a 500 MB store under a minute
+ * of full load: tests/bench/growth.sh checks the file's integrity after
+ * such runs; this test runs the same paths on every build.) */
 #include "check.h"
 #include "wal.h"
 
@@ -47,6 +47,16 @@ static void *write_rows(void *arg)
         pthread_mutex_unlock(&commit_mu);
     }
     return NULL;
+}
+
+/* One row, committed as mcpd's writer commits: under the commit lock. */
+static void commit_row(int k)
+{
+    char sql[64];
+    snprintf(sql, sizeof sql, "INSERT INTO t(k, v) VALUES(%d, 'x')", k);
+    pthread_mutex_lock(&commit_mu);
+    CHECK(sqlite3_exec(writer, sql, NULL, NULL, NULL) == SQLITE_OK);
+    pthread_mutex_unlock(&commit_mu);
 }
 
 static void *checkpoint_loop(void *arg)
@@ -93,10 +103,7 @@ int main(void)
      * checkpoint starting beside that restart is SQLite's WAL-reset bug
      * (before 3.51.3), which this test's load once hit. */
     CHECK_INT(wal_checkpoint(w), 1);
-    pthread_mutex_lock(&commit_mu);
-    CHECK(sqlite3_exec(writer, "INSERT INTO t(k, v) VALUES(-1, 'x')", NULL, NULL, NULL) ==
-          SQLITE_OK);
-    pthread_mutex_unlock(&commit_mu);
+    commit_row(-1);
     CHECK_INT(wal_checkpoint(w), 0);
     CHECK_INT(wal_checkpoint(w), 1);
 
@@ -106,15 +113,9 @@ int main(void)
      * is gone, the whole log is copied again. */
     sqlite3 *reader = NULL;
     CHECK(sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-    pthread_mutex_lock(&commit_mu);
-    CHECK(sqlite3_exec(writer, "INSERT INTO t(k, v) VALUES(-2, 'x')", NULL, NULL, NULL) ==
-          SQLITE_OK);
-    pthread_mutex_unlock(&commit_mu);
+    commit_row(-2);
     CHECK(sqlite3_exec(reader, "BEGIN; SELECT COUNT(*) FROM t", NULL, NULL, NULL) == SQLITE_OK);
-    pthread_mutex_lock(&commit_mu);
-    CHECK(sqlite3_exec(writer, "INSERT INTO t(k, v) VALUES(-3, 'x')", NULL, NULL, NULL) ==
-          SQLITE_OK);
-    pthread_mutex_unlock(&commit_mu);
+    commit_row(-3);
     CHECK_INT(wal_checkpoint(w), 2);
     CHECK_INT(wal_checkpoint(w), 2);
     CHECK(sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL) == SQLITE_OK);
