@@ -40,6 +40,7 @@ struct session {
 
 static struct {
     pthread_mutex_t mu;
+    pthread_mutex_t load_mu; /* held while a stored session is revived */
     struct table *sessions;
     struct store *store;
     struct session_limits limits;
@@ -48,7 +49,7 @@ static struct {
     struct table *creating_by; /* principal -> of those, how many (pointer-sized) */
     int64_t *dormant;          /* last activity of stored sessions not in memory, ascending */
     size_t ndormant;
-} reg = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} reg = {.mu = PTHREAD_MUTEX_INITIALIZER, .load_mu = PTHREAD_MUTEX_INITIALIZER};
 
 struct dormant_list {
     int64_t *v;
@@ -337,8 +338,20 @@ int session_create(const char *protocol_version, json_t *init_params,
     return 0;
 }
 
-/* Revives a stored session after a restart. Called with reg.mu held. */
-static struct session *load_locked(const char *id)
+/* A new reference to the session if it is in memory. */
+static struct session *in_memory(const char *id)
+{
+    pthread_mutex_lock(&reg.mu);
+    struct session *s = reg.sessions ? table_get(reg.sessions, id) : NULL;
+    if (s)
+        session_ref(s);
+    pthread_mutex_unlock(&reg.mu);
+    return s;
+}
+
+/* Revives a stored session after a restart; reg.load_mu held, reg.mu not:
+ * summing the bytes of a session near its cap reads its whole history. */
+static struct session *load(const char *id)
 {
     struct store_session row;
     if (!reg.store || store_session_get(reg.store, id, &row) != 0)
@@ -363,25 +376,21 @@ static struct session *load_locked(const char *id)
         /* A revived session starts its GET where the stream ends: the
          * previous process may have delivered everything before it. */
         s->get_cursor = s->standalone ? stream_next_seq(s->standalone) : 0;
-        if (!s->standalone || table_put(reg.sessions, s->id, s) != 0) {
-            session_free(s);
-            s = NULL;
-        } else {
+        pthread_mutex_lock(&reg.mu);
+        int added = s->standalone && reg.sessions && table_put(reg.sessions, s->id, s) == 0;
+        if (added) {
             dormant_revived(row.last_active_ms);
             session_ref(s);
+        }
+        pthread_mutex_unlock(&reg.mu);
+        if (added) {
             log_event(LOG_INFO, s->id, "session_revived", "protocol=%s", s->protocol);
+        } else {
+            session_free(s);
+            s = NULL;
         }
     }
     store_session_free(&row);
-    return s;
-}
-
-/* A new reference to the session if it is in memory. reg.mu held. */
-static struct session *in_memory_locked(const char *id)
-{
-    struct session *s = reg.sessions ? table_get(reg.sessions, id) : NULL;
-    if (s)
-        session_ref(s);
     return s;
 }
 
@@ -389,11 +398,17 @@ struct session *session_find(const char *id)
 {
     if (strlen(id) != RANDID_LEN)
         return NULL;
-    pthread_mutex_lock(&reg.mu);
-    struct session *s = in_memory_locked(id);
-    if (!s && reg.sessions)
-        s = load_locked(id);
-    pthread_mutex_unlock(&reg.mu);
+    struct session *s = in_memory(id);
+    if (s)
+        return s;
+    /* Revivals take turns, so that two finders of one stored session do
+     * not both load it (and create its standalone stream twice); lookups
+     * of sessions in memory never wait for them. */
+    pthread_mutex_lock(&reg.load_mu);
+    s = in_memory(id);
+    if (!s)
+        s = load(id);
+    pthread_mutex_unlock(&reg.load_mu);
     return s;
 }
 
@@ -560,9 +575,7 @@ void session_charge_always(struct session *s, size_t bytes)
 
 void session_uncharge(const char *id, int64_t bytes)
 {
-    pthread_mutex_lock(&reg.mu);
-    struct session *s = in_memory_locked(id);
-    pthread_mutex_unlock(&reg.mu);
+    struct session *s = in_memory(id);
     if (!s)
         return;
     pthread_mutex_lock(&s->mu);

@@ -6,7 +6,10 @@
  * Sessions live in a registry backed by the store: session_create persists
  * the session before its id is handed out, and session_find loads a session
  * that is not in memory (after a restart) from the store, so a client keeps
- * its session id across restarts without initializing again. A session that
+ * its session id across restarts without initializing again. Such a revival
+ * reads the session's stored bytes, which for a session near its cap is its
+ * whole history: it happens outside the registry lock, one revival at a
+ * time, so lookups of sessions in memory never wait for it. A session that
  * was deleted or expired is gone from both, and finding it yields NULL (the
  * transports answer 404).
  *
@@ -113,9 +116,10 @@ void session_charge_always(struct session *s, size_t bytes);
 /* The reaper deleted `bytes` of the session's stored messages (with its
  * ended streams, store_freed_cb): lowers its count, without reading the
  * rest of its history. Only a session in memory is touched: one loaded
- * later counts what is stored then. A purge by mcp-admin gc, from another
- * process, is not seen; the count stays high (refusing sooner, never
- * later) until the session is next loaded. */
+ * later counts what is stored then (a purge that lands while the session
+ * is being revived may be counted by neither, and the count stays high). A purge by mcp-admin gc,
+ * from another process, is not seen; the count stays high (refusing sooner, never later) until the
+ * session is next loaded. */
 void session_uncharge(const char *id, int64_t bytes);
 
 /* In-flight requests by id key (jsonrpc_id_key), for cancellation and

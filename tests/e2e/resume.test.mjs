@@ -288,6 +288,41 @@ test('(d) SIGTERM + restart on the same db: the session and an ended stream are 
   }
 });
 
+test('(d2) after a restart, 32 concurrent first requests on each of 4 stored sessions: all answered, each session revived once', async () => {
+  const mcpd = await startMcpd();
+  try {
+    const sessions = [];
+    for (let i = 0; i < 4; i++) sessions.push((await initSession(mcpd.port, { protocolVersion: '2025-11-25' })).session);
+    await mcpd.stop('SIGKILL');
+    await mcpd.restart({ port: mcpd.port });
+    const revived = new Map(); // session id -> revivals logged
+    let partial = '';
+    mcpd.proc.stderr.on('data', (d) => {
+      const lines = (partial + d).split('\n');
+      partial = lines.pop();
+      for (const l of lines) {
+        const m = / session=([0-9a-f]+) event=session_revived /.exec(l);
+        if (m) revived.set(m[1], (revived.get(m[1]) || 0) + 1);
+      }
+    });
+    // Every session is revived from the store by whichever request comes
+    // first; the others must wait for that revival, not miss the session.
+    const calls = [];
+    for (const session of sessions)
+      for (let j = 0; j < 32; j++) calls.push(callTool(mcpd.port, session, 'echo', { message: `r${j}` }).then((r) => ({ r, j })));
+    for (const { r, j } of await Promise.all(calls)) {
+      assert.equal(r.status, 200, `echo after restart: ${r.status} ${r.text || ''}`);
+      assert.equal(r.response?.result?.content?.[0]?.text, `r${j}`);
+    }
+    // ...and each is revived once: a second revival would put a second
+    // copy in the registry, splitting its in-flight requests and counts.
+    await mcpd.stop('SIGTERM'); // flushes the log
+    for (const session of sessions) assert.equal(revived.get(session), 1, `session ${session} revived ${revived.get(session)} times`);
+  } finally {
+    await mcpd.cleanup();
+  }
+});
+
 test('(e) SIGKILL while an elicitation waits for the client: restart ends the call with an error; the late answer → 400', async () => {
   const mcpd = await startMcpd();
   try {
