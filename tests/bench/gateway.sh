@@ -63,7 +63,7 @@ start supergateway "$PORT_S" "$NODE" "$SUPERGATEWAY" --stdio "$UPSTREAM" --outpu
 
 declare -A RPS P50 P99 ERR
 for name in mcpd supergateway; do
-  sid=$(timeout 30 "$NODE" "$HERE/open_session.mjs" "http://127.0.0.1:${PORT[$name]}/mcp") ||
+  sid=$(session_on "$name" 30) ||
     die "cannot open a session on $name"
   note "$name: session $sid; warm-up ${BENCH_WARMUP}s"
   run_wrk "$name" "$sid" 16 "$BENCH_WARMUP"

@@ -1,5 +1,5 @@
 # lib.sh — what the benchmark scripts share: starting servers on loopback,
-# waiting for them to listen, and stopping exactly the processes they started
+# waiting for them to listen, opening sessions on them, and stopping exactly the processes they started
 # (and those processes' children) when the script exits, and measuring them
 # with wrk. Sourced; the caller sets NODE, WRK and HERE, declares the PORT,
 # RPS, P50, P99 and ERR arrays, and defines note() first.
@@ -71,6 +71,9 @@ to_ms() { # "485.00us" | "11.29ms" | "1.20s" | "2.00m" -> milliseconds
     if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000
     printf "%.2f", n }'
 }
+
+# session_on NAME [SECONDS]: opens an MCP session on PORT[NAME]; prints its id.
+session_on() { timeout "${2:-20}" "$NODE" "$HERE/open_session.mjs" "http://127.0.0.1:${PORT[$1]}/mcp"; }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 

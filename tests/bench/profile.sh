@@ -47,7 +47,7 @@ db=${BENCH_DB:-$TMP/mcpd.db}
 start mcpd "${PORT[mcpd]}" "$MCPD_BIN" --listen "127.0.0.1:${PORT[mcpd]}" --db "$db" \
   --reply-mode "$PROFILE_MODE" --log-level error ${PROFILE_ARGS:-} || die "mcpd did not start"
 pid=$LAST_PID
-sid=$(timeout 20 "$NODE" "$HERE/open_session.mjs" "http://127.0.0.1:${PORT[mcpd]}/mcp") ||
+sid=$(session_on mcpd) ||
   die "cannot open a session"
 run_wrk mcpd "$sid" 16 2 # warm-up
 

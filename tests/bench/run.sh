@@ -124,7 +124,7 @@ for run in "${RUNS[@]}"; do
   if [ "$server" = ceiling ]; then
     sid=none
   else
-    sid=$(timeout 20 "$NODE" "$HERE/open_session.mjs" "http://127.0.0.1:${PORT[$name]}/mcp") ||
+    sid=$(session_on "$name") ||
       die "cannot open a session on $name"
   fi
   note "$name: warm-up ${BENCH_WARMUP}s"
@@ -132,6 +132,12 @@ for run in "${RUNS[@]}"; do
   for c in $BENCH_CONC; do
     note "$name: c=$c for ${BENCH_SECONDS}s"
     sleep 1
+    # A fresh session per run: on a fast machine one session's echo replies
+    # reach mcpd's per-session storage cap (64 MiB) within a long run.
+    if [ "$server" != ceiling ]; then
+      sid=$(session_on "$name") ||
+        die "cannot open a session on $name"
+    fi
     measure "$name" "$sid" "$c" "$BENCH_SECONDS" "$([ "$server" = ceiling ] && echo fixed)"
   done
 done
