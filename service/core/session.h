@@ -117,9 +117,9 @@ void session_charge_always(struct session *s, size_t bytes);
  * ended streams, store_freed_cb): lowers its count, without reading the
  * rest of its history. Only a session in memory is touched: one loaded
  * later counts what is stored then (a purge that lands while the session
- * is being revived may be counted by neither, and the count stays high). A purge by mcp-admin gc,
- * from another process, is not seen; the count stays high (refusing sooner, never later) until the
- * session is next loaded. */
+ * is being revived may be counted by neither). A purge by mcp-admin gc,
+ * from another process, is not seen either. Both leave the count high,
+ * refusing sooner, never later, until the session is next loaded. */
 void session_uncharge(const char *id, int64_t bytes);
 
 /* In-flight requests by id key (jsonrpc_id_key), for cancellation and

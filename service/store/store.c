@@ -719,8 +719,9 @@ static void read_end(struct store *st, sqlite3_stmt *q)
  * shares its commit with live writes, and back to back the batches would
  * keep the writer (and on a small machine, a core) busy: unpaced, batches
  * tripled live p99 (43 against 14 ms at c=64). After each batch the purge
- * waits PURGE_PAUSE times as long as the batch took, so it takes at most a
- * quarter of the writer's time. A session of the benchmark holds ~10
+ * waits PURGE_PAUSE times as long as the batch took (its read, which holds
+ * a snapshot, and its delete), so it takes at most a quarter of the
+ * writer's time. A session of the benchmark holds ~10
  * chunks, a stream ~2. */
 #define PURGE_SESSIONS_PER_BATCH 16
 #define PURGE_STREAMS_PER_BATCH 128

@@ -52,7 +52,7 @@ struct wal {
 
 /* Called with db_mu held. 0; 1 when there was nothing to copy (and no
  * checkpoint started); 2 when a reader's old snapshot held it back, now or
- * less than grace_ms before pinned_until (see there); or -1. */
+ * lately (until grace_ms past pinned_until, see there); or -1. */
 static int passive(struct wal *w, int64_t grace_ms)
 {
     long long seen = atomic_load(&w->commits);

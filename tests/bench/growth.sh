@@ -96,7 +96,7 @@ throughput() {
   local pid=$LAST_PID
   sid=$(session_on "$name") || die "cannot open a session on $name"
   run_wrk "$name" "$sid" 16 2
-  sid=$(session_on "$name") || die "cannot open a session on $name" # see the reaper's windows
+  sid=$(session_on "$name") || die "cannot open a session on $name"
   measure "$name" "$sid" "$GROWTH_CONC" "$BENCH_SECONDS"
   note "$name: ${RPS[$name-$GROWTH_CONC]} req/s, p99 ${P99[$name-$GROWTH_CONC]} ms"
   stop_pid "$pid"
@@ -191,8 +191,6 @@ after=0
 last_count=-1
 deadline=$(($(now_ms) + 600000))
 while [ "$after" -lt 3 ] && [ "$(now_ms)" -lt "$deadline" ]; do
-  # A session per window: at c=64 one session reaches its storage cap
-  # (--session-max-bytes, 64 MiB) in well under a minute of echo replies.
   sid=$(session_on reaper) || die "cannot open a session"
   WIN_START[w]=$(now_ms)
   PORT[reaper-w$w]=${PORT[reaper]}

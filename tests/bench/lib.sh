@@ -1,7 +1,7 @@
 # lib.sh — what the benchmark scripts share: starting servers on loopback,
-# waiting for them to listen, opening sessions on them, and stopping exactly the processes they started
-# (and those processes' children) when the script exits, and measuring them
-# with wrk. Sourced; the caller sets NODE, WRK and HERE, declares the PORT,
+# waiting for them to listen, opening sessions on them, stopping exactly the
+# processes they started (and those processes' children) when the script
+# exits, and measuring them with wrk. Sourced; the caller sets NODE, WRK and HERE, declares the PORT,
 # RPS, P50, P99 and ERR arrays, and defines note() first.
 
 TMP=$(mktemp -d /tmp/mcpd-bench.XXXXXX)
@@ -73,6 +73,9 @@ to_ms() { # "485.00us" | "11.29ms" | "1.20s" | "2.00m" -> milliseconds
 }
 
 # session_on NAME [SECONDS]: opens an MCP session on PORT[NAME]; prints its id.
+# Each measured run takes a fresh one: every stored message counts against
+# a session's storage cap (--session-max-bytes, 64 MiB), and one session of
+# echo replies at c=64 reaches it in under a minute.
 session_on() { timeout "${2:-20}" "$NODE" "$HERE/open_session.mjs" "http://127.0.0.1:${PORT[$1]}/mcp"; }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }

@@ -132,9 +132,7 @@ for run in "${RUNS[@]}"; do
   for c in $BENCH_CONC; do
     note "$name: c=$c for ${BENCH_SECONDS}s"
     sleep 1
-    # A fresh session per run: on a fast machine one session's echo replies
-    # reach mcpd's per-session storage cap (64 MiB) within a long run.
-    if [ "$server" != ceiling ]; then
+    if [ "$server" != ceiling ]; then # a fresh session per run (lib.sh)
       sid=$(session_on "$name") ||
         die "cannot open a session on $name"
     fi
