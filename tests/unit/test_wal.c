@@ -77,6 +77,11 @@ int main(void)
     CHECK(sqlite3_open_v2(path, &writer,
                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                           NULL) == SQLITE_OK);
+    /* As the store opens its writer (store.c open_conn). A first phase
+     * that reads the log's header while a commit rewrites it takes the
+     * write lock for a moment to reread it; without a busy timeout the
+     * commit that meets that lock fails at once (CI, TSan under load). */
+    sqlite3_busy_timeout(writer, 5000);
     CHECK(sqlite3_exec(writer,
                        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
                        "PRAGMA wal_autocheckpoint=0; "
