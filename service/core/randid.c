@@ -5,19 +5,37 @@
 #include <stdint.h>
 
 #include <errno.h>
+#include <string.h>
 #include <sys/random.h>
+
+/* Each thread draws from its own buffer of kernel randomness, refilled 256
+ * bytes at a time: a getrandom call per id was one of the ten system calls
+ * of a request, and system calls are dear on a virtual machine. The bytes
+ * are the kernel's CSPRNG output either way; each is handed out once. */
+#define POOL_BYTES 256
 
 static int fill_random(unsigned char *raw, size_t len)
 {
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = getrandom(raw + got, len - got, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
+    static _Thread_local unsigned char pool[POOL_BYTES];
+    static _Thread_local size_t pos, end;
+    while (len > 0) {
+        if (pos == end) {
+            ssize_t n = getrandom(pool, sizeof pool, 0);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                return -1;
+            }
+            pos = 0;
+            end = (size_t)n;
+            continue;
         }
-        got += (size_t)n;
+        size_t take = len < end - pos ? len : end - pos;
+        memcpy(raw, pool + pos, take);
+        memset(pool + pos, 0, take); /* handed out once: no copy stays behind */
+        pos += take;
+        raw += take;
+        len -= take;
     }
     return 0;
 }

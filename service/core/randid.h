@@ -1,6 +1,7 @@
 /* randid — unguessable identifiers for sessions and streams: 128 bits from
- * the kernel's CSPRNG (getrandom), written as 32 lowercase hex characters,
- * which are all visible ASCII as Mcp-Session-Id requires. */
+ * the kernel's CSPRNG (getrandom, drawn 256 bytes at a time into a buffer of
+ * each thread's own), written as 32 lowercase hex characters, which are all
+ * visible ASCII as Mcp-Session-Id requires. */
 #ifndef MCPD_RANDID_H
 #define MCPD_RANDID_H
 

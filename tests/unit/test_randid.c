@@ -1,11 +1,13 @@
 /* test_randid — session and stream ids (randid.c): 32 lowercase hex
  * characters, all distinct over many; the ordered kind starts with the
  * wall clock in ms (12 hex digits) so ids made later sort later, and its
- * other 20 digits are random. */
+ * other 20 digits are random. Threads draw from buffers of their own:
+ * ids made in several threads at once are distinct too. */
 #include "check.h"
 #include "clock.h"
 #include "randid.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -98,9 +100,43 @@ static void test_ordered(void)
     CHECK(strncmp(a, b, 12) < 0 && strcmp(a, b) < 0);
 }
 
+enum { THREADS = 4, PER_THREAD = 2000 };
+static char threaded_ids[THREADS * PER_THREAD][RANDID_LEN + 1];
+
+static void *make_ids(void *arg)
+{
+    char(*out)[RANDID_LEN + 1] = arg;
+    for (int i = 0; i < PER_THREAD; i++)
+        if (randid_make(out[i]) != 0)
+            out[i][0] = '\0';
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    pthread_t t[THREADS];
+    int started = 0;
+    while (started < THREADS &&
+           pthread_create(&t[started], NULL, make_ids, threaded_ids[started * PER_THREAD]) == 0)
+        started++;
+    CHECK_INT(started, THREADS);
+    for (int i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    int shape = 1;
+    for (int i = 0; i < THREADS * PER_THREAD; i++)
+        shape &= is_id(threaded_ids[i]);
+    CHECK(shape);
+    qsort(threaded_ids, THREADS * PER_THREAD, sizeof threaded_ids[0], cmp);
+    int distinct = 1;
+    for (int i = 1; i < THREADS * PER_THREAD; i++)
+        distinct &= strcmp(threaded_ids[i - 1], threaded_ids[i]) != 0;
+    CHECK(distinct);
+}
+
 int main(void)
 {
     test_random();
+    test_threads();
     test_ordered();
     return check_summary();
 }
