@@ -19,6 +19,7 @@ import {
   mcpHeaders,
   sleep,
   startMcpd,
+  waitFor,
 } from './lib/mcpd.mjs';
 
 /** GET with Last-Event-ID; every message until the stream ends. */
@@ -65,8 +66,18 @@ test('a session at its storage cap gets room back as its ended streams expire', 
     const full = await callTool(mcpd.port, session, 'echo', { message: 'no room' });
     assert.equal(full.response?.error?.code, -32000, `at the cap: ${JSON.stringify(full.response)}`);
 
-    await sleep(1500);
-    assert.equal(await echo(mcpd.port, session, 'room again'), 'room again');
+    // Retention 300 ms, a reaper pass about every second: poll rather than
+    // guess. Each refused echo stores its error too, but that expires as well.
+    const answer = await waitFor(
+      async () => {
+        const r = await callTool(mcpd.port, session, 'echo', { message: 'room again' });
+        return r.response?.result ? r.response.result.content?.[0]?.text : null;
+      },
+      10000,
+      'room under the cap',
+      200,
+    );
+    assert.equal(answer, 'room again');
     // ...and the cap still holds once that room is used up.
     const again = await callTool(mcpd.port, session, 'countdown', { n: 200, interval_ms: 0 }, { progressToken: 'c' });
     assert.match(again.response?.error?.message ?? '', /storage limit/i);
@@ -90,8 +101,15 @@ test('an ended stream is resumable within its retention, and gone after it', asy
     assert.equal(replayed.length, 2, 'the second progress and the response');
     assert.equal(replayed[1].id, r.id);
 
-    await sleep(1500);
-    const late = await resume(mcpd.port, session, first.id);
+    const late = await waitFor(
+      async () => {
+        const r = await resume(mcpd.port, session, first.id);
+        return r.status === 200 ? null : r;
+      },
+      10000,
+      'the ended stream to expire',
+      100,
+    );
     assert.equal(late.status, 400, 'an expired stream cannot be resumed');
     assert.equal(await echo(mcpd.port, session), 'still-alive', 'the session outlives its streams');
   } finally {
