@@ -187,6 +187,19 @@ static void prime(struct reader *r)
     }
 }
 
+/* Frames one message as an event; -1 when out of memory. */
+static int take(struct reader *r, const struct stream_chunk *ch)
+{
+    char id[96];
+    stream_event_id(r->stream, ch->seq, id, sizeof id);
+    if (sse_event(&r->buf, id, -1, ch->msg, ch->len) != 0)
+        return -1;
+    r->next = ch->seq + 1;
+    r->done = ch->is_end;
+    core_session_touch(r->session);
+    return 0;
+}
+
 static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
@@ -212,16 +225,10 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
             deadline = r->poll_deadline;
         struct stream_chunk ch;
         switch (stream_read(r->stream, &r->token, r->next, deadline, &ch)) {
-        case STREAM_CHUNK: {
-            char id[96];
-            stream_event_id(r->stream, ch.seq, id, sizeof id);
-            if (sse_event(&r->buf, id, -1, ch.msg, ch.len) != 0)
+        case STREAM_CHUNK:
+            if (take(r, &ch) != 0)
                 return U_STREAM_ERROR;
-            r->next = ch.seq + 1;
-            r->done = ch.is_end;
-            core_session_touch(r->session);
             break;
-        }
         case STREAM_PROBE:
             r->probe_writes = 2;
             break;
@@ -305,6 +312,41 @@ static int start_sse(struct _u_response *resp, struct session *s, struct stream 
     return U_CALLBACK_COMPLETE;
 }
 
+/* An SSE reply that is already whole (a quick handler's, committed before
+ * it returned): the events a reader would write, as one body of known
+ * length. Streamed, the same reply costs a write for the
+ * headers, the priming event, each message and the end, and a poll before
+ * each; this is one write. Returns -1, having answered nothing, when some
+ * message is not there yet: the caller streams it. tok is not advanced. */
+static int send_sse_whole(struct _u_response *resp, struct session *s, struct stream *st,
+                          const struct stream_reader *tok)
+{
+    struct reader r = {.stream = st, .session = s, .polling = core_session_polling(s)};
+    struct stream_reader t = *tok; /* a notice read here stays for the streaming reader */
+    struct stream_chunk ch;
+    for (int64_t seq = 0;; seq++) {
+        if (stream_read(st, &t, seq, 0, &ch) != STREAM_CHUNK)
+            return -1;
+        if (ch.is_end)
+            break;
+    }
+    prime(&r);
+    while (!r.done) {
+        if (stream_read(st, &t, r.next, 0, &ch) != STREAM_CHUNK || take(&r, &ch) != 0) {
+            sse_buf_free(&r.buf);
+            return -1;
+        }
+    }
+    int rc = ulfius_set_binary_body_response(resp, 200, r.buf.data + r.buf.off,
+                                             r.buf.len - r.buf.off) == U_OK
+                 ? 0
+                 : -1;
+    sse_buf_free(&r.buf);
+    if (rc == 0)
+        sse_headers(resp);
+    return rc;
+}
+
 /* Sends one stored message as the JSON body. */
 static int send_chunk_json(struct _u_response *resp, const struct stream_chunk *ch)
 {
@@ -354,6 +396,8 @@ static int reply_stream(struct _u_response *resp, struct session *s, struct stre
         else if (w == STREAM_POLL)
             stream_detach_readers(st); /* re-arm it for the SSE reader */
     }
+    if (rc == -1 && send_sse_whole(resp, s, st, &tok) == 0)
+        rc = U_CALLBACK_COMPLETE;
     if (rc == -1)
         return start_sse(resp, s, st, &tok, 0, 0, ephemeral);
     stream_unref(st);
