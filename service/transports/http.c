@@ -200,20 +200,29 @@ static int take(struct reader *r, const struct stream_chunk *ch)
     return 0;
 }
 
+static ssize_t drain(struct reader *r, char *out, size_t max)
+{
+    ssize_t n = (ssize_t)sse_drain(&r->buf, out, max);
+    /* Once written, the standalone stream's messages count as delivered (a
+     * JSON reply may be waiting for them). */
+    if (r->standalone_get && !sse_pending(&r->buf))
+        core_standalone_sent(r->session, r->next);
+    return n;
+}
+
 static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
     struct reader *r = ud;
+    /* A block started empty takes every message that is ready at once, up
+     * to its size: a resumed or busy stream goes out a block per write,
+     * not an event (and a poll) per write. Leftovers go first, alone. */
+    int fresh = !sse_pending(&r->buf);
     for (;;) {
-        if (sse_pending(&r->buf)) {
-            ssize_t n = (ssize_t)sse_drain(&r->buf, out, max);
-            /* Once written, the standalone stream's messages count as
-             * delivered (a JSON reply may be waiting for them). */
-            if (r->standalone_get && !sse_pending(&r->buf))
-                core_standalone_sent(r->session, r->next);
-            return n;
-        }
-        if (r->done)
+        size_t pending = sse_pending(&r->buf);
+        if (pending && (!fresh || pending >= max || r->done))
+            return drain(r, out, max);
+        if (!pending && r->done)
             return U_STREAM_END;
         if (!r->primed) {
             prime(r);
@@ -224,7 +233,11 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
         if (r->poll_deadline && r->poll_deadline < deadline)
             deadline = r->poll_deadline;
         struct stream_chunk ch;
-        switch (stream_read(r->stream, &r->token, r->next, deadline, &ch)) {
+        enum stream_wait w =
+            stream_read(r->stream, &r->token, r->next, pending ? 0 : deadline, &ch);
+        if (w == STREAM_TIMEOUT && pending) /* nothing more yet: send what there is */
+            return drain(r, out, max);
+        switch (w) {
         case STREAM_CHUNK:
             if (take(r, &ch) != 0)
                 return U_STREAM_ERROR;

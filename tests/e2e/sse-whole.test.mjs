@@ -1,12 +1,15 @@
-// --reply-mode sse: a reply that is whole by the time its request has been
-// handled (a quick tool's) goes out as one SSE body of known length, with the
-// events a streamed reply carries (the priming event, then the response), and
-// its event ids resume like any other. A reply still being written streams.
+// How SSE replies are written. --reply-mode sse: a reply that is whole by
+// the time its request has been handled (a quick tool's) goes out as one SSE
+// body of known length, with the events a streamed reply carries (the
+// priming event, then the response), and its event ids resume like any
+// other; a reply still being written streams. A stream that has many
+// messages ready (a resume of a finished call) goes out a block of events
+// per HTTP chunk, not one chunk per event.
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { callTool, getStream, initSession, parseEventId, startMcpd } from './lib/mcpd.mjs';
+import { LATEST, callTool, getStream, initSession, parseEventId, rawExchange, startMcpd } from './lib/mcpd.mjs';
 
 let mcpd;
 before(async () => {
@@ -61,4 +64,40 @@ test('a reply still being written streams: chunked, progress before the response
   assert.deepEqual(progress, [1, 2, 3]);
   assert.equal(r.response?.result?.content?.[0]?.text, 'countdown finished');
   assert.equal(r.events[0].data, '', 'the priming event first');
+});
+
+test('a resume with many messages ready is written in blocks of events, each message once', async () => {
+  const { session } = await initSession(mcpd.port);
+  const n = 200;
+  const r = await callTool(mcpd.port, session, 'countdown', { n, interval_ms: 0 }, { progressToken: 'b', ms: 20000 });
+  assert.equal(r.response?.result?.content?.[0]?.text, 'countdown finished');
+  const head =
+    `GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:${mcpd.port}\r\nAccept: text/event-stream\r\n` +
+    `Mcp-Session-Id: ${session}\r\nMCP-Protocol-Version: ${LATEST}\r\nLast-Event-ID: ${r.events[0].id}\r\n\r\n`;
+  const x = await rawExchange(mcpd.port, head, { ms: 10000, until: (t) => t.includes('\r\n0\r\n\r\n') });
+  assert.ok(!x.timedOut, `the replay ended: ${x.text.slice(0, 300)}`);
+  const at = x.text.indexOf('\r\n\r\n');
+  assert.match(x.text.slice(0, at), /^HTTP\/1\.1 200 /);
+  assert.match(x.text.slice(0, at), /transfer-encoding: chunked/i);
+  let p = at + 4;
+  let body = '';
+  let chunks = 0;
+  for (;;) {
+    const nl = x.text.indexOf('\r\n', p);
+    const size = parseInt(x.text.slice(p, nl), 16);
+    if (size === 0) break;
+    body += x.text.slice(nl + 2, nl + 2 + size);
+    chunks++;
+    p = nl + 2 + size + 2;
+  }
+  const data = body.split('\n').filter((l) => l.startsWith('data: ') && l.length > 6);
+  const msgs = data.map((l) => JSON.parse(l.slice(6)));
+  assert.deepEqual(
+    msgs.filter((m) => m.method === 'notifications/progress').map((m) => m.params.progress),
+    Array.from({ length: n }, (_, i) => i + 1),
+  );
+  assert.equal(msgs[msgs.length - 1].id, r.id);
+  assert.equal(msgs.length, n + 1);
+  // ~120 bytes an event, 4 KiB blocks: a handful of chunks, not n + 1
+  assert.ok(chunks <= n / 10, `${n + 1} messages in ${chunks} chunks`);
 });
