@@ -327,10 +327,10 @@ static int start_sse(struct _u_response *resp, struct session *s, struct stream 
 
 /* An SSE reply that is already whole (a quick handler's, committed before
  * it returned): the events a reader would write, as one body of known
- * length. Streamed, the same reply costs a write for the
- * headers, the priming event, each message and the end, and a poll before
- * each; this is one write. Returns -1, having answered nothing, when some
- * message is not there yet: the caller streams it. tok is not advanced. */
+ * length. Streamed, the same reply costs a write for the headers, the
+ * priming event, the messages and the end, and a poll before each; this is
+ * one write. Returns -1, having answered nothing, when some message is not
+ * there yet: the caller streams it. tok is not advanced. */
 static int send_sse_whole(struct _u_response *resp, struct session *s, struct stream *st,
                           const struct stream_reader *tok)
 {
