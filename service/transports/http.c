@@ -200,6 +200,11 @@ static int take(struct reader *r, const struct stream_chunk *ch)
     return 0;
 }
 
+int http_sse_block_full(size_t pending, int fresh, size_t max, int done)
+{
+    return pending && (!fresh || pending >= max || done);
+}
+
 static ssize_t drain(struct reader *r, char *out, size_t max)
 {
     ssize_t n = (ssize_t)sse_drain(&r->buf, out, max);
@@ -214,13 +219,10 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
     struct reader *r = ud;
-    /* A block started empty takes every message that is ready at once, up
-     * to its size: a resumed or busy stream goes out a block per write,
-     * not an event (and a poll) per write. Leftovers go first, alone. */
     int fresh = !sse_pending(&r->buf);
     for (;;) {
         size_t pending = sse_pending(&r->buf);
-        if (pending && (!fresh || pending >= max || r->done))
+        if (http_sse_block_full(pending, fresh, max, r->done))
             return drain(r, out, max);
         if (!pending && r->done)
             return U_STREAM_END;

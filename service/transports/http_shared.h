@@ -6,6 +6,7 @@
 #ifndef MCPD_HTTP_SHARED_H
 #define MCPD_HTTP_SHARED_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "auth.h"
@@ -27,6 +28,13 @@ int http_version_ok(const struct _u_request *req, struct _u_response *resp);
 int http_refused(struct _u_response *resp, struct core_reply *r);
 /* Headers that keep proxies from buffering or transforming a stream. */
 void http_sse_headers(struct _u_response *resp);
+/* The SSE writers' block rule. A content-reader call whose block started
+ * empty (fresh) takes every message that is ready at once, up to the
+ * block's size, so that a resumed or busy stream goes out a block per write
+ * instead of an event (and a poll) per write; a block holding leftovers
+ * goes alone. 1: write the pending bytes now; 0: read more (without
+ * waiting, when something is pending, and write on a timeout). */
+int http_sse_block_full(size_t pending, int fresh, size_t max, int done);
 /* How long an idle event stream waits before a keepalive comment. */
 int64_t http_keepalive_ms(void);
 /* A GET that finds a session's stream followed probes the holder and

@@ -301,13 +301,17 @@ static void wait_bound(struct conn *c)
     }
 }
 
-/* Following the standalone stream, as http.c's GET stream does. */
-static int follow(struct conn *c)
+/* Following the standalone stream, as http.c's GET stream does. Without
+ * wait, only what is there already: 1 when nothing is. */
+static int follow(struct conn *c, int wait)
 {
     int64_t deadline =
         clock_mono_ms() + (c->probe_writes ? HTTP_PROBE_GAP_MS : http_keepalive_ms());
     struct stream_chunk ch;
-    switch (stream_read(c->stream, &c->token, c->next, deadline, &ch)) {
+    enum stream_wait w = stream_read(c->stream, &c->token, c->next, wait ? deadline : 0, &ch);
+    if (w == STREAM_TIMEOUT && !wait)
+        return 1;
+    switch (w) {
     case STREAM_CHUNK: {
         char id[96];
         stream_event_id(c->stream, ch.seq, id, sizeof id);
@@ -346,22 +350,31 @@ static ssize_t conn_write(void *ud, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
     struct conn *c = ud;
+    int fresh = !sse_pending(&c->buf);
     for (;;) {
-        if (sse_pending(&c->buf)) {
+        size_t pending = sse_pending(&c->buf);
+        /* Only a followed stream's messages share a block. */
+        int following = c->session && !c->announce;
+        if (http_sse_block_full(pending, fresh && following, max, c->done)) {
             ssize_t n = (ssize_t)sse_drain(&c->buf, out, max);
             /* Written: the standalone stream's messages count as delivered. */
             if (c->session && !sse_pending(&c->buf))
                 core_standalone_sent(c->session, c->next);
             return n;
         }
-        if (c->done)
+        if (!pending && c->done)
             return U_STREAM_END;
-        if (c->announce)
+        if (c->announce) {
             announce(c);
-        else if (!c->session)
+        } else if (!c->session) {
             wait_bound(c);
-        else if (follow(c) != 0)
-            return U_STREAM_ERROR;
+        } else {
+            int rc = follow(c, !pending);
+            if (rc < 0)
+                return U_STREAM_ERROR;
+            if (rc == 1) /* nothing more yet: write what there is */
+                fresh = 0;
+        }
     }
 }
 

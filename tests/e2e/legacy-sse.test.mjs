@@ -7,7 +7,8 @@
 // refusals as on /mcp (404, 400 -32700, 415, …); (e) SIGKILL + restart on the
 // same db: the session and its stream go on; (f) the same bearer tokens as
 // /mcp, and another principal's session does not exist; (g) a client that
-// speaks only 2024-11-05 is answered in 2024-11-05.
+// speaks only 2024-11-05 is answered in 2024-11-05; (h) a resume with many
+// messages ready is written in blocks of events, not a chunk per event.
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -20,9 +21,11 @@ import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import {
   LATEST,
   MCPD_BIN,
+  chunkedResponse,
   newId,
   openStream,
   parseEventId,
+  rawExchange,
   request,
   sleep,
   startMcpd,
@@ -391,4 +394,46 @@ test('(g) a client that speaks only 2024-11-05 gets 2024-11-05, and no batches',
   } finally {
     s.close();
   }
+});
+
+test('(h) a resume with many messages ready comes in blocks of events, each message once', async () => {
+  const { s, session } = await openSse(mcpd.port);
+  const n = 200;
+  let from;
+  try {
+    await initialize(mcpd.port, s.sse, session);
+    const pid = newId();
+    assert.equal((await post(mcpd.port, session, { jsonrpc: '2.0', id: pid, method: 'ping' })).status, 202);
+    from = (await nextMessage(s.sse)).ev.id;
+    const cid = newId();
+    const p = await post(mcpd.port, session, {
+      jsonrpc: '2.0',
+      id: cid,
+      method: 'tools/call',
+      params: { name: 'countdown', arguments: { n, interval_ms: 0 }, _meta: { progressToken: 'legacy-h' } },
+    });
+    assert.equal(p.status, 202);
+    for (;;) if ((await nextMessage(s.sse, 20000)).msg.id === cid) break; // all of it stored
+  } finally {
+    s.close();
+  }
+  const x = await rawExchange(
+    mcpd.port,
+    `GET /sse HTTP/1.1\r\nHost: 127.0.0.1:${mcpd.port}\r\nAccept: text/event-stream\r\nLast-Event-ID: ${from}\r\n\r\n`,
+    { ms: 10000, until: (t) => t.includes('countdown finished') && t.endsWith('\r\n') },
+  );
+  const { head, chunks } = chunkedResponse(x.text);
+  assert.match(head, /^HTTP\/1\.1 200 /);
+  const msgs = chunks
+    .join('')
+    .split('\n')
+    .filter((l) => l.startsWith('data: {'))
+    .map((l) => JSON.parse(l.slice(6)));
+  assert.deepEqual(
+    msgs.filter((m) => m.method === 'notifications/progress').map((m) => m.params.progress),
+    Array.from({ length: n }, (_, i) => i + 1),
+  );
+  assert.equal(msgs.length, n + 1, 'each message once');
+  // the endpoint event alone, then ~120-byte events in 4-16 KiB blocks
+  assert.ok(chunks.length <= n / 10, `${n + 1} messages in ${chunks.length} chunks`);
 });

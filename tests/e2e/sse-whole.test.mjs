@@ -9,7 +9,16 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { LATEST, callTool, getStream, initSession, parseEventId, rawExchange, startMcpd } from './lib/mcpd.mjs';
+import {
+  LATEST,
+  callTool,
+  chunkedResponse,
+  getStream,
+  initSession,
+  parseEventId,
+  rawExchange,
+  startMcpd,
+} from './lib/mcpd.mjs';
 
 let mcpd;
 before(async () => {
@@ -76,20 +85,10 @@ test('a resume with many messages ready is written in blocks of events, each mes
     `Mcp-Session-Id: ${session}\r\nMCP-Protocol-Version: ${LATEST}\r\nLast-Event-ID: ${r.events[0].id}\r\n\r\n`;
   const x = await rawExchange(mcpd.port, head, { ms: 10000, until: (t) => t.includes('\r\n0\r\n\r\n') });
   assert.ok(!x.timedOut, `the replay ended: ${x.text.slice(0, 300)}`);
-  const at = x.text.indexOf('\r\n\r\n');
-  assert.match(x.text.slice(0, at), /^HTTP\/1\.1 200 /);
-  assert.match(x.text.slice(0, at), /transfer-encoding: chunked/i);
-  let p = at + 4;
-  let body = '';
-  let chunks = 0;
-  for (;;) {
-    const nl = x.text.indexOf('\r\n', p);
-    const size = parseInt(x.text.slice(p, nl), 16);
-    if (size === 0) break;
-    body += x.text.slice(nl + 2, nl + 2 + size);
-    chunks++;
-    p = nl + 2 + size + 2;
-  }
+  const { head: h, chunks } = chunkedResponse(x.text);
+  assert.match(h, /^HTTP\/1\.1 200 /);
+  assert.match(h, /transfer-encoding: chunked/i);
+  const body = chunks.join('');
   const data = body.split('\n').filter((l) => l.startsWith('data: ') && l.length > 6);
   const msgs = data.map((l) => JSON.parse(l.slice(6)));
   assert.deepEqual(
@@ -99,5 +98,5 @@ test('a resume with many messages ready is written in blocks of events, each mes
   assert.equal(msgs[msgs.length - 1].id, r.id);
   assert.equal(msgs.length, n + 1);
   // ~120 bytes an event, 4 KiB blocks: a handful of chunks, not n + 1
-  assert.ok(chunks <= n / 10, `${n + 1} messages in ${chunks} chunks`);
+  assert.ok(chunks.length <= n / 10, `${n + 1} messages in ${chunks.length} chunks`);
 });

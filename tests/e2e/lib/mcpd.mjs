@@ -271,6 +271,27 @@ export function rawExchange(port, data, { ms = 5000, until = () => false } = {})
 }
 
 /**
+ * The head and the body chunks of one chunked HTTP/1.1 response in raw
+ * text (as rawExchange collects it): {head, chunks[], ended}; ended once the
+ * last (empty) chunk was read.
+ */
+export function chunkedResponse(raw) {
+  const at = raw.indexOf('\r\n\r\n');
+  const head = raw.slice(0, at);
+  const chunks = [];
+  let p = at + 4;
+  for (;;) {
+    const nl = raw.indexOf('\r\n', p);
+    if (nl < 0) return { head, chunks, ended: false };
+    const size = parseInt(raw.slice(p, nl), 16);
+    if (size === 0) return { head, chunks, ended: true };
+    if (raw.length < nl + 2 + size) return { head, chunks, ended: false };
+    chunks.push(raw.slice(nl + 2, nl + 2 + size));
+    p = nl + 2 + size + 2;
+  }
+}
+
+/**
  * Open a request whose response is read incrementally (SSE). Resolves once
  * the response headers arrive: {status, headers, res, req, sse: SseReader,
  * close()}.
