@@ -339,26 +339,16 @@ static int send_sse_whole(struct _u_response *resp, struct session *s, struct st
     struct reader r = {.stream = st, .session = s, .polling = core_session_polling(s)};
     struct stream_reader t = *tok; /* a notice read here stays for the streaming reader */
     struct stream_chunk ch;
-    for (int64_t seq = 0;; seq++) {
-        if (stream_read(st, &t, seq, 0, &ch) != STREAM_CHUNK)
-            return -1;
-        if (ch.is_end)
-            break;
-    }
+    int rc = 0;
     prime(&r);
-    while (!r.done) {
-        if (stream_read(st, &t, r.next, 0, &ch) != STREAM_CHUNK || take(&r, &ch) != 0) {
-            sse_buf_free(&r.buf);
-            return -1;
-        }
-    }
-    int rc = ulfius_set_binary_body_response(resp, 200, r.buf.data + r.buf.off,
-                                             r.buf.len - r.buf.off) == U_OK
-                 ? 0
-                 : -1;
-    sse_buf_free(&r.buf);
+    while (rc == 0 && !r.done)
+        rc = stream_read(st, &t, r.next, 0, &ch) == STREAM_CHUNK ? take(&r, &ch) : -1;
+    if (rc == 0 && ulfius_set_binary_body_response(resp, 200, r.buf.data + r.buf.off,
+                                                   r.buf.len - r.buf.off) != U_OK)
+        rc = -1;
     if (rc == 0)
         sse_headers(resp);
+    sse_buf_free(&r.buf);
     return rc;
 }
 

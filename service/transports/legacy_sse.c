@@ -346,6 +346,15 @@ static int follow(struct conn *c, int wait)
     return 0;
 }
 
+static ssize_t conn_drain(struct conn *c, char *out, size_t max)
+{
+    ssize_t n = (ssize_t)sse_drain(&c->buf, out, max);
+    /* Written: the standalone stream's messages count as delivered. */
+    if (c->session && !sse_pending(&c->buf))
+        core_standalone_sent(c->session, c->next);
+    return n;
+}
+
 static ssize_t conn_write(void *ud, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
@@ -355,13 +364,8 @@ static ssize_t conn_write(void *ud, uint64_t pos, char *out, size_t max)
         size_t pending = sse_pending(&c->buf);
         /* Only a followed stream's messages share a block. */
         int following = c->session && !c->announce;
-        if (http_sse_block_full(pending, fresh && following, max, c->done)) {
-            ssize_t n = (ssize_t)sse_drain(&c->buf, out, max);
-            /* Written: the standalone stream's messages count as delivered. */
-            if (c->session && !sse_pending(&c->buf))
-                core_standalone_sent(c->session, c->next);
-            return n;
-        }
+        if (http_sse_block_full(pending, fresh && following, max, c->done))
+            return conn_drain(c, out, max);
         if (!pending && c->done)
             return U_STREAM_END;
         if (c->announce) {
@@ -373,7 +377,7 @@ static ssize_t conn_write(void *ud, uint64_t pos, char *out, size_t max)
             if (rc < 0)
                 return U_STREAM_ERROR;
             if (rc == 1) /* nothing more yet: write what there is */
-                fresh = 0;
+                return conn_drain(c, out, max);
         }
     }
 }

@@ -245,16 +245,21 @@ int main(int argc, char **argv)
     struct MHD_Daemon *d;
     pthread_t writer;
     sigset_t set;
+    static const struct {
+        const char *name;
+        int pool, commit;
+    } models[] = {
+        {"tpc-bare", 0, 0}, {"tpc-commit", 0, 1}, {"pool-bare", 1, 0}, {"pool-commit", 1, 1}};
     int sig, port = argc == 4 ? atoi(argv[2]) : 0;
-    const char *model = argc == 4 ? argv[1] : "";
-    if (port <= 0 || port > 65535 ||
-        (strcmp(model, "tpc-bare") && strcmp(model, "tpc-commit") && strcmp(model, "pool-bare") &&
-         strcmp(model, "pool-commit"))) {
+    size_t m = 0;
+    while (argc == 4 && m < sizeof models / sizeof models[0] && strcmp(argv[1], models[m].name))
+        m++;
+    if (port <= 0 || port > 65535 || m == sizeof models / sizeof models[0]) {
         fprintf(stderr, "usage: %s tpc-bare|tpc-commit|pool-bare|pool-commit PORT DB\n", argv[0]);
         return 2;
     }
-    g.pool = strncmp(model, "pool-", 5) == 0;
-    g.commit = strstr(model, "-commit") != NULL;
+    g.pool = models[m].pool;
+    g.commit = models[m].commit;
     if (g.commit && open_db(argv[3]) != 0) {
         fprintf(stderr, "wait_models: %s: %s\n", argv[3], sqlite3_errmsg(g.db));
         return 1;
