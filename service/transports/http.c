@@ -793,14 +793,6 @@ static int on_delete(const struct _u_request *req, struct _u_response *resp, voi
     return U_CALLBACK_COMPLETE;
 }
 
-static int on_other_method(const struct _u_request *req, struct _u_response *resp, void *ud)
-{
-    (void)req;
-    (void)ud;
-    u_map_put(resp->map_header, "Allow", "GET, POST, DELETE");
-    return fail(resp, 405, JSONRPC_SERVER_ERROR, "Method Not Allowed");
-}
-
 static int on_healthz(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
     (void)req;
@@ -864,10 +856,31 @@ int64_t http_keepalive_ms(void)
     return http.cfg.keepalive_ms;
 }
 
+int http_path_is(const char *url_path, const char *name)
+{
+    /* As ulfius matches a one-segment URL format: empty segments do not
+     * count, so "/mcp/" and "//mcp" are "/mcp" too. */
+    size_t n = strlen(name);
+    url_path += strspn(url_path, "/");
+    if (strncmp(url_path, name, n) != 0)
+        return 0;
+    url_path += n;
+    return url_path[strspn(url_path, "/")] == '\0';
+}
+
+/* Reached when no endpoint matched the method and path: 405 for a path
+ * that other methods serve, else 404. (Endpoints for "any method" would do
+ * the same, but ulfius matches every request against them, at a split URL
+ * and a dozen allocations each.) */
 static int on_unknown(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
-    (void)req;
     (void)ud;
+    const char *allow =
+        http_path_is(req->url_path, "mcp") ? "GET, POST, DELETE" : legacy_sse_allow(req->url_path);
+    if (allow) {
+        u_map_put(resp->map_header, "Allow", allow);
+        return fail(resp, 405, JSONRPC_SERVER_ERROR, "Method Not Allowed");
+    }
     return fail(resp, 404, JSONRPC_SERVER_ERROR, "Not Found: MCP is served at /mcp");
 }
 
@@ -950,7 +963,6 @@ int http_start(const struct http_config *cfg, char **err)
     ulfius_add_endpoint_by_val(&http.inst, "POST", "/mcp", NULL, 0, on_post, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "GET", "/mcp", NULL, 0, on_get, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "DELETE", "/mcp", NULL, 0, on_delete, NULL);
-    ulfius_add_endpoint_by_val(&http.inst, "*", "/mcp", NULL, 1, on_other_method, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "GET", "/healthz", NULL, 0, on_healthz, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "GET", "/readyz", NULL, 0, on_readyz, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "GET", "/metrics", NULL, 0, on_metrics, NULL);

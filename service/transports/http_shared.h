@@ -35,6 +35,9 @@ void http_sse_headers(struct _u_response *resp);
  * goes alone. 1: write the pending bytes now; 0: read more (without
  * waiting, when something is pending, and write on a timeout). */
 int http_sse_block_full(size_t pending, int fresh, size_t max, int done);
+/* 1 when url_path names the one-segment path `name` (no slash), as ulfius
+ * routes it: "/mcp", "/mcp/" and "//mcp" all name "mcp". */
+int http_path_is(const char *url_path, const char *name);
 /* How long an idle event stream waits before a keepalive comment. */
 int64_t http_keepalive_ms(void);
 /* A GET that finds a session's stream followed probes the holder and

@@ -596,11 +596,11 @@ static int on_messages(const struct _u_request *req, struct _u_response *resp, v
     return rc;
 }
 
-static int on_other_method(const struct _u_request *req, struct _u_response *resp, void *ud)
+const char *legacy_sse_allow(const char *url_path)
 {
-    (void)ud;
-    u_map_put(resp->map_header, "Allow", strcmp(req->url_path, "/sse") == 0 ? "GET" : "POST");
-    return http_fail(resp, 405, JSONRPC_SERVER_ERROR, "Method Not Allowed");
+    if (http_path_is(url_path, "sse"))
+        return "GET";
+    return http_path_is(url_path, "messages") ? "POST" : NULL;
 }
 
 /* ---- lifecycle ---- */
@@ -614,9 +614,7 @@ void legacy_sse_add_endpoints(struct _u_instance *inst)
     }
     pthread_mutex_unlock(&rsv.mu);
     ulfius_add_endpoint_by_val(inst, "GET", "/sse", NULL, 0, on_sse, NULL);
-    ulfius_add_endpoint_by_val(inst, "*", "/sse", NULL, 1, on_other_method, NULL);
     ulfius_add_endpoint_by_val(inst, "POST", "/messages", NULL, 0, on_messages, NULL);
-    ulfius_add_endpoint_by_val(inst, "*", "/messages", NULL, 1, on_other_method, NULL);
 }
 
 static void free_entry(void *arg, const char *key, void *value)

@@ -52,10 +52,13 @@
 
 struct _u_instance;
 
-/* Registers GET /sse and POST /messages (and 405 for other methods) on the
- * server http.c runs, and starts the relay thread. Call from http_start,
- * after the http configuration is set. */
+/* Registers GET /sse and POST /messages on the server http.c runs, and
+ * starts the relay thread. Call from http_start, after the http
+ * configuration is set. */
 void legacy_sse_add_endpoints(struct _u_instance *inst);
+/* The Allow header for a request to one of those paths with another
+ * method (answered 405 by http.c); NULL for other paths. Static string. */
+const char *legacy_sse_allow(const char *url_path);
 /* Stops the relay and forgets the reservations (after the server stopped:
  * no connection is left). */
 void legacy_sse_stop(void);

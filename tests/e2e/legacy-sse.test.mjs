@@ -262,10 +262,19 @@ test('(d) refusals: unknown session 404, bad JSON 400, wrong type 415, and more'
   assert.equal(r.status, 400, 'malformed Last-Event-ID');
   r = await request(port, { method: 'GET', path: '/sse', headers: { Accept: 'application/json' } });
   assert.equal(r.status, 406);
-  r = await request(port, { method: 'PUT', path: '/sse', headers: {}, body: '' });
-  assert.equal(r.status, 405);
-  r = await request(port, { method: 'GET', path: '/messages', headers: {} });
-  assert.equal(r.status, 405);
+  // A 405 names what the path allows, however the path is spelled; other
+  // paths are 404.
+  for (const [method, p, allow] of [['PUT', '/sse', 'GET'], ['PUT', '/sse/', 'GET'], ['GET', '/messages', 'POST'],
+    ['DELETE', '//messages', 'POST'], ['PUT', '/mcp', 'GET, POST, DELETE'], ['PATCH', '/mcp/', 'GET, POST, DELETE']]) {
+    r = await request(port, { method, path: p, headers: {}, body: '' });
+    assert.equal(r.status, 405, `${method} ${p}`);
+    assert.equal(r.headers.allow, allow, `${method} ${p}`);
+    assert.equal(r.json.error.code, -32000);
+  }
+  for (const [method, p] of [['POST', '/healthz'], ['GET', '/mcpx'], ['GET', '/mcp/x'], ['PUT', '/']]) {
+    r = await request(port, { method, path: p, headers: {}, body: '' });
+    assert.equal(r.status, 404, `${method} ${p}`);
+  }
 });
 
 test('(e) SIGKILL and restart on the same db: resume /sse, same session, nothing lost or repeated', async () => {
