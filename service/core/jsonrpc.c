@@ -162,8 +162,22 @@ json_t *jsonrpc_notification(const char *method, json_t *params)
 
 char *jsonrpc_dump(const json_t *msg, size_t *len)
 {
-    char *s = json_dumps(msg, JSON_COMPACT);
-    if (s && len)
-        *len = strlen(s);
+    /* Into a stack buffer first, then one exact copy: json_dumps grows
+     * its buffer from 16 bytes by doubling, a malloc and a copy each time,
+     * and duplicates the result at the end. */
+    char buf[4096];
+    size_t n = json_dumpb(msg, buf, sizeof buf, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *s = n ? malloc(n + 1) : NULL;
+    if (!s)
+        return NULL;
+    if (n <= sizeof buf) {
+        memcpy(s, buf, n);
+    } else if (json_dumpb(msg, s, n, JSON_COMPACT | JSON_ENCODE_ANY) != n) {
+        free(s);
+        return NULL;
+    }
+    s[n] = '\0';
+    if (len)
+        *len = n;
     return s;
 }

@@ -70,7 +70,8 @@ json_t *jsonrpc_error(json_t *id, int code, const char *message,
 json_t *jsonrpc_request(json_t *id, const char *method, json_t *params); /* steals id, params */
 json_t *jsonrpc_notification(const char *method, json_t *params);        /* steals params */
 
-/* Compact one-line encoding (never contains a raw newline). Caller frees. */
+/* Compact one-line encoding of a message, or of any JSON value (never
+ * contains a raw newline). NULL when out of memory. Caller frees. */
 char *jsonrpc_dump(const json_t *msg, size_t *len);
 
 #endif

@@ -225,7 +225,7 @@ struct stream *stream_create(const char *session_id, enum stream_kind kind,
     if (!s)
         return NULL;
     s->ephemeral = kind == STREAM_EPHEMERAL;
-    s->request_id = request_id ? json_dumps(request_id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    s->request_id = request_id ? jsonrpc_dump(request_id, NULL) : NULL;
     struct shard *sh = shard_of(s->id);
     pthread_mutex_lock(&sh->mu);
     int ok = sh->streams && reg.store && table_put(sh->streams, s->id, s) == 0;

@@ -258,9 +258,7 @@ static int migrate_all(struct store *st, char **err)
 
 static void op_free(struct write_op *op)
 {
-    for (int i = 0; i < op->nparams; i++)
-        free(op->p[i].s);
-    free(op);
+    free(op); /* its texts live in the same allocation (op_new) */
 }
 
 static int run_stmt(struct store *st, struct write_op *op, enum write_kind kind);
@@ -426,36 +424,43 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-/* Builds an op from a format: 'i' int64, 's' text (NULL allowed), 'n' null. */
+/* Builds an op from a format: 'i' int64, 's' text (NULL allowed), 'b' text
+ * and its length, 'n' null. One allocation holds the op and a copy of every
+ * text, where one each cost a malloc per parameter of every message. */
 static struct write_op *op_new(enum write_kind kind, const char *fmt, va_list ap)
 {
-    struct write_op *op = calloc(1, sizeof *op);
+    struct param p[MAX_PARAMS];
+    const char *text[MAX_PARAMS];
+    int n = 0;
+    size_t bytes = 0;
+    for (const char *f = fmt; *f && n < MAX_PARAMS; f++, n++) {
+        p[n] = (struct param){.type = P_NULL};
+        if (*f == 'i') {
+            p[n].type = P_INT;
+            p[n].i = va_arg(ap, int64_t);
+        } else if (*f == 's' || *f == 'b') {
+            text[n] = va_arg(ap, const char *);
+            size_t len = *f == 'b' ? va_arg(ap, size_t) : (text[n] ? strlen(text[n]) : 0);
+            if (text[n]) {
+                p[n].type = P_TEXT;
+                p[n].len = len;
+                bytes += len + 1;
+            }
+        }
+    }
+    struct write_op *op = calloc(1, sizeof *op + bytes);
     if (!op)
         return NULL;
     op->kind = kind;
-    for (const char *f = fmt; *f && op->nparams < MAX_PARAMS; f++) {
-        struct param *p = &op->p[op->nparams++];
-        if (*f == 'i') {
-            p->type = P_INT;
-            p->i = va_arg(ap, int64_t);
-        } else if (*f == 's' || *f == 'b') {
-            const char *s = va_arg(ap, const char *);
-            size_t len = *f == 'b' ? va_arg(ap, size_t) : (s ? strlen(s) : 0);
-            if (!s) {
-                p->type = P_NULL;
-                continue;
-            }
-            p->type = P_TEXT;
-            p->s = malloc(len + 1);
-            if (!p->s) {
-                op_free(op);
-                return NULL;
-            }
-            memcpy(p->s, s, len);
-            p->s[len] = '\0';
-            p->len = len;
-        } else {
-            p->type = P_NULL;
+    op->nparams = n;
+    char *at = (char *)(op + 1);
+    for (int i = 0; i < n; i++) {
+        op->p[i] = p[i];
+        if (p[i].type == P_TEXT) {
+            memcpy(at, text[i], p[i].len);
+            at[p[i].len] = '\0';
+            op->p[i].s = at;
+            at += p[i].len + 1;
         }
     }
     return op;
