@@ -1,5 +1,6 @@
 /* jsonrpc — see jsonrpc.h. */
 #include "jsonrpc.h"
+#include "json_write.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -162,22 +163,5 @@ json_t *jsonrpc_notification(const char *method, json_t *params)
 
 char *jsonrpc_dump(const json_t *msg, size_t *len)
 {
-    /* Into a stack buffer first, then one exact copy: json_dumps grows
-     * its buffer from 16 bytes by doubling, a malloc and a copy each time,
-     * and duplicates the result at the end. */
-    char buf[4096];
-    size_t n = json_dumpb(msg, buf, sizeof buf, JSON_COMPACT | JSON_ENCODE_ANY);
-    char *s = n ? malloc(n + 1) : NULL;
-    if (!s)
-        return NULL;
-    if (n <= sizeof buf) {
-        memcpy(s, buf, n);
-    } else if (json_dumpb(msg, s, n, JSON_COMPACT | JSON_ENCODE_ANY) != n) {
-        free(s);
-        return NULL;
-    }
-    s[n] = '\0';
-    if (len)
-        *len = n;
-    return s;
+    return json_write(msg, len);
 }
