@@ -1,6 +1,6 @@
 /* jsonrpc — see jsonrpc.h. */
 #include "jsonrpc.h"
-#include "json_write.h"
+#include "json_text.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,45 +11,15 @@ static void set_err(struct jsonrpc_error *err, int code, const char *msg)
     snprintf(err->message, sizeof err->message, "%s", msg);
 }
 
-/* Counts the deepest bracket nesting outside strings, so a hostile body
- * cannot drive jansson's recursive parser into a small thread stack. */
-static int too_deep(const char *buf, size_t len)
-{
-    int depth = 0, in_str = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = buf[i];
-        if (in_str) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_str = 0;
-        } else if (c == '"') {
-            in_str = 1;
-        } else if (c == '[' || c == '{') {
-            if (++depth > JSONRPC_MAX_DEPTH)
-                return 1;
-        } else if (c == ']' || c == '}') {
-            depth--;
-        }
-    }
-    return 0;
-}
-
 json_t *jsonrpc_parse(const char *buf, size_t len, struct jsonrpc_error *err)
 {
-    if (too_deep(buf, len)) {
-        set_err(err, JSONRPC_PARSE_ERROR, "Parse error: JSON nested too deeply");
-        return NULL;
-    }
-    json_error_t je;
-    /* jansson rejects invalid UTF-8 and NUL bytes itself. */
     /* Scalars parse too, so that `42` is an invalid request, not a parse
-     * error. */
-    json_t *v =
-        json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+     * error. Invalid UTF-8 is refused; NUL is allowed inside strings. */
+    char why[120];
+    json_t *v = json_text_read(buf, len, JSONRPC_MAX_DEPTH, why, sizeof why);
     if (!v) {
         char msg[160];
-        snprintf(msg, sizeof msg, "Parse error: %.120s", je.text);
+        snprintf(msg, sizeof msg, "Parse error: %s", why);
         set_err(err, JSONRPC_PARSE_ERROR, msg);
     }
     return v;
@@ -163,5 +133,5 @@ json_t *jsonrpc_notification(const char *method, json_t *params)
 
 char *jsonrpc_dump(const json_t *msg, size_t *len)
 {
-    return json_write(msg, len);
+    return json_text_write(msg, len);
 }

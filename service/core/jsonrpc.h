@@ -1,8 +1,8 @@
 /* jsonrpc — JSON-RPC 2.0 framing rules, independent of any transport.
  *
- * jsonrpc_parse turns bytes into a JSON value, refusing invalid UTF-8 and
- * nesting deeper than JSONRPC_MAX_DEPTH before jansson recurses into it.
- * jsonrpc_classify checks one message object and says whether it is a
+ * jsonrpc_parse turns bytes into a JSON value (json_text.h), refusing
+ * invalid UTF-8 and nesting deeper than JSONRPC_MAX_DEPTH before it recurses
+ * into it. jsonrpc_classify checks one message object and says whether it is a
  * request, a notification or a response, with MCP's extra rule that a request
  * id is a string or an integer, never null. The builders make the messages
  * the server sends. All builders return new references the caller owns. */

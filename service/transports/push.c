@@ -2,6 +2,7 @@
 #include "push.h"
 #include "clock.h"
 #include "core.h"
+#include "json_text.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "longpoll.h"
@@ -97,7 +98,8 @@ static void send_error(struct push *p, json_t *id, int code, const char *message
  * response has no such object and goes out as stored. New reference. */
 static json_t *with_event_id(const struct stream_chunk *ch, struct stream *st, const char *sid)
 {
-    json_t *msg = json_loadb(ch->msg, ch->len, JSON_ALLOW_NUL, NULL);
+    char why[120];
+    json_t *msg = json_text_read(ch->msg, ch->len, JSON_TEXT_MAX_DEPTH, why, sizeof why);
     json_t *holder = json_object_get(msg, "params");
     if (!json_is_object(holder))
         holder = json_object_get(msg, "result");

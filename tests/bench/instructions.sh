@@ -7,7 +7,7 @@
 # N0 + INSN_REQUESTS `tools/call echo` requests over one keep-alive
 # connection (curl, one at a time), and divides the difference in executed
 # instructions by INSN_REQUESTS, so start-up and shutdown cancel out. Two
-# runs of one build agree within about 0.1%.
+# runs of one build agree within about 0.5%.
 #
 # What it does not show: anything that only happens under concurrency (group
 # commits of many requests, context switches, lock waits) and the cost of an

@@ -7,11 +7,15 @@
  * request has a method and a non-null id (keyed when it is short), a
  * notification a method and no id, a response exactly one of result and
  * error; jsonrpc_dump never writes a raw newline (SSE and NDJSON framing
- * depend on it) and reads back as the same JSON. ASan and UBSan catch the
- * rest.
+ * depend on it), reads back as the same JSON and is byte for byte what
+ * jansson writes. mcpd's reader (json_text.c) and jansson's json_loadb
+ * agree on every input: both refuse it, or both read the same value; the
+ * only exceptions are the ones json_text.h names (nesting past
+ * JSONRPC_MAX_DEPTH, and a NUL byte jansson skips). ASan and UBSan catch
+ * the rest.
  *
  * Build and run like fuzz_ws_frame.c (tests/fuzz/run.sh), with
- * service/core/jsonrpc.c (-I service/core) and -ljansson. */
+ * service/core/jsonrpc.c and json_text.c (-I service/core) and -ljansson. */
 #include "jsonrpc.h"
 
 #include <stdint.h>
@@ -57,6 +61,9 @@ static void check_message(json_t *msg)
     json_t *back = json_loadb(text, len, JSON_ALLOW_NUL, NULL);
     REQUIRE(back && json_equal(back, msg));
     json_decref(back);
+    char *theirs = json_dumps(msg, JSON_COMPACT);
+    REQUIRE(theirs && strcmp(theirs, text) == 0);
+    free(theirs);
     free(text);
 }
 
@@ -68,6 +75,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct jsonrpc_error err;
     memset(&err, 0, sizeof err);
     json_t *root = jsonrpc_parse((const char *)data, size, &err);
+    json_t *theirs = json_loadb((const char *)data, size,
+                                JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+    if (root) {
+        REQUIRE(theirs && json_equal(root, theirs));
+    } else if (theirs) {
+        REQUIRE(strstr(err.message, "nested too deeply") || memchr(data, '\0', size));
+    }
+    json_decref(theirs);
     if (!root) {
         REQUIRE(err.code == JSONRPC_PARSE_ERROR && err.message[0] != '\0');
         return 0;
