@@ -17,6 +17,7 @@
 #include "request_log.h"
 #include "protocol.h"
 #include "sse.h"
+#include "sse_follow.h"
 #include "stream.h"
 #include "ws.h"
 
@@ -159,134 +160,62 @@ static void sse_headers(struct _u_response *resp)
 }
 
 struct reader {
-    struct stream *stream;
-    struct session *session;
-    struct stream_reader token;
-    int64_t next;
-    int polling;        /* client understands priming events and retry: */
-    int standalone_get; /* holds the session's GET slot */
-    int ephemeral;      /* the session is this request's own: it ends with
-                           this stream (a client that hangs up cancels) */
-    int primed, done;
-    int probe_writes; /* keepalives still to send quickly, to detect a dead peer */
-    int64_t poll_deadline;
-    struct sse_buf buf;
+    struct sse_follow f;
+    int ephemeral; /* the session is this request's own: it ends with
+                      this stream (a client that hangs up cancels) */
+    int primed;
 };
 
-static void prime(struct reader *r)
+/* The first event: for a client that polls, an empty event whose id names
+ * the stream, so it can come back to it; else a comment. */
+static void prime(struct sse_follow *f)
 {
-    r->primed = 1;
     /* The priming id names this stream: it must be in the store before the
      * client can hold it, or a crash would leave it naming nothing. */
-    if (r->polling && stream_persist(r->stream) == 0) {
+    if (f->polling && stream_persist(f->stream) == 0) {
         char id[96];
-        stream_event_id(r->stream, r->next - 1, id, sizeof id);
-        sse_event(&r->buf, id, http.cfg.retry_ms, "", 0);
+        stream_event_id(f->stream, f->next - 1, id, sizeof id);
+        sse_event(&f->buf, id, http.cfg.retry_ms, "", 0);
     } else {
-        sse_comment(&r->buf, "stream open");
+        sse_comment(&f->buf, "stream open");
     }
-}
-
-/* Frames one message as an event; -1 when out of memory. */
-static int take(struct reader *r, const struct stream_chunk *ch)
-{
-    char id[96];
-    stream_event_id(r->stream, ch->seq, id, sizeof id);
-    if (sse_event(&r->buf, id, -1, ch->msg, ch->len) != 0)
-        return -1;
-    r->next = ch->seq + 1;
-    r->done = ch->is_end;
-    core_session_touch(r->session);
-    return 0;
-}
-
-int http_sse_block_full(size_t pending, int fresh, size_t max, int done)
-{
-    return pending && (!fresh || pending >= max || done);
-}
-
-static ssize_t drain(struct reader *r, char *out, size_t max)
-{
-    ssize_t n = (ssize_t)sse_drain(&r->buf, out, max);
-    /* Once written, the standalone stream's messages count as delivered (a
-     * JSON reply may be waiting for them). */
-    if (r->standalone_get && !sse_pending(&r->buf))
-        core_standalone_sent(r->session, r->next);
-    return n;
 }
 
 static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
     struct reader *r = ud;
-    int fresh = !sse_pending(&r->buf);
+    struct sse_follow *f = &r->f;
+    int fresh = !sse_pending(&f->buf);
     for (;;) {
-        size_t pending = sse_pending(&r->buf);
-        if (http_sse_block_full(pending, fresh, max, r->done))
-            return drain(r, out, max);
-        if (!pending && r->done)
+        size_t pending = sse_pending(&f->buf);
+        if (sse_follow_block_full(pending, fresh, max, f->done))
+            return sse_follow_drain(f, out, max);
+        if (!pending && f->done)
             return U_STREAM_END;
         if (!r->primed) {
-            prime(r);
+            prime(f);
+            r->primed = 1;
             continue;
         }
-        int64_t deadline =
-            clock_mono_ms() + (r->probe_writes ? HTTP_PROBE_GAP_MS : http.cfg.keepalive_ms);
-        if (r->poll_deadline && r->poll_deadline < deadline)
-            deadline = r->poll_deadline;
-        struct stream_chunk ch;
-        enum stream_wait w =
-            stream_read(r->stream, &r->token, r->next, pending ? 0 : deadline, &ch);
-        if (w == STREAM_TIMEOUT && pending) /* nothing more yet: send what there is */
-            return drain(r, out, max);
-        switch (w) {
-        case STREAM_CHUNK:
-            if (take(r, &ch) != 0)
-                return U_STREAM_ERROR;
-            break;
-        case STREAM_PROBE:
-            r->probe_writes = 2;
-            break;
-        case STREAM_POLL:
-            /* Only clients that were told how to come back may be cut off. */
-            r->done = r->polling;
-            break;
-        case STREAM_ENDED:
-        case STREAM_DETACHED:
-        case STREAM_REFUSED:
-            /* A reader told why the stream stops, when its session is gone
-             * (a DELETE elsewhere, expiry, mcp-admin session kill). */
-            if (core_session_ended(r->session))
-                sse_comment(&r->buf, "session ended");
-            r->done = 1;
-            break;
-        case STREAM_TIMEOUT:
-            if (r->poll_deadline && clock_mono_ms() >= r->poll_deadline) {
-                r->done = 1;
-            } else {
-                /* Keeps proxies from timing out, and a write to a vanished
-                 * client fails here, which ends this connection. */
-                sse_comment(&r->buf, "keepalive");
-                if (r->probe_writes)
-                    r->probe_writes--;
-                else
-                    core_session_touch(r->session);
-            }
-            break;
-        }
+        int rc = sse_follow_step(f, !pending);
+        if (rc < 0)
+            return U_STREAM_ERROR;
+        if (rc == 1) /* nothing more yet: send what there is */
+            return sse_follow_drain(f, out, max);
     }
 }
 
 static void sse_free(void *ud)
 {
     struct reader *r = ud;
-    if (r->standalone_get)
-        core_standalone_release(r->session, r->next);
+    if (r->f.standalone)
+        core_standalone_release(r->f.session, r->f.next);
     if (r->ephemeral)
-        core_end_session(r->session);
-    stream_unref(r->stream);
-    core_session_drop(r->session);
-    sse_buf_free(&r->buf);
+        core_end_session(r->f.session);
+    stream_unref(r->f.stream);
+    core_session_drop(r->f.session);
+    sse_buf_free(&r->f.buf);
     free(r);
 }
 
@@ -306,18 +235,18 @@ static int start_sse(struct _u_response *resp, struct session *s, struct stream 
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     }
     core_session_hold(s);
-    r->session = s;
-    r->stream = st;
+    r->f.session = s;
+    r->f.stream = st;
     if (token)
-        r->token = *token;
+        r->f.token = *token;
     else
-        stream_attach(st, &r->token);
-    r->next = from;
-    r->standalone_get = standalone_get;
+        stream_attach(st, &r->f.token);
+    r->f.next = from;
+    r->f.standalone = standalone_get;
     r->ephemeral = ephemeral;
-    r->polling = core_session_polling(s);
-    if (r->polling && http.cfg.sse_poll_ms > 0)
-        r->poll_deadline = clock_mono_ms() + http.cfg.sse_poll_ms;
+    r->f.polling = core_session_polling(s);
+    if (r->f.polling && http.cfg.sse_poll_ms > 0)
+        r->f.poll_deadline = clock_mono_ms() + http.cfg.sse_poll_ms;
     if (ulfius_set_stream_response(resp, 200, sse_write, sse_free, U_STREAM_SIZE_UNKNOWN, SSE_BLOCK,
                                    r) != U_OK) {
         sse_free(r);
@@ -336,19 +265,19 @@ static int start_sse(struct _u_response *resp, struct session *s, struct stream 
 static int send_sse_whole(struct _u_response *resp, struct session *s, struct stream *st,
                           const struct stream_reader *tok)
 {
-    struct reader r = {.stream = st, .session = s, .polling = core_session_polling(s)};
+    struct sse_follow f = {.stream = st, .session = s, .polling = core_session_polling(s)};
     struct stream_reader t = *tok; /* a notice read here stays for the streaming reader */
     struct stream_chunk ch;
     int rc = 0;
-    prime(&r);
-    while (rc == 0 && !r.done)
-        rc = stream_read(st, &t, r.next, 0, &ch) == STREAM_CHUNK ? take(&r, &ch) : -1;
-    if (rc == 0 && ulfius_set_binary_body_response(resp, 200, r.buf.data + r.buf.off,
-                                                   r.buf.len - r.buf.off) != U_OK)
+    prime(&f);
+    while (rc == 0 && !f.done)
+        rc = stream_read(st, &t, f.next, 0, &ch) == STREAM_CHUNK ? sse_follow_take(&f, &ch) : -1;
+    if (rc == 0 && ulfius_set_binary_body_response(resp, 200, f.buf.data + f.buf.off,
+                                                   f.buf.len - f.buf.off) != U_OK)
         rc = -1;
     if (rc == 0)
         sse_headers(resp);
-    sse_buf_free(&r.buf);
+    sse_buf_free(&f.buf);
     return rc;
 }
 

@@ -28,13 +28,6 @@ int http_version_ok(const struct _u_request *req, struct _u_response *resp);
 int http_refused(struct _u_response *resp, struct core_reply *r);
 /* Headers that keep proxies from buffering or transforming a stream. */
 void http_sse_headers(struct _u_response *resp);
-/* The SSE writers' block rule. A content-reader call whose block started
- * empty (fresh) takes every message that is ready at once, up to the
- * block's size, so that a resumed or busy stream goes out a block per write
- * instead of an event (and a poll) per write; a block holding leftovers
- * goes alone. 1: write the pending bytes now; 0: read more (without
- * waiting, when something is pending, and write on a timeout). */
-int http_sse_block_full(size_t pending, int fresh, size_t max, int done);
 /* 1 when url_path names the one-segment path `name` (no slash), as ulfius
  * routes it: "/mcp", "/mcp/" and "//mcp" all name "mcp". */
 int http_path_is(const char *url_path, const char *name);

@@ -10,6 +10,7 @@
 #include "randid.h"
 #include "request_log.h"
 #include "sse.h"
+#include "sse_follow.h"
 #include "stream.h"
 #include "table.h"
 
@@ -201,18 +202,14 @@ static void resv_wait(int64_t deadline_mono_ms)
 struct conn {
     char sid[RANDID_LEN + 1]; /* the session (or reservation) id */
     char principal[AUTH_PRINCIPAL_MAX];
-    int waiting;             /* counted in the reservation's conns */
-    unsigned gen;            /* which of them */
-    int announce;            /* the endpoint event is still to be sent */
-    int endpoint_id;         /* it carries sid as its event id (new stream) */
-    struct session *session; /* once bound; holds its standalone slot */
-    struct stream *stream;   /* its standalone stream */
-    struct stream_reader token;
-    int64_t next;
-    int done;
-    int probe_writes;
+    int waiting;          /* counted in the reservation's conns */
+    unsigned gen;         /* which of them */
+    int announce;         /* the endpoint event is still to be sent */
+    int endpoint_id;      /* it carries sid as its event id (new stream) */
     int64_t keepalive_at; /* monotonic: next keepalive while waiting */
-    struct sse_buf buf;
+    /* Its session's standalone stream, once bound (f.session holds the
+     * session's standalone slot). */
+    struct sse_follow f;
 };
 
 static struct core_caller caller_for(const char *principal, const char *sid)
@@ -231,14 +228,16 @@ static int follow_session(struct conn *c, struct session *s, int64_t from,
                           struct core_reply *refused)
 {
     int64_t cursor;
-    if (core_standalone_claim(s, HTTP_PROBE_WAIT_MS, &c->stream, &cursor, refused) != 0) {
+    if (core_standalone_claim(s, HTTP_PROBE_WAIT_MS, &c->f.stream, &cursor, refused) != 0) {
         core_session_drop(s);
         return -1;
     }
-    c->session = s;
-    stream_attach(c->stream, &c->token);
-    c->next = from >= 0 ? from : cursor;
-    core_standalone_sent(s, c->next);
+    c->f.session = s;
+    c->f.standalone = 1;
+    c->f.event_type = "message";
+    stream_attach(c->f.stream, &c->f.token);
+    c->f.next = from >= 0 ? from : cursor;
+    core_standalone_sent(s, c->f.next);
     core_session_touch(s);
     return 0;
 }
@@ -250,9 +249,9 @@ static void announce(struct conn *c)
     int n = snprintf(data, sizeof data, "%s%s", ENDPOINT_PATH, c->sid);
     /* A reconnect keeps the client's last event id: its endpoint event
      * carries none. */
-    if (sse_event_type(&c->buf, "endpoint") != 0 ||
-        sse_event(&c->buf, c->endpoint_id ? c->sid : NULL, -1, data, (size_t)n) != 0)
-        c->done = 1;
+    if (sse_event_type(&c->f.buf, "endpoint") != 0 ||
+        sse_event(&c->f.buf, c->endpoint_id ? c->sid : NULL, -1, data, (size_t)n) != 0)
+        c->f.done = 1;
 }
 
 /* Waiting for the initialize of a reservation: a short wait, then either
@@ -270,8 +269,8 @@ static void wait_bound(struct conn *c)
         st = resv_state(c->sid, &gen);
     }
     if (st >= 0 && gen != c->gen) {
-        sse_comment(&c->buf, "another connection took over");
-        c->done = 1;
+        sse_comment(&c->f.buf, "another connection took over");
+        c->f.done = 1;
         return;
     }
     if (st == RESV_BOUND) {
@@ -281,103 +280,49 @@ static void wait_bound(struct conn *c)
         struct core_reply refused;
         struct session *s = core_session_open(&k, &refused);
         if (!s || follow_session(c, s, -1, &refused) != 0) {
-            sse_comment(&c->buf, refused.reason == CORE_CONFLICT
-                                     ? "another connection follows this session"
-                                     : "session ended");
+            sse_comment(&c->f.buf, refused.reason == CORE_CONFLICT
+                                       ? "another connection follows this session"
+                                       : "session ended");
             core_reply_clear(&refused);
-            c->done = 1;
+            c->f.done = 1;
         }
         return;
     }
     if (st < 0 || !core_ready()) {
-        sse_comment(&c->buf, "session ended");
-        c->done = 1;
+        sse_comment(&c->f.buf, "session ended");
+        c->f.done = 1;
         return;
     }
     if (clock_mono_ms() >= c->keepalive_at) {
         /* A write to a client that is gone fails here, ending this. */
-        sse_comment(&c->buf, "keepalive");
+        sse_comment(&c->f.buf, "keepalive");
         c->keepalive_at = clock_mono_ms() + http_keepalive_ms();
     }
-}
-
-/* Following the standalone stream, as http.c's GET stream does. Without
- * wait, only what is there already: 1 when nothing is. */
-static int follow(struct conn *c, int wait)
-{
-    int64_t deadline =
-        clock_mono_ms() + (c->probe_writes ? HTTP_PROBE_GAP_MS : http_keepalive_ms());
-    struct stream_chunk ch;
-    enum stream_wait w = stream_read(c->stream, &c->token, c->next, wait ? deadline : 0, &ch);
-    if (w == STREAM_TIMEOUT && !wait)
-        return 1;
-    switch (w) {
-    case STREAM_CHUNK: {
-        char id[96];
-        stream_event_id(c->stream, ch.seq, id, sizeof id);
-        if (sse_event_type(&c->buf, "message") != 0 ||
-            sse_event(&c->buf, id, -1, ch.msg, ch.len) != 0)
-            return -1;
-        c->next = ch.seq + 1;
-        c->done = ch.is_end;
-        core_session_touch(c->session);
-        break;
-    }
-    case STREAM_PROBE:
-        c->probe_writes = 2;
-        break;
-    case STREAM_POLL:
-        break; /* no polling in this revision: the stream stays open */
-    case STREAM_ENDED:
-    case STREAM_DETACHED:
-    case STREAM_REFUSED:
-        if (core_session_ended(c->session))
-            sse_comment(&c->buf, "session ended");
-        c->done = 1;
-        break;
-    case STREAM_TIMEOUT:
-        sse_comment(&c->buf, "keepalive");
-        if (c->probe_writes)
-            c->probe_writes--;
-        else
-            core_session_touch(c->session);
-        break;
-    }
-    return 0;
-}
-
-static ssize_t conn_drain(struct conn *c, char *out, size_t max)
-{
-    ssize_t n = (ssize_t)sse_drain(&c->buf, out, max);
-    /* Written: the standalone stream's messages count as delivered. */
-    if (c->session && !sse_pending(&c->buf))
-        core_standalone_sent(c->session, c->next);
-    return n;
 }
 
 static ssize_t conn_write(void *ud, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
     struct conn *c = ud;
-    int fresh = !sse_pending(&c->buf);
+    int fresh = !sse_pending(&c->f.buf);
     for (;;) {
-        size_t pending = sse_pending(&c->buf);
+        size_t pending = sse_pending(&c->f.buf);
         /* Only a followed stream's messages share a block. */
-        int following = c->session && !c->announce;
-        if (http_sse_block_full(pending, fresh && following, max, c->done))
-            return conn_drain(c, out, max);
-        if (!pending && c->done)
+        int following = c->f.session && !c->announce;
+        if (sse_follow_block_full(pending, fresh && following, max, c->f.done))
+            return sse_follow_drain(&c->f, out, max);
+        if (!pending && c->f.done)
             return U_STREAM_END;
         if (c->announce) {
             announce(c);
-        } else if (!c->session) {
+        } else if (!c->f.session) {
             wait_bound(c);
         } else {
-            int rc = follow(c, !pending);
+            int rc = sse_follow_step(&c->f, !pending);
             if (rc < 0)
                 return U_STREAM_ERROR;
             if (rc == 1) /* nothing more yet: write what there is */
-                return conn_drain(c, out, max);
+                return sse_follow_drain(&c->f, out, max);
         }
     }
 }
@@ -387,11 +332,11 @@ static void conn_free(void *ud)
     struct conn *c = ud;
     if (c->waiting)
         resv_detach(c->sid);
-    if (c->session)
-        core_standalone_release(c->session, c->next);
-    stream_unref(c->stream);
-    core_session_drop(c->session);
-    sse_buf_free(&c->buf);
+    if (c->f.session)
+        core_standalone_release(c->f.session, c->f.next);
+    stream_unref(c->f.stream);
+    core_session_drop(c->f.session);
+    sse_buf_free(&c->f.buf);
     free(c);
 }
 

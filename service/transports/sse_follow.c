@@ -1,0 +1,79 @@
+/* sse_follow — see sse_follow.h. */
+#include "sse_follow.h"
+#include "clock.h"
+#include "core.h"
+#include "http_shared.h"
+
+int sse_follow_take(struct sse_follow *f, const struct stream_chunk *ch)
+{
+    char id[96];
+    stream_event_id(f->stream, ch->seq, id, sizeof id);
+    if ((f->event_type && sse_event_type(&f->buf, f->event_type) != 0) ||
+        sse_event(&f->buf, id, -1, ch->msg, ch->len) != 0)
+        return -1;
+    f->next = ch->seq + 1;
+    f->done = ch->is_end;
+    core_session_touch(f->session);
+    return 0;
+}
+
+int sse_follow_step(struct sse_follow *f, int wait)
+{
+    int64_t deadline =
+        clock_mono_ms() + (f->probe_writes ? HTTP_PROBE_GAP_MS : http_keepalive_ms());
+    if (f->poll_deadline && f->poll_deadline < deadline)
+        deadline = f->poll_deadline;
+    struct stream_chunk ch;
+    enum stream_wait w = stream_read(f->stream, &f->token, f->next, wait ? deadline : 0, &ch);
+    switch (w) {
+    case STREAM_CHUNK:
+        return sse_follow_take(f, &ch);
+    case STREAM_PROBE:
+        f->probe_writes = 2;
+        break;
+    case STREAM_POLL:
+        /* Only clients that were told how to come back may be cut off. */
+        f->done = f->polling;
+        break;
+    case STREAM_ENDED:
+    case STREAM_DETACHED:
+    case STREAM_REFUSED:
+        /* A reader told why the stream stops, when its session is gone
+         * (a DELETE elsewhere, expiry, mcp-admin session kill). */
+        if (core_session_ended(f->session))
+            sse_comment(&f->buf, "session ended");
+        f->done = 1;
+        break;
+    case STREAM_TIMEOUT:
+        if (!wait)
+            return 1;
+        if (f->poll_deadline && clock_mono_ms() >= f->poll_deadline) {
+            f->done = 1;
+        } else {
+            /* Keeps proxies from timing out, and a write to a vanished
+             * client fails here, which ends the response. */
+            sse_comment(&f->buf, "keepalive");
+            if (f->probe_writes)
+                f->probe_writes--;
+            else
+                core_session_touch(f->session);
+        }
+        break;
+    }
+    return 0;
+}
+
+ssize_t sse_follow_drain(struct sse_follow *f, char *out, size_t max)
+{
+    ssize_t n = (ssize_t)sse_drain(&f->buf, out, max);
+    /* Once written, the standalone stream's messages count as delivered (a
+     * JSON reply may be waiting for them). */
+    if (f->standalone && !sse_pending(&f->buf))
+        core_standalone_sent(f->session, f->next);
+    return n;
+}
+
+int sse_follow_block_full(size_t pending, int fresh, size_t max, int done)
+{
+    return pending && (!fresh || pending >= max || done);
+}

@@ -1,0 +1,59 @@
+/* sse_follow — an event-stream reader of one durable stream, shared by the
+ * SSE answers on /mcp (http.c) and the legacy /sse (legacy_sse.c).
+ *
+ * It frames each stored message as an event whose id names its place in
+ * the stream (so that Last-Event-ID resumes right after it), writes a
+ * keepalive comment when the stream has been idle for the keepalive
+ * interval (a write to a vanished client fails, which ends the response),
+ * writes two more at once when another GET probes whether this reader is
+ * alive, and says why it stops ("session ended"). The transport keeps the
+ * HTTP side: its content-reader callback decides when to wait and drains
+ * the buffer in blocks (sse_follow_block_full).
+ *
+ * The transport fills the fields above `probe_writes` and owns their
+ * references (the stream's and the session's); the rest start at zero. */
+#ifndef MCPD_SSE_FOLLOW_H
+#define MCPD_SSE_FOLLOW_H
+
+#include "sse.h"
+#include "stream.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct session;
+
+struct sse_follow {
+    struct stream *stream;
+    struct session *session;
+    struct stream_reader token; /* attached to stream */
+    int64_t next;               /* seq of the next message to frame */
+    int standalone; /* the session's standalone stream: what is written counts as delivered */
+    int polling;    /* the client was told how to come back: a poll notice ends the stream */
+    int64_t poll_deadline;  /* monotonic ms, 0 for none: past it the stream ends (polling mode) */
+    const char *event_type; /* each message event's "event:" line, or NULL */
+    int probe_writes;       /* quick keepalives still to write for a probe */
+    int done;               /* nothing more will be framed */
+    struct sse_buf buf;
+};
+
+/* Frames one message as an event and moves past it; -1 when out of
+ * memory. */
+int sse_follow_take(struct sse_follow *f, const struct stream_chunk *ch);
+/* Reads the stream once and frames what it finds: the next message, or a
+ * keepalive or the reason it ends. With wait, waits for it until the next
+ * keepalive is due; without, only looks: 1 when nothing is there yet.
+ * 0 otherwise, -1 when out of memory. */
+int sse_follow_step(struct sse_follow *f, int wait);
+/* Moves up to max framed bytes into out; returns how many. */
+ssize_t sse_follow_drain(struct sse_follow *f, char *out, size_t max);
+/* The writers' block rule. A content-reader call whose block started empty
+ * (fresh) takes every message that is ready at once, up to the block's
+ * size, so that a resumed or busy stream goes out a block per write instead
+ * of an event (and a poll) per write; a block holding leftovers goes
+ * alone. 1: write the pending bytes now; 0: read more (without waiting,
+ * when something is pending, and write on a timeout). */
+int sse_follow_block_full(size_t pending, int fresh, size_t max, int done);
+
+#endif
