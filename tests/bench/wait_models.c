@@ -17,6 +17,11 @@
  *                connection; the writer thread commits the queue and resumes
  *                each connection, whose handler then queues the answer. No
  *                thread sleeps per request.
+ *   pool-block, pool8-block
+ *                the pool (of two threads, of eight), each request waiting
+ *                for its commit as in tpc-commit: the pool thread blocks, and
+ *                its other connections wait with it. What the pooled model
+ *                would cost if the store's commit wait stayed as it is.
  *
  * The database is what mcpd's store sets where it matters here (WAL,
  * synchronous=NORMAL); SQLite's own checkpoints run in the committing thread
@@ -52,7 +57,7 @@ struct req {
 };
 
 static struct {
-    int commit, pool;
+    int commit, pool, suspend;
     sqlite3 *db;
     sqlite3_stmt *begin, *insert, *end;
     pthread_mutex_t qmu, commit_mu;
@@ -93,7 +98,7 @@ static void commit_queue(void)
     for (struct req *r = batch; r; r = next) {
         next = r->next; /* r may be gone once told */
         r->rc = failed ? -1 : 0;
-        if (g.pool)
+        if (g.suspend)
             MHD_resume_connection(r->conn);
         else
             sem_post(&r->done);
@@ -194,7 +199,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     }
     if (!g.commit)
         return answer(conn, 0);
-    if (!g.pool)
+    if (!g.suspend)
         return answer(conn, commit_and_wait(r));
     if (r->queued) /* resumed: committed */
         return answer(conn, r->rc);
@@ -247,19 +252,24 @@ int main(int argc, char **argv)
     sigset_t set;
     static const struct {
         const char *name;
-        int pool, commit;
-    } models[] = {
-        {"tpc-bare", 0, 0}, {"tpc-commit", 0, 1}, {"pool-bare", 1, 0}, {"pool-commit", 1, 1}};
+        unsigned pool; /* threads in the pool; 0: a thread per connection */
+        int commit, suspend;
+    } models[] = {{"tpc-bare", 0, 0, 0},    {"tpc-commit", 0, 1, 0}, {"pool-bare", 2, 0, 0},
+                  {"pool-commit", 2, 1, 1}, {"pool-block", 2, 1, 0}, {"pool8-block", 8, 1, 0}};
     int sig, port = argc == 4 ? atoi(argv[2]) : 0;
     size_t m = 0;
     while (argc == 4 && m < sizeof models / sizeof models[0] && strcmp(argv[1], models[m].name))
         m++;
     if (port <= 0 || port > 65535 || m == sizeof models / sizeof models[0]) {
-        fprintf(stderr, "usage: %s tpc-bare|tpc-commit|pool-bare|pool-commit PORT DB\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s MODEL PORT DB (MODEL: tpc-bare, tpc-commit, pool-bare,\n"
+                "       pool-commit, pool-block, pool8-block)\n",
+                argv[0]);
         return 2;
     }
-    g.pool = models[m].pool;
+    g.pool = models[m].pool != 0;
     g.commit = models[m].commit;
+    g.suspend = models[m].suspend;
     if (g.commit && open_db(argv[3]) != 0) {
         fprintf(stderr, "wait_models: %s: %s\n", argv[3], sqlite3_errmsg(g.db));
         return 1;
@@ -277,7 +287,7 @@ int main(int argc, char **argv)
     d = MHD_start_daemon(flags, 0, NULL, NULL, handle, NULL, MHD_OPTION_SOCK_ADDR, &addr,
                          MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
                          20000u, MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_THREAD_POOL_SIZE,
-                         g.pool ? 2u : 0u, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
+                         models[m].pool, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
                          MHD_OPTION_END);
     if (d == NULL) {
         fprintf(stderr, "wait_models: cannot listen on 127.0.0.1:%d\n", port);
