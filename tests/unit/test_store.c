@@ -804,6 +804,53 @@ static int integrity_ok(const char *path)
     return ok;
 }
 
+/* A stream write's statements stand or fall together: when the second
+ * fails, the first is taken back. Triggers on the file make the second
+ * statement fail: a new stream's first message, and an end written with a
+ * message. */
+static void test_write_atomic(const char *path)
+{
+    struct store *st = open_store(path);
+    if (!st)
+        return;
+    struct store_session in = {.id = "sess-a",
+                               .protocol_version = "2025-11-25",
+                               .init_params = "{}",
+                               .log_level = "info",
+                               .initialized = 1,
+                               .created_ms = 1,
+                               .last_active_ms = 1};
+    CHECK_INT(store_session_put(st, &in), 0);
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    CHECK(
+        sqlite3_exec(db,
+                     "CREATE TRIGGER fail_chunk BEFORE INSERT ON chunks WHEN NEW.message = 'FAIL' "
+                     "BEGIN SELECT RAISE(ABORT, 'injected'); END;"
+                     "CREATE TRIGGER fail_end BEFORE UPDATE ON streams WHEN NEW.state = 'boom' "
+                     "BEGIN SELECT RAISE(ABORT, 'injected'); END;",
+                     NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+
+    struct store_stream_new create = {"sess-a", "request", "1"};
+    CHECK_INT(store_stream_write(st, SID("atomic-a"), &create, 0, "FAIL", 4, "finished", 10), -1);
+    CHECK_INT(raw_count(path, "SELECT count(*) FROM streams WHERE id = ?1", SID("atomic-a")), 0);
+    CHECK_INT(store_stream_write(st, SID("atomic-a"), &create, 0, "{}", 2, "finished", 10), 0);
+    CHECK_INT(raw_count(path, "SELECT count(*) FROM chunks WHERE stream_id = ?1", SID("atomic-a")),
+              1);
+
+    CHECK_INT(put_stream(st, SID("atomic-b"), "sess-a", "request", "2", 10), 0);
+    CHECK_INT(append(st, SID("atomic-b"), 0, "{}", 2, "boom", 20), -1);
+    CHECK_INT(raw_count(path, "SELECT count(*) FROM chunks WHERE stream_id = ?1", SID("atomic-b")),
+              0);
+    CHECK_INT(append(st, SID("atomic-b"), 0, "{}", 2, "finished", 20), 0);
+    CHECK_INT(raw_count(path, "SELECT count(*) FROM chunks WHERE stream_id = ?1", SID("atomic-b")),
+              1);
+    CHECK_INT(store_flush(st), 0); /* their writers heard of the failures */
+    store_close(st);
+}
+
 static void test_wal_bounded(void)
 {
     char path[256], wal[300];
@@ -1016,6 +1063,9 @@ int main(void)
     snprintf(ppath, sizeof ppath, "%s/purge/mcpd.db", tmpdir);
     test_purge_batches(ppath);
     test_purge_batches(":memory:");
+    char apath[256];
+    snprintf(apath, sizeof apath, "%s/atomic/mcpd.db", tmpdir);
+    test_write_atomic(apath);
 
     /* The same on a throwaway in-memory store. */
     test_data(":memory:", NULL);
