@@ -275,8 +275,8 @@ static int op_run(struct store *st, struct write_op *op)
     /* At most two statements run (the row carries the end when there is a
      * row). When the second fails (a statement that fails changes nothing
      * itself), a delete takes the first back. A SAVEPOINT around them did
-     * the same at about 7,000 instructions per message: SQLite journals
-     * every page a savepoint's statements change. */
+     * the same at about 7,000 more instructions per message (two more
+     * statements, and SQLite's bookkeeping for a savepoint's pages). */
     int rc = 0;
     if (op->row)
         rc = run_stmt(st, op, W_ROW);
