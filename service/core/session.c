@@ -401,9 +401,21 @@ struct session *session_find(const char *id)
     struct session *s = in_memory(id);
     if (s)
         return s;
+    /* Only a session a previous process left (a dormant one) can be
+     * revived: once none is left, an id that is not in memory is gone or
+     * never was, and a stranger sending made-up ids costs no store read. */
+    pthread_mutex_lock(&reg.mu);
+    size_t dormant = reg.ndormant;
+    pthread_mutex_unlock(&reg.mu);
+    struct store_session row;
+    if (dormant == 0 || !reg.store || store_session_get(reg.store, id, &row) != 0)
+        return NULL;
+    store_session_free(&row);
     /* Revivals take turns, so that two finders of one stored session do
      * not both load it (and create its standalone stream twice); lookups
-     * of sessions in memory never wait for them. */
+     * of sessions in memory never wait for them, nor do lookups of ids the
+     * store does not hold (checked above, outside the turn: a revival can
+     * take long, reading a session's whole history). */
     pthread_mutex_lock(&reg.load_mu);
     s = in_memory(id);
     if (!s)
