@@ -49,11 +49,13 @@ static struct {
     struct table *creating_by; /* principal -> of those, how many (pointer-sized) */
     int64_t *dormant;          /* last activity of stored sessions not in memory, ascending */
     size_t ndormant;
+    int dormant_incomplete; /* the list may miss some: session_find asks the store */
 } reg = {.mu = PTHREAD_MUTEX_INITIALIZER, .load_mu = PTHREAD_MUTEX_INITIALIZER};
 
 struct dormant_list {
     int64_t *v;
     size_t n, cap;
+    int incomplete; /* an entry could not be kept */
 };
 
 static void add_dormant(void *arg, int64_t last_active_ms)
@@ -62,8 +64,10 @@ static void add_dormant(void *arg, int64_t last_active_ms)
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 64;
         int64_t *v = realloc(l->v, cap * sizeof *v);
-        if (!v)
+        if (!v) {
+            l->incomplete = 1;
             return;
+        }
         l->v = v;
         l->cap = cap;
     }
@@ -81,8 +85,8 @@ void session_registry_init(struct store *st, const struct session_limits *limits
     /* The sessions a previous process left count until they are revived
      * (then they are in the table) or expire. */
     struct dormant_list l = {0};
-    if (st)
-        store_sessions_live(st, add_dormant, &l);
+    if (st && store_sessions_live(st, add_dormant, &l) != 0)
+        l.incomplete = 1;
     if (l.n)
         qsort(l.v, l.n, sizeof *l.v, cmp_ms);
     pthread_mutex_lock(&reg.mu);
@@ -95,6 +99,7 @@ void session_registry_init(struct store *st, const struct session_limits *limits
     free(reg.dormant);
     reg.dormant = l.v;
     reg.ndormant = l.n;
+    reg.dormant_incomplete = l.incomplete;
     pthread_mutex_unlock(&reg.mu);
 }
 
@@ -405,10 +410,14 @@ struct session *session_find(const char *id)
      * revived: once none is left, an id that is not in memory is gone or
      * never was, and a stranger sending made-up ids costs no store read. */
     pthread_mutex_lock(&reg.mu);
-    size_t dormant = reg.ndormant;
+    int revivable = reg.ndormant > 0 || reg.dormant_incomplete;
     pthread_mutex_unlock(&reg.mu);
+    /* A revival puts a session in the table and takes it off the dormant
+     * count at once: one that just revived this id is in memory now. */
+    if (!revivable)
+        return in_memory(id);
     struct store_session row;
-    if (dormant == 0 || !reg.store || store_session_get(reg.store, id, &row) != 0)
+    if (!reg.store || store_session_get(reg.store, id, &row) != 0)
         return NULL;
     store_session_free(&row);
     /* Revivals take turns, so that two finders of one stored session do
