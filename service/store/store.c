@@ -351,7 +351,10 @@ static void commit_queue(struct store *st)
     uint64_t purged = 0;
     for (struct write_op *op = batch; op && !failed; op = op->next) {
         op->rc = op_run(st, op);
-        failed = op->rc == OP_HALF_WRITTEN;
+        /* SQLite itself rolls the whole transaction back after some
+         * failures (I/O, full disk, no memory, a trigger's ROLLBACK): what
+         * ran before is gone, and what follows would commit alone. */
+        failed = op->rc == OP_HALF_WRITTEN || (op->rc != 0 && sqlite3_get_autocommit(st->wdb));
         if (op->rc == 0 && (op->kind == W_PURGE_IDLE_SESSIONS || op->kind == W_PURGE_TOMBSTONES ||
                             op->kind == W_PURGE_STREAMS))
             purged += (uint64_t)sqlite3_changes(st->wdb);

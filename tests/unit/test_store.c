@@ -829,7 +829,9 @@ static void test_write_atomic(const char *path)
                      "CREATE TRIGGER fail_chunk BEFORE INSERT ON chunks WHEN NEW.message = 'FAIL' "
                      "BEGIN SELECT RAISE(ABORT, 'injected'); END;"
                      "CREATE TRIGGER fail_end BEFORE UPDATE ON streams WHEN NEW.state = 'boom' "
-                     "BEGIN SELECT RAISE(ABORT, 'injected'); END;",
+                     "BEGIN SELECT RAISE(ABORT, 'injected'); END;"
+                     "CREATE TRIGGER fail_tx BEFORE INSERT ON chunks WHEN NEW.message = 'TX' "
+                     "BEGIN SELECT RAISE(ROLLBACK, 'injected'); END;",
                      NULL, NULL, NULL) == SQLITE_OK);
     sqlite3_close(db);
 
@@ -848,6 +850,15 @@ static void test_write_atomic(const char *path)
     CHECK_INT(raw_count(path, "SELECT count(*) FROM chunks WHERE stream_id = ?1", SID("atomic-b")),
               1);
     CHECK_INT(store_flush(st), 0); /* their writers heard of the failures */
+
+    /* A failure after which SQLite rolled the whole transaction back
+     * itself (a trigger's ROLLBACK here; I/O errors, a full disk): the
+     * write fails, leaves nothing, and the next one goes through. */
+    CHECK_INT(store_stream_write(st, SID("atomic-c"), &create, 0, "TX", 2, "finished", 30), -1);
+    CHECK_INT(raw_count(path, "SELECT count(*) FROM streams WHERE id = ?1", SID("atomic-c")), 0);
+    CHECK_INT(store_stream_write(st, SID("atomic-c"), &create, 0, "{}", 2, "finished", 30), 0);
+    CHECK_INT(raw_count(path, "SELECT count(*) FROM chunks WHERE stream_id = ?1", SID("atomic-c")),
+              1);
     store_close(st);
 }
 
