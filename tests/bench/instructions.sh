@@ -47,9 +47,12 @@ for b in "$MCPD_BIN" $MCPD_BIN_B; do [ -x "$b" ] || die "mcpd not found at $b"; 
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
 declare -A PORT IR
+COUNTED=
 
-# count BIN MODE N: instructions callgrind counted for a whole run of BIN
-# that served N echo requests after opening its session.
+# count BIN MODE N: into COUNTED, the instructions callgrind counted for a
+# whole run of BIN that served N echo requests after opening its session.
+# Runs in this shell, not a $(...) subshell, so that the valgrind process
+# it starts is in PIDS and the exit trap stops it when a step fails.
 count() {
   local bin=$1 mode=$2 n=$3 name=cg port pid sid out=$TMP/cg.out
   PORT[$name]=$(free_port)
@@ -70,14 +73,17 @@ count() {
   kill -TERM "$pid"
   wait "$pid" 2>/dev/null
   rm -f "$TMP/insn.db"*
-  awk '/^(summary|totals):/ {print $2; exit}' "$out"
+  COUNTED=$(awk '/^(summary|totals):/ {print $2; exit}' "$out")
+  [ -n "$COUNTED" ]
 }
 
 printf '%-6s %-28s %14s\n' mode build "instr/request"
 for mode in $INSN_MODES; do
   for b in "$MCPD_BIN" $MCPD_BIN_B; do
-    lo=$(count "$b" "$mode" "$N0") || die "run failed ($b, $mode)"
-    hi=$(count "$b" "$mode" $((N0 + INSN_REQUESTS))) || die "run failed ($b, $mode)"
+    count "$b" "$mode" "$N0" || die "run failed ($b, $mode)"
+    lo=$COUNTED
+    count "$b" "$mode" $((N0 + INSN_REQUESTS)) || die "run failed ($b, $mode)"
+    hi=$COUNTED
     IR[$b-$mode]=$(((hi - lo) / INSN_REQUESTS))
     printf '%-6s %-28s %14s\n' "$mode" "$b" "${IR[$b-$mode]}"
     if [ "$INSN_TOP" -gt 0 ]; then
