@@ -51,6 +51,17 @@ static void skip_space(struct reader *r)
         r->p++;
 }
 
+/* Steps over c after any whitespace; 0, having moved nothing but the
+ * whitespace, when the next byte is not c. */
+static int eat(struct reader *r, unsigned char c)
+{
+    skip_space(r);
+    if (r->p >= r->end || *r->p != c)
+        return 0;
+    r->p++;
+    return 1;
+}
+
 static int hex4(const unsigned char *s)
 {
     int v = 0;
@@ -246,32 +257,26 @@ static json_t *read_object(struct reader *r)
     if (!o)
         return fail(r, "out of memory");
     r->p++;
-    skip_space(r);
-    if (r->p < r->end && *r->p == '}') {
-        r->p++;
+    if (eat(r, '}'))
         return o;
-    }
-    for (;;) {
-        if (r->p >= r->end || *r->p != '"')
+    do {
+        skip_space(r);
+        if (r->p >= r->end || *r->p != '"') {
+            fail(r, "string expected");
             break;
+        }
         const char *key;
         char *copy;
         long n = read_string(r, &key, &copy);
         if (n < 0)
             break;
-        if (memchr(key, '\0', (size_t)n)) {
-            free(copy);
-            fail(r, "NUL in object key");
-            break;
-        }
-        skip_space(r);
         json_t *v = NULL;
-        if (r->p < r->end && *r->p == ':') {
-            r->p++;
-            v = read_value(r);
-        } else {
+        if (memchr(key, '\0', (size_t)n))
+            fail(r, "NUL in object key");
+        else if (!eat(r, ':'))
             fail(r, "':' expected");
-        }
+        else
+            v = read_value(r);
         size_t before = json_object_size(o);
         /* A duplicate replaces its first value instead of adding a key. */
         int bad = !v || json_object_setn_new_nocheck(o, key, (size_t)n, v) != 0 ||
@@ -282,20 +287,10 @@ static json_t *read_object(struct reader *r)
                 fail(r, "duplicate object key");
             break;
         }
-        skip_space(r);
-        if (r->p < r->end && *r->p == ',') {
-            r->p++;
-            skip_space(r);
-            continue;
-        }
-        if (r->p < r->end && *r->p == '}') {
-            r->p++;
+        if (eat(r, '}'))
             return o;
-        }
-        fail(r, "',' or '}' expected");
-        break;
-    }
-    fail(r, "string or '}' expected");
+    } while (eat(r, ','));
+    fail(r, "',' or '}' expected");
     json_decref(o);
     return NULL;
 }
@@ -306,27 +301,16 @@ static json_t *read_array(struct reader *r)
     if (!a)
         return fail(r, "out of memory");
     r->p++;
-    skip_space(r);
-    if (r->p < r->end && *r->p == ']') {
-        r->p++;
+    if (eat(r, ']'))
         return a;
-    }
-    for (;;) {
+    do {
         json_t *v = read_value(r);
         if (!v || json_array_append_new(a, v) != 0)
             break;
-        skip_space(r);
-        if (r->p < r->end && *r->p == ',') {
-            r->p++;
-            continue;
-        }
-        if (r->p < r->end && *r->p == ']') {
-            r->p++;
+        if (eat(r, ']'))
             return a;
-        }
-        fail(r, "',' or ']' expected");
-        break;
-    }
+    } while (eat(r, ','));
+    fail(r, "',' or ']' expected");
     json_decref(a);
     return NULL;
 }
