@@ -10,6 +10,8 @@
 
 int64_t clock_wall_ms(void);
 int64_t clock_mono_ms(void);
+/* Microseconds, for timing what takes less than a millisecond. */
+int64_t clock_mono_us(void);
 /* Initialises `cv` to measure timeouts on the monotonic clock. */
 int clock_cond_init(pthread_cond_t *cv);
 /* Waits on cv until signalled or the monotonic deadline passes. Returns 0

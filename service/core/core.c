@@ -224,7 +224,19 @@ char *core_metrics(void)
         {"mcpd_store_ready", "Whether the store accepts writes", 0,
          (uint64_t)(store_ready(core.store) != 0)},
     };
-    return metrics_render(values, sizeof values / sizeof values[0]);
+    double le[STORE_HOLD_BUCKETS];
+    for (int i = 0; i < STORE_HOLD_BUCKETS; i++)
+        le[i] = (double)store_hold_bounds_us[i] / 1e6;
+    const struct metrics_histogram hold = {
+        "mcpd_store_commit_lock_seconds",
+        "How long each commit (or a checkpoint's second phase) held the store's commit lock, which "
+        "every reply waits for",
+        STORE_HOLD_BUCKETS,
+        le,
+        ss.hold,
+        (double)ss.hold_sum_us / 1e6,
+    };
+    return metrics_render(values, sizeof values / sizeof values[0], &hold, 1);
 }
 
 static void cancel_for_shutdown(void *value, void *arg)

@@ -83,7 +83,21 @@ static void render_refusal(const char *reason, uint64_t n, void *arg)
     fprintf(arg, "mcpd_refusals_total{reason=\"%s\"} %llu\n", reason, (unsigned long long)n);
 }
 
-char *metrics_render(const struct metrics_value *gauges, size_t ngauges)
+static void render_histogram(FILE *f, const struct metrics_histogram *h)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
+    uint64_t below = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        below += h->count[i];
+        fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", h->name, h->le[i], (unsigned long long)below);
+    }
+    below += h->count[h->n];
+    fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", h->name,
+            (unsigned long long)below, h->name, h->sum, h->name, (unsigned long long)below);
+}
+
+char *metrics_render(const struct metrics_value *gauges, size_t ngauges,
+                     const struct metrics_histogram *histograms, size_t nh)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -102,6 +116,8 @@ char *metrics_render(const struct metrics_value *gauges, size_t ngauges)
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", gauges[i].name, gauges[i].help,
                 gauges[i].name, gauges[i].counter ? "counter" : "gauge", gauges[i].name,
                 (unsigned long long)gauges[i].value);
+    for (size_t i = 0; i < nh; i++)
+        render_histogram(f, &histograms[i]);
     if (fclose(f) != 0) {
         free(buf);
         return NULL;

@@ -43,8 +43,21 @@ struct metrics_value {
     uint64_t value;
 };
 
-/* Renders every counter, then the given values, into a new string (caller
- * frees), or NULL. */
-char *metrics_render(const struct metrics_value *values, size_t n);
+/* A histogram read elsewhere at render time: count[i] observations at most
+ * le[i] and above le[i - 1]; count[n], those above le[n - 1] (rendered as
+ * Prometheus wants: cumulative buckets, +Inf, _sum and _count). */
+struct metrics_histogram {
+    const char *name; /* mcpd_..._seconds */
+    const char *help;
+    size_t n;
+    const double *le;      /* n ascending bounds */
+    const uint64_t *count; /* n + 1 counts */
+    double sum;
+};
+
+/* Renders every counter, then the given values and histograms, into a new
+ * string (caller frees), or NULL. */
+char *metrics_render(const struct metrics_value *values, size_t n,
+                     const struct metrics_histogram *histograms, size_t nh);
 
 #endif

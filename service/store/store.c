@@ -2,6 +2,7 @@
 #include "store.h"
 #include "store_migrations.h"
 #include "clock.h"
+#include "lock_hold.h"
 #include "log.h"
 #include "wal.h"
 
@@ -133,6 +134,7 @@ struct store {
     pthread_t writer;
     struct wal *wal;           /* NULL for :memory: */
     pthread_mutex_t commit_mu; /* held by whoever is committing: the writer or a waiter */
+    struct lock_hold hold;     /* how long commit_mu is held at a time */
     pthread_mutex_t qmu;
     pthread_cond_t qcv; /* writer: a waited write (or many async ones) arrived */
     struct write_op *head, *tail;
@@ -333,9 +335,10 @@ static int step_plain(struct store *st, enum write_kind kind)
 }
 
 /* Commits everything queued as one transaction and hands each waited write
- * its result. Called with commit_mu held. */
+ * its result. Called with commit_mu held; its time is the lock's hold. */
 static void commit_queue(struct store *st)
 {
+    int64_t t0 = clock_mono_us();
     pthread_mutex_lock(&st->qmu);
     struct write_op *batch = st->head;
     st->head = st->tail = NULL;
@@ -359,8 +362,10 @@ static void commit_queue(struct store *st)
                             op->kind == W_PURGE_STREAMS))
             purged += (uint64_t)sqlite3_changes(st->wdb);
     }
+    int64_t t1 = clock_mono_us();
     if (!failed && step_plain(st, W_COMMIT) != 0)
         failed = 1;
+    int64_t t2 = clock_mono_us(), copy_us = wal_take_hook_us(st->wal);
     if (failed && began)
         step_plain(st, W_ROLLBACK);
     if (shared)
@@ -392,6 +397,13 @@ static void commit_queue(struct store *st)
     st->stats.failures += nfailed;
     st->stats.purged += failed ? 0 : purged;
     pthread_mutex_unlock(&st->qmu);
+    int64_t t3 = clock_mono_us();
+    if (lock_hold_record(&st->hold, t3 - t0))
+        log_local(LOG_WARN, NULL, "store_slow_commit",
+                  "a commit held the store's commit lock for %.1f ms (%llu writes: statements "
+                  "%.1f ms, COMMIT %.1f ms, of which copying the log %.1f ms)",
+                  (double)(t3 - t0) / 1000, (unsigned long long)nops, (double)(t1 - t0) / 1000,
+                  (double)(t2 - t1) / 1000, (double)copy_us / 1000);
 }
 
 void store_stats(struct store *st, struct store_stats *out)
@@ -399,6 +411,7 @@ void store_stats(struct store *st, struct store_stats *out)
     pthread_mutex_lock(&st->qmu);
     *out = st->stats;
     pthread_mutex_unlock(&st->qmu);
+    lock_hold_read(&st->hold, out);
 }
 
 /* The writer commits what no waiting thread commits itself: async writes
@@ -583,8 +596,8 @@ int store_open(const char *path, struct store **out, char **err)
             goto fail;
         }
     }
-    if (!memory &&
-        !(st->wal = wal_start(path, st->wdb, &st->commit_mu, WAL_CHECKPOINT_FRAMES, err)))
+    if (!memory && !(st->wal = wal_start(path, st->wdb, &st->commit_mu, &st->hold,
+                                         WAL_CHECKPOINT_FRAMES, err)))
         goto fail;
     if (pthread_create(&st->writer, NULL, writer_main, st) != 0) {
         *err = fmt_err("cannot start the store writer thread");

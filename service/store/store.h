@@ -36,11 +36,20 @@ void store_close(struct store *st);
 int store_ready(struct store *st);
 int store_schema_version(struct store *st);
 
+/* How long the commit lock was held at a time (lock_hold.h): hold[i]
+ * counts the holds longer than store_hold_bounds_us[i - 1] and at most
+ * store_hold_bounds_us[i]; hold[STORE_HOLD_BUCKETS], those longer than the
+ * last bound. */
+#define STORE_HOLD_BUCKETS 9
+extern const int64_t store_hold_bounds_us[STORE_HOLD_BUCKETS];
+
 struct store_stats {
     uint64_t commits;  /* transactions committed */
     uint64_t writes;   /* writes in them */
     uint64_t failures; /* writes that failed */
     uint64_t purged;   /* sessions and streams store_purge removed */
+    uint64_t hold[STORE_HOLD_BUCKETS + 1];
+    uint64_t hold_sum_us;
 };
 void store_stats(struct store *st, struct store_stats *out);
 

@@ -2,6 +2,7 @@
 #include "wal.h"
 
 #include "clock.h"
+#include "lock_hold.h"
 #include "log.h"
 
 #include <errno.h>
@@ -17,6 +18,9 @@ struct wal {
     sqlite3 *db; /* the checkpoints' own connection */
     sqlite3 *writer;
     pthread_mutex_t *commit_mu;
+    struct lock_hold *hold; /* the second phase's holds of commit_mu go here */
+    /* Microseconds the hook spent copying the log in the last commit. */
+    _Atomic int64_t hook_us;
     /* Log frames at which the hook wakes the thread, copies the log itself
      * unless the thread is copying, and waits for the copy (on_commit). */
     int threshold;
@@ -94,14 +98,17 @@ static int on_commit(void *arg, sqlite3 *db, const char *name, int frames)
     (void)name;
     struct wal *w = arg;
     atomic_fetch_add(&w->commits, 1);
+    int64_t t0 = clock_mono_us();
     if (frames >= w->hard_limit) {
         pthread_mutex_lock(&w->db_mu);
         passive(w, 0);
         pthread_mutex_unlock(&w->db_mu);
+        atomic_store(&w->hook_us, clock_mono_us() - t0);
     } else if (frames >= w->limit && pthread_mutex_trylock(&w->db_mu) == 0) {
         /* After a pin, the thread gets the first go at the backlog. */
         passive(w, PINNED_WAIT_MS);
         pthread_mutex_unlock(&w->db_mu);
+        atomic_store(&w->hook_us, clock_mono_us() - t0);
     }
     if (frames >= w->threshold) {
         pthread_mutex_lock(&w->mu);
@@ -124,12 +131,18 @@ int wal_checkpoint(struct wal *w)
      * no further: it would only hold the commits. */
     if (rc == 0) {
         pthread_mutex_lock(w->commit_mu);
+        int64_t t0 = clock_mono_us();
         pthread_mutex_lock(&w->db_mu);
         int last = passive(w, 0);
         if (last == -1 || last == 2) /* 1: the first phase copied the whole log */
             rc = last;
         pthread_mutex_unlock(&w->db_mu);
+        int64_t held = clock_mono_us() - t0;
         pthread_mutex_unlock(w->commit_mu);
+        if (lock_hold_record(w->hold, held))
+            log_local(LOG_WARN, NULL, "store_slow_checkpoint",
+                      "a checkpoint's second phase held the store's commit lock for %.1f ms",
+                      (double)held / 1000);
     }
     pthread_mutex_unlock(&w->run_mu);
     return rc;
@@ -160,7 +173,7 @@ static void *wal_main(void *arg)
 }
 
 struct wal *wal_start(const char *path, sqlite3 *writer, pthread_mutex_t *commit_mu,
-                      int threshold_frames, char **err)
+                      struct lock_hold *hold, int threshold_frames, char **err)
 {
     struct wal *w = calloc(1, sizeof *w);
     if (!w) {
@@ -190,6 +203,8 @@ struct wal *wal_start(const char *path, sqlite3 *writer, pthread_mutex_t *commit
     w->last_copied = -1;
     w->writer = writer;
     w->commit_mu = commit_mu;
+    w->hold = hold;
+    atomic_init(&w->hook_us, 0);
     w->threshold = threshold_frames;
     w->limit = 4 * threshold_frames;
     w->hard_limit = 64 * threshold_frames;
@@ -211,6 +226,11 @@ struct wal *wal_start(const char *path, sqlite3 *writer, pthread_mutex_t *commit
     sqlite3_wal_hook(writer, on_commit, w);
     pthread_mutex_unlock(commit_mu);
     return w;
+}
+
+int64_t wal_take_hook_us(struct wal *w)
+{
+    return w ? atomic_exchange(&w->hook_us, 0) : 0;
 }
 
 void wal_stop(struct wal *w)

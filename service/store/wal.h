@@ -36,15 +36,22 @@
 
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdint.h>
 
 struct wal;
+struct lock_hold;
 
 /* Opens a checkpoint connection to the database at path, hooks writer (the
  * writer's connection, only ever used under commit_mu) and starts the
- * thread that checkpoints once the log holds threshold_frames pages.
- * Returns NULL and sets *err (caller frees) on failure. */
+ * thread that checkpoints once the log holds threshold_frames pages. The
+ * second phase's holds of commit_mu are recorded in hold (which must
+ * outlive this). Returns NULL and sets *err (caller frees) on failure. */
 struct wal *wal_start(const char *path, sqlite3 *writer, pthread_mutex_t *commit_mu,
-                      int threshold_frames, char **err);
+                      struct lock_hold *hold, int threshold_frames, char **err);
+/* The microseconds the hook spent copying the log inside the last commit
+ * (back-pressure, see wal.c), then 0 until it copies again; 0 for NULL.
+ * Called with commit_mu held, after a commit. */
+int64_t wal_take_hook_us(struct wal *w);
 /* Both phases, now, on the calling thread. 0; 1 if the log was fully
  * copied and nothing has been committed since (nothing started); 2 if a
  * reader's snapshot kept it from copying the log, now or a few ms ago (the

@@ -199,6 +199,20 @@ test('/metrics counts sessions, requests and stored messages', async () => {
     assert.ok(after.mcpd_messages_stored_total - before.mcpd_messages_stored_total >= 2, 'initialize result + echo result');
     assert.ok(after.mcpd_store_commits_total > before.mcpd_store_commits_total);
     assert.equal(after.mcpd_store_ready, 1);
+    // Every commit's hold of the commit lock is in the histogram (failed
+    // commits and checkpoints' second phases too), in cumulative buckets.
+    const hold = 'mcpd_store_commit_lock_seconds';
+    assert.ok(
+      after[`${hold}_count`] - before[`${hold}_count`] >= after.mcpd_store_commits_total - before.mcpd_store_commits_total,
+    );
+    assert.ok(after[`${hold}_sum`] > 0);
+    const buckets = Object.entries(after).filter(([k]) => k.startsWith(`${hold}_bucket{`));
+    assert.deepEqual(
+      buckets.map(([k]) => k.match(/le="([^"]+)"/)[1]),
+      ['0.0005', '0.001', '0.0025', '0.005', '0.01', '0.02', '0.05', '0.1', '1', '+Inf'],
+    );
+    buckets.forEach(([, v], i) => assert.ok(i === 0 || v >= buckets[i - 1][1], 'cumulative'));
+    assert.equal(after[`${hold}_bucket{le="+Inf"}`], after[`${hold}_count`]);
   } finally {
     await mcpd.cleanup();
   }

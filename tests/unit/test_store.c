@@ -862,6 +862,54 @@ static void test_write_atomic(const char *path)
     store_close(st);
 }
 
+struct blocked_write {
+    struct store *st;
+    int rc;
+};
+
+static void *write_blocked(void *arg)
+{
+    struct blocked_write *b = arg;
+    b->rc = put_stream(b->st, SID("held-up"), "sess-h", "request", "1", 10);
+    return NULL;
+}
+
+/* A commit that waits for another process's write lock (a busy SQLite
+ * lock, as mcp-admin's writes or a slow disk would make it) holds the
+ * store's commit lock all that time: the histogram counts it in its
+ * (100 ms, 1 s] bucket, and its time in the sum. */
+static void test_slow_hold(const char *path)
+{
+    struct store *st = open_store(path);
+    if (!st)
+        return;
+    struct store_session in = {.id = "sess-h",
+                               .protocol_version = "2025-11-25",
+                               .init_params = "{}",
+                               .log_level = "info",
+                               .initialized = 1,
+                               .created_ms = 1,
+                               .last_active_ms = 1};
+    CHECK_INT(store_session_put(st, &in), 0);
+    struct store_stats before, after;
+    store_stats(st, &before);
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    CHECK(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK);
+    struct blocked_write b = {st, -2};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, write_blocked, &b), 0);
+    usleep(150 * 1000);
+    CHECK(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK);
+    pthread_join(t, NULL);
+    sqlite3_close(db);
+    CHECK_INT(b.rc, 0);
+    store_stats(st, &after);
+    CHECK(after.hold[STORE_HOLD_BUCKETS - 1] - before.hold[STORE_HOLD_BUCKETS - 1] >= 1);
+    CHECK(after.hold_sum_us - before.hold_sum_us >= 150000);
+    store_close(st);
+}
+
 static void test_wal_bounded(void)
 {
     char path[256], wal[300];
@@ -1077,6 +1125,9 @@ int main(void)
     char apath[256];
     snprintf(apath, sizeof apath, "%s/atomic/mcpd.db", tmpdir);
     test_write_atomic(apath);
+    char hpath[256];
+    snprintf(hpath, sizeof hpath, "%s/hold/mcpd.db", tmpdir);
+    test_slow_hold(hpath);
 
     /* The same on a throwaway in-memory store. */
     test_data(":memory:", NULL);

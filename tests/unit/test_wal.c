@@ -10,6 +10,7 @@
  * of full load: tests/bench/growth.sh checks the file's integrity after
  * such runs; this test runs the same paths on every build.) */
 #include "check.h"
+#include "lock_hold.h"
 #include "wal.h"
 
 #include <pthread.h>
@@ -24,6 +25,7 @@
 enum { WRITERS = 3, ROWS = 3000 };
 
 static pthread_mutex_t commit_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct lock_hold hold;
 static sqlite3 *writer;
 static atomic_int stop;
 static int write_failures;
@@ -59,6 +61,16 @@ static void commit_row(int k)
     pthread_mutex_unlock(&commit_mu);
 }
 
+static uint64_t holds_counted(void)
+{
+    struct store_stats s;
+    lock_hold_read(&hold, &s);
+    uint64_t n = 0;
+    for (int i = 0; i <= STORE_HOLD_BUCKETS; i++)
+        n += s.hold[i];
+    return n;
+}
+
 static void *checkpoint_loop(void *arg)
 {
     struct wal *w = arg;
@@ -88,7 +100,7 @@ int main(void)
                        "CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT)",
                        NULL, NULL, NULL) == SQLITE_OK);
     char *err = NULL;
-    struct wal *w = wal_start(path, writer, &commit_mu, 4, &err);
+    struct wal *w = wal_start(path, writer, &commit_mu, &hold, 4, &err);
     if (!CHECK(w != NULL)) {
         printf("     %s\n", err ? err : "?");
         return check_summary();
@@ -108,9 +120,14 @@ int main(void)
      * checkpoint starting beside that restart is SQLite's WAL-reset bug
      * (before 3.51.3), which this test's load once hit. */
     CHECK_INT(wal_checkpoint(w), 1);
+    /* Each second phase, which holds the commit lock, is counted once; a
+     * checkpoint with nothing to copy holds nothing. */
+    uint64_t holds = holds_counted();
     commit_row(-1);
     CHECK_INT(wal_checkpoint(w), 0);
+    CHECK_INT(holds_counted(), holds + 1);
     CHECK_INT(wal_checkpoint(w), 1);
+    CHECK_INT(holds_counted(), holds + 1);
 
     /* A reader that keeps an old snapshot: the first checkpoint copies up
      * to its frame, the second gets no further and says so (2, its second
