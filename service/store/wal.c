@@ -151,6 +151,7 @@ int wal_checkpoint(struct wal *w)
 static void *wal_main(void *arg)
 {
     struct wal *w = arg;
+    pthread_setname_np(pthread_self(), "mcpd-checkpoint");
     for (;;) {
         pthread_mutex_lock(&w->mu);
         while (!w->due && !w->stop)
