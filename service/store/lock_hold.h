@@ -9,7 +9,8 @@
  * LOCK_HOLD_SLOW_MS or more also tells its holder to log why: rare stalls
  * then carry their cause in the log instead of only in a percentile.
  *
- * Lock-free: recorded by the lock's holder, read by anyone at any time (a
+ * Lock-free: recorded by each holder as it lets go (a checkpoint's second
+ * phase just after, beside the next holder), read by anyone at any time (a
  * reader may see one bucket and the sum a hold apart). Private to the
  * store; store_stats hands the counts out. */
 #ifndef MCPD_STORE_LOCK_HOLD_H

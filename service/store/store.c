@@ -334,9 +334,20 @@ static int step_plain(struct store *st, enum write_kind kind)
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
+/* Where a commit that held the lock long spent it (microseconds), for the
+ * warning logged once the lock is released. */
+struct slow_commit {
+    int64_t held, statements, commit, log_copy;
+    uint64_t writes;
+};
+
 /* Commits everything queued as one transaction and hands each waited write
- * its result. Called with commit_mu held; its time is the lock's hold. */
-static void commit_queue(struct store *st)
+ * its result. Called with commit_mu held; its time is the lock's hold (a
+ * queue another committer emptied first holds it for nothing worth
+ * counting). Returns 1 when the hold was slow enough to log (*slow says
+ * why): the caller logs after unlocking, so that a slow stderr does not
+ * lengthen the very stall it reports. */
+static int commit_queue(struct store *st, struct slow_commit *slow)
 {
     int64_t t0 = clock_mono_us();
     pthread_mutex_lock(&st->qmu);
@@ -345,7 +356,7 @@ static void commit_queue(struct store *st)
     st->queued = st->waited_queued = 0;
     pthread_mutex_unlock(&st->qmu);
     if (!batch)
-        return;
+        return 0;
 
     int shared = st->rdb == st->wdb; /* :memory: has one connection */
     if (shared)
@@ -388,6 +399,12 @@ static void commit_queue(struct store *st)
         else
             op_free(op);
     }
+    /* Counted before the commit is: a reader of store_stats never sees a
+     * commit without its hold. */
+    int64_t t3 = clock_mono_us();
+    int logged = lock_hold_record(&st->hold, t3 - t0);
+    if (logged)
+        *slow = (struct slow_commit){t3 - t0, t1 - t0, t2 - t1, copy_us, nops};
     pthread_mutex_lock(&st->qmu);
     if (unheard_failed)
         st->failed_since_flush = 1;
@@ -397,13 +414,18 @@ static void commit_queue(struct store *st)
     st->stats.failures += nfailed;
     st->stats.purged += failed ? 0 : purged;
     pthread_mutex_unlock(&st->qmu);
-    int64_t t3 = clock_mono_us();
-    if (lock_hold_record(&st->hold, t3 - t0))
-        log_local(LOG_WARN, NULL, "store_slow_commit",
-                  "a commit held the store's commit lock for %.1f ms (%llu writes: statements "
-                  "%.1f ms, COMMIT %.1f ms, of which copying the log %.1f ms)",
-                  (double)(t3 - t0) / 1000, (unsigned long long)nops, (double)(t1 - t0) / 1000,
-                  (double)(t2 - t1) / 1000, (double)copy_us / 1000);
+    return logged;
+}
+
+/* The warning for a slow hold, logged once the lock is released. */
+static void report_slow(const struct slow_commit *slow)
+{
+    log_local(LOG_WARN, NULL, "store_slow_commit",
+              "a commit held the store's commit lock for %.1f ms (%llu writes: statements "
+              "%.1f ms, COMMIT %.1f ms, of which copying the log %.1f ms)",
+              (double)slow->held / 1000, (unsigned long long)slow->writes,
+              (double)slow->statements / 1000, (double)slow->commit / 1000,
+              (double)slow->log_copy / 1000);
 }
 
 void store_stats(struct store *st, struct store_stats *out)
@@ -438,9 +460,12 @@ static void *writer_main(void *arg)
                 break;
             continue;
         }
+        struct slow_commit slow;
         pthread_mutex_lock(&st->commit_mu);
-        commit_queue(st);
+        int slowed = commit_queue(st, &slow);
         pthread_mutex_unlock(&st->commit_mu);
+        if (slowed)
+            report_slow(&slow);
     }
     return NULL;
 }
@@ -534,15 +559,18 @@ static int submit(struct store *st, struct write_op *op, int wait)
     if (!wait)
         return 0;
     /* A waited write alone in the queue, with no commit running, is
-     * committed by its own thread: no hand-off, which is what one request
-     * at a time wants. Once others wait too, the writer thread commits
-     * them all as one transaction. Request threads that committed for
+     * committed by its own thread (with whatever queued meanwhile): no
+     * hand-off, which is what one request at a time wants. One that finds
+     * others waiting leaves them all to the writer thread. Request threads that committed for
      * everyone (the first version) made the same load about 7% slower: the
      * commit lock, held back to back under load, was held longer per
      * request when the holder was also a connection's thread. */
     if (alone && pthread_mutex_trylock(&st->commit_mu) == 0) {
-        commit_queue(st);
+        struct slow_commit slow;
+        int slowed = commit_queue(st, &slow);
         pthread_mutex_unlock(&st->commit_mu);
+        if (slowed)
+            report_slow(&slow);
     }
     pthread_mutex_lock(&st->qmu);
     if (st->waited_queued)

@@ -8,11 +8,11 @@
  * Writes go through one queue and one writer connection. Callers enqueue a
  * write and either return at once (touches, logs) or wait until it has been
  * committed (chunks, stream rows, session creation, deletes). A waiting
- * caller alone in the queue, with no commit running, commits its write
- * itself; otherwise a writer thread commits everything queued as one
- * transaction, so many concurrent appenders share one commit (group
- * commit). The queue is FIFO, so a stream row always lands before its
- * chunks.
+ * caller alone in the queue, with no commit running, commits the queue
+ * itself; one that finds others waiting leaves it to a writer thread.
+ * Either way everything queued goes in one transaction, so many concurrent
+ * appenders share one commit (group commit). The queue is FIFO, so a stream row always lands before
+ * its chunks.
  *
  * Reads run on a second connection under a mutex; WAL lets them proceed
  * while the writer commits. With path ":memory:" both roles share one

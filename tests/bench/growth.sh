@@ -74,7 +74,7 @@ start_ready() {
   t0=$(now_ms)
   # The stored sessions count against --max-sessions (10,000 by default):
   # lifted, as the point is a store that holds 100,000.
-  "$MCPD_BIN" --listen "127.0.0.1:$port" --db "$db" --reply-mode json --log-level "${LOG_LEVEL:-error}" \
+  "$MCPD_BIN" --listen "127.0.0.1:$port" --db "$db" --reply-mode json --log-level "${START_LOG_LEVEL:-error}" \
     --max-connections-per-ip 0 --max-sessions 0 "$@" >>"$TMP/$name.log" 2>&1 &
   LAST_PID=$!
   PIDS+=("$LAST_PID")
@@ -158,7 +158,7 @@ PURGE_CHUNKS=$(sqlite3 "$TMP/old.db" "SELECT COUNT(*) FROM chunks")
 
 # The reaper runs every second (its interval is capped at 1 s). Warnings
 # on: a commit that holds the store's lock 50 ms or more says why.
-LOG_LEVEL=warn start_ready reaper "$TMP/old.db" --session-idle-ms "$IDLE_MS" \
+START_LOG_LEVEL=warn start_ready reaper "$TMP/old.db" --session-idle-ms "$IDLE_MS" \
   --stream-retention-ms "$IDLE_MS" || die "mcpd (reaper) did not start"
 pid=$LAST_PID
 T0=$(now_ms)
