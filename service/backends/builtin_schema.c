@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "builtin_int.h"
+#include "strcopy.h"
 
 #define MAX_DEPTH 32
 
@@ -204,7 +205,9 @@ static int check_object(struct vctx *v, const json_t *schema, const json_t *x, c
     json_object_foreach((json_t *)x, key, val)
     {
         json_t *ps = json_object_get(props, key);
-        snprintf(sub, sizeof sub, "%s.%s", path, key);
+        size_t at = strcopy(sub, sizeof sub - 1, path);
+        sub[at++] = '.';
+        strcopy(sub + at, sizeof sub - at, key);
         if (ps != NULL) {
             if (check(v, ps, val, sub, depth + 1) != 0)
                 return -1;

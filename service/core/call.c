@@ -8,6 +8,7 @@
 #include "request_state.h"
 #include "session.h"
 #include "stream.h"
+#include "strcopy.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -42,7 +43,7 @@ struct call *call_new(struct session *s, struct stream *stream, json_t *request,
     if (!c)
         return NULL;
     c->refs = 1;
-    snprintf(c->key, sizeof c->key, "%s", key ? key : "");
+    strcopy(c->key, sizeof c->key, key);
     pthread_mutex_init(&c->mu, NULL);
     clock_cond_init(&c->cv);
     json_t *params = json_object_get(request, "params");

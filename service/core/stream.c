@@ -7,6 +7,7 @@
 #include "metrics.h"
 #include "randid.h"
 #include "store.h"
+#include "strcopy.h"
 #include "table.h"
 
 #include <errno.h>
@@ -110,8 +111,8 @@ static struct stream *stream_alloc(const char *id, const char *session, int stan
     struct stream *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    snprintf(s->id, sizeof s->id, "%s", id);
-    snprintf(s->session, sizeof s->session, "%s", session);
+    strcopy(s->id, sizeof s->id, id);
+    strcopy(s->session, sizeof s->session, session);
     s->standalone = standalone;
     s->refs = 1;
     pthread_mutex_init(&s->append_mu, NULL);

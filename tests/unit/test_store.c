@@ -804,16 +804,13 @@ static int integrity_ok(const char *path)
     return ok;
 }
 
-/* A stream write's statements stand or fall together: when the second
- * fails, the first is taken back. Triggers on the file make the second
- * statement fail: a new stream's first message, and an end written with a
- * message. */
-static void test_write_atomic(const char *path)
+/* A store at path holding one initialized session, or NULL. */
+static struct store *open_with_session(const char *path, const char *session)
 {
     struct store *st = open_store(path);
     if (!st)
-        return;
-    struct store_session in = {.id = "sess-a",
+        return NULL;
+    struct store_session in = {.id = (char *)session,
                                .protocol_version = "2025-11-25",
                                .init_params = "{}",
                                .log_level = "info",
@@ -821,6 +818,18 @@ static void test_write_atomic(const char *path)
                                .created_ms = 1,
                                .last_active_ms = 1};
     CHECK_INT(store_session_put(st, &in), 0);
+    return st;
+}
+
+/* A stream write's statements stand or fall together: when the second
+ * fails, the first is taken back. Triggers on the file make the second
+ * statement fail: a new stream's first message, and an end written with a
+ * message. */
+static void test_write_atomic(const char *path)
+{
+    struct store *st = open_with_session(path, "sess-a");
+    if (!st)
+        return;
     sqlite3 *db = NULL;
     CHECK(sqlite3_open(path, &db) == SQLITE_OK);
     sqlite3_busy_timeout(db, 5000);
@@ -880,17 +889,9 @@ static void *write_blocked(void *arg)
  * (100 ms, 1 s] bucket, and its time in the sum. */
 static void test_slow_hold(const char *path)
 {
-    struct store *st = open_store(path);
+    struct store *st = open_with_session(path, "sess-h");
     if (!st)
         return;
-    struct store_session in = {.id = "sess-h",
-                               .protocol_version = "2025-11-25",
-                               .init_params = "{}",
-                               .log_level = "info",
-                               .initialized = 1,
-                               .created_ms = 1,
-                               .last_active_ms = 1};
-    CHECK_INT(store_session_put(st, &in), 0);
     struct store_stats before, after;
     store_stats(st, &before);
     sqlite3 *db = NULL;
