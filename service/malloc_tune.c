@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #define TCACHE_SETTING "glibc.malloc.tcache_count"
@@ -21,6 +22,11 @@ void malloc_tune_reexec(char **argv)
         else
             setenv("GLIBC_TUNABLES", original, 1);
         unsetenv(ORIGINAL_ENV);
+        /* The exec of /proc/self/exe named the process "exe" (ps, top):
+         * it gets its own name back. */
+        const char *slash = argv[0] ? strrchr(argv[0], '/') : NULL;
+        if (argv[0])
+            prctl(PR_SET_NAME, slash ? slash + 1 : argv[0]);
         return;
     }
     const char *tunables = getenv("GLIBC_TUNABLES");

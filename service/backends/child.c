@@ -129,6 +129,7 @@ static void do_spawn(struct spawn_req *r)
 
 static void *spawner_main(void *unused)
 {
+    pthread_setname_np(pthread_self(), "mcpd-spawner");
     (void)unused;
     pthread_mutex_lock(&spawner.mu);
     for (;;) {
@@ -210,6 +211,7 @@ static char **build_env(char *const *extra)
 
 static void *reader_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "mcpd-child-out");
     struct child *c = arg;
     struct stdio_frame_decoder *d = stdio_frame_decoder_new(c->max_message);
     char *buf = malloc(READ_CHUNK);
@@ -258,6 +260,7 @@ static void *reader_main(void *arg)
 
 static void *errreader_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "mcpd-child-err");
     struct child *c = arg;
     char line[STDERR_LINE_MAX];
     size_t len = 0;

@@ -277,6 +277,7 @@ struct relay {
  * blocks for the client, so it runs on its own thread. */
 static void *relay_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "mcpd-upstream");
     struct relay *r = arg;
     json_t *answer = NULL;
     int rc = call_request_client(r->target, json_string_value(r->method),

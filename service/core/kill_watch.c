@@ -53,6 +53,7 @@ static void collect(void *arg, const char *id, const char *why)
 
 static void *watch_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "mcpd-kill-watch");
     (void)arg;
     int64_t since = clock_wall_ms() - OVERLAP_MS;
     pthread_mutex_lock(&kw.mu);

@@ -173,6 +173,7 @@ static void unpark(struct parked *p)
 
 static void *lot_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "mcpd-longpoll");
     (void)arg;
     for (;;) {
         unsigned seen = stream_waker_epoch(&lot.waker);

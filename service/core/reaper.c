@@ -16,6 +16,7 @@ static struct {
 
 static void *reaper_main(void *unused)
 {
+    pthread_setname_np(pthread_self(), "mcpd-reaper");
     (void)unused;
     pthread_mutex_lock(&r.mu);
     while (!r.stop) {

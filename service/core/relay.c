@@ -78,6 +78,7 @@ static enum relay_pump relay_pump(struct relay_item *it)
 
 static void *relay_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "mcpd-relay");
     (void)arg;
     struct relay_item *list = NULL;
     for (;;) {

@@ -27,6 +27,7 @@ static struct {
 
 static void *worker_main(void *unused)
 {
+    pthread_setname_np(pthread_self(), "mcpd-worker");
     (void)unused;
     pthread_mutex_lock(&pool.mu);
     for (;;) {

@@ -442,7 +442,7 @@ void store_stats(struct store *st, struct store_stats *out)
 static void *writer_main(void *arg)
 {
     struct store *st = arg;
-    pthread_setname_np(pthread_self(), "mcpd-store"); /* for top -H and perf */
+    pthread_setname_np(pthread_self(), "mcpd-store");
     for (;;) {
         pthread_mutex_lock(&st->qmu);
         while (!st->waited_queued && !st->stop && st->queued < ASYNC_BATCH) {

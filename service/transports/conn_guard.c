@@ -302,6 +302,7 @@ static int same_socket(const struct rec *r)
 
 static void *watch_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "mcpd-conn-guard");
     (void)arg;
     pthread_mutex_lock(&g.mu);
     while (!g.stopping) {

@@ -223,6 +223,7 @@ static int ended(struct push *p)
 
 static void *writer_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "mcpd-push");
     struct push *p = arg;
     struct follow *list = NULL;
     int64_t next_touch = clock_mono_ms() + WRITER_TICK_MS;

@@ -2,7 +2,9 @@
  * process runs again with glibc.malloc.tcache_count raised, its environment
  * given back as the caller set it (so child processes see the caller's
  * GLIBC_TUNABLES), and an operator's own tcache_count left alone, with no
- * exec. The test runs itself as the child in each case. */
+ * exec, and the process keeps its own name rather than the "exe" of the
+ * /proc/self/exe it was run again from. The test runs itself as the child
+ * in each case. */
 #include "check.h"
 #include "malloc_tune.h"
 
@@ -53,8 +55,15 @@ static int child(char **argv)
 {
     malloc_tune_reexec(argv);
     const char *t = getenv("GLIBC_TUNABLES"), *o = getenv("MCPD_ORIGINAL_GLIBC_TUNABLES");
-    printf("%d %zu %s %s\n", started_by_reexec(), fastbin_bytes_after_burst(), t ? t : "-",
-           o ? o : "-");
+    char comm[32] = "-";
+    FILE *f = fopen("/proc/self/comm", "r");
+    if (f) {
+        if (fscanf(f, "%31s", comm) != 1)
+            strcpy(comm, "-");
+        fclose(f);
+    }
+    printf("%d %zu %s %s %s\n", started_by_reexec(), fastbin_bytes_after_burst(), t ? t : "-",
+           o ? o : "-", comm);
     return 0;
 }
 
@@ -62,6 +71,7 @@ struct outcome {
     int reexec;
     size_t fastbin;
     char tunables[256], marker[256];
+    char comm[32]; /* the process's name, as ps shows it */
 };
 
 static int run(const char *tunables, struct outcome *out)
@@ -81,9 +91,9 @@ static int run(const char *tunables, struct outcome *out)
     unsetenv("GLIBC_TUNABLES");
     if (!p)
         return -1;
-    int n =
-        fscanf(p, "%d %zu %255s %255s", &out->reexec, &out->fastbin, out->tunables, out->marker);
-    return pclose(p) == 0 && n == 4 ? 0 : -1;
+    int n = fscanf(p, "%d %zu %255s %255s %31s", &out->reexec, &out->fastbin, out->tunables,
+                   out->marker, out->comm);
+    return pclose(p) == 0 && n == 5 ? 0 : -1;
 }
 
 static void test_default(void)
@@ -94,6 +104,7 @@ static void test_default(void)
     CHECK_INT(o.reexec, 1);
     CHECK_STR(o.tunables, "-"); /* given back: the caller had none */
     CHECK_STR(o.marker, "-");
+    CHECK_STR(o.comm, "test_malloc_tun"); /* its own name (15 bytes), not "exe" */
 #ifndef SANITIZED
     CHECK_INT(o.fastbin, 0);
 #endif
@@ -119,6 +130,7 @@ static void test_operator_choice_wins(void)
         return;
     CHECK_INT(o.reexec, 0);
     CHECK_STR(o.tunables, "glibc.malloc.tcache_count=7");
+    CHECK_STR(o.comm, "test_malloc_tun");
 #ifndef SANITIZED
     CHECK(o.fastbin > 0);
 #endif
