@@ -12,8 +12,11 @@
 # With BENCH_GROWTH=1 it also runs growth.sh (mcpd on a store of 100,000
 # sessions and 1,000,000 chunks: throughput, restart, reaper).
 #
-# Prints a summary table in which every figure stands beside its peer's from
-# the same run and the ratio between them, the issue's targets as met or
+# Prints every run's figures with the server's CPU time per request (from
+# /proc, so a peer's cost per request stands beside mcpd's), how much of
+# mcpd's run at the highest concurrency its store's commit lock was held
+# (from /metrics), a summary table in which every figure stands beside its
+# peer's from the same run and the ratio between them, the issue's targets as met or
 # MISSED, and the same as markdown for the README. It warns when the machine
 # was too busy for the figures to mean much: other processes using the CPU
 # before the run, or the ceiling, measured at the start and again at the end,
@@ -117,7 +120,16 @@ if want sdk; then
 fi
 
 # --- wrk ------------------------------------------------------------------------
-declare -A RPS P50 P99 ERR
+declare -A RPS P50 P99 ERR CPU LOCK
+HZ=$(getconf CLK_TCK)
+# cpu_ticks PID: the process's user + system CPU in clock ticks (the fields
+# after the comm, which may hold spaces).
+cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 }'; }
+# lock_sums NAME: "seconds holds" of mcpd's mcpd_store_commit_lock_seconds.
+lock_sums() {
+  curl -s "http://127.0.0.1:${PORT[$1]}/metrics" | awk '/^mcpd_store_commit_lock_seconds_sum / { s = $2 }
+    /^mcpd_store_commit_lock_seconds_count / { n = $2 } END { print s + 0, n + 0 }'
+}
 for run in "${RUNS[@]}"; do
   read -r server mode <<<"$run"
   name=$server-$mode
@@ -136,7 +148,20 @@ for run in "${RUNS[@]}"; do
       sid=$(session_on "$name") ||
         die "cannot open a session on $name"
     fi
+    t0=$(cpu_ticks "${SERVER_PID[$name]}")
+    [ "$server" = mcpd ] && l0=$(lock_sums "$name")
     measure "$name" "$sid" "$c" "$BENCH_SECONDS" "$([ "$server" = ceiling ] && echo fixed)"
+    t1=$(cpu_ticks "${SERVER_PID[$name]}")
+    # The server's CPU per request answered (wrk's req/s times the run).
+    CPU[$name-$c]=$(awk -v a="$t0" -v b="$t1" -v hz="$HZ" -v r="${RPS[$name-$c]:-0}" -v s="$BENCH_SECONDS" \
+      'BEGIN { if (a != "" && b != "" && r > 0) printf "%.1f", (b - a) / hz * 1e6 / (r * s); else print "-" }')
+    # How much of the run the store's commit lock was held, and the mean hold.
+    if [ "$server" = mcpd ]; then
+      LOCK[$name-$c]=$(awk -v a="$l0" -v b="$(lock_sums "$name")" -v s="$BENCH_SECONDS" 'BEGIN {
+        split(a, x, " "); split(b, y, " "); n = y[2] - x[2]
+        if (n > 0) printf "%.0f%% of the run, mean hold %.0f us over %d holds", 100 * (y[1] - x[1]) / s, 1e6 * (y[1] - x[1]) / n, n
+        else print "-" }')
+    fi
   done
 done
 
@@ -261,13 +286,19 @@ BUSY=0
 [ $BUSY = 1 ] && echo "WARNING: the machine was too busy for these figures to mean much (see the line above); run again on a quiet machine"
 echo
 echo "every server, every run:"
-printf '  %-8s %-5s %5s %10s %9s %9s %7s\n' server mode conc req/s p50_ms p99_ms errors
+printf '  %-8s %-5s %5s %10s %9s %9s %7s %12s\n' server mode conc req/s p50_ms p99_ms errors cpu_us/req
 for run in "${RUNS[@]}"; do
   read -r server mode <<<"$run"
   for c in $BENCH_CONC; do
     k=$server-$mode-$c
-    printf '  %-8s %-5s %5s %10s %9s %9s %7s\n' "$server" "$mode" "$c" "${RPS[$k]}" "${P50[$k]}" "${P99[$k]}" "${ERR[$k]}"
+    printf '  %-8s %-5s %5s %10s %9s %9s %7s %12s\n' "$server" "$mode" "$c" "${RPS[$k]}" "${P50[$k]}" "${P99[$k]}" \
+      "${ERR[$k]}" "${CPU[$k]:--}"
   done
+done
+echo "  (cpu_us/req: the server process's CPU time over the requests it answered; wrk shares the CPUs)"
+for mode in json sse; do
+  [ -n "${LOCK[mcpd-$mode-$C_MAX]:-}" ] &&
+    echo "  mcpd $mode c=$C_MAX: the store's commit lock, which every reply waits for, held ${LOCK[mcpd-$mode-$C_MAX]}"
 done
 echo
 echo "summary (ceiling = bare libmicrohttpd, fixed JSON body; at c=$C_MAX the mean of its two runs):"
