@@ -80,6 +80,16 @@ session_on() { timeout "${2:-20}" "$NODE" "$HERE/open_session.mjs" "http://127.0
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
+# cpu_ticks PID: the process's user + system CPU in clock ticks (the fields
+# after the comm, which may hold spaces).
+cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 }'; }
+# cpu_us_per_request TICKS0 TICKS1 RPS SECONDS: a server's CPU per request
+# answered over a run (wrk's req/s times its length), or "-".
+cpu_us_per_request() {
+  awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" -v r="${3:-0}" -v s="$4" \
+    'BEGIN { if (a != "" && b != "" && r > 0) printf "%.1f", (b - a) / hz * 1e6 / (r * s); else print "-" }'
+}
+
 # run_wrk NAME SESSION CONC SECONDS: tools/call echo (echo.lua) on PORT[NAME].
 run_wrk() {
   local name=$1 sid=$2 c=$3 secs=$4 t=2

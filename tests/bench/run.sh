@@ -121,10 +121,6 @@ fi
 
 # --- wrk ------------------------------------------------------------------------
 declare -A RPS P50 P99 ERR CPU LOCK
-HZ=$(getconf CLK_TCK)
-# cpu_ticks PID: the process's user + system CPU in clock ticks (the fields
-# after the comm, which may hold spaces).
-cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 }'; }
 # lock_sums NAME: "seconds holds" of mcpd's mcpd_store_commit_lock_seconds.
 lock_sums() {
   curl -s "http://127.0.0.1:${PORT[$1]}/metrics" | awk '/^mcpd_store_commit_lock_seconds_sum / { s = $2 }
@@ -152,9 +148,7 @@ for run in "${RUNS[@]}"; do
     [ "$server" = mcpd ] && l0=$(lock_sums "$name")
     measure "$name" "$sid" "$c" "$BENCH_SECONDS" "$([ "$server" = ceiling ] && echo fixed)"
     t1=$(cpu_ticks "${SERVER_PID[$name]}")
-    # The server's CPU per request answered (wrk's req/s times the run).
-    CPU[$name-$c]=$(awk -v a="$t0" -v b="$t1" -v hz="$HZ" -v r="${RPS[$name-$c]:-0}" -v s="$BENCH_SECONDS" \
-      'BEGIN { if (a != "" && b != "" && r > 0) printf "%.1f", (b - a) / hz * 1e6 / (r * s); else print "-" }')
+    CPU[$name-$c]=$(cpu_us_per_request "$t0" "$t1" "${RPS[$name-$c]:-0}" "$BENCH_SECONDS")
     # How much of the run the store's commit lock was held, and the mean hold.
     if [ "$server" = mcpd ]; then
       LOCK[$name-$c]=$(awk -v a="$l0" -v b="$(lock_sums "$name")" -v s="$BENCH_SECONDS" 'BEGIN {

@@ -47,10 +47,8 @@ if [ ! -x "$BIN" ]; then
     die "cannot compile wait_models.c (needs libmicrohttpd-dev and libsqlite3-dev)"
 fi
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 median() { sort -g | awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-hz=$(getconf CLK_TCK)
 printf '%-12s %5s %10s %9s %11s %13s\n' model round "req/s" "p99 ms" "CPU us/req" "switches/req"
 for r in $(seq "$ROUNDS"); do
   for m in $MODELS; do
@@ -71,8 +69,7 @@ for r in $(seq "$ROUNDS"); do
     [ -n "$stat_pid" ] && wait "$stat_pid"
     kill -TERM "$pid" && wait "$pid" 2>/dev/null
     rps=${RPS[$m-$CONC]}
-    CPU[$m-$r]=$(awk -v t=$((t1 - t0)) -v hz="$hz" -v n="$rps" -v s="$SECS" \
-      'BEGIN { if (n > 0) printf "%.1f", t / hz * 1e6 / (n * s); else print "nan" }')
+    CPU[$m-$r]=$(cpu_us_per_request "$t0" "$t1" "$rps" "$SECS")
     CSW[$m-$r]=$(awk -F, -v n="$rps" -v s="$SECS" '$3 == "context-switches" && n > 0 {
       printf "%.2f", $1 / (n * (s - 0.5)); found = 1 } END { if (!found) print "nan" }' "$TMP/stat-$m-$r.txt" 2>/dev/null || echo nan)
     RPS[$m-$r]=$rps
