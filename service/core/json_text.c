@@ -1,33 +1,14 @@
 /* json_text — see json_text.h. */
 #include "json_text.h"
 
+#include "utf8.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Length of the UTF-8 sequence at s (at most n bytes) as jansson accepts
- * it (no overlong forms, no surrogates, nothing past U+10FFFF); 0 if it is
- * not one. s[0] >= 0x80. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t k = c < 0xC2 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF5 ? 4 : 0;
-    if (k == 0 || k > n)
-        return 0;
-    uint32_t cp = c & (0x7F >> k);
-    for (size_t i = 1; i < k; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    if ((k == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-        (k == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-        return 0;
-    return k;
-}
 
 /* ---- reading ---- */
 
@@ -164,7 +145,7 @@ static long read_string(struct reader *r, const char **out, char **copy)
             }
             escaped = 1;
         } else if (c >= 0x80) {
-            size_t k = utf8_len(r->p, (size_t)(r->end - r->p));
+            size_t k = utf8_seq_len(r->p, (size_t)(r->end - r->p));
             if (k == 0)
                 return fail(r, "invalid UTF-8"), -1;
             r->p += k;
@@ -420,7 +401,7 @@ static void put_string(struct out *o, const char *str, size_t len)
     for (size_t i = 0; i < len;) {
         unsigned char c = s[i];
         if (c >= 0x80) {
-            size_t k = utf8_len(s + i, len - i);
+            size_t k = utf8_seq_len(s + i, len - i);
             if (k == 0) {
                 o->failed = 1;
                 return;

@@ -1,6 +1,8 @@
 /* ws_frame — see ws_frame.h. */
 #include "ws_frame.h"
 
+#include "utf8.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,64 +13,6 @@ enum { ST_HEADER, ST_PAYLOAD, ST_FAILED, ST_CLOSED };
  * its last message was. */
 #define KEEP_BUFFER 16384
 #define FIRST_BUFFER 4096
-
-/* ---- UTF-8 ---- */
-
-/* Takes one byte; 0 if it may continue valid UTF-8, -1 if not. The lead
- * byte decides how many continuation bytes follow and narrows the range of
- * the first one, which is what rules out overlong forms (E0 80..9F, F0
- * 80..8F), surrogates (ED A0..BF) and code points above U+10FFFF (F4
- * 90..BF, F5..FF). */
-static int utf8_step(struct ws_utf8 *u, unsigned char c)
-{
-    if (u->need) {
-        if (c < u->lo || c > u->hi)
-            return -1;
-        u->need--;
-        u->lo = 0x80;
-        u->hi = 0xBF;
-        return 0;
-    }
-    if (c < 0x80)
-        return 0;
-    u->lo = 0x80;
-    u->hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-        u->need = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        u->need = 2;
-        if (c == 0xE0)
-            u->lo = 0xA0;
-        else if (c == 0xED)
-            u->hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        u->need = 3;
-        if (c == 0xF0)
-            u->lo = 0x90;
-        else if (c == 0xF4)
-            u->hi = 0x8F;
-    } else {
-        return -1; /* 80..C1: stray continuation or overlong lead; F5..FF */
-    }
-    return 0;
-}
-
-static int utf8_feed(struct ws_utf8 *u, const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (!u->need && s[i] < 0x80)
-            continue;
-        if (utf8_step(u, s[i]) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-int ws_utf8_valid(const void *buf, size_t len)
-{
-    struct ws_utf8 u = {0, 0x80, 0xBF};
-    return utf8_feed(&u, buf, len) == 0 && u.need == 0;
-}
 
 int ws_close_code_valid(unsigned code)
 {
@@ -85,8 +29,7 @@ void ws_parser_init(struct ws_parser *p, size_t max_message)
     memset(p, 0, sizeof *p);
     p->max_message = max_message ? max_message : 1;
     p->state = ST_HEADER;
-    p->utf8.lo = 0x80;
-    p->utf8.hi = 0xBF;
+    utf8_check_init(&p->utf8);
 }
 
 void ws_parser_init_client(struct ws_parser *p, size_t max_message)
@@ -245,7 +188,7 @@ static int finish_frame(struct ws_parser *p, struct ws_event *ev, size_t consume
     if (!is_control(p->opcode)) {
         if (!p->fin)
             return 0;
-        if (p->utf8.need) {
+        if (!utf8_check_complete(&p->utf8)) {
             *ret =
                 fail(p, ev, WS_CLOSE_INVALID_PAYLOAD, "invalid UTF-8 in a text message", consumed);
             return 1;
@@ -285,7 +228,7 @@ static int finish_frame(struct ws_parser *p, struct ws_event *ev, size_t consume
             *ret = fail(p, ev, WS_CLOSE_PROTOCOL_ERROR, "invalid close code", consumed);
             return 1;
         }
-        if (!ws_utf8_valid(p->ctl + 2, n - 2)) {
+        if (!utf8_valid(p->ctl + 2, n - 2)) {
             *ret = fail(p, ev, WS_CLOSE_INVALID_PAYLOAD, "invalid UTF-8 in the close reason",
                         consumed);
             return 1;
@@ -362,7 +305,7 @@ size_t ws_parser_feed(struct ws_parser *p, const void *buf, size_t len, struct w
             unmask(p, dst, in + used, n);
             /* Validate as it arrives: bad bytes end the connection now,
              * not after the rest of a large message. */
-            if (utf8_feed(&p->utf8, (const unsigned char *)dst, n) != 0)
+            if (utf8_check_feed(&p->utf8, dst, n) != 0)
                 return fail(p, ev, WS_CLOSE_INVALID_PAYLOAD, "invalid UTF-8 in a text message",
                             used + n);
             p->msg_len += n;

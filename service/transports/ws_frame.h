@@ -40,6 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "utf8.h"
+
 enum ws_opcode {
     WS_OP_CONTINUATION = 0x0,
     WS_OP_TEXT = 0x1,
@@ -96,10 +98,8 @@ struct ws_parser {
     int in_message;
     char *msg;
     size_t msg_len, msg_cap;
-    struct ws_utf8 {
-        uint8_t need, lo, hi; /* continuation bytes still due; the next one's range */
-    } utf8;                   /* incremental UTF-8 validation across fragments */
-    int delivered;            /* msg was handed out: reset it on the next feed */
+    struct utf8_check utf8; /* incremental UTF-8 validation across fragments */
+    int delivered;          /* msg was handed out: reset it on the next feed */
 
     /* a control frame's payload, NUL-terminated for the close reason */
     char ctl[WS_MAX_CONTROL_PAYLOAD + 1];
@@ -122,9 +122,6 @@ void ws_parser_free(struct ws_parser *p);
  * of buf after any other event. Once an error or close has been reported,
  * the parser consumes and ignores everything (returns len, WS_EV_NONE). */
 size_t ws_parser_feed(struct ws_parser *p, const void *buf, size_t len, struct ws_event *ev);
-
-/* 1 when the bytes are complete, valid UTF-8 (the rules the parser uses). */
-int ws_utf8_valid(const void *buf, size_t len);
 
 /* A server frame header (FIN set, unmasked) for a payload of len bytes.
  * Returns the header's length (2, 4 or 10). */

@@ -71,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             n -= used;
             if (ev.kind == WS_EV_MESSAGE) {
                 REQUIRE(ev.len <= max && ev.data[ev.len] == '\0');
-                REQUIRE(ws_utf8_valid(ev.data, ev.len));
+                REQUIRE(utf8_valid(ev.data, ev.len));
                 round_trip(ev.data, ev.len, key);
             } else if (ev.kind == WS_EV_PING || ev.kind == WS_EV_PONG) {
                 REQUIRE(ev.len <= WS_MAX_CONTROL_PAYLOAD);

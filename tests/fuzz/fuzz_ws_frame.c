@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 REQUIRE(ev.len <= max);
                 REQUIRE(ev.data != NULL);
                 REQUIRE(ev.data[ev.len] == '\0');
-                REQUIRE(ws_utf8_valid(ev.data, ev.len));
+                REQUIRE(utf8_valid(ev.data, ev.len));
                 break;
             case WS_EV_PING:
             case WS_EV_PONG:
@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 finished = 1;
                 REQUIRE(ev.code == WS_CLOSE_NO_STATUS || ws_close_code_valid(ev.code));
                 REQUIRE(ev.reason != NULL);
-                REQUIRE(ws_utf8_valid(ev.reason, strlen(ev.reason)));
+                REQUIRE(utf8_valid(ev.reason, strlen(ev.reason)));
                 /* The echo the transport would send must be well formed. */
                 unsigned char out[WS_MAX_CONTROL_FRAME];
                 size_t n = ws_frame_close(out, ev.code, ev.reason);

@@ -486,7 +486,7 @@ static void test_utf8(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t len = strlen(cases[i].bytes);
-        if (!CHECK(ws_utf8_valid(cases[i].bytes, len) == cases[i].valid))
+        if (!CHECK(utf8_valid(cases[i].bytes, len) == cases[i].valid))
             printf("     utf8 case %zu\n", i);
         /* The same as one text frame. */
         unsigned char buf[64];
@@ -691,7 +691,7 @@ static void test_builders(void)
     CHECK(n <= WS_MAX_CONTROL_FRAME);
     CHECK_INT(c[1], n - 2);
     CHECK((c[1] & 1) == 0); /* 2 + an even number of bytes */
-    CHECK(ws_utf8_valid(c + 4, n - 4));
+    CHECK(utf8_valid(c + 4, n - 4));
     CHECK_INT(n - 4, 122);
 }
 
