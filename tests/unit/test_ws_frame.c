@@ -459,36 +459,20 @@ static void test_huge_length_header(void)
 
 static void test_utf8(void)
 {
+    /* utf8.c's rules are tested in test_utf8; here, that a text message is
+     * held to them: 1007 for invalid text, whole or cut short. */
     struct {
         const char *bytes;
         int valid;
     } cases[] = {
-        {"plain ascii", 1},
-        {"\xc3\xa9", 1},         /* é */
-        {"\xe2\x82\xac", 1},     /* € */
-        {"\xf0\x9d\x84\x9e", 1}, /* U+1D11E */
-        {"\xf4\x8f\xbf\xbf", 1}, /* U+10FFFF */
-        {"\xed\x9f\xbf", 1},     /* U+D7FF, just below the surrogates */
-        {"\xee\x80\x80", 1},     /* U+E000, just above */
-        {"\xc0\xaf", 0},         /* overlong '/' */
-        {"\xc1\xbf", 0},         /* overlong */
-        {"\xe0\x80\xaf", 0},     /* overlong 3-byte */
-        {"\xf0\x80\x80\xaf", 0}, /* overlong 4-byte */
-        {"\xed\xa0\x80", 0},     /* U+D800 surrogate */
-        {"\xed\xbf\xbf", 0},     /* U+DFFF surrogate */
-        {"\xf4\x90\x80\x80", 0}, /* U+110000 */
-        {"\xf5\x80\x80\x80", 0}, /* beyond */
-        {"\xff", 0},
-        {"\x80", 0},         /* stray continuation */
-        {"\xe2\x82", 0},     /* truncated */
-        {"\xe2\x28\xa1", 0}, /* bad continuation */
-        {"a\xce\xba\xe1\xbd\xb9\xcf\x83\xce\xbc\xce\xb5", 1},
+        {"plain ascii", 1},      {"\xe2\x82\xac", 1}, /* € */
+        {"\xf4\x8f\xbf\xbf", 1},                      /* U+10FFFF */
+        {"\xc0\xaf", 0},                              /* overlong '/' */
+        {"\xed\xa0\x80", 0},                          /* U+D800 surrogate */
+        {"\xe2\x82", 0},                              /* truncated */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t len = strlen(cases[i].bytes);
-        if (!CHECK(utf8_valid(cases[i].bytes, len) == cases[i].valid))
-            printf("     utf8 case %zu\n", i);
-        /* The same as one text frame. */
         unsigned char buf[64];
         size_t n = cframe(buf, 1, WS_OP_TEXT, cases[i].bytes, len);
         struct ws_parser p;
