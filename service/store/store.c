@@ -552,8 +552,10 @@ static int submit(struct store *st, struct write_op *op, int wait)
         st->waited_queued++;
     int alone = st->waited_queued == 1;
     /* Async writes wake the writer only in bulk; otherwise they ride along
-     * with the next waited write or the writer's short timer. */
-    if (!wait && (st->queued == 1 || st->queued >= ASYNC_BATCH))
+     * with the next waited write or the writer's short timer. A waited
+     * write that is not alone wakes it now, under the lock it holds
+     * anyway. */
+    if (wait ? !alone : st->queued == 1 || st->queued >= ASYNC_BATCH)
         pthread_cond_signal(&st->qcv);
     pthread_mutex_unlock(&st->qmu);
     if (!wait)
@@ -565,17 +567,20 @@ static int submit(struct store *st, struct write_op *op, int wait)
      * everyone (the first version) made the same load about 7% slower: the
      * commit lock, held back to back under load, was held longer per
      * request when the holder was also a connection's thread. */
-    if (alone && pthread_mutex_trylock(&st->commit_mu) == 0) {
-        struct slow_commit slow;
-        int slowed = commit_queue(st, &slow);
-        pthread_mutex_unlock(&st->commit_mu);
-        if (slowed)
-            report_slow(&slow);
+    if (alone) {
+        if (pthread_mutex_trylock(&st->commit_mu) == 0) {
+            struct slow_commit slow;
+            int slowed = commit_queue(st, &slow);
+            pthread_mutex_unlock(&st->commit_mu);
+            if (slowed)
+                report_slow(&slow);
+        }
+        /* Our write, or writes queued during our commit, may still wait. */
+        pthread_mutex_lock(&st->qmu);
+        if (st->waited_queued)
+            pthread_cond_signal(&st->qcv);
+        pthread_mutex_unlock(&st->qmu);
     }
-    pthread_mutex_lock(&st->qmu);
-    if (st->waited_queued)
-        pthread_cond_signal(&st->qcv);
-    pthread_mutex_unlock(&st->qmu);
     while (sem_wait(&op->done) != 0)
         ;
     int rc = op->rc;
