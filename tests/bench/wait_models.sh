@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # wait_models.sh: the threading-model experiment (wait_models.c). Not a test.
 #
-# Runs the models of wait_models.c in turn (WAIT_MODELS, default all six),
+# Runs the models of wait_models.c in turn (WAIT_MODELS, default all seven),
 # WAIT_ROUNDS times (the rounds interleave, so that a busy spell of the
 # machine falls on every model alike), each on a fresh database, under wrk
 # at WAIT_CONC connections with echo.lua's request. Prints per round req/s,
@@ -14,7 +14,7 @@
 # Environment (all optional):
 #   WAIT_MODELS_BIN  default <repo>/build/bin/bench_wait_models (else compiled with cc)
 #   WAIT_ROUNDS (3)  WAIT_SECONDS per run (5)  WAIT_CONC (64)
-#   WAIT_MODELS      which models, in order (all six)
+#   WAIT_MODELS      which models, in order (all seven)
 #   NODE, WRK        as run.sh            PERF  perf binary (perf on PATH)
 # Usage: tests/bench/wait_models.sh
 set -u -o pipefail
@@ -25,7 +25,7 @@ BIN=${WAIT_MODELS_BIN:-$REPO/build/bin/bench_wait_models}
 ROUNDS=${WAIT_ROUNDS:-3}
 SECS=${WAIT_SECONDS:-5}
 CONC=${WAIT_CONC:-64}
-MODELS=${WAIT_MODELS:-"tpc-bare tpc-commit pool-bare pool-commit pool-block pool8-block"}
+MODELS=${WAIT_MODELS:-"tpc-bare tpc-commit pool-bare pool-commit pool-queued pool-block pool8-block"}
 PERF=${PERF:-$(command -v perf || true)}
 # shellcheck source=tools.sh
 . "$HERE/tools.sh"
