@@ -509,6 +509,14 @@ static void on_response(struct session *s, json_t *msg, const struct jsonrpc_msg
     out->kind = CORE_ACCEPTED;
 }
 
+/* The spec's "MUST NOT reuse an id" for a request while the first one with
+ * that id still runs: its replies could not be told apart. */
+static void refuse_dup(struct core_reply *out, json_t *id)
+{
+    core_reject(out, CORE_BAD_REQUEST, id, JSONRPC_INVALID_REQUEST,
+                "Invalid Request: a request with this id is already in flight");
+}
+
 static void refuse_busy(struct core_reply *out, json_t *id)
 {
     char msg[160];
@@ -659,7 +667,7 @@ static const struct {
 };
 
 static void submit_to_backend(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
-                              const char *transport, struct core_reply *out);
+                              const char *key, const char *transport, struct core_reply *out);
 
 void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, const char *transport,
                  struct core_reply *out)
@@ -683,6 +691,18 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
         core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_SERVER_ERROR, "Server is shutting down");
         return;
     }
+    char key[96];
+    if (jsonrpc_id_key(m->id, key, sizeof key) != 0) {
+        core_reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
+                    "Invalid Request: id is too long");
+        return;
+    }
+    /* Only calls on workers are tracked (they can be cancelled), but a
+     * quick request must not share an id with one of them either. */
+    if (session_with_tracked(s, key, NULL, NULL) == 0) {
+        refuse_dup(out, m->id);
+        return;
+    }
     for (size_t i = 0; i < sizeof core_methods / sizeof core_methods[0]; i++)
         if (strcmp(m->method, core_methods[i].name) == 0) {
             core_methods[i].fn(s, m, transport, out);
@@ -692,7 +712,7 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
     int as_task = json_is_object(task) && strcmp(m->method, "tools/call") == 0 &&
                   strcmp(session_protocol(s), PROTOCOL_TASKS_EXPERIMENTAL) == 0 &&
                   core_task_support(m->method, m->params) > 0;
-    submit_to_backend(s, msg, m, transport, out);
+    submit_to_backend(s, msg, m, key, transport, out);
     if (as_task && out->kind == CORE_STREAM && !out->ack) {
         /* The call runs on; the client polls the task. */
         struct stream *st = out->stream;
@@ -706,15 +726,9 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
 /* A request for the backend: a stream, a call, and a worker (or the
  * caller's thread, for a handler that never blocks). */
 static void submit_to_backend(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
-                              const char *transport, struct core_reply *out)
+                              const char *key, const char *transport, struct core_reply *out)
 {
     const char *method = m->method;
-    char key[96];
-    if (jsonrpc_id_key(m->id, key, sizeof key) != 0) {
-        core_reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
-                    "Invalid Request: id is too long");
-        return;
-    }
     struct stream *st = stream_create(session_id(s), STREAM_REQUEST, m->id);
     if (!st) {
         core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
@@ -750,8 +764,7 @@ static void submit_to_backend(struct session *s, json_t *msg, const struct jsonr
         if (why == SESSION_TRACK_ENDED)
             core_reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
         else if (why == SESSION_TRACK_DUP)
-            core_reject(out, CORE_BAD_REQUEST, m->id, JSONRPC_INVALID_REQUEST,
-                        "Invalid Request: a request with this id is already in flight");
+            refuse_dup(out, m->id);
         else if (why == SESSION_TRACK_BUSY)
             refuse_busy(out, m->id);
         else

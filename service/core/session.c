@@ -661,7 +661,7 @@ int session_with_tracked(struct session *s, const char *key, void (*fn)(void *va
 {
     pthread_mutex_lock(&s->mu);
     void *v = table_get(s->tracked, key);
-    if (v)
+    if (v && fn)
         fn(v, arg);
     pthread_mutex_unlock(&s->mu);
     return v ? 0 : -1;

@@ -138,7 +138,8 @@ void session_untrack(struct session *s, const char *key);
 enum session_track_rc session_poll_enter(struct session *s);
 void session_poll_leave(struct session *s);
 /* Runs fn on the tracked value under the session lock (so it cannot go
- * away meanwhile). Returns 0 if found, -1 if not. */
+ * away meanwhile). Returns 0 if found, -1 if not. fn may be NULL: is key in
+ * flight? */
 int session_with_tracked(struct session *s, const char *key, void (*fn)(void *value, void *arg),
                          void *arg);
 /* Runs fn on every tracked value under the session lock. */

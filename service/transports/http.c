@@ -503,10 +503,12 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
         batch_free(b);
         return refused(resp, &r);
     }
-    json_t *errors = g.immediate;
+    json_t *errors = g.immediate, *finals = json_array();
     struct session *s = b->session;
     b->left = b->n;
-    /* One JSON array when every reply is a single message, ready soon. */
+    /* One JSON array when every reply is a single message, ready soon. The
+     * streams' finals are kept apart until that is known: an SSE reply
+     * reads every stream from its start, with event ids. */
     int as_json = http.cfg.reply_mode != HTTP_REPLY_SSE;
     int64_t deadline =
         clock_mono_ms() + (http.cfg.reply_mode == HTTP_REPLY_JSON ? JSON_WAIT_MS : AUTO_WAIT_MS);
@@ -517,10 +519,13 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
                 ? core_wait_final(s, b->streams[i], &b->tokens[i], deadline, RELAY_WAIT_MS, &ch)
                 : stream_read(b->streams[i], &b->tokens[i], 0, deadline, &ch);
         if (w == STREAM_CHUNK && ch.is_end)
-            json_array_append_new(errors, json_loadb(ch.msg, ch.len, JSON_ALLOW_NUL, NULL));
+            json_array_append_new(finals, json_loadb(ch.msg, ch.len, JSON_ALLOW_NUL, NULL));
         else if (w != STREAM_ENDED)
             as_json = http.cfg.reply_mode == HTTP_REPLY_JSON;
     }
+    if (as_json || b->n == 0)
+        json_array_extend(errors, finals);
+    json_decref(finals);
     if (as_json || b->n == 0) {
         batch_free(b);
         if (json_array_size(errors) == 0) {
@@ -708,7 +713,7 @@ static int on_delete(const struct _u_request *req, struct _u_response *resp, voi
 {
     (void)ud;
     char principal[AUTH_PRINCIPAL_MAX];
-    if (!admitted(req, resp, principal) || stateless_refusal(req, resp))
+    if (!admitted(req, resp, principal) || stateless_refusal(req, resp) || !version_ok(req, resp))
         return U_CALLBACK_COMPLETE;
     struct core_caller c = caller_of(req, principal);
     struct core_reply r;
@@ -797,6 +802,12 @@ int http_path_is(const char *url_path, const char *name)
     return url_path[strspn(url_path, "/")] == '\0';
 }
 
+/* The read-only endpoints beside /mcp. */
+static const struct {
+    const char *path;
+    int (*cb)(const struct _u_request *, struct _u_response *, void *);
+} probes[] = {{"/healthz", on_healthz}, {"/readyz", on_readyz}, {"/metrics", on_metrics}};
+
 /* Reached when no endpoint matched the method and path: 405 for a path
  * that other methods serve, else 404. (Endpoints for "any method" would do
  * the same, but ulfius matches every request against them, at a split URL
@@ -806,6 +817,9 @@ static int on_unknown(const struct _u_request *req, struct _u_response *resp, vo
     (void)ud;
     const char *allow =
         http_path_is(req->url_path, "mcp") ? "GET, POST, DELETE" : legacy_sse_allow(req->url_path);
+    for (size_t i = 0; !allow && i < sizeof probes / sizeof probes[0]; i++)
+        if (http_path_is(req->url_path, probes[i].path + 1))
+            allow = "GET, HEAD";
     if (allow) {
         u_map_put(resp->map_header, "Allow", allow);
         return fail(resp, 405, JSONRPC_SERVER_ERROR, "Method Not Allowed");
@@ -892,9 +906,13 @@ int http_start(const struct http_config *cfg, char **err)
     ulfius_add_endpoint_by_val(&http.inst, "POST", "/mcp", NULL, 0, on_post, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "GET", "/mcp", NULL, 0, on_get, NULL);
     ulfius_add_endpoint_by_val(&http.inst, "DELETE", "/mcp", NULL, 0, on_delete, NULL);
-    ulfius_add_endpoint_by_val(&http.inst, "GET", "/healthz", NULL, 0, on_healthz, NULL);
-    ulfius_add_endpoint_by_val(&http.inst, "GET", "/readyz", NULL, 0, on_readyz, NULL);
-    ulfius_add_endpoint_by_val(&http.inst, "GET", "/metrics", NULL, 0, on_metrics, NULL);
+    /* HEAD wherever GET is plain (RFC 9110 9.3.2); libmicrohttpd sends
+     * the GET answer's headers without its body. Not on /mcp, where a GET
+     * opens a stream. */
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+        ulfius_add_endpoint_by_val(&http.inst, "GET", probes[i].path, NULL, 0, probes[i].cb, NULL);
+        ulfius_add_endpoint_by_val(&http.inst, "HEAD", probes[i].path, NULL, 0, probes[i].cb, NULL);
+    }
     legacy_sse_add_endpoints(&http.inst);
     ulfius_set_default_endpoint(&http.inst, on_unknown, NULL);
 

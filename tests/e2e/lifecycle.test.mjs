@@ -204,6 +204,23 @@ test('batch on a 2025-03-26 session: progress of a batched call is delivered (SS
   assert.ok(responseFor(r.messages, 'p2'), 'ping answered');
 });
 
+test('batch on a 2025-03-26 session: a reply ready at once, then one that is not → each response once, on the SSE reply', async () => {
+  const { session } = await initSession(mcpd.port, { protocolVersion: '2025-03-26' });
+  const r = await rpc(
+    mcpd.port,
+    [
+      { jsonrpc: '2.0', id: 'q1', method: 'tools/call', params: { name: 'echo', arguments: { message: 'first' } } },
+      { jsonrpc: '2.0', id: 'q2', method: 'tools/call', params: { name: 'countdown', arguments: { n: 2, interval_ms: 100 } } },
+    ],
+    { session, version: null },
+  );
+  assert.equal(r.status, 200, r.text);
+  assert.match(r.headers['content-type'], /text\/event-stream/);
+  for (const id of ['q1', 'q2'])
+    assert.equal(r.messages.filter((m) => m.id === id).length, 1, `${id} answered once: ${JSON.stringify(r.messages)}`);
+  assert.equal(responseFor(r.messages, 'q1')?.result?.content?.[0]?.text, 'first');
+});
+
 test('batch on a 2025-03-26 session: a server→client request (elicitation) reaches the client, no hang', async () => {
   const { session } = await initSession(mcpd.port, { protocolVersion: '2025-03-26', capabilities: { elicitation: {} } });
   const s = await openStream(mcpd.port, {
@@ -491,6 +508,37 @@ test('a request id already in flight on the session is refused; other sessions m
   const r = await first;
   assert.equal(responseFor(r.messages, 'dup')?.result?.content?.[0]?.text, 'countdown finished', 'first call unharmed');
   assert.equal(r.messages.filter((m) => m.method === 'notifications/progress').length, 3);
+});
+
+test('a quick request (echo, ping, tools/list) with the id of a call in flight is refused too, alone or in a batch', async () => {
+  const { session } = await initSession(mcpd.port);
+  const slow = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'countdown', arguments: { n: 3, interval_ms: 100 } } };
+  const first = rpc(mcpd.port, slow, { session });
+  await sleep(80);
+  for (const quick of [
+    { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { message: 'same id' } } },
+    { jsonrpc: '2.0', id: 7, method: 'ping' },
+    { jsonrpc: '2.0', id: 7, method: 'tools/list' },
+  ]) {
+    const r = await rpc(mcpd.port, quick, { session });
+    const e = r.messages.find((m) => m.id === 7)?.error;
+    assert.equal(e?.code, -32600, `${quick.method} with an id in flight: ${r.status} ${JSON.stringify(r.messages)}`);
+    assert.match(e.message, /already in flight/);
+  }
+  assert.equal(responseFor((await first).messages, 7)?.result?.content?.[0]?.text, 'countdown finished', 'first call unharmed');
+  // once it has finished, the id may be used again
+  assert.equal(responseFor((await rpc(mcpd.port, { ...slow, params: { name: 'echo', arguments: { message: 'later' } } }, { session })).messages, 7)?.result?.content?.[0]?.text, 'later');
+
+  const legacy = (await initSession(mcpd.port, { protocolVersion: '2025-03-26' })).session;
+  const b = await rpc(
+    mcpd.port,
+    [slow, { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'echo', arguments: { message: 'same id' } } }],
+    { session: legacy, version: null },
+  );
+  const answers = b.messages.filter((m) => m.id === 7);
+  assert.equal(answers.length, 2, JSON.stringify(b.messages));
+  assert.equal(answers.filter((m) => m.error?.code === -32600).length, 1, `the echo refused: ${JSON.stringify(answers)}`);
+  assert.equal(answers.filter((m) => m.result?.content?.[0]?.text === 'countdown finished').length, 1, 'the countdown answered');
 });
 
 test('initialize on an existing session or inside a batch is refused without creating a session', async () => {
