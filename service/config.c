@@ -353,8 +353,8 @@ void config_usage(FILE *out)
     }
     fprintf(
         out,
-        "\nEndpoints: POST/GET/DELETE /mcp, GET /mcp/ws (WebSocket), GET /healthz, GET /readyz,\n"
-        "GET /metrics.\n"
+        "\nEndpoints: POST/GET/DELETE /mcp, GET /mcp/ws (WebSocket), GET/HEAD /healthz, /readyz,\n"
+        "/metrics.\n"
         "Exit status: 0 on success, 2 on bad usage, 1 on any other failure.\n");
 }
 
