@@ -25,6 +25,27 @@ json_t *jsonrpc_parse(const char *buf, size_t len, struct jsonrpc_error *err)
     return v;
 }
 
+/* 1 when v is a string with a NUL inside: read as a C string, it would be
+ * a different (shorter) string from the one the client sent. */
+static int has_nul(const json_t *v)
+{
+    return json_is_string(v) && strlen(json_string_value(v)) != json_string_length(v);
+}
+
+/* The params members the server looks things up by (a tool's or prompt's
+ * name, a resource's URI, a revision), compared as C strings: "echo\u0000x"
+ * must not name echo. Tool arguments may carry NUL; they are data. */
+static const char *nul_in_names(const json_t *params)
+{
+    static const char *const names[] = {"name", "uri", "protocolVersion"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (has_nul(json_object_get(params, names[i])))
+            return names[i];
+    return has_nul(json_object_get(json_object_get(params, "_meta"), "protocolVersion"))
+               ? "_meta.protocolVersion"
+               : NULL;
+}
+
 int jsonrpc_classify(json_t *msg, struct jsonrpc_msg *out, struct jsonrpc_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -46,15 +67,22 @@ int jsonrpc_classify(json_t *msg, struct jsonrpc_msg *out, struct jsonrpc_error 
         return -1;
     }
     if (method) {
-        if (!json_is_string(method) || json_string_length(method) == 0) {
+        if (!json_is_string(method) || json_string_length(method) == 0 || has_nul(method)) {
             set_err(err, JSONRPC_INVALID_REQUEST,
-                    "Invalid Request: method must be a non-empty string");
+                    "Invalid Request: method must be a non-empty string without NUL");
             return -1;
         }
         json_t *params = json_object_get(msg, "params");
         if (params && !json_is_object(params) && !json_is_array(params)) {
             set_err(err, JSONRPC_INVALID_REQUEST,
                     "Invalid Request: params must be an object or an array");
+            return -1;
+        }
+        const char *named = nul_in_names(params);
+        if (named) {
+            char why[120];
+            snprintf(why, sizeof why, "Invalid Request: params.%s must not contain NUL", named);
+            set_err(err, JSONRPC_INVALID_REQUEST, why);
             return -1;
         }
         out->kind = id ? JSONRPC_REQUEST : JSONRPC_NOTIFICATION;

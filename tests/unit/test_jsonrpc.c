@@ -349,6 +349,30 @@ static void test_classify(void)
 
 /* ---- jsonrpc_id_key ---- */
 
+/* Names compared as C strings must not hide a NUL; arguments may carry one. */
+static void test_nul_in_names(void)
+{
+    expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\\u0000x\"}");
+    expect_invalid("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\\u0000\"}");
+    expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+                   "\"params\":{\"name\":\"echo\\u0000zzz\"}}");
+    expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/read\","
+                   "\"params\":{\"uri\":\"file:///a\\u0000b\"}}");
+    expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
+                   "\"params\":{\"protocolVersion\":\"2025-03-26\\u0000x\"}}");
+    expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\","
+                   "\"params\":{\"_meta\":{\"protocolVersion\":\"2026-07-28\\u0000\"}}}");
+    struct jsonrpc_msg m;
+    struct jsonrpc_error err;
+    json_t *v;
+    CHECK_INT(
+        classify_str("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+                     "\"params\":{\"name\":\"echo\",\"arguments\":{\"message\":\"a\\u0000b\"}}}",
+                     &m, &err, &v),
+        0);
+    json_decref(v);
+}
+
 static void test_id_key(void)
 {
     char a[64], b[64];
@@ -576,6 +600,7 @@ int main(void)
     test_parse();
     test_depth();
     test_classify();
+    test_nul_in_names();
     test_id_key();
     test_builders();
     test_dump();
