@@ -185,7 +185,7 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
     }
     repair_interrupted();
     if (workers_start(cfg->max_workers, WORKER_STACK) != 0 || poll_lot_start() != 0 ||
-        relay_start() != 0) {
+        relay_start(core.store) != 0) {
         *err = strdup("cannot start the worker pool");
         return -1;
     }
@@ -284,11 +284,13 @@ static void cancel_for_session_end(void *value, void *arg)
     call_cancel(value, CALL_CANCEL_SESSION_END);
 }
 
-int64_t core_relay_to_standalone(struct session *s, const char *msg, size_t len)
+int64_t core_relay_to_standalone(struct session *s, const char *msg, size_t len,
+                                 const char *source_id, int64_t copied)
 {
     struct stream *st = session_standalone(s);
-    int64_t seq =
-        st && session_charge(s, len) == 0 ? stream_append(st, msg, len, STREAM_ACTIVE) : -1;
+    int64_t seq = !st || session_charge(s, len) != 0 ? -1
+                  : source_id ? stream_append_relayed(st, msg, len, source_id, copied)
+                              : stream_append(st, msg, len, STREAM_ACTIVE);
     stream_unref(st);
     return seq;
 }

@@ -189,6 +189,10 @@ enum stream_wait core_wait_final(struct session *s, struct stream *st, struct st
  * message (an error, a poll handle) at once. Takes what r holds and clears
  * it. 0, or -1 when it could not (the server is stopping). */
 int core_relay(struct core_reply *r);
+/* A legacy session's /sse stream resumed: what its requests wrote in a
+ * past process but the relay had not copied follows on the standalone
+ * stream (relay.h; nothing for a session of this process). */
+void core_relay_catch_up(struct session *s);
 
 /* ---- session handles, for transports ---- */
 void core_session_hold(struct session *s);

@@ -37,8 +37,11 @@ json_t *core_server_fields(void);
 void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, const char *transport,
                  struct core_reply *out);
 /* Appends a copy of one of a request's messages to the session's
- * standalone stream; its seq there, or -1. */
-int64_t core_relay_to_standalone(struct session *s, const char *msg, size_t len);
+ * standalone stream; its seq there, or -1. source_id: for the legacy relay,
+ * the request's stream, whose first `copied` messages are then copied (the
+ * same commit records it); NULL otherwise. */
+int64_t core_relay_to_standalone(struct session *s, const char *msg, size_t len,
+                                 const char *source_id, int64_t copied);
 /* A refusal counted in /metrics (also for the entry's own refusals). */
 void core_reject(struct core_reply *out, enum core_reason why, json_t *id, int code,
                  const char *message);

@@ -516,7 +516,7 @@ enum stream_wait core_wait_final(struct session *s, struct stream *st, struct st
          * logs, an elicitation request the handler waits on) goes to the
          * session's standalone stream, where the client can get it. */
         if (s) {
-            int64_t r = core_relay_to_standalone(s, ch->msg, ch->len);
+            int64_t r = core_relay_to_standalone(s, ch->msg, ch->len, NULL, 0);
             if (r >= 0)
                 relayed = r;
         }
@@ -542,6 +542,11 @@ int core_relay(struct core_reply *r)
     }
     core_reply_clear(r);
     return rc;
+}
+
+void core_relay_catch_up(struct session *s)
+{
+    relay_catch_up(s);
 }
 
 /* ---- session handles ---- */

@@ -5,10 +5,13 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "session.h"
+#include "store.h"
 #include "stream.h"
+#include "table.h"
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The relay wakes at least this often, and copies at most this many
  * messages of one stream before looking at the others. */
@@ -32,6 +35,9 @@ struct relay_item {
 
 static struct {
     pthread_mutex_t mu;
+    struct store *store;
+    int64_t started_ms;          /* wall clock: streams older than this are a past process's */
+    struct table *followed;      /* ids of the streams with an item, under mu */
     struct relay_item *incoming; /* handed over, not yet taken (newest first) */
     struct stream_waker waker;
     pthread_t thread;
@@ -42,6 +48,9 @@ static struct {
 
 static void relay_item_free(struct relay_item *it)
 {
+    pthread_mutex_lock(&relay.mu);
+    table_del(relay.followed, stream_id(it->stream));
+    pthread_mutex_unlock(&relay.mu);
     stream_unref(it->stream);
     session_unref(it->session);
     free(it);
@@ -61,7 +70,8 @@ static enum relay_pump relay_pump(struct relay_item *it)
             return RELAY_DONE;
         if (w != STREAM_CHUNK)
             return r;
-        if (core_relay_to_standalone(it->session, ch.msg, ch.len) < 0 &&
+        if (core_relay_to_standalone(it->session, ch.msg, ch.len, stream_id(it->stream),
+                                     ch.seq + 1) < 0 &&
             !session_ended(it->session))
             log_event(
                 LOG_WARN, session_id(it->session), "relay_failed",
@@ -131,28 +141,82 @@ static void *relay_main(void *arg)
     return NULL;
 }
 
-/* Hands a request's stream to the relay (takes the reference to st).
- * Returns 0, or -1 (the relay is not running, out of memory). */
-int relay_follow(struct session *s, struct stream *st)
+/* Hands st to the relay from message `from` on (takes the reference to
+ * st). Returns 0 (also when st is followed already: nothing to add), or -1
+ * (the relay is not running, out of memory). */
+static int follow_from(struct session *s, struct stream *st, int64_t from)
 {
     struct relay_item *it = calloc(1, sizeof *it);
     pthread_mutex_lock(&relay.mu);
     int ok = it && relay.running && !relay.stopping;
-    if (ok) {
+    int dup = ok && table_get(relay.followed, stream_id(st));
+    if (ok && !dup && table_put(relay.followed, stream_id(st), it) != 0)
+        ok = 0;
+    if (ok && !dup) {
         session_ref(s);
         it->session = s;
         it->stream = st;
+        it->next = from;
         it->next_i = relay.incoming;
         relay.incoming = it;
     }
     pthread_mutex_unlock(&relay.mu);
-    if (!ok) {
+    if (!ok || dup) {
         free(it);
         stream_unref(st);
-        return -1;
+        return ok ? 0 : -1;
     }
     stream_waker_signal(&relay.waker);
     return 0;
+}
+
+int relay_follow(struct session *s, struct stream *st)
+{
+    return follow_from(s, st, 0);
+}
+
+struct past {
+    struct past *next;
+    int64_t copied;
+    char id[];
+};
+
+static void collect_past(void *arg, const char *stream_id, int64_t copied)
+{
+    struct past **head = arg;
+    size_t n = strlen(stream_id) + 1;
+    struct past *p = malloc(sizeof *p + n);
+    if (!p)
+        return;
+    p->copied = copied;
+    memcpy(p->id, stream_id, n);
+    p->next = *head;
+    *head = p;
+}
+
+void relay_catch_up(struct session *s)
+{
+    struct past *list = NULL, *rev = NULL, *next;
+    if (store_streams_relayed(relay.store, session_id(s), relay.started_ms, collect_past, &list) !=
+        0)
+        log_event(LOG_WARN, session_id(s), "relay_catch_up_failed",
+                  "could not read the relay's progress from the store");
+    for (; list; list = next) { /* back in creation order */
+        next = list->next;
+        list->next = rev;
+        rev = list;
+    }
+    for (struct past *p = rev; p; p = next) {
+        next = p->next;
+        struct stream *st = stream_find(p->id);
+        /* An ended stream whose every message is copied ends its item at
+         * once; the others get what they missed, in order. */
+        if (st && stream_next_seq(st) > p->copied)
+            follow_from(s, st, p->copied);
+        else
+            stream_unref(st);
+        free(p);
+    }
 }
 
 int relay_message(struct session *s, json_t *msg)
@@ -160,7 +224,7 @@ int relay_message(struct session *s, json_t *msg)
     size_t len;
     char *text = msg ? jsonrpc_dump(msg, &len) : NULL;
     json_decref(msg);
-    int rc = text && core_relay_to_standalone(s, text, len) >= 0 ? 0 : -1;
+    int rc = text && core_relay_to_standalone(s, text, len, NULL, 0) >= 0 ? 0 : -1;
     if (rc != 0)
         log_event(LOG_WARN, session_id(s), "relay_failed",
                   "an immediate answer did not reach the standalone stream");
@@ -168,8 +232,12 @@ int relay_message(struct session *s, json_t *msg)
     return rc;
 }
 
-int relay_start(void)
+int relay_start(struct store *st)
 {
+    relay.store = st;
+    relay.started_ms = clock_wall_ms();
+    if (!(relay.followed = table_new()))
+        return -1;
     stream_waker_init(&relay.waker);
     relay.waker_ready = 1;
     relay.stopping = 0;
@@ -202,4 +270,6 @@ void relay_stop(void)
         stream_waker_destroy(&relay.waker);
         relay.waker_ready = 0;
     }
+    table_free(relay.followed);
+    relay.followed = NULL;
 }

@@ -9,10 +9,11 @@
  * committed before any reader of the standalone stream can send it, so one
  * cursor on that stream says exactly what the client has seen.
  *
- * Limit: the relay's progress is not stored. If the process dies while a
- * request is in flight, what the request wrote but the relay had not yet
- * copied, and the "interrupted by server restart" error the restart gives
- * it, stay on the request's own stream. */
+ * Its progress on each stream is stored with each copy, in the same commit
+ * (streams.relayed), so that what a past process did not copy, and the
+ * "interrupted by server restart" error a restart ends a request with,
+ * reach the client when it resumes its /sse stream (relay_catch_up),
+ * neither repeated nor lost. */
 #ifndef MCPD_RELAY_H
 #define MCPD_RELAY_H
 
@@ -21,13 +22,20 @@
 struct session;
 struct stream;
 
-int relay_start(void);
+struct store;
+
+/* st: the store the progress goes to (borrowed). */
+int relay_start(struct store *st);
 /* Stops the thread and drops what it still followed. */
 void relay_stop(void);
 
 /* Follows st (reference taken) for session s (borrowed; a reference is
  * kept). 0, or -1 when the relay is not running. */
 int relay_follow(struct session *s, struct stream *st);
+/* For a legacy session resumed after a restart: follows, from where a past
+ * process left off, each of its request streams that has messages the
+ * relay had not copied. Streams already followed are left as they are. */
+void relay_catch_up(struct session *s);
 /* Appends one message (stolen) at once: an answer with no stream of its
  * own. 0, or -1. */
 int relay_message(struct session *s, json_t *msg);

@@ -338,14 +338,16 @@ int64_t stream_next_seq(struct stream *s)
 /* Writes seq (or no chunk when seq < 0) and/or the end to the store, with
  * the stream's row when this is its first write. Called with append_mu. */
 static int write_through(struct stream *s, int64_t seq, const char *msg, size_t len,
-                         enum stream_state end_state, int64_t now)
+                         enum stream_state end_state, int64_t now,
+                         const struct store_relay_mark *mark)
 {
     if (s->ephemeral)
         return 0;
     struct store_stream_new create = {s->session, s->standalone ? "standalone" : "request",
                                       s->request_id};
-    int rc = store_stream_write(reg.store, s->id, s->persisted ? NULL : &create, seq, msg, len,
-                                end_state != STREAM_ACTIVE ? state_names[end_state] : NULL, now);
+    int rc = store_stream_write_relayed(
+        reg.store, s->id, s->persisted ? NULL : &create, seq, msg, len,
+        end_state != STREAM_ACTIVE ? state_names[end_state] : NULL, now, mark);
     if (rc == 0)
         s->persisted = 1;
     return rc;
@@ -354,12 +356,13 @@ static int write_through(struct stream *s, int64_t seq, const char *msg, size_t 
 int stream_persist(struct stream *s)
 {
     pthread_mutex_lock(&s->append_mu);
-    int rc = s->persisted ? 0 : write_through(s, -1, NULL, 0, STREAM_ACTIVE, clock_wall_ms());
+    int rc = s->persisted ? 0 : write_through(s, -1, NULL, 0, STREAM_ACTIVE, clock_wall_ms(), NULL);
     pthread_mutex_unlock(&s->append_mu);
     return rc;
 }
 
-int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream_state end_state)
+static int64_t append(struct stream *s, const char *msg, size_t len, enum stream_state end_state,
+                      const struct store_relay_mark *mark)
 {
     char *copy = malloc(len + 1);
     if (!copy)
@@ -384,7 +387,7 @@ int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream
     pthread_mutex_unlock(&s->mu);
 
     int64_t now = clock_wall_ms();
-    int rc = ended ? 0 : write_through(s, seq, copy, len, end_state, now);
+    int rc = ended ? 0 : write_through(s, seq, copy, len, end_state, now, mark);
     if (ended || rc != 0) {
         pthread_mutex_unlock(&s->append_mu);
         free(copy);
@@ -414,6 +417,18 @@ int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream
     return seq;
 }
 
+int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream_state end_state)
+{
+    return append(s, msg, len, end_state, NULL);
+}
+
+int64_t stream_append_relayed(struct stream *s, const char *msg, size_t len, const char *source_id,
+                              int64_t copied)
+{
+    struct store_relay_mark mark = {source_id, copied};
+    return append(s, msg, len, STREAM_ACTIVE, &mark);
+}
+
 int stream_end(struct stream *s, enum stream_state state)
 {
     pthread_mutex_lock(&s->append_mu);
@@ -421,7 +436,7 @@ int stream_end(struct stream *s, enum stream_state state)
     int already = s->state != STREAM_ACTIVE;
     pthread_mutex_unlock(&s->mu);
     int64_t now = clock_wall_ms();
-    int rc = already ? -1 : write_through(s, -1, NULL, 0, state, now);
+    int rc = already ? -1 : write_through(s, -1, NULL, 0, state, now, NULL);
     if (!already) {
         /* Even if the store failed, readers must not wait forever. */
         pthread_mutex_lock(&s->mu);

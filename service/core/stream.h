@@ -67,6 +67,11 @@ int stream_persist(struct stream *s);
  * With end_state other than STREAM_ACTIVE this is the stream's last message.
  * Returns its seq, or -1 if the stream has ended or the store failed. */
 int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream_state end_state);
+/* The same for a copy of message copied - 1 of stream source_id (the
+ * legacy relay, relay.h): the same commit records that source_id's first
+ * `copied` messages are copied. */
+int64_t stream_append_relayed(struct stream *s, const char *msg, size_t len, const char *source_id,
+                              int64_t copied);
 /* Ends the stream without a message (e.g. a cancelled request). */
 int stream_end(struct stream *s, enum stream_state state);
 

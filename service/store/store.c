@@ -39,6 +39,7 @@ enum write_kind {
     W_TOKEN_USED,
     W_TOKEN_PUT,
     W_SECRET_PUT,
+    W_RELAY_MARK,
     W_COUNT,
     W_FLUSH = W_COUNT, /* no SQL: a marker whose commit means all before it committed */
     W_STREAM_WRITE     /* a row, a chunk and/or an end: see store_stream_write */
@@ -90,13 +91,18 @@ static const char *const write_sql[W_COUNT] = {
     [W_SECRET_PUT] = "INSERT INTO secrets(name, value, created_ms) VALUES(?1, ?2, ?3) "
                      "ON CONFLICT(name) DO NOTHING",
     [W_PURGE_LOGS] = "DELETE FROM logs WHERE ts_ms < ?1 OR id <= (SELECT max(id) FROM logs) - ?2",
+    /* With a stream write that copies a legacy request's message (?10, the
+     * request's stream; ?11, how many of its messages are copied now): in
+     * the same transaction as the copy, so that a restart neither repeats
+     * nor loses one. Never backwards. */
+    [W_RELAY_MARK] = "UPDATE streams SET relayed = MAX(COALESCE(relayed, 0), ?11) WHERE id = ?10",
 };
 
 /* A chunk's size as a session's storage cap counts it: the message's
  * bytes, not its characters. */
 #define CHUNK_BYTES "LENGTH(CAST(c.message AS BLOB))"
 
-#define MAX_PARAMS 9
+#define MAX_PARAMS 11
 
 struct param {
     enum { P_NULL, P_INT, P_TEXT } type;
@@ -109,8 +115,8 @@ struct write_op {
     enum write_kind kind;
     int nparams;
     struct param p[MAX_PARAMS];
-    int waited;          /* the enqueuer waits on `done` and frees; else the writer frees */
-    int row, chunk, end; /* W_STREAM_WRITE: which statements run */
+    int waited;                /* the enqueuer waits on `done` and frees; else the writer frees */
+    int row, chunk, end, mark; /* W_STREAM_WRITE: which statements run */
     sem_t done;
     int rc;
     struct write_op *next;
@@ -294,6 +300,11 @@ static int op_run(struct store *st, struct write_op *op)
         if (rc != 0 && op->chunk && run_stmt(st, op, W_UNDO_CHUNK) != 0)
             return OP_HALF_WRITTEN;
     }
+    /* A mark that fails (it updates one row by its key; the log says why)
+     * leaves the copy in place: a later catch-up copies that message again
+     * rather than losing it. */
+    if (rc == 0 && op->mark)
+        run_stmt(st, op, W_RELAY_MARK);
     return rc;
 }
 
@@ -590,7 +601,8 @@ static int submit(struct store *st, struct write_op *op, int wait)
 }
 
 /* A waited W_STREAM_WRITE with its statement flags. */
-static int enqueue_stream(struct store *st, int row, int chunk, int end, const char *fmt, ...)
+static int enqueue_stream(struct store *st, int row, int chunk, int end, int mark, const char *fmt,
+                          ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -601,6 +613,7 @@ static int enqueue_stream(struct store *st, int row, int chunk, int end, const c
     op->row = row;
     op->chunk = chunk;
     op->end = end;
+    op->mark = mark;
     return submit(st, op, 1);
 }
 
@@ -734,11 +747,23 @@ int store_stream_write(struct store *st, const char *stream_id,
                        const struct store_stream_new *create, int64_t seq, const char *msg,
                        size_t len, const char *end_state, int64_t now_ms)
 {
+    return store_stream_write_relayed(st, stream_id, create, seq, msg, len, end_state, now_ms,
+                                      NULL);
+}
+
+int store_stream_write_relayed(struct store *st, const char *stream_id,
+                               const struct store_stream_new *create, int64_t seq, const char *msg,
+                               size_t len, const char *end_state, int64_t now_ms,
+                               const struct store_relay_mark *mark)
+{
     struct store_stream_new none = {0};
     const struct store_stream_new *c = create ? create : &none;
-    return enqueue_stream(st, create != NULL, seq >= 0, end_state != NULL, "sibiissss", stream_id,
-                          seq, msg ? msg : "", msg ? len : 0, (int64_t)(end_state != NULL), now_ms,
-                          c->session_id, c->kind, c->request_id, end_state);
+    struct store_relay_mark no_mark = {0};
+    const struct store_relay_mark *m = mark ? mark : &no_mark;
+    return enqueue_stream(st, create != NULL, seq >= 0, end_state != NULL, mark != NULL,
+                          "sibiisssssi", stream_id, seq, msg ? msg : "", msg ? len : 0,
+                          (int64_t)(end_state != NULL), now_ms, c->session_id, c->kind,
+                          c->request_id, end_state, m->stream_id, m->copied);
 }
 
 int store_log(struct store *st, int64_t ts_ms, const char *level, const char *session_id,
@@ -1084,6 +1109,24 @@ int store_streams_unfinished(struct store *st, store_open_stream_cb cb, void *ar
     while ((rc = sqlite3_step(q)) == SQLITE_ROW)
         cb(arg, (const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1),
            (const char *)sqlite3_column_text(q, 2), sqlite3_column_int64(q, 3));
+    read_end(st, q);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+int store_streams_relayed(struct store *st, const char *session_id, int64_t created_before_ms,
+                          store_relayed_cb cb, void *arg)
+{
+    sqlite3_stmt *q = read_begin(st, "SELECT s.id, COALESCE(s.relayed, 0) FROM streams s "
+                                     "JOIN sessions e ON e.id = s.session_id "
+                                     "WHERE s.session_id = ?1 AND s.kind = 'request' AND "
+                                     "s.created_ms < ?2 AND e.transport = 'sse' ORDER BY s.id");
+    if (!q)
+        return -1;
+    sqlite3_bind_text(q, 1, session_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 2, created_before_ms);
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
+        cb(arg, (const char *)sqlite3_column_text(q, 0), sqlite3_column_int64(q, 1));
     read_end(st, q);
     return rc == SQLITE_DONE ? 0 : -1;
 }

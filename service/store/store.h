@@ -116,6 +116,19 @@ int store_stream_write(struct store *st, const char *stream_id,
                        const struct store_stream_new *create, int64_t seq, const char *msg,
                        size_t len, const char *end_state, int64_t now_ms);
 
+/* A stream write that copies a legacy request's message onto its
+ * session's standalone stream (core/relay.h) also records, in the same
+ * transaction, that the first `copied` messages of the request's stream
+ * (stream_id) are copied. */
+struct store_relay_mark {
+    const char *stream_id;
+    int64_t copied;
+};
+int store_stream_write_relayed(struct store *st, const char *stream_id,
+                               const struct store_stream_new *create, int64_t seq, const char *msg,
+                               size_t len, const char *end_state, int64_t now_ms,
+                               const struct store_relay_mark *mark);
+
 struct store_stream {
     char *id;
     char *session_id;
@@ -138,6 +151,14 @@ int store_stream_get(struct store *st, const char *id, struct store_stream *out,
 typedef void (*store_open_stream_cb)(void *arg, const char *stream_id, const char *session_id,
                                      const char *request_id, int64_t next_seq);
 int store_streams_unfinished(struct store *st, store_open_stream_cb cb, void *arg);
+
+/* For a session of the legacy transport ('sse'), calls cb in creation
+ * order for each request stream created before created_before_ms, with the
+ * relay's progress on it (0 when none was recorded). stream_id is only
+ * valid during the call, and cb must not call the store. */
+typedef void (*store_relayed_cb)(void *arg, const char *stream_id, int64_t copied);
+int store_streams_relayed(struct store *st, const char *session_id, int64_t created_before_ms,
+                          store_relayed_cb cb, void *arg);
 
 /* The standalone stream of a session, if any: 0 found (*id_out malloc'd),
  * 1 none, -1 error. */

@@ -378,6 +378,7 @@ static int resume(struct conn *c, const char *last, struct _u_response *resp)
     }
     snprintf(c->sid, sizeof c->sid, "%s", core_session_id(s));
     request_log_session(c->sid);
+    core_relay_catch_up(s);
     if (follow_session(c, s, from, &refused) != 0)
         return http_refused(resp, &refused), -1;
     return 0;

@@ -265,13 +265,14 @@ test('(d) refusals: unknown session 404, bad JSON 400, wrong type 415, and more'
   // A 405 names what the path allows, however the path is spelled; other
   // paths are 404.
   for (const [method, p, allow] of [['PUT', '/sse', 'GET'], ['PUT', '/sse/', 'GET'], ['GET', '/messages', 'POST'],
-    ['DELETE', '//messages', 'POST'], ['PUT', '/mcp', 'GET, POST, DELETE'], ['PATCH', '/mcp/', 'GET, POST, DELETE']]) {
+    ['DELETE', '//messages', 'POST'], ['PUT', '/mcp', 'GET, POST, DELETE'], ['PATCH', '/mcp/', 'GET, POST, DELETE'],
+    ['POST', '/healthz', 'GET, HEAD'], ['DELETE', '/metrics', 'GET, HEAD']]) {
     r = await request(port, { method, path: p, headers: {}, body: '' });
     assert.equal(r.status, 405, `${method} ${p}`);
     assert.equal(r.headers.allow, allow, `${method} ${p}`);
     assert.equal(r.json.error.code, -32000);
   }
-  for (const [method, p] of [['POST', '/healthz'], ['GET', '/mcpx'], ['GET', '/mcp/x'], ['PUT', '/']]) {
+  for (const [method, p] of [['POST', '/healthzx'], ['GET', '/mcpx'], ['GET', '/mcp/x'], ['PUT', '/']]) {
     r = await request(port, { method, path: p, headers: {}, body: '' });
     assert.equal(r.status, 404, `${method} ${p}`);
   }
@@ -323,6 +324,63 @@ test('(e) SIGKILL and restart on the same db: resume /sse, same session, nothing
     assert.equal(next.msg.result.content[0].text, 'after-restart');
     assert.ok(parseEventId(next.ev.id).seq > parseEventId(missed.ev.id).seq);
     r.s.close();
+    assert.deepEqual(await m.stop('SIGTERM'), { code: 0, signal: null }, m.stderr);
+  } finally {
+    await m.cleanup();
+  }
+});
+
+test('(e2) SIGKILL while a request runs: after the restart its progress so far and the restart\'s error come on the resumed /sse, each once', async () => {
+  const m = await startMcpd();
+  try {
+    const { s, session } = await openSse(m.port);
+    await initialize(m.port, s.sse, session);
+    const id = newId();
+    const r0 = await post(m.port, session, {
+      jsonrpc: '2.0',
+      id,
+      method: 'tools/call',
+      params: { name: 'countdown', arguments: { n: 50, interval_ms: 100 }, _meta: { progressToken: 'k' } },
+    });
+    assert.equal(r0.status, 202);
+    // Some progress reaches the client; the request is still running.
+    const seen = [];
+    for (let i = 0; i < 3; i++) seen.push(await nextMessage(s.sse));
+    assert.ok(seen.every((x) => x.msg.method === 'notifications/progress'), JSON.stringify(seen.map((x) => x.msg)));
+    s.close();
+    await sleep(350); // more progress, written while no /sse is open
+    await m.stop('SIGKILL');
+    await m.start();
+
+    const r = await openSse(m.port, { lastEventId: seen[2].ev.id });
+    assert.equal(r.s.status, 200, 'resume after restart');
+    const after = [];
+    for (;;) {
+      const x = await nextMessage(r.s.sse, 5000);
+      after.push(x);
+      if (x.msg.id === id) break;
+    }
+    const final = after.at(-1).msg;
+    assert.equal(final.error?.code, -32603, `the request ends with the restart's error: ${JSON.stringify(final)}`);
+    assert.match(final.error.message, /restart/);
+    const progress = [...seen, ...after].filter((x) => x.msg.method === 'notifications/progress').map((x) => x.msg.params.progress);
+    assert.ok(progress.length > 3, `the progress written while no /sse was open follows: ${progress}`);
+    assert.deepEqual(progress, [...new Set(progress)].sort((a, b) => a - b), `in order, each once: ${progress}`);
+    // The session goes on.
+    const id2 = newId();
+    await post(m.port, session, { jsonrpc: '2.0', id: id2, method: 'tools/call', params: { name: 'echo', arguments: { message: 'after' } } });
+    assert.equal((await nextMessage(r.s.sse)).msg.id, id2, 'nothing repeated before the new reply');
+    r.s.close();
+    // A second resume of the same point repeats what the first got, from the stream, and adds nothing.
+    const again = await openSse(m.port, { lastEventId: seen[2].ev.id });
+    const replay = [];
+    for (;;) {
+      const x = await nextMessage(again.s.sse, 5000);
+      replay.push(x.msg);
+      if (x.msg.id === id2) break;
+    }
+    assert.equal(replay.filter((x) => x.id === id).length, 1, 'the error once');
+    again.s.close();
     assert.deepEqual(await m.stop('SIGTERM'), { code: 0, signal: null }, m.stderr);
   } finally {
     await m.cleanup();

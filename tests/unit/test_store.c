@@ -871,6 +871,73 @@ static void test_write_atomic(const char *path)
     store_close(st);
 }
 
+struct relayed_row {
+    int n;
+    char id[4][64];
+    int64_t copied[4];
+};
+
+static void collect_relayed(void *arg, const char *stream_id, int64_t copied)
+{
+    struct relayed_row *r = arg;
+    if (r->n < 4) {
+        snprintf(r->id[r->n], sizeof r->id[r->n], "%s", stream_id);
+        r->copied[r->n++] = copied;
+    }
+}
+
+/* The legacy relay's progress: recorded with the copy, in its commit (a
+ * copy that fails records nothing), never backwards; read back only for a
+ * legacy session's request streams created before the given time. */
+static void test_relay_marks(const char *path)
+{
+    struct store *st = open_store(path);
+    if (!st)
+        return;
+    struct store_session legacy = {.id = "sess-l",
+                                   .protocol_version = "2024-11-05",
+                                   .init_params = "{}",
+                                   .log_level = "info",
+                                   .created_ms = 1,
+                                   .last_active_ms = 1,
+                                   .transport = "sse"};
+    struct store_session other = legacy;
+    other.id = "sess-o";
+    other.transport = "http";
+    CHECK_INT(store_session_put(st, &legacy), 0);
+    CHECK_INT(store_session_put(st, &other), 0);
+    CHECK_INT(put_stream(st, SID("rq-1"), "sess-l", "request", "1", 100), 0);
+    CHECK_INT(put_stream(st, SID("rq-2"), "sess-l", "request", "2", 200), 0);
+    CHECK_INT(put_stream(st, SID("rq-late"), "sess-l", "request", "3", 900), 0);
+    CHECK_INT(put_stream(st, SID("sa"), "sess-l", "standalone", NULL, 100), 0);
+    CHECK_INT(put_stream(st, SID("rq-o"), "sess-o", "request", "1", 100), 0);
+
+    struct store_relay_mark m = {SID("rq-1"), 2};
+    CHECK_INT(store_stream_write_relayed(st, SID("sa"), NULL, 0, "{}", 2, NULL, 300, &m), 0);
+    CHECK_INT(raw_count(path, "SELECT relayed FROM streams WHERE id = ?1", SID("rq-1")), 2);
+    m.copied = 1; /* an older count does not undo a newer one */
+    CHECK_INT(store_stream_write_relayed(st, SID("sa"), NULL, 1, "{}", 2, NULL, 300, &m), 0);
+    CHECK_INT(raw_count(path, "SELECT relayed FROM streams WHERE id = ?1", SID("rq-1")), 2);
+    /* The copy fails (seq 0 is taken): no mark either. */
+    m = (struct store_relay_mark){SID("rq-2"), 5};
+    CHECK_INT(store_stream_write_relayed(st, SID("sa"), NULL, 0, "{}", 2, NULL, 300, &m), -1);
+    CHECK_INT(raw_count(path, "SELECT count(*) FROM streams WHERE id = ?1 AND relayed IS NULL",
+                        SID("rq-2")),
+              1);
+
+    struct relayed_row r = {0};
+    CHECK_INT(store_streams_relayed(st, "sess-l", 500, collect_relayed, &r), 0);
+    CHECK_INT(r.n, 2); /* not the standalone stream, not one created at 900 */
+    CHECK_STR(r.id[0], SID("rq-1"));
+    CHECK_INT(r.copied[0], 2);
+    CHECK_STR(r.id[1], SID("rq-2"));
+    CHECK_INT(r.copied[1], 0);
+    r.n = 0;
+    CHECK_INT(store_streams_relayed(st, "sess-o", 500, collect_relayed, &r), 0);
+    CHECK_INT(r.n, 0); /* not a legacy session */
+    store_close(st);
+}
+
 struct blocked_write {
     struct store *st;
     int rc;
@@ -1128,6 +1195,9 @@ int main(void)
     char apath[256];
     snprintf(apath, sizeof apath, "%s/atomic/mcpd.db", tmpdir);
     test_write_atomic(apath);
+    char rpath[256];
+    snprintf(rpath, sizeof rpath, "%s/relay/mcpd.db", tmpdir);
+    test_relay_marks(rpath);
     char hpath[256];
     snprintf(hpath, sizeof hpath, "%s/hold/mcpd.db", tmpdir);
     test_slow_hold(hpath);
