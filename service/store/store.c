@@ -1119,7 +1119,9 @@ int store_streams_relayed(struct store *st, const char *session_id, int64_t crea
     sqlite3_stmt *q = read_begin(st, "SELECT s.id, COALESCE(s.relayed, 0) FROM streams s "
                                      "JOIN sessions e ON e.id = s.session_id "
                                      "WHERE s.session_id = ?1 AND s.kind = 'request' AND "
-                                     "s.created_ms < ?2 AND e.transport = 'sse' ORDER BY s.id");
+                                     "s.created_ms < ?2 AND e.transport = 'sse' AND "
+                                     "(SELECT COUNT(*) FROM chunks c WHERE c.stream_id = s.id) > "
+                                     "COALESCE(s.relayed, 0) ORDER BY s.id");
     if (!q)
         return -1;
     sqlite3_bind_text(q, 1, session_id, -1, SQLITE_STATIC);

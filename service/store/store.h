@@ -153,9 +153,10 @@ typedef void (*store_open_stream_cb)(void *arg, const char *stream_id, const cha
 int store_streams_unfinished(struct store *st, store_open_stream_cb cb, void *arg);
 
 /* For a session of the legacy transport ('sse'), calls cb in creation
- * order for each request stream created before created_before_ms, with the
- * relay's progress on it (0 when none was recorded). stream_id is only
- * valid during the call, and cb must not call the store. */
+ * order for each request stream created before created_before_ms that has
+ * messages the relay has not copied, with how many it has (0 when none was
+ * recorded). stream_id is only valid during the call, and cb must not call
+ * the store. */
 typedef void (*store_relayed_cb)(void *arg, const char *stream_id, int64_t copied);
 int store_streams_relayed(struct store *st, const char *session_id, int64_t created_before_ms,
                           store_relayed_cb cb, void *arg);

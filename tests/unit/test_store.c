@@ -925,6 +925,11 @@ static void test_relay_marks(const char *path)
                         SID("rq-2")),
               1);
 
+    /* rq-1 has 3 messages (2 copied), rq-2 one (none), rq-late one. */
+    for (int i = 0; i < 3; i++)
+        CHECK_INT(append(st, SID("rq-1"), i, "{}", 2, NULL, 100), 0);
+    CHECK_INT(append(st, SID("rq-2"), 0, "{}", 2, NULL, 200), 0);
+    CHECK_INT(append(st, SID("rq-late"), 0, "{}", 2, NULL, 900), 0);
     struct relayed_row r = {0};
     CHECK_INT(store_streams_relayed(st, "sess-l", 500, collect_relayed, &r), 0);
     CHECK_INT(r.n, 2); /* not the standalone stream, not one created at 900 */
@@ -932,6 +937,13 @@ static void test_relay_marks(const char *path)
     CHECK_INT(r.copied[0], 2);
     CHECK_STR(r.id[1], SID("rq-2"));
     CHECK_INT(r.copied[1], 0);
+    /* Once every message is copied, a stream is not named. */
+    m = (struct store_relay_mark){SID("rq-1"), 3};
+    CHECK_INT(store_stream_write_relayed(st, SID("sa"), NULL, 2, "{}", 2, NULL, 300, &m), 0);
+    r.n = 0;
+    CHECK_INT(store_streams_relayed(st, "sess-l", 500, collect_relayed, &r), 0);
+    CHECK_INT(r.n, 1);
+    CHECK_STR(r.id[0], SID("rq-2"));
     r.n = 0;
     CHECK_INT(store_streams_relayed(st, "sess-o", 500, collect_relayed, &r), 0);
     CHECK_INT(r.n, 0); /* not a legacy session */
