@@ -5,6 +5,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "metrics.h"
+#include "refusal.h"
 #include "request_log.h"
 #include "ws.h"
 
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <ulfius.h>
 #include <unistd.h>
@@ -34,8 +36,9 @@ static struct {
  * when it completes. */
 static _Thread_local struct {
     int seen;          /* its first call has come */
-    int refused;       /* answered 413: ulfius never sees it again */
+    int refused;       /* answered by the gate: ulfius never sees it again */
     int websocket;     /* GET /mcp/ws: ws_upgrade answers it, not ulfius */
+    int nul_in_path;   /* the raw path has %00 (body_gate_uri_logger) */
     uint64_t received; /* body bytes so far */
 } req;
 
@@ -49,37 +52,121 @@ int body_gate_installed(void)
     return gate.inner != NULL;
 }
 
-static void too_large_message(char *msg, size_t cap)
+/* What the gate answers instead of ulfius. */
+struct gate_refusal {
+    unsigned status;
+    const char *reason; /* mcpd_refusals_total{reason}, and the log event */
+    char message[120];  /* of the JSON-RPC error */
+};
+
+__attribute__((format(printf, 4, 5))) static int
+set_refusal(struct gate_refusal *r, unsigned status, const char *reason, const char *fmt, ...)
 {
-    snprintf(msg, cap, "Payload Too Large: the limit is %zu bytes", gate.max_body);
+    r->status = status;
+    r->reason = reason;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    va_end(ap);
+    return 1;
 }
 
-/* The same JSON-RPC error the transports send for any refusal. */
-static char *too_large_body(size_t *len)
+static int too_large(struct gate_refusal *r)
 {
-    char msg[120];
-    too_large_message(msg, sizeof msg);
-    json_t *err = jsonrpc_error(NULL, JSONRPC_SERVER_ERROR, msg, NULL);
-    char *text = json_dumps(err, JSON_COMPACT);
-    json_decref(err);
-    *len = text ? strlen(text) : 0;
-    return text;
+    return set_refusal(r, MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large",
+                       "Payload Too Large: the limit is %zu bytes", gate.max_body);
 }
 
-static void refused(const char *how)
+/* The framing headers as libmicrohttpd stored them: one entry per field
+ * line, so repeated fields are seen one by one. */
+struct framing {
+    unsigned te_fields, cl_fields;
+    int chunked;     /* one Transfer-Encoding field, exactly "chunked" */
+    int cl_conflict; /* a Content-Length differs from the first */
+    const char *cl;  /* the first Content-Length: the one libmicrohttpd uses */
+    size_t cl_len;
+};
+
+static enum MHD_Result scan_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    size_t key_size, const char *value, size_t value_size)
+{
+    (void)kind;
+    (void)key_size;
+    struct framing *f = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        f->te_fields++;
+        /* libmicrohttpd reads the first field only, and frames the body as
+         * chunked for this exact value only (no list, no trailing space);
+         * after a second field chunked would not be the last coding. */
+        f->chunked = f->te_fields == 1 && strcasecmp(value, "chunked") == 0;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (f->cl_fields++ == 0) {
+            f->cl = value;
+            f->cl_len = value_size;
+        } else if (value_size != f->cl_len || memcmp(value, f->cl, value_size) != 0) {
+            f->cl_conflict = 1;
+        }
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result scan_nul(void *cls, enum MHD_ValueKind kind, const char *key,
+                                size_t key_size, const char *value, size_t value_size)
+{
+    (void)kind;
+    int *nul = cls;
+    /* The sizes are the decoded ones; ulfius reads these as C strings. */
+    *nul = memchr(key, '\0', key_size) || (value && memchr(value, '\0', value_size));
+    return *nul ? MHD_NO : MHD_YES;
+}
+
+/* Whether a request is refused from its headers, before libmicrohttpd reads
+ * any of its body (RFC 9112 §6: a body whose length is ambiguous must not be
+ * read, or the bytes left over become the next request). */
+static int headers_refusal(struct MHD_Connection *con, struct gate_refusal *r)
+{
+    if (req.nul_in_path)
+        return set_refusal(r, MHD_HTTP_BAD_REQUEST, "nul_in_path",
+                           "Bad Request: the path decodes to a NUL byte");
+    int nul = 0;
+    MHD_get_connection_values_n(con, MHD_GET_ARGUMENT_KIND, scan_nul, &nul);
+    if (nul)
+        return set_refusal(r, MHD_HTTP_BAD_REQUEST, "nul_in_query",
+                           "Bad Request: the query string decodes to a NUL byte");
+    struct framing f = {0};
+    MHD_get_connection_values_n(con, MHD_HEADER_KIND, scan_framing, &f);
+    if (f.te_fields && f.cl_fields)
+        return set_refusal(r, MHD_HTTP_BAD_REQUEST, "bad_framing",
+                           "Bad Request: both Content-Length and Transfer-Encoding");
+    if (f.te_fields && !f.chunked)
+        return set_refusal(r, MHD_HTTP_NOT_IMPLEMENTED, "transfer_coding",
+                           "Not Implemented: the only Transfer-Encoding served is chunked");
+    if (f.cl_conflict)
+        return set_refusal(r, MHD_HTTP_BAD_REQUEST, "bad_framing",
+                           "Bad Request: conflicting Content-Length values");
+    /* libmicrohttpd has refused a malformed first Content-Length itself
+     * (NOTES.md), so this one is plain digits. */
+    if (f.cl && strtoull(f.cl, NULL, 10) > gate.max_body)
+        return too_large(r);
+    return 0;
+}
+
+/* ulfius never sees the request again; the refusal is counted and logged as
+ * the transports' own are. */
+static void refused(const struct gate_refusal *r)
 {
     req.refused = 1;
-    metrics_refused("body_too_large");
-    log_event(LOG_DEBUG, NULL, "body_too_large", "%s (limit %zu bytes)", how, gate.max_body);
+    metrics_refused(r->reason);
+    request_log_error(JSONRPC_SERVER_ERROR);
+    log_event(LOG_DEBUG, NULL, r->reason, "%u %s", r->status, r->message);
 }
 
-/* 413 on the first call, before libmicrohttpd reads any of the body. */
-static enum MHD_Result refuse_declared(struct MHD_Connection *con)
+/* On the first call: libmicrohttpd then skips the body and closes the
+ * connection after the answer. */
+static enum MHD_Result refuse(struct MHD_Connection *con, const struct gate_refusal *r)
 {
-    char msg[120];
-    too_large_message(msg, sizeof msg);
-    refused("declared Content-Length over the limit");
-    return conn_guard_queue_refusal(con, MHD_HTTP_CONTENT_TOO_LARGE, JSONRPC_SERVER_ERROR, msg, 0);
+    refused(r);
+    return conn_guard_queue_refusal(con, r->status, JSONRPC_SERVER_ERROR, r->message, 0);
 }
 
 static int wait_fd(int fd, short events, int64_t deadline)
@@ -96,16 +183,17 @@ static int wait_fd(int fd, short events, int64_t deadline)
  * the caller then has libmicrohttpd drop the connection. */
 static void refuse_streamed(struct MHD_Connection *con)
 {
-    refused("body over the limit while it arrived");
+    struct gate_refusal r;
+    too_large(&r);
+    refused(&r);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
-    size_t len;
-    char *body = too_large_body(&len);
+    char *body = refusal_body(JSONRPC_SERVER_ERROR, r.message);
     char *text = NULL;
     int n = body ? asprintf(&text,
                             "HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"
                             "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                            len, body)
+                            strlen(body), body)
                  : -1;
     free(body);
     if (!ci || n < 0)
@@ -125,7 +213,7 @@ static void refuse_streamed(struct MHD_Connection *con)
 
 /* A lingering close: no more writes, then discard what the client still
  * sends until it stops or LINGER_MS pass, so that closing with unread
- * bytes does not reset the connection before the 413 is read. */
+ * bytes does not reset the connection before the refusal is read. */
 static void linger(struct MHD_Connection *con)
 {
     const union MHD_ConnectionInfo *ci =
@@ -160,15 +248,13 @@ static enum MHD_Result gate_access(void *cls, struct MHD_Connection *con, const 
             req.refused = 1;
             return rc;
         }
+        struct gate_refusal r;
+        if (headers_refusal(con, &r))
+            return refuse(con, &r);
         if (strcmp(method, "GET") == 0 && strcmp(url, "/mcp/ws") == 0) {
             req.websocket = 1;
             return MHD_YES;
         }
-        const char *clen =
-            MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        /* libmicrohttpd has already refused a malformed Content-Length. */
-        if (clen && strtoull(clen, NULL, 10) > gate.max_body)
-            return refuse_declared(con);
     } else if (*upload_data_size == 0) {
         conn_guard_request_received(con);
         if (req.websocket)
@@ -187,6 +273,13 @@ static enum MHD_Result gate_access(void *cls, struct MHD_Connection *con, const 
     }
     return gate.inner(gate.inner_cls, con, url, method, version, upload_data, upload_data_size,
                       con_cls);
+}
+
+void *body_gate_uri_logger(void *cls, const char *uri)
+{
+    const char *q = strchr(uri, '?');
+    req.nul_in_path = memmem(uri, q ? (size_t)(q - uri) : strlen(uri), "%00", 3) != NULL;
+    return ulfius_uri_logger(cls, uri);
 }
 
 void body_gate_request_completed(void *cls, struct MHD_Connection *con, void **con_cls,

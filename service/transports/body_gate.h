@@ -1,4 +1,6 @@
-/* body_gate — refuses a request body over --max-body before it is read.
+/* body_gate — answers a request from its headers, before ulfius or
+ * libmicrohttpd reads its body: a body over --max-body, a body whose length
+ * is ambiguous, and a query that ulfius would read other than it was sent.
  *
  * ulfius 2.7.13 calls an endpoint only after the whole body has arrived
  * (and silently truncates past max_post_body_size), so a client declaring
@@ -12,18 +14,31 @@
  *     so the gate sees ulfius's access handler, starts the daemon through
  *     MHD_start_daemon_va with body_gate's handler instead, and passes
  *     every call on to ulfius's, except a refused request's.
- *   - On a request's first call (headers parsed, no body read yet) a
- *     Content-Length over the limit is answered 413 at once with
- *     MHD_queue_response; libmicrohttpd then skips the body and closes the
- *     connection after the answer.
+ *   - On a request's first call (headers parsed, no body read yet) it
+ *     answers at once with MHD_queue_response, and libmicrohttpd then skips
+ *     the body and closes the connection after the answer:
+ *       400 for Content-Length values that differ, or Content-Length with
+ *           Transfer-Encoding (RFC 9112 §6.3: the body could end in two
+ *           places, and what follows the wrong end is a smuggled request);
+ *       501 for a Transfer-Encoding libmicrohttpd cannot frame (anything
+ *           but one field "chunked": it would read to the end of the
+ *           connection);
+ *       400 for a path or a query parameter that decodes to a NUL byte
+ *           (cut there, "sessionId=<id>%00zz" would name <id>, and
+ *           "/mcp/ws%00x" would be "/mcp/ws");
+ *       413 for a Content-Length over the limit.
+ *     A malformed Content-Length never gets here: libmicrohttpd answers it
+ *     itself (NOTES.md).
  *   - A body without a length (chunked) is counted as it arrives; once past
  *     the limit, libmicrohttpd no longer accepts a response (0.9.75 queues
  *     only before the body or after all of it), so the gate writes the 413
  *     on the socket itself and tells libmicrohttpd to drop the connection.
  *
- * Either way the socket is then shut for writing and drained for a moment
- * (a lingering close), so that the client reads the 413 instead of a reset
- * caused by the body bytes it was still sending. See NOTES.md.
+ * Every refusal is the JSON-RPC error (id null, -32000) the transports send,
+ * counted in mcpd_refusals_total and written to the request log. The socket
+ * is then shut for writing and drained for a moment (a lingering close), so
+ * that the client reads the refusal instead of a reset caused by the body
+ * bytes it was still sending. See NOTES.md.
  *
  * Needs MHD_USE_THREAD_PER_CONNECTION (a request's state is thread-local)
  * and plain TCP (the chunked refusal writes to the socket). */
@@ -41,6 +56,11 @@ void body_gate_configure(size_t max_body);
 int body_gate_installed(void);
 /* Install as MHD_OPTION_NOTIFY_COMPLETED in place of ulfius's
  * mhd_request_completed, which it calls. */
+/* libmicrohttpd's URI log callback, in place of ulfius's (which it calls):
+ * it sees the raw request target. The access handler gets the path
+ * decoded, as a C string, so "/mcp/ws%00x" would be "/mcp/ws" there; a
+ * path with %00 is refused (400) before anything else reads it. */
+void *body_gate_uri_logger(void *cls, const char *uri);
 void body_gate_request_completed(void *cls, struct MHD_Connection *con, void **con_cls,
                                  enum MHD_RequestTerminationCode toe);
 

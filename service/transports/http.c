@@ -851,7 +851,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     /* What a client can cause at will (hanging up mid-request, the
      * WebSocket takeover) must not fill the log. */
     int client_caused = strstr(line, "`/mcp/ws") || strstr(line, "closed by remote side") ||
-                        strstr(line, "incomplete request");
+                        strstr(line, "incomplete request") || strstr(line, "Content-Length") ||
+                        strstr(line, "Error processing request");
     log_event(client_caused ? LOG_DEBUG : LOG_WARN, NULL, "mhd", "%s", line);
 }
 
@@ -919,7 +920,7 @@ int http_start(const struct http_config *cfg, char **err)
     struct MHD_OptionItem ops[] = {
         {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)body_gate_request_completed, NULL},
-        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)ulfius_uri_logger, NULL},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)body_gate_uri_logger, NULL},
         {MHD_OPTION_SOCK_ADDR, 0, &http.addr},
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conn_guard_notify, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)conn_guard_mhd_limit(), NULL},
