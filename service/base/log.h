@@ -3,7 +3,16 @@
  * and, once a sink is attached, the same event handed to the sink (mcpd's
  * main attaches one that writes a row to the store's logs table,
  * asynchronously, through its group commit). Every layer logs through
- * here, the store included, so every line has one format. Events below the
+ * here, the store included, so every line has one format.
+ *
+ * Clients put text in these lines (session ids from headers, tool names,
+ * an upstream's stderr), so the stderr line is built to be unforgeable: a
+ * session or event that is not a plain token ([A-Za-z0-9._:/@+-]+, and not
+ * "-", which stands for none) is written quoted, as msg always is, and a
+ * quoted value has '"', '\', control characters, line separators (C1,
+ * U+2028, U+2029) and bytes that are not UTF-8 escaped (\" \\ \n \r \t
+ * \xNN). One call is one line, written at once, whose fields parse as
+ * logfmt. The sink gets the text unescaped. Events below the
  * configured level are dropped before any formatting. Thread-safe. */
 #ifndef MCPD_LOG_H
 #define MCPD_LOG_H
