@@ -252,6 +252,13 @@ static enum MHD_Result gate_access(void *cls, struct MHD_Connection *con, const 
         if (headers_refusal(con, &r))
             return refuse(con, &r);
         if (strcmp(method, "GET") == 0 && strcmp(url, "/mcp/ws") == 0) {
+            /* RFC 6455 4.1. libmicrohttpd would refuse the 101 on an
+             * HTTP/1.0 connection and close it without a word. */
+            if (strcmp(version, MHD_HTTP_VERSION_1_1) != 0) {
+                set_refusal(&r, MHD_HTTP_BAD_REQUEST, "ws_http_version",
+                            "Bad Request: a WebSocket handshake needs HTTP/1.1");
+                return refuse(con, &r);
+            }
             req.websocket = 1;
             return MHD_YES;
         }

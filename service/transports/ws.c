@@ -122,6 +122,29 @@ static int has_token(const char *value, const char *token)
     return 0;
 }
 
+struct token_seek {
+    const char *name, *token;
+    int found;
+};
+
+static enum MHD_Result seek_token(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    (void)kind;
+    struct token_seek *t = cls;
+    t->found = value && strcasecmp(key, t->name) == 0 && has_token(value, t->token);
+    return t->found ? MHD_NO : MHD_YES;
+}
+
+/* 1 if any field `name` lists `token`: a field on several lines is one
+ * list (RFC 9110 5.3), and a lookup sees the first line only. */
+static int header_has_token(struct MHD_Connection *con, const char *name, const char *token)
+{
+    struct token_seek t = {name, token, 0};
+    MHD_get_connection_values(con, MHD_HEADER_KIND, seek_token, &t);
+    return t.found;
+}
+
 /* ---- the connection ---- */
 
 struct ws_conn {
@@ -396,18 +419,16 @@ static const char *query(struct MHD_Connection *con, const char *name)
  * returns -1. */
 static int check_handshake(struct MHD_Connection *con, enum MHD_Result *rc)
 {
-    const char *upgrade = header(con, "Upgrade"), *connection = header(con, "Connection");
     const char *version = header(con, "Sec-WebSocket-Version");
-    const char *proto = header(con, "Sec-WebSocket-Protocol");
     const char *forbidden =
         origin_refusal(ws_cfg.origins, header(con, "Host"), header(con, "Origin"));
     if (forbidden)
         *rc = fail(con, 403, JSONRPC_SERVER_ERROR, forbidden, NULL, NULL);
-    else if (!upgrade || !has_token(upgrade, "websocket"))
+    else if (!header_has_token(con, "Upgrade", "websocket"))
         *rc = fail(con, 426, JSONRPC_SERVER_ERROR,
                    "Upgrade Required: /mcp/ws takes a WebSocket handshake (Upgrade: websocket)",
                    "Upgrade", "websocket");
-    else if (!connection || !has_token(connection, "upgrade"))
+    else if (!header_has_token(con, "Connection", "upgrade"))
         *rc = fail(con, 400, JSONRPC_SERVER_ERROR, "Bad Request: Connection must include Upgrade",
                    NULL, NULL);
     else if (!version || strcmp(version, "13") != 0)
@@ -417,7 +438,7 @@ static int check_handshake(struct MHD_Connection *con, enum MHD_Result *rc)
     else if (!ws_handshake_key_ok(header(con, "Sec-WebSocket-Key")))
         *rc = fail(con, 400, JSONRPC_SERVER_ERROR,
                    "Bad Request: Sec-WebSocket-Key must be 16 base64-encoded bytes", NULL, NULL);
-    else if (!proto || !has_token(proto, "mcp"))
+    else if (!header_has_token(con, "Sec-WebSocket-Protocol", "mcp"))
         *rc =
             fail(con, 400, JSONRPC_SERVER_ERROR,
                  "Bad Request: the WebSocket subprotocol must be \"mcp\" (Sec-WebSocket-Protocol)",

@@ -59,7 +59,7 @@ class RawWs {
    * Opens a WebSocket to /mcp/ws. Resolves a RawWs after a 101, or
    * {status, headers, json, text} when the server refused the handshake.
    */
-  static open(port, { path = '/mcp/ws', headers = {}, protocol = 'mcp', ms = 5000, early } = {}) {
+  static open(port, { path = '/mcp/ws', headers = {}, protocol = 'mcp', ms = 5000, early, http = 'HTTP/1.1', lines = '' } = {}) {
     return new Promise((resolve, reject) => {
       const sock = net.connect(port, '127.0.0.1');
       const key = crypto.randomBytes(16).toString('base64');
@@ -80,8 +80,9 @@ class RawWs {
         ...(protocol ? { 'Sec-WebSocket-Protocol': protocol } : {}),
         ...headers,
       };
-      let req = `GET ${path} HTTP/1.1\r\n`;
+      let req = `GET ${path} ${http}\r\n`;
       for (const [k, v] of Object.entries(h)) if (v !== undefined && v !== null) req += `${k}: ${v}\r\n`;
+      req += lines; // raw header lines, e.g. a field repeated
       // `early`: frames sent in the same write as the handshake, before the 101.
       sock.write(early ? Buffer.concat([Buffer.from(req + '\r\n', 'latin1'), early]) : req + '\r\n');
       const onData = (d) => {
@@ -407,11 +408,18 @@ test('handshake: Host/Origin, Upgrade, version, key and subprotocol are checked 
       assert.equal(r.json?.error?.code, code, `${JSON.stringify(opts)} body ${r.text}`);
       assert.equal(r.json?.jsonrpc, '2.0');
     }
-    const ok = await RawWs.open(mcpd.port, { protocol: 'foo, mcp' });
-    assert.equal(ok.status, 101);
-    assert.ok(ok.acceptOk, 'Sec-WebSocket-Accept is right');
-    assert.equal(ok.headers['sec-websocket-protocol'], 'mcp');
-    ok.destroy();
+    // A handshake needs HTTP/1.1 (RFC 6455 4.1): an answer, not a silent close.
+    const old = await RawWs.open(mcpd.port, { http: 'HTTP/1.0' });
+    assert.equal(old.status, 400, `HTTP/1.0 → ${old.status} ${old.text ?? ''}`);
+    assert.match(old.json?.error?.message ?? '', /HTTP\/1\.1/);
+    for (const opts of [{ protocol: 'foo, mcp' }, { protocol: 'foo', lines: 'Sec-WebSocket-Protocol: mcp\r\n' }]) {
+      // One list, on one line or on several (RFC 6455 11.3.4, RFC 9110 5.3).
+      const ok = await RawWs.open(mcpd.port, opts);
+      assert.equal(ok.status, 101, `${JSON.stringify(opts)} → ${ok.status} ${ok.text ?? ''}`);
+      assert.ok(ok.acceptOk, 'Sec-WebSocket-Accept is right');
+      assert.equal(ok.headers['sec-websocket-protocol'], 'mcp');
+      ok.destroy();
+    }
     await stillServes(mcpd);
   } finally {
     await mcpd.cleanup();
