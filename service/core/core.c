@@ -295,6 +295,23 @@ int64_t core_relay_to_standalone(struct session *s, const char *msg, size_t len,
     return seq;
 }
 
+static void answer_for_client(void *arg, const char *key, void *value)
+{
+    (void)arg;
+    struct call *c = value;
+    json_t *err = jsonrpc_error(json_loads(key, JSON_DECODE_ANY, NULL), JSONRPC_INTERNAL_ERROR,
+                                "The client closed its input before answering", NULL);
+    if (err)
+        call_deliver_answer(c, err);
+    json_decref(err);
+    call_unref(c);
+}
+
+void core_client_gone(struct session *s)
+{
+    session_client_gone(s, answer_for_client, NULL);
+}
+
 void core_end_session(struct session *s)
 {
     task_legacy_forget(session_id(s));

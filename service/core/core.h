@@ -194,6 +194,11 @@ int core_relay(struct core_reply *r);
  * stream (relay.h; nothing for a session of this process). */
 void core_relay_catch_up(struct session *s);
 
+/* The client can no longer answer anything (stdio at the end of its
+ * input): every request the server sent it and still waits on is answered
+ * with an error now, so the calls behind them finish instead of waiting. */
+void core_client_gone(struct session *s);
+
 /* ---- session handles, for transports ---- */
 void core_session_hold(struct session *s);
 void core_session_drop(struct session *s); /* NULL is fine */

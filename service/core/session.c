@@ -25,6 +25,7 @@ struct session {
     int log_level;
     int initialized;
     int ended;
+    int client_gone; /* session_client_gone: nothing more can be asked of the client */
     struct stream *standalone;
     int get_claimed;
     int64_t get_cursor;
@@ -700,7 +701,7 @@ void session_next_request_id(struct session *s, char *out, size_t cap)
 int session_pending_add(struct session *s, const char *key, void *value)
 {
     pthread_mutex_lock(&s->mu);
-    int rc = s->ended ? -1 : table_put(s->pending, key, value);
+    int rc = s->ended || s->client_gone ? -1 : table_put(s->pending, key, value);
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
@@ -724,6 +725,22 @@ void *session_pending_take(struct session *s, const char *key)
     void *v = table_del(s->pending, key);
     pthread_mutex_unlock(&s->mu);
     return v;
+}
+
+void session_client_gone(struct session *s, void (*fn)(void *arg, const char *key, void *value),
+                         void *arg)
+{
+    struct table *fresh = table_new();
+    pthread_mutex_lock(&s->mu);
+    s->client_gone = 1;
+    struct table *taken = fresh ? s->pending : NULL;
+    if (fresh)
+        s->pending = fresh;
+    pthread_mutex_unlock(&s->mu);
+    if (taken) {
+        table_each(taken, fn, arg);
+        table_free(taken);
+    }
 }
 
 void session_end(struct session *s)

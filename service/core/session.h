@@ -151,6 +151,12 @@ void session_each_tracked(struct session *s, void (*fn)(void *value, void *arg),
 void session_next_request_id(struct session *s, char *out, size_t cap);
 int session_pending_add(struct session *s, const char *key, void *value);
 void *session_pending_take(struct session *s, const char *key);
+/* The client can answer nothing more (stdio at the end of its input):
+ * session_pending_add refuses from now on, and every pending value is
+ * taken out and handed to fn (outside the session lock, so fn may call
+ * back into the session). */
+void session_client_gone(struct session *s, void (*fn)(void *arg, const char *key, void *value),
+                         void *arg);
 /* 1 while a server→client request with that key awaits its answer. */
 int session_pending_has(struct session *s, const char *key);
 /* Wall-clock ms of the last activity. */

@@ -471,6 +471,18 @@ struct push *push_open(const struct push_io *io)
     return p;
 }
 
+void push_client_gone(struct push *p)
+{
+    pthread_mutex_lock(&p->mu);
+    struct session *s = p->session;
+    if (s)
+        core_session_hold(s);
+    pthread_mutex_unlock(&p->mu);
+    if (s)
+        core_client_gone(s);
+    core_session_drop(s);
+}
+
 const char *push_session_id(struct push *p)
 {
     pthread_mutex_lock(&p->mu);

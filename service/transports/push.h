@@ -70,6 +70,10 @@ int push_resume(struct push *p, const char *session_id, const char *last_event_i
 /* The connection's session id, or NULL before initialize. Borrowed. */
 const char *push_session_id(struct push *p);
 
+/* The client can answer nothing more (stdio at EOF): the requests the
+ * server sent it and still waits on fail now (core_client_gone). */
+void push_client_gone(struct push *p);
+
 /* Waits up to timeout_ms for every request of this connection to finish
  * sending (stdio at EOF: finish what is in flight). Returns 0 when all
  * finished, -1 on timeout. */

@@ -272,6 +272,8 @@ int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sig
         if (got)
             handle(&o, p, &ev, max);
         log_event(LOG_INFO, NULL, "stdio_eof", "end of input; finishing requests in flight");
+        /* Nothing the client was asked can be answered now. */
+        push_client_gone(p);
     }
     /* Requests in flight finish and are answered; a client that stopped
      * reading holds nobody (neither the drain nor push_close, which joins

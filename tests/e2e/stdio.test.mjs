@@ -478,6 +478,28 @@ test('EOF with a countdown in flight: its response still arrives, then exit 0', 
   });
 });
 
+test('EOF while a request waits on the client (sampling): it is answered with an error at once, not after the drain timeout', async () => {
+  for (const when of ['asked before EOF', 'asked after EOF']) {
+    await withMcpd({}, async (m) => {
+      const init = initialize(1);
+      init.params.capabilities = { sampling: {} };
+      m.send(init);
+      await m.response(1);
+      m.send(initialized);
+      m.send(toolCall(2, 'test_sampling', { prompt: 'hi' }));
+      if (when === 'asked before EOF') await m.waitFor((msgs) => msgs.some((x) => x.method === 'sampling/createMessage'));
+      const t0 = Date.now();
+      m.proc.stdin.end();
+      assert.deepEqual(await m.waitExit(3000), { code: 0, signal: null }, `${when}: ${m.stderr}`);
+      assert.ok(Date.now() - t0 < 3000, `${when}: exit ${Date.now() - t0} ms after EOF`);
+      const r = m.messages().find((x) => x.id === 2);
+      assert.ok(r, `${when}: id 2 answered: ${JSON.stringify(m.messages())}`);
+      assert.equal(r.result?.isError, true, `${when}: ${JSON.stringify(r)}`);
+      assert.doesNotMatch(m.stderr, /stdio_drain_timeout/);
+    });
+  }
+});
+
 for (const sig of ['SIGTERM', 'SIGINT']) {
   test(`${sig} → graceful exit 0 (a request in flight finishes first)`, async () => {
     await withMcpd({}, async (m) => {
