@@ -104,7 +104,7 @@ void http_remote_incoming(struct http_remote *r, struct xfer *xf, const json_t *
         char *key = rpc_id_key(json_object_get(m, "id"));
         if (!key)
             return;
-        if (r->s.state == SESSION_REINIT && strcmp(key, r->reinit_key) == 0) {
+        if (session_rebuild_is_reply(&r->s, key)) {
             http_reinit_result(r, xf, m);
             free(key);
             return;

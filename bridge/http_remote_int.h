@@ -112,7 +112,6 @@ struct http_remote {
     int64_t listen_at; /* reconnect scheduled (monotonic ms), or 0 */
     int listen_attempts;
     char *listen_last_id;
-    char reinit_key[64]; /* the replayed initialize's id key */
     unsigned poll_count; /* for unique mcpd/poll ids */
     CURL *spare[SPARE_HANDLES];
     int n_spare;

@@ -90,9 +90,10 @@ static void on_client_message(void *ud, const char *data, size_t len)
     json_decref(m);
 }
 
-static void on_frame_error(void *ud, int code, const char *message)
+static void on_frame_error(void *ud, const json_t *id, int code, const char *message)
 {
-    reply_error(ud, NULL, code, message);
+    bridge_log(LOG_WARN, "stdin_bad_message", "%s", message);
+    reply_error(ud, id, code, message);
 }
 
 static int signal_fd(void)

@@ -28,6 +28,12 @@ enum rpc_kind rpc_classify(const json_t *m);
  * equal keys. NULL when out of memory. */
 char *rpc_id_key(const json_t *id);
 
+/* The top-level "id" (string or integer) of a JSON object read from its
+ * first len bytes only, as of a message too large to parse whole: NULL
+ * (and no id to answer) when those bytes do not reach a usable id. The
+ * caller releases it (json_decref). */
+json_t *rpc_id_from_prefix(const char *text, size_t len);
+
 /* {"jsonrpc":"2.0","id":id,"error":{"code":code,"message":message}} as
  * compact JSON; id may be NULL (written as null). NULL when out of memory. */
 char *rpc_error_reply(const json_t *id, int code, const char *message);

@@ -1,6 +1,8 @@
 /* session — see session.h. */
 #include "session.h"
 
+#include "bridge_log.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,18 +55,80 @@ int session_set_version(struct session *s, const char *version)
     return replace(&s->protocol_version, version, version ? strlen(version) : 0);
 }
 
-char *session_replay_initialize(struct session *s, char *id_key, size_t cap)
+/* The remembered initialize with its id replaced by a bridge id, whose key
+ * goes into s->reinit_key. NULL: nothing remembered or out of memory. */
+static char *replay_initialize(struct session *s)
 {
     if (!s->init_body)
         return NULL;
     json_t *m = json_loads(s->init_body, 0, NULL);
     if (!m)
         return NULL;
-    char id[64];
+    char id[48];
     snprintf(id, sizeof id, "mcp-bridge-reinit-%u", ++s->reinit_count);
-    snprintf(id_key, cap, "\"%s\"", id);
+    snprintf(s->reinit_key, sizeof s->reinit_key, "\"%s\"", id);
     json_object_set_new(m, "id", json_string(id));
     char *body = json_dumps(m, JSON_COMPACT);
     json_decref(m);
     return body;
+}
+
+void session_rebuild_start(struct session *s, const struct session_rebuild *rb)
+{
+    char *body = replay_initialize(s);
+    if (!body) {
+        session_rebuild_end(s, rb,
+                            "mcp-bridge: the server lost the session, and without the client's "
+                            "initialize the bridge cannot start a new one; restart the client");
+        return;
+    }
+    bridge_log(LOG_INFO, "session_lost", "the server no longer knows the session; re-initializing");
+    s->state = SESSION_REINIT;
+    rb->send(rb->ud, SESSION_REPLAY_INITIALIZE, body, strlen(body));
+    free(body);
+}
+
+int session_rebuild_is_reply(const struct session *s, const char *key)
+{
+    return s->state == SESSION_REINIT && strcmp(key, s->reinit_key) == 0;
+}
+
+void session_rebuild_result(struct session *s, const struct session_rebuild *rb, const json_t *m,
+                            const char *new_id)
+{
+    if (!json_object_get(m, "result")) {
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "mcp-bridge: the session with %s was lost and the server refused to start a "
+                 "new one",
+                 rb->host);
+        session_rebuild_end(s, rb, msg);
+        return;
+    }
+    session_adopt(s, new_id);
+    bridge_log(LOG_INFO, "session_reinitialized", "new session adopted");
+    if (s->initialized_body)
+        rb->send(rb->ud, SESSION_REPLAY_INITIALIZED, s->initialized_body,
+                 strlen(s->initialized_body));
+    else
+        session_rebuild_end(s, rb, NULL);
+}
+
+void session_rebuild_end(struct session *s, const struct session_rebuild *rb, const char *failure)
+{
+    /* after a failure the old session id stays: the next 404 tries again */
+    s->state = SESSION_READY;
+    rb->end(rb->ud, failure);
+}
+
+void session_rebuild_needed(struct session *s, const struct session_rebuild *rb,
+                            unsigned generation)
+{
+    if (s->state == SESSION_REINIT)
+        return;
+    if (generation != s->generation) {
+        session_rebuild_end(s, rb, NULL); /* rebuilt since: just send again */
+        return;
+    }
+    session_rebuild_start(s, rb);
 }

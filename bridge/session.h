@@ -15,6 +15,7 @@
 #ifndef MCP_BRIDGE_SESSION_H
 #define MCP_BRIDGE_SESSION_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 enum session_state {
@@ -31,6 +32,7 @@ struct session {
     char *initialized_body; /* the client's notifications/initialized */
     unsigned generation;    /* bumped whenever a session is adopted */
     unsigned reinit_count;  /* for unique bridge ids on replayed initializes */
+    char reinit_key[64];    /* the replayed initialize's id key */
 };
 
 void session_free(struct session *s);
@@ -43,10 +45,45 @@ int session_remember_initialized(struct session *s, const char *body, size_t len
 int session_adopt(struct session *s, const char *id);
 int session_set_version(struct session *s, const char *version);
 
-/* The remembered initialize with its id replaced by a bridge id, which is
- * written (NUL-terminated JSON, e.g. "\"mcp-bridge-reinit-3\"") into
- * id_key. Returns a malloc'd body, or NULL (nothing remembered or out of
- * memory). */
-char *session_replay_initialize(struct session *s, char *id_key, size_t cap);
+/* Rebuilding a lost session, whatever the transport: the replayed
+ * initialize goes out under a bridge id, its result is adopted, the
+ * replayed notifications/initialized follows, then what waited is sent
+ * again. The transport says how its messages go out and what becomes of
+ * the requests that wait; the steps and the user's messages live here. */
+enum session_replay {
+    SESSION_REPLAY_INITIALIZE,  /* the answer comes to session_rebuild_result */
+    SESSION_REPLAY_INITIALIZED, /* once it is out, the transport calls session_rebuild_end */
+};
+
+struct session_rebuild {
+    void (*send)(void *ud, enum session_replay what, const char *body, size_t len);
+    /* Rebuilding ended: send the waiting requests again (failure NULL), or
+     * answer them with failure. */
+    void (*end)(void *ud, const char *failure);
+    void *ud;
+    const char *host; /* host[:port], for messages */
+};
+
+/* The answer to a request that met a 404 for a session rebuilt for it
+ * already. */
+#define SESSION_LOST_AGAIN                                                                         \
+    "mcp-bridge: the server lost the session again right after the bridge re-initialized it; "     \
+    "it may be restarting in a loop (check its logs)"
+
+/* A request sent under generation met a 404 for its session, and the
+ * transport made it wait: rebuilds the session, unless that is under way,
+ * or only ends (sending it again) when another request rebuilt it since. */
+void session_rebuild_needed(struct session *s, const struct session_rebuild *rb,
+                            unsigned generation);
+/* The server forgot the session: replays the client's initialize. */
+void session_rebuild_start(struct session *s, const struct session_rebuild *rb);
+/* 1 when key (rpc_id_key) is the replayed initialize's id, while rebuilding. */
+int session_rebuild_is_reply(const struct session *s, const char *key);
+/* The server answered the replayed initialize with m, giving the session
+ * new_id (NULL if none). */
+void session_rebuild_result(struct session *s, const struct session_rebuild *rb, const json_t *m,
+                            const char *new_id);
+/* Rebuilding ended: failure NULL once notifications/initialized is out. */
+void session_rebuild_end(struct session *s, const struct session_rebuild *rb, const char *failure);
 
 #endif

@@ -1,17 +1,32 @@
 /* stdio_side — see stdio_side.h. */
 #include "stdio_side.h"
 
+#include "rpc_message.h"
+
 #include "stdio_frame.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+/* Kept of the start of each message, to answer one that is too large
+ * with its id: JSON-RPC clients put the id before the params. */
+#define HEAD_CAP 4096
 
 struct stdio_side {
     int in_fd, out_fd;
     int out_broken;
+    size_t max_message;
     struct stdio_frame_decoder *dec;
+    char head[HEAD_CAP];
+    size_t head_len;
+    /* NDJSON: the rest of a line too long comes first (the decoder skips it) */
+    int head_skip_line;
+    /* Content-Length: the error for a body too large waits for its start */
+    int late_error;
     char buf[64 * 1024];
 };
 
@@ -22,6 +37,7 @@ struct stdio_side *stdio_side_new(int in_fd, int out_fd, size_t max_message)
         return NULL;
     s->in_fd = in_fd;
     s->out_fd = out_fd;
+    s->max_message = max_message ? max_message : STDIO_FRAME_DEFAULT_MAX;
     s->dec = stdio_frame_decoder_new(max_message);
     if (!s->dec) {
         free(s);
@@ -38,13 +54,65 @@ void stdio_side_free(struct stdio_side *s)
     free(s);
 }
 
-static void deliver(const struct stdio_side_handler *h, const struct stdio_frame_event *ev)
+static void too_large(struct stdio_side *s, const struct stdio_side_handler *h)
 {
-    if (ev->kind == STDIO_FRAME_MESSAGE)
+    json_t *id = rpc_id_from_prefix(s->head, s->head_len);
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "mcp-bridge: Invalid Request: message larger than the %zu bytes the bridge accepts "
+             "on stdin",
+             s->max_message);
+    s->head_len = 0;
+    s->late_error = 0;
+    h->frame_error(h->ud, id, stdio_frame_error_code(STDIO_FRAME_ERR_TOO_LARGE), msg);
+    json_decref(id);
+}
+
+/* in[0..len) went into the decoder for the message it reads now. */
+static void keep_head(struct stdio_side *s, const struct stdio_side_handler *h, const char *in,
+                      size_t len)
+{
+    if (s->head_skip_line) {
+        const char *nl = memchr(in, '\n', len);
+        if (!nl)
+            return;
+        s->head_skip_line = 0;
+        len -= (size_t)(nl + 1 - in);
+        in = nl + 1;
+    }
+    size_t take = len < HEAD_CAP - s->head_len ? len : HEAD_CAP - s->head_len;
+    memcpy(s->head + s->head_len, in, take);
+    s->head_len += take;
+    if (s->late_error && s->head_len == HEAD_CAP)
+        too_large(s, h);
+}
+
+/* ended_line: the input the event ended with was a line end. */
+static void deliver(struct stdio_side *s, const struct stdio_side_handler *h,
+                    const struct stdio_frame_event *ev, int ended_line)
+{
+    if (s->late_error)
+        too_large(s, h); /* a body shorter than the head */
+    if (ev->kind == STDIO_FRAME_MESSAGE) {
+        s->head_len = 0;
         h->message(h->ud, ev->data, ev->len);
-    else
-        h->frame_error(h->ud, stdio_frame_error_code(ev->error),
-                       stdio_frame_error_message(ev->error));
+        return;
+    }
+    if (ev->error == STDIO_FRAME_ERR_TOO_LARGE) {
+        if (stdio_frame_framing(s->dec) == STDIO_FRAMING_CONTENT_LENGTH) {
+            /* told at the end of the headers: the body comes next */
+            s->head_len = 0;
+            s->late_error = 1;
+            return;
+        }
+        too_large(s, h);
+        s->head_skip_line = !ended_line;
+        return;
+    }
+    s->head_len = 0;
+    char msg[160];
+    snprintf(msg, sizeof msg, "mcp-bridge: %s", stdio_frame_error_message(ev->error));
+    h->frame_error(h->ud, NULL, stdio_frame_error_code(ev->error), msg);
 }
 
 int stdio_side_read(struct stdio_side *s, const struct stdio_side_handler *h)
@@ -57,16 +125,20 @@ int stdio_side_read(struct stdio_side *s, const struct stdio_side_handler *h)
         return 0;
     struct stdio_frame_event ev;
     if (n <= 0) {
+        if (s->late_error)
+            too_large(s, h);
         if (stdio_frame_finish(s->dec, &ev))
-            deliver(h, &ev);
+            deliver(s, h, &ev, 1);
         return n == 0 ? 1 : -1;
     }
     size_t off = 0, used;
     while (off < (size_t)n) {
-        if (!stdio_frame_decode(s->dec, s->buf + off, (size_t)n - off, &used, &ev))
-            break;
+        int got = stdio_frame_decode(s->dec, s->buf + off, (size_t)n - off, &used, &ev);
+        keep_head(s, h, s->buf + off, used);
         off += used;
-        deliver(h, &ev);
+        if (!got)
+            break;
+        deliver(s, h, &ev, s->buf[off - 1] == '\n');
     }
     return 0;
 }

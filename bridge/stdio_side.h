@@ -14,14 +14,17 @@
 #ifndef MCP_BRIDGE_STDIO_SIDE_H
 #define MCP_BRIDGE_STDIO_SIDE_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 struct stdio_side;
 
 struct stdio_side_handler {
     void (*message)(void *ud, const char *data, size_t len);
-    /* a framing error: answer with this code and message (id null) */
-    void (*frame_error)(void *ud, int code, const char *message);
+    /* A message the bridge cannot take (bad framing, too large): answer
+     * with this code and message, and this id (borrowed; NULL: none could
+     * be read, answer with id null). */
+    void (*frame_error)(void *ud, const json_t *id, int code, const char *message);
     void *ud;
 };
 

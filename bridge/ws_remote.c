@@ -5,6 +5,7 @@
 #include "connection.h"
 #include "remote_error.h"
 #include "rpc_message.h"
+#include "session.h"
 
 #include "clock.h"
 #include "ws_frame.h"
@@ -25,12 +26,25 @@ struct frame_out {
     struct frame_out *next;
     unsigned char *data;
     size_t len, off;
+    size_t payload; /* the message's size */
+    char *key;      /* a request's id key, or NULL */
 };
 
 struct pending {
     struct pending *next;
     char *key;
     json_t *id;
+    char *body; /* as the client sent it: it goes again after a rebuilt session */
+    size_t len;
+    char *progress_key; /* its _meta.progressToken's key, or NULL */
+    unsigned conn;      /* the connection it went out on, 0 before that */
+    /* It went out on a connection that dropped: the server may never have
+     * read it, and the connection cannot tell. Answered with an error at
+     * this time (monotonic ms) unless its reply or progress comes; 0 if
+     * not in doubt. */
+    int64_t deadline;
+    int retried; /* sent again after a rebuilt session already */
+    int waiting; /* until the session is rebuilt */
 };
 
 struct ws_remote {
@@ -40,11 +54,18 @@ struct ws_remote {
     CURL *easy; /* the connection, or NULL */
     curl_socket_t fd;
     int up;
+    unsigned conn; /* counts connections made */
     struct ws_parser parser;
     struct frame_out *out, *out_tail;
-    struct pending *pending;
+    struct pending *pending, *pending_tail; /* in the client's order */
     int n_pending;
-    char *session_id, *last_event_id;
+    struct session s; /* s.id: from _meta "mcpd/session-id" */
+    char *last_event_id;
+    int session_lost;        /* the handshake said 404 for s.id */
+    int64_t reinit_deadline; /* the replayed initialize is answered by then */
+    /* the largest message written on this connection, for a 1009 */
+    size_t big_len;
+    char *big_key;
     char host[256];      /* host[:port], for messages */
     char http_url[2400]; /* the URL with an http(s) scheme, for curl */
     char target[2048];   /* path and query of the handshake */
@@ -58,37 +79,93 @@ static void emit(struct ws_remote *w, const char *s, size_t len)
     w->sink.emit(w->sink.ud, s, len);
 }
 
+static struct pending **pending_find(struct ws_remote *w, const char *key)
+{
+    struct pending **pp = &w->pending;
+    while (*pp && strcmp((*pp)->key, key) != 0)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+/* Unlinks and frees *pp. */
+static void pending_remove(struct ws_remote *w, struct pending **pp)
+{
+    struct pending *p = *pp;
+    *pp = p->next;
+    if (w->pending_tail == p) {
+        struct pending *last = w->pending;
+        while (last && last->next)
+            last = last->next;
+        w->pending_tail = last;
+    }
+    free(p->key);
+    json_decref(p->id);
+    free(p->body);
+    free(p->progress_key);
+    free(p);
+    w->n_pending--;
+}
+
+/* Answers *pp with a bridge error and forgets it. */
+static void answer(struct ws_remote *w, struct pending **pp, const char *why)
+{
+    bridge_log(LOG_WARN, "request_failed", "id=%s: %s", (*pp)->key, why);
+    char *reply = rpc_error_reply((*pp)->id, RPC_BRIDGE_ERROR, why);
+    if (reply) {
+        emit(w, reply, strlen(reply));
+        free(reply);
+    }
+    pending_remove(w, pp);
+}
+
+static struct session_rebuild rebuild_of(struct ws_remote *w);
+
 static void fail_all(struct ws_remote *w, const char *why)
 {
-    while (w->pending) {
-        struct pending *p = w->pending;
-        w->pending = p->next;
-        bridge_log(LOG_WARN, "request_failed", "id=%s: %s", p->key, why);
-        char *reply = rpc_error_reply(p->id, RPC_BRIDGE_ERROR, why);
-        if (reply) {
-            emit(w, reply, strlen(reply));
-            free(reply);
-        }
-        free(p->key);
-        json_decref(p->id);
-        free(p);
+    if (w->s.state == SESSION_REINIT) {
+        struct session_rebuild rb = rebuild_of(w);
+        session_rebuild_end(&w->s, &rb, why);
     }
-    w->n_pending = 0;
+    while (w->pending)
+        answer(w, &w->pending, why);
 }
 
 /* ------------------------------------------------------------ output */
 
-static void queue_frame(struct ws_remote *w, enum ws_opcode op, const void *payload, size_t len)
+static void free_frame(struct frame_out *f)
 {
-    unsigned char key[4];
-    if (getrandom(key, sizeof key, 0) != (ssize_t)sizeof key)
-        memset(key, 0x5a, sizeof key);
+    free(f->data);
+    free(f->key);
+    free(f);
+}
+
+static void discard_out(struct ws_remote *w)
+{
+    while (w->out) {
+        struct frame_out *f = w->out;
+        w->out = f->next;
+        free_frame(f);
+    }
+    w->out_tail = NULL;
+}
+
+/* key: the request's id key, for a request. */
+static void queue_frame(struct ws_remote *w, enum ws_opcode op, const void *payload, size_t len,
+                        const char *key)
+{
+    unsigned char mask[4];
+    if (getrandom(mask, sizeof mask, 0) != (ssize_t)sizeof mask)
+        memset(mask, 0x5a, sizeof mask);
     struct frame_out *f = calloc(1, sizeof *f);
-    if (!f || !(f->data = ws_frame_client(op, payload, len, key, &f->len))) {
+    if (!f || !(f->data = ws_frame_client(op, payload, len, mask, &f->len)) ||
+        (key && !(f->key = strdup(key)))) {
+        if (f)
+            free(f->data);
         free(f);
         bridge_log(LOG_ERROR, "out_of_memory", "dropping a frame");
         return;
     }
+    f->payload = len;
     if (w->out_tail)
         w->out_tail->next = f;
     else
@@ -98,11 +175,28 @@ static void queue_frame(struct ws_remote *w, enum ws_opcode op, const void *payl
 
 static void drop(struct ws_remote *w, const char *why);
 
+/* f goes out on this connection now. */
+static void writing(struct ws_remote *w, const struct frame_out *f)
+{
+    if (f->payload > w->big_len) {
+        w->big_len = f->payload;
+        free(w->big_key);
+        w->big_key = f->key ? strdup(f->key) : NULL;
+    }
+    struct pending *p = f->key ? *pending_find(w, f->key) : NULL;
+    if (p) {
+        p->conn = w->conn;
+        p->deadline = 0;
+    }
+}
+
 /* Writes what curl takes now; the rest waits for POLLOUT. */
 static void flush(struct ws_remote *w)
 {
     while (w->up && w->out) {
         struct frame_out *f = w->out;
+        if (f->off == 0)
+            writing(w, f);
         size_t n = 0;
         CURLcode cc = curl_easy_send(w->easy, f->data + f->off, f->len - f->off, &n);
         if (cc == CURLE_AGAIN)
@@ -117,8 +211,7 @@ static void flush(struct ws_remote *w)
         w->out = f->next;
         if (!w->out)
             w->out_tail = NULL;
-        free(f->data);
-        free(f);
+        free_frame(f);
     }
 }
 
@@ -129,6 +222,18 @@ static void set_str(char **slot, const char *v)
     char *copy = v ? strdup(v) : NULL;
     free(*slot);
     *slot = copy;
+}
+
+/* Progress for a request in doubt shows the server has it. */
+static void heard_progress(struct ws_remote *w, const json_t *m)
+{
+    const json_t *token = json_object_get(json_object_get(m, "params"), "progressToken");
+    char *key = token ? rpc_id_key(token) : NULL;
+    for (struct pending *p = w->pending; key && p; p = p->next) {
+        if (p->deadline && p->progress_key && strcmp(p->progress_key, key) == 0)
+            p->deadline = clock_mono_ms() + w->o->response_timeout_ms;
+    }
+    free(key);
 }
 
 static void incoming(struct ws_remote *w, const char *text, size_t len)
@@ -147,25 +252,29 @@ static void incoming(struct ws_remote *w, const char *text, size_t len)
     const char *sid = json_string_value(json_object_get(meta, "mcpd/session-id"));
     if (eid)
         set_str(&w->last_event_id, eid);
-    if (sid)
-        set_str(&w->session_id, sid);
-    if (rpc_classify(m) == RPC_RESPONSE) {
-        char *key = rpc_id_key(json_object_get(m, "id"));
-        struct pending **pp = &w->pending;
-        while (*pp && (!key || strcmp((*pp)->key, key) != 0))
-            pp = &(*pp)->next;
+    enum rpc_kind kind = rpc_classify(m);
+    char *key = kind == RPC_RESPONSE ? rpc_id_key(json_object_get(m, "id")) : NULL;
+    if (key && session_rebuild_is_reply(&w->s, key)) {
         free(key);
-        if (!*pp) {
+        struct session_rebuild rb = rebuild_of(w);
+        session_rebuild_result(&w->s, &rb, m, sid);
+        json_decref(m);
+        return;
+    }
+    if (sid && (!w->s.id || strcmp(w->s.id, sid) != 0))
+        session_adopt(&w->s, sid);
+    if (kind == RPC_RESPONSE) {
+        struct pending **pp = key ? pending_find(w, key) : NULL;
+        free(key);
+        if (!pp || !*pp) {
             bridge_log(LOG_DEBUG, "response_dropped", "a response to no pending request");
             json_decref(m);
             return;
         }
-        struct pending *p = *pp;
-        *pp = p->next;
-        free(p->key);
-        json_decref(p->id);
-        free(p);
-        w->n_pending--;
+        pending_remove(w, pp);
+    } else if (kind == RPC_NOTIFICATION && strcmp(json_string_value(json_object_get(m, "method")),
+                                                  "notifications/progress") == 0) {
+        heard_progress(w, m);
     }
     if (memchr(text, '\n', len) || memchr(text, '\r', len)) {
         char *s = json_dumps(m, JSON_COMPACT);
@@ -176,6 +285,53 @@ static void incoming(struct ws_remote *w, const char *text, size_t len)
         emit(w, text, len);
     }
     json_decref(m);
+}
+
+/* The server closed with 1009. mcpd does so as soon as it reads the header
+ * of a message over its limit, having read every message before it on the
+ * connection: so the largest message written on this connection was too
+ * big. Sent again it would only be refused again. */
+static void too_big(struct ws_remote *w)
+{
+    if (!w->big_len)
+        return;
+    if (w->out && w->out->off > 0 && w->out->payload == w->big_len) {
+        struct frame_out *f = w->out;
+        w->out = f->next;
+        if (!w->out)
+            w->out_tail = NULL;
+        free_frame(f);
+    }
+    struct pending **pp = w->big_key ? pending_find(w, w->big_key) : NULL;
+    if (!pp || !*pp) {
+        bridge_log(LOG_WARN, "message_too_big",
+                   "%s refused a message of %zu bytes as too big for one WebSocket message",
+                   w->host, w->big_len);
+        return;
+    }
+    char msg[MSG_CAP];
+    snprintf(msg, sizeof msg,
+             "mcp-bridge: the request is %zu bytes, more than %s accepts in one WebSocket "
+             "message (it closed the connection with 1009, message too big); send less, or raise "
+             "the server's limit (mcpd: --ws-max-message)",
+             w->big_len, w->host);
+    answer(w, pp, msg);
+}
+
+/* Echoes the server's close (or closes after its bad frame) ahead of what
+ * is queued: that goes on the next connection, since nothing written now
+ * would be read. Best effort: the connection is going anyway. */
+static void answer_close(struct ws_remote *w, unsigned code)
+{
+    if (w->out && w->out->off > 0)
+        return; /* a close now would land inside a frame */
+    unsigned char f[WS_MAX_CONTROL_FRAME], mask[4] = {0x5a, 0x5a, 0x5a, 0x5a};
+    size_t n = ws_frame_close(f, (uint16_t)code, NULL), len = 0, sent = 0;
+    /* the close goes masked, like every client frame */
+    unsigned char *frame = ws_frame_client(WS_OP_CLOSE, f + 2, n - 2, mask, &len);
+    if (frame)
+        curl_easy_send(w->easy, frame, len, &sent);
+    free(frame);
 }
 
 static void on_bytes(struct ws_remote *w, const char *buf, size_t len)
@@ -191,7 +347,7 @@ static void on_bytes(struct ws_remote *w, const char *buf, size_t len)
             incoming(w, ev.data, ev.len);
             break;
         case WS_EV_PING:
-            queue_frame(w, WS_OP_PONG, ev.data, ev.len);
+            queue_frame(w, WS_OP_PONG, ev.data, ev.len, NULL);
             break;
         case WS_EV_PONG:
             break;
@@ -201,11 +357,9 @@ static void on_bytes(struct ws_remote *w, const char *buf, size_t len)
             snprintf(why, sizeof why, "%s %u (%s)",
                      ev.kind == WS_EV_CLOSE ? "the server closed with" : "bad frame, close",
                      ev.code, ev.reason ? ev.reason : "");
-            unsigned char f[WS_MAX_CONTROL_FRAME];
-            size_t n = ws_frame_close(f, ev.code, NULL);
-            /* the close goes masked, like every client frame */
-            queue_frame(w, WS_OP_CLOSE, f + 2, n - 2);
-            flush(w);
+            if (ev.kind == WS_EV_CLOSE && ev.code == WS_CLOSE_TOO_BIG)
+                too_big(w);
+            answer_close(w, ev.code);
             drop(w, why);
             return;
         }
@@ -230,6 +384,10 @@ static void drop(struct ws_remote *w, const char *why)
     if (w->stopping)
         return;
     int64_t now = clock_mono_ms();
+    for (struct pending *p = w->pending; p; p = p->next) {
+        if (p->conn == w->conn && !p->deadline)
+            p->deadline = now + w->o->response_timeout_ms;
+    }
     if (!w->down_since)
         w->down_since = now;
     w->retry_at = now;
@@ -254,9 +412,11 @@ static int check_answer(struct ws_remote *w, const char *head, const char *key, 
     if (status != 101) {
         const char *body = strstr(head, "\r\n\r\n");
         remote_error_status(msg, MSG_CAP, w->host, status, body ? body + 4 : NULL);
-        if (status == 404 && w->session_id) {
-            /* the server forgot the session: what was pending is lost */
-            set_str(&w->session_id, NULL);
+        if (status == 404 && w->s.id && w->s.state != SESSION_REINIT) {
+            /* the server forgot the session: it must be rebuilt (the old
+             * id stays until then, so a rebuild that fails is tried again
+             * on the next 404) */
+            w->session_lost = 1;
             set_str(&w->last_event_id, NULL);
         }
         return -1;
@@ -323,9 +483,11 @@ static int connect_ws(struct ws_remote *w, char *msg)
         fprintf(f, "Authorization: Bearer %s\r\n", o->token);
     for (int i = 0; i < o->n_headers; i++)
         fprintf(f, "%s\r\n", o->headers[i]);
-    if (w->session_id)
-        fprintf(f, "Mcp-Session-Id: %s\r\n", w->session_id);
-    if (w->session_id && w->last_event_id)
+    /* while rebuilding, the connection is for a new session */
+    int resume = w->s.id && w->s.state != SESSION_REINIT;
+    if (resume)
+        fprintf(f, "Mcp-Session-Id: %s\r\n", w->s.id);
+    if (resume && w->last_event_id)
         fprintf(f, "Last-Event-ID: %s\r\n", w->last_event_id);
     fputs("\r\n", f);
     fclose(f);
@@ -381,6 +543,10 @@ static int connect_ws(struct ws_remote *w, char *msg)
     w->easy = e;
     w->fd = fd;
     w->up = 1;
+    w->conn++;
+    w->big_len = 0;
+    free(w->big_key);
+    w->big_key = NULL;
     ws_parser_init_client(&w->parser, MAX_MESSAGE);
     if (w->down_since)
         bridge_log(LOG_INFO, "ws_resumed", "reconnected%s",
@@ -392,6 +558,87 @@ static int connect_ws(struct ws_remote *w, char *msg)
     return 0;
 }
 
+/* Up again: the next failure starts counting afresh. */
+static void connected(struct ws_remote *w)
+{
+    w->down_since = 0;
+    w->retry_at = 0;
+    w->attempts = 0;
+}
+
+/* --------------------------------------------- rebuilding the session */
+
+/* One connection keeps the order of messages, so unlike over HTTP what
+ * waited may follow the replayed notifications/initialized at once. */
+static void rebuild_send(void *ud, enum session_replay what, const char *body, size_t len)
+{
+    struct ws_remote *w = ud;
+    struct session_rebuild rb = rebuild_of(w);
+    queue_frame(w, WS_OP_TEXT, body, len, NULL);
+    if (what == SESSION_REPLAY_INITIALIZED) {
+        flush(w);
+        session_rebuild_end(&w->s, &rb, NULL);
+        return;
+    }
+    w->reinit_deadline = clock_mono_ms() + w->o->response_timeout_ms;
+    char msg[MSG_CAP];
+    if (!w->up && connect_ws(w, msg) != 0) {
+        discard_out(w);
+        connected(w); /* nothing is left to resume */
+        session_rebuild_end(&w->s, &rb, msg);
+        return;
+    }
+    connected(w);
+    flush(w);
+}
+
+static void rebuild_end(void *ud, const char *failure)
+{
+    struct ws_remote *w = ud;
+    w->reinit_deadline = 0;
+    for (struct pending **pp = &w->pending; *pp;) {
+        struct pending *p = *pp;
+        if (!p->waiting) {
+            pp = &p->next;
+            continue;
+        }
+        p->waiting = 0;
+        if (failure) {
+            answer(w, pp, failure);
+            continue;
+        }
+        queue_frame(w, WS_OP_TEXT, p->body, p->len, p->key);
+        pp = &p->next;
+    }
+    flush(w);
+}
+
+static struct session_rebuild rebuild_of(struct ws_remote *w)
+{
+    return (struct session_rebuild){rebuild_send, rebuild_end, w, w->host};
+}
+
+/* The handshake said 404 for the session: nothing sent under it will be
+ * answered, and what is queued was meant for it. The requests go again
+ * on the rebuilt session, once. */
+static void session_gone(struct ws_remote *w)
+{
+    discard_out(w);
+    for (struct pending **pp = &w->pending; *pp;) {
+        struct pending *p = *pp;
+        if (p->retried && !p->waiting) {
+            answer(w, pp, SESSION_LOST_AGAIN);
+            continue;
+        }
+        p->retried = 1;
+        p->waiting = 1;
+        p->deadline = 0;
+        pp = &p->next;
+    }
+    struct session_rebuild rb = rebuild_of(w);
+    session_rebuild_needed(&w->s, &rb, w->s.generation);
+}
+
 /* Connects now if down; on failure answers or schedules per the rules in
  * ws_remote.h. */
 static void ensure_up(struct ws_remote *w)
@@ -400,25 +647,22 @@ static void ensure_up(struct ws_remote *w)
         return;
     char msg[MSG_CAP];
     if (connect_ws(w, msg) == 0) {
-        w->down_since = 0;
-        w->retry_at = 0;
-        w->attempts = 0;
+        connected(w);
         flush(w);
         return;
     }
+    if (w->session_lost) {
+        w->session_lost = 0;
+        session_gone(w);
+        return;
+    }
     int64_t now = clock_mono_ms();
-    if (!w->session_id || !w->down_since || now - w->down_since >= w->o->response_timeout_ms) {
+    if (!w->s.id || !w->down_since || now - w->down_since >= w->o->response_timeout_ms) {
         /* never connected, the session is gone, or it stayed down too long */
         fail_all(w, msg);
         w->retry_at = 0;
         w->down_since = 0;
-        while (w->out) {
-            struct frame_out *f = w->out;
-            w->out = f->next;
-            free(f->data);
-            free(f);
-        }
-        w->out_tail = NULL;
+        discard_out(w);
         return;
     }
     w->retry_at = now + connection_backoff_ms(w->attempts++, 0);
@@ -471,21 +715,12 @@ void ws_remote_free(struct ws_remote *w)
         return;
     w->stopping = 1;
     drop(w, "closing");
-    while (w->out) {
-        struct frame_out *f = w->out;
-        w->out = f->next;
-        free(f->data);
-        free(f);
-    }
-    while (w->pending) {
-        struct pending *p = w->pending;
-        w->pending = p->next;
-        free(p->key);
-        json_decref(p->id);
-        free(p);
-    }
-    free(w->session_id);
+    discard_out(w);
+    while (w->pending)
+        pending_remove(w, &w->pending);
+    session_free(&w->s);
     free(w->last_event_id);
+    free(w->big_key);
     curl_multi_cleanup(w->multi);
     free(w);
 }
@@ -503,23 +738,94 @@ int ws_remote_fd(struct ws_remote *w, short *events)
     return (int)w->fd;
 }
 
+static struct pending *pending_new(const json_t *m, const char *body, size_t len)
+{
+    struct pending *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    const json_t *token =
+        json_object_get(json_object_get(json_object_get(m, "params"), "_meta"), "progressToken");
+    p->key = rpc_id_key(json_object_get(m, "id"));
+    p->body = malloc(len + 1);
+    p->progress_key = json_is_string(token) || json_is_integer(token) ? rpc_id_key(token) : NULL;
+    if (!p->key || !p->body || (token && !p->progress_key)) {
+        free(p->key);
+        free(p->body);
+        free(p->progress_key);
+        free(p);
+        return NULL;
+    }
+    memcpy(p->body, body, len);
+    p->body[len] = '\0';
+    p->len = len;
+    p->id = json_incref(json_object_get(m, "id"));
+    return p;
+}
+
 void ws_remote_send(struct ws_remote *w, const char *body, size_t len, json_t *m)
 {
+    const char *method = json_string_value(json_object_get(m, "method"));
+    const char *key = NULL;
     if (rpc_classify(m) == RPC_REQUEST) {
-        struct pending *p = calloc(1, sizeof *p);
-        if (!p || !(p->key = rpc_id_key(json_object_get(m, "id")))) {
-            free(p);
+        struct pending *p = pending_new(m, body, len);
+        if (!p) {
+            char *reply = rpc_error_reply(json_object_get(m, "id"), RPC_INTERNAL_ERROR,
+                                          "mcp-bridge: out of memory");
+            if (reply)
+                emit(w, reply, strlen(reply));
+            free(reply);
             return;
         }
-        p->id = json_incref(json_object_get(m, "id"));
-        p->next = w->pending;
-        w->pending = p;
+        if (w->pending_tail)
+            w->pending_tail->next = p;
+        else
+            w->pending = p;
+        w->pending_tail = p;
         w->n_pending++;
+        key = p->key;
+        if (strcmp(method, "initialize") == 0)
+            session_remember_initialize(&w->s, body, len);
+        if (w->s.state == SESSION_REINIT) {
+            p->waiting = 1;
+            return;
+        }
+    } else {
+        if (method && strcmp(method, "notifications/initialized") == 0)
+            session_remember_initialized(&w->s, body, len);
+        if (w->s.state == SESSION_REINIT)
+            return; /* it was meant for the old session: the new one would not know it */
     }
-    queue_frame(w, WS_OP_TEXT, body, len);
+    queue_frame(w, WS_OP_TEXT, body, len, key);
     if (!w->up && !w->retry_at)
         ensure_up(w);
     flush(w);
+}
+
+/* Requests in doubt, and a replayed initialize, get their answer in time. */
+static void deadlines(struct ws_remote *w)
+{
+    int64_t now = clock_mono_ms();
+    char msg[MSG_CAP];
+    for (struct pending **pp = &w->pending; *pp;) {
+        if (!(*pp)->deadline || now < (*pp)->deadline || (*pp)->waiting) {
+            pp = &(*pp)->next;
+            continue;
+        }
+        snprintf(msg, sizeof msg,
+                 "mcp-bridge: the connection to %s dropped after the request was sent, and "
+                 "nothing came for it within %ld ms (--response-timeout-ms); it may or may not "
+                 "have run",
+                 w->host, w->o->response_timeout_ms);
+        answer(w, pp, msg);
+    }
+    if (w->reinit_deadline && now >= w->reinit_deadline) {
+        snprintf(msg, sizeof msg,
+                 "mcp-bridge: the server lost the session, and %s did not answer the bridge's "
+                 "new initialize within %ld ms (--response-timeout-ms)",
+                 w->host, w->o->response_timeout_ms);
+        struct session_rebuild rb = rebuild_of(w);
+        session_rebuild_end(&w->s, &rb, msg);
+    }
 }
 
 void ws_remote_run(struct ws_remote *w)
@@ -539,14 +845,21 @@ void ws_remote_run(struct ws_remote *w)
     flush(w);
     if (!w->up && w->retry_at && clock_mono_ms() >= w->retry_at)
         ensure_up(w);
+    deadlines(w);
 }
 
 long ws_remote_timeout_ms(struct ws_remote *w)
 {
-    if (!w->retry_at)
-        return 1000;
-    int64_t left = w->retry_at - clock_mono_ms();
-    return left < 0 ? 0 : left > 1000 ? 1000 : (long)left;
+    int64_t now = clock_mono_ms(), next = now + 1000;
+    if (w->retry_at && w->retry_at < next)
+        next = w->retry_at;
+    if (w->reinit_deadline && w->reinit_deadline < next)
+        next = w->reinit_deadline;
+    for (const struct pending *p = w->pending; p; p = p->next) {
+        if (p->deadline && p->deadline < next)
+            next = p->deadline;
+    }
+    return next < now ? 0 : (long)(next - now);
 }
 
 int ws_remote_pending(struct ws_remote *w)
@@ -560,7 +873,7 @@ void ws_remote_shutdown(struct ws_remote *w, const char *why)
     if (w->up) {
         unsigned char f[WS_MAX_CONTROL_FRAME];
         size_t n = ws_frame_close(f, WS_CLOSE_NORMAL, "mcp-bridge stopping");
-        queue_frame(w, WS_OP_CLOSE, f + 2, n - 2);
+        queue_frame(w, WS_OP_CLOSE, f + 2, n - 2, NULL);
         flush(w);
     }
     w->stopping = 1;

@@ -12,7 +12,16 @@
  * Last-Event-ID (capped exponential backoff with jitter, for up to
  * response_timeout_ms) and gets exactly what it missed. Requests still
  * unanswered when that fails are answered with an error; every request
- * gets one reply.
+ * gets one reply:
+ *   - a 404 to the handshake for the session (a server restarted without
+ *     its store, an expired or killed session) rebuilds the session as
+ *     session.h says, on a new connection, and sends the requests again;
+ *   - a close with 1009 (message too big) answers the request that was
+ *     too big with an error saying so;
+ *   - a request that went out on a connection that dropped may never have
+ *     been read, and nothing on the connection tells: unless its reply or
+ *     its progress comes, it is answered with an error response_timeout_ms
+ *     after the drop.
  *
  * Connecting blocks the loop for at most connect_timeout_ms.
  *
