@@ -209,12 +209,218 @@ static char **build_env(char *const *extra)
 
 /* ---- reading ---- */
 
+/* Reads a JSON message as it streams past, keeping only its top-level "id"
+ * member's text and whether it has a top-level "method": enough to tie a
+ * message that is dropped (never buffered) to the request it answers. Not
+ * a validator: strings, nesting and the members at depth 1 are tracked,
+ * and anything that is not an object is given up on. */
+#define SCAN_ID_MAX 128
+struct scan {
+    int bad;    /* not an object: nothing more to learn from it */
+    int closed; /* its top-level object has ended */
+    int depth;
+    int in_str, esc;
+    int want_key; /* at depth 1, the next string is a member name */
+    char key[8];  /* the member name being read (only short ones matter) */
+    size_t key_len;
+    int in_key, in_id; /* reading a member name / the "id" member's value */
+    char id[SCAN_ID_MAX];
+    size_t id_len;
+    int id_long; /* the id was longer than SCAN_ID_MAX: unusable */
+    int has_method;
+    /* The decoder dropped this message: report it (once) when it ends. */
+    int dropped, reported;
+    enum stdio_frame_error error;
+};
+
+static void scan_reset(struct scan *s)
+{
+    memset(s, 0, sizeof *s);
+}
+
+static void scan_id_byte(struct scan *s, char ch)
+{
+    if (s->id_len < sizeof s->id)
+        s->id[s->id_len++] = ch;
+    else
+        s->id_long = 1;
+}
+
+/* A member name ended: what follows its ':' is the value to look at. */
+static void scan_member(struct scan *s)
+{
+    int is_id = s->key_len == 2 && memcmp(s->key, "id", 2) == 0;
+    if (s->key_len == 6 && memcmp(s->key, "method", 6) == 0)
+        s->has_method = 1;
+    if (is_id) {
+        /* The last "id" wins, as when the message is parsed. */
+        s->id_len = 0;
+        s->id_long = 0;
+    }
+    s->in_id = is_id;
+}
+
+/* Feeds p[0..n). Returns the bytes taken: all of them, or (with *line_end)
+ * up to and including the '\n' that ends an NDJSON line, where a message
+ * ends whatever its JSON says. */
+static size_t scan_feed(struct scan *s, const char *p, size_t n, int ndjson, int *line_end)
+{
+    *line_end = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = p[i];
+        if (ndjson && ch == '\n') {
+            *line_end = 1;
+            return i + 1;
+        }
+        if (s->bad || s->closed)
+            continue;
+        if (s->in_str) {
+            if (s->in_key && !s->esc && ch != '"') {
+                if (s->key_len < sizeof s->key)
+                    s->key[s->key_len++] = ch;
+                else
+                    s->key_len = sizeof s->key + 1; /* too long to matter */
+            }
+            if (s->in_id)
+                scan_id_byte(s, ch);
+            if (s->esc)
+                s->esc = 0;
+            else if (ch == '\\')
+                s->esc = 1;
+            else if (ch == '"')
+                s->in_str = s->in_key = 0;
+            continue;
+        }
+        if (ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n')
+            continue;
+        if (s->depth == 0 && ch != '{') {
+            s->bad = 1;
+            continue;
+        }
+        int top = s->depth == 1;
+        if (top && (ch == ',' || ch == '}')) {
+            s->in_id = 0;
+            s->want_key = ch == ',';
+        } else if (s->in_id) {
+            scan_id_byte(s, ch);
+        }
+        switch (ch) {
+        case '{':
+        case '[':
+            if (++s->depth == 1)
+                s->want_key = 1;
+            break;
+        case '}':
+        case ']':
+            if (--s->depth == 0)
+                s->closed = 1;
+            break;
+        case '"':
+            s->in_str = 1;
+            if (top && s->want_key) {
+                s->in_key = 1;
+                s->key_len = 0;
+            }
+            break;
+        case ':':
+            if (top && s->want_key) {
+                s->want_key = 0;
+                scan_member(s);
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    return n;
+}
+
+static void report_dropped(struct child *c, struct scan *s)
+{
+    if (!s->dropped || s->reported)
+        return;
+    s->reported = 1;
+    /* An id member whose value was cut short by the message's end is not one. */
+    int have_id = s->id_len > 0 && !s->id_long && !s->in_id && !s->bad;
+    struct child_dropped d = {.error = s->error,
+                              .id = have_id ? s->id : NULL,
+                              .id_len = have_id ? s->id_len : 0,
+                              .has_method = s->has_method};
+    c->ops.on_dropped(c->arg, &d);
+}
+
+/* Scans bytes of the message the scanner is in, up to its end (or all of
+ * them), reporting it if it was dropped. Returns the bytes taken. */
+static size_t scan_one(struct child *c, struct scan *s, const char *p, size_t n, int ndjson)
+{
+    int line_end;
+    size_t k = scan_feed(s, p, n, ndjson, &line_end);
+    if (s->dropped && (s->closed || line_end))
+        report_dropped(c, s);
+    if (line_end || (!ndjson && s->closed))
+        scan_reset(s);
+    return k;
+}
+
+/* Scans bytes the decoder consumed: in NDJSON every line that spans reads
+ * (its beginning may turn out to be all there is of a dropped one), in
+ * Content-Length framing only the body of a dropped message. */
+static void scan_bytes(struct child *c, struct scan *s, const char *p, size_t n, int ndjson)
+{
+    while (n > 0 && (ndjson || s->dropped)) {
+        size_t k = scan_one(c, s, p, n, ndjson);
+        p += k;
+        n -= k;
+    }
+}
+
+/* One event (or none) of the decoder, with the bytes it consumed for it. */
+static void reader_event(struct child *c, struct scan *s, int ndjson, const char *p, size_t used,
+                         const struct stdio_frame_event *ev)
+{
+    if (!ev) {
+        scan_bytes(c, s, p, used, ndjson);
+        return;
+    }
+    if (ev->kind == STDIO_FRAME_MESSAGE) {
+        /* A dropped line ends with the first bytes the event consumed; a
+         * dropped body that did not close by itself ended before them. */
+        if (s->dropped && ndjson)
+            scan_one(c, s, p, used, ndjson);
+        report_dropped(c, s);
+        scan_reset(s);
+        c->ops.on_message(c->arg, ev->data, ev->len);
+        return;
+    }
+    if (ndjson && s->dropped) {
+        /* The previous dropped line ends first. */
+        size_t k = scan_one(c, s, p, used, ndjson);
+        p += k;
+        used -= k;
+    }
+    report_dropped(c, s); /* a dropped body that never closed */
+    if (!ndjson)
+        scan_reset(s);
+    s->dropped = 1;
+    s->reported = 0;
+    s->error = ev->error;
+    if (ndjson) {
+        /* The line's start is in s already; the rest follows. */
+        scan_bytes(c, s, p, used, ndjson);
+    } else if (ev->error != STDIO_FRAME_ERR_TOO_LARGE) {
+        report_dropped(c, s); /* bad framing: no body to read an id from */
+        scan_reset(s);
+    }
+}
+
 static void *reader_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "mcpd-child-out");
     struct child *c = arg;
     struct stdio_frame_decoder *d = stdio_frame_decoder_new(c->max_message);
     char *buf = malloc(READ_CHUNK);
+    struct scan s;
+    scan_reset(&s);
     for (;;) {
         ssize_t n = buf && d ? read(c->out_fd, buf, READ_CHUNK) : 0;
         if (n < 0 && errno == EINTR)
@@ -226,14 +432,17 @@ static void *reader_main(void *arg)
             size_t used = 0;
             struct stdio_frame_event ev;
             int got = stdio_frame_decode(d, buf + off, (size_t)n - off, &used, &ev);
+            int ndjson = stdio_frame_framing(d) != STDIO_FRAMING_CONTENT_LENGTH;
+            reader_event(c, &s, ndjson, buf + off, used, got ? &ev : NULL);
             off += used;
-            if (got && ev.kind == STDIO_FRAME_MESSAGE)
-                c->ops.on_message(c->arg, ev.data, ev.len);
         }
     }
     struct stdio_frame_event ev;
-    if (d && stdio_frame_finish(d, &ev) && ev.kind == STDIO_FRAME_MESSAGE)
-        c->ops.on_message(c->arg, ev.data, ev.len);
+    if (d && stdio_frame_finish(d, &ev)) {
+        int ndjson = stdio_frame_framing(d) != STDIO_FRAMING_CONTENT_LENGTH;
+        reader_event(c, &s, ndjson, NULL, 0, &ev);
+    }
+    report_dropped(c, &s);
     stdio_frame_decoder_free(d);
     free(buf);
 

@@ -6,9 +6,11 @@
  * when mcpd is killed with SIGKILL. A reader thread decodes what the child
  * writes on stdout (NDJSON, or Content-Length frames, detected as for any
  * stdio peer) and hands each message to on_message as soon as it is
- * complete; another thread hands each stderr line to on_stderr. When stdout
- * closes, the child is reaped (never left a zombie) and on_exit gets its
- * wait status, exactly once.
+ * complete; another thread hands each stderr line to on_stderr. A message
+ * the decoder has to drop (larger than max_message, badly framed) goes to
+ * on_dropped instead, once, with what could be read of it as it streamed
+ * past (see struct child_dropped). When stdout closes, the child is reaped
+ * (never left a zombie) and on_exit gets its wait status, exactly once.
  *
  * child_send writes one message as an NDJSON line; it is safe from any
  * thread. child_stop ends the process (SIGTERM to its group, SIGKILL after
@@ -27,6 +29,8 @@
 #ifndef MCPD_CHILD_H
 #define MCPD_CHILD_H
 
+#include "stdio_frame.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -40,8 +44,25 @@ struct child_spec {
     size_t max_message;
 };
 
+/* A message of the child's that was dropped without being decoded. It is
+ * never held in memory (it may be far larger than max_message), so what
+ * it was about is read from it as it goes by: its top-level "id" member
+ * and whether it has a top-level "method". So a dropped response can still
+ * end the request it answers. It is reported once: when its top-level
+ * object closes, or when its line (NDJSON) or its stream ends or the next
+ * message begins. A message that never ends is not reported until then. */
+struct child_dropped {
+    enum stdio_frame_error error;
+    /* The raw JSON text of its "id" member (not NUL-terminated), or NULL:
+     * none, or longer than any id mcpd gives (128 bytes). */
+    const char *id;
+    size_t id_len;
+    int has_method; /* a request or notification of the child's own, not a response */
+};
+
 struct child_ops {
     void (*on_message)(void *arg, const char *msg, size_t len);
+    void (*on_dropped)(void *arg, const struct child_dropped *d);
     void (*on_stderr)(void *arg, const char *line, size_t len);
     void (*on_exit)(void *arg, int wait_status);
 };

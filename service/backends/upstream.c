@@ -7,11 +7,13 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "metrics.h"
+#include "stdio_frame.h"
 #include "table.h"
 #include "token_bucket.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +26,9 @@
 
 /* A request in flight at the child. */
 struct pend {
-    struct call *call;    /* held until the child answers */
-    char key[48];         /* jsonrpc_id_key of the id the child sees */
-    char token[32];       /* the progress token the child sees, or "" */
-    json_t *client_token; /* the client's own progress token */
+    struct call *call; /* held until the child answers */
+    char key[48];      /* jsonrpc_id_key of the id the child sees */
+    char token[32];    /* the progress token the child sees, or "" when the client sent none */
 };
 
 /* One child and what it serves: one session, or (shared) several. */
@@ -44,6 +45,8 @@ struct link {
     char last_exit[64];  /* how the last child ended, for error messages */
     int64_t closed_ms;   /* when (the tombstone is dropped a while later) */
     json_t *init_answer; /* the child's initialize response */
+    /* Or why its initialize response could not be taken ("": none). */
+    char init_invalid[256];
     struct table *pending;
     struct table *sessions; /* shared mode: the sessions using this link */
     uint64_t next_id;
@@ -136,7 +139,8 @@ static int send_json(struct link *l, json_t *msg)
 struct collect {
     struct pend *one;
     int count;
-    const char *token;
+    const char *token; /* a progress token from the child, token_len bytes */
+    size_t token_len;
     struct pend *by_token;
     json_t *client_id;
     struct pend *by_client_id;
@@ -149,7 +153,10 @@ static void collect_pend(void *arg, const char *key, void *value)
     struct pend *p = value;
     c->count++;
     c->one = p;
-    if (c->token && strcmp(p->token, c->token) == 0)
+    /* Only a call whose client asked for progress has a token of ours;
+     * compared whole, so a token with a NUL inside matches nothing. */
+    if (c->token && p->token[0] && strlen(p->token) == c->token_len &&
+        memcmp(p->token, c->token, c->token_len) == 0)
         c->by_token = p;
     if (c->client_id && json_equal(call_id(p->call), c->client_id))
         c->by_client_id = p;
@@ -169,15 +176,86 @@ static struct call *only_call(struct link *l)
     return call;
 }
 
-static void pend_free(struct pend *p)
+/* Logs what the child caused, within its --upstream-log-rate; a line past
+ * the rate is counted, and the count goes out with the next line let
+ * through (or when the child exits). Long lines are cut. */
+static void child_log(struct link *l, enum log_level level, const char *event, const char *text,
+                      size_t len)
 {
-    json_decref(p->client_token);
+    pthread_mutex_lock(&l->log_mu);
+    int ok = token_bucket_take(&l->log_budget, clock_mono_ms());
+    uint64_t dropped = ok ? token_bucket_take_dropped(&l->log_budget) : 0;
+    pthread_mutex_unlock(&l->log_mu);
+    if (!ok) {
+        metrics_refused("upstream_log_rate");
+        return;
+    }
+    const char *session = l->session[0] ? l->session : NULL;
+    if (dropped)
+        log_event(LOG_WARN, session, "upstream_log_dropped",
+                  "%llu lines from the upstream dropped (--upstream-log-rate)",
+                  (unsigned long long)dropped);
+    if (len > UPSTREAM_LOG_LINE_MAX)
+        log_event(level, session, event, "%.*s... (%zu bytes)", UPSTREAM_LOG_LINE_MAX, text, len);
+    else
+        log_event(level, session, event, "%.*s", (int)len, text);
+}
+
+/* child_log of a formatted warning (cut at 512 bytes). */
+static void child_warnf(struct link *l, const char *event, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void child_warnf(struct link *l, const char *event, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n >= 0)
+        child_log(l, LOG_WARN, event, line, strlen(line));
+}
+
+static int is_init_id(const json_t *id)
+{
+    return json_is_string(id) && strcmp(json_string_value(id), INIT_ID) == 0;
+}
+
+/* A response of the child's to `id` that mcpd cannot pass on: whatever
+ * waits for it ends now, with an error saying why, instead of waiting for
+ * an answer that will not come (nothing else would end it before the child
+ * exits). Logged within the child's log rate. */
+static void invalid_response(struct link *l, json_t *id, const char *why)
+{
+    char msg[256];
+    snprintf(msg, sizeof msg, "The upstream server sent an invalid response: %s", why);
+    char key[96];
+    struct pend *p = NULL;
+    int init = is_init_id(id);
+    pthread_mutex_lock(&l->mu);
+    if (init) {
+        snprintf(l->init_invalid, sizeof l->init_invalid, "%s", why);
+        pthread_cond_broadcast(&l->cv);
+    } else if (jsonrpc_id_key(id, key, sizeof key) == 0) {
+        p = table_del(l->pending, key);
+    }
+    pthread_mutex_unlock(&l->mu);
+    child_warnf(l, "upstream_bad_message", "%s (to %.128s%s)", msg,
+                json_is_string(id) ? json_string_value(id) : "an integer id",
+                init || p ? "" : ", which nothing waits for");
+    if (!p)
+        return;
+    call_fail(p->call, JSONRPC_INTERNAL_ERROR, msg, NULL);
+    call_release(p->call);
     free(p);
 }
 
 static void on_response(struct link *l, json_t *msg, const struct jsonrpc_msg *m)
 {
-    if (json_is_string(m->id) && strcmp(json_string_value(m->id), INIT_ID) == 0) {
+    if (m->result && !json_is_object(m->result)) {
+        invalid_response(l, m->id, "its result is not an object");
+        return;
+    }
+    if (is_init_id(m->id)) {
         pthread_mutex_lock(&l->mu);
         json_decref(l->init_answer);
         l->init_answer = json_incref(msg);
@@ -205,7 +283,7 @@ static void on_response(struct link *l, json_t *msg, const struct jsonrpc_msg *m
                   data ? json_incref(data) : NULL);
     }
     call_release(p->call);
-    pend_free(p);
+    free(p);
 }
 
 static void broadcast_one(void *arg, const char *key, void *value)
@@ -222,24 +300,35 @@ static void broadcast_one(void *arg, const char *key, void *value)
 static void on_notification(struct link *l, json_t *msg, const struct jsonrpc_msg *m)
 {
     if (strcmp(m->method, "notifications/progress") == 0) {
+        /* Tokens the child sees are all strings of ours, given only with
+         * requests whose client sent one: anything else is for no one. */
         json_t *token = json_object_get(m->params, "progressToken");
-        struct collect c = {.token = json_is_string(token) ? json_string_value(token) : ""};
+        json_t *progress = json_object_get(m->params, "progress");
+        json_t *total = json_object_get(m->params, "total");
+        json_t *message = json_object_get(m->params, "message");
+        struct collect c = {.token = json_string_value(token),
+                            .token_len = json_string_length(token)};
         struct call *call = NULL;
-        json_t *relay = NULL;
-        pthread_mutex_lock(&l->mu);
-        table_each(l->pending, collect_pend, &c);
-        if (c.by_token) {
-            call = c.by_token->call;
-            call_hold(call);
-            relay = json_deep_copy(msg);
-            json_object_set(json_object_get(relay, "params"), "progressToken",
-                            c.by_token->client_token);
+        if (c.token && json_is_number(progress)) {
+            pthread_mutex_lock(&l->mu);
+            table_each(l->pending, collect_pend, &c);
+            if (c.by_token) {
+                call = c.by_token->call;
+                call_hold(call);
+            }
+            pthread_mutex_unlock(&l->mu);
         }
-        pthread_mutex_unlock(&l->mu);
-        if (call) {
-            call_send(call, relay);
-            call_release(call);
+        if (!call) {
+            log_event(LOG_DEBUG, l->session[0] ? l->session : NULL, "upstream_progress_dropped",
+                      "progress for no request that asked for it");
+            return;
         }
+        /* call_progress puts the client's own token back, and drops progress
+         * that does not increase. */
+        call_progress(call, json_number_value(progress),
+                      json_is_number(total) ? json_number_value(total) : -1,
+                      json_string_value(message));
+        call_release(call);
         return;
     }
     if (strcmp(m->method, "notifications/message") == 0) {
@@ -302,6 +391,20 @@ static void *relay_main(void *arg)
     return NULL;
 }
 
+/* The client capability a request of the child's needs, or NULL. */
+static const char *needed_capability(const char *method)
+{
+    static const char *const needs[][2] = {
+        {"sampling/createMessage", "sampling"},
+        {"elicitation/create", "elicitation"},
+        {"roots/list", "roots"},
+    };
+    for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++)
+        if (strcmp(method, needs[i][0]) == 0)
+            return needs[i][1];
+    return NULL;
+}
+
 static void on_request(struct link *l, const struct jsonrpc_msg *m)
 {
     if (strcmp(m->method, "ping") == 0) {
@@ -314,6 +417,17 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
     if (!target) {
         send_json(l, jsonrpc_error(m->id, JSONRPC_INTERNAL_ERROR,
                                    "mcpd cannot tell which client this request is for", NULL));
+        return;
+    }
+    /* The client would not know what to do with it (checked as the
+     * built-in tools check, on the capabilities of its initialize). */
+    const char *cap = needed_capability(m->method);
+    if (cap && !json_object_get(call_client_capabilities(target), cap)) {
+        call_release(target);
+        char why[160];
+        snprintf(why, sizeof why, "Method not found: the client did not declare the %s capability",
+                 cap);
+        send_json(l, jsonrpc_error(m->id, JSONRPC_METHOD_NOT_FOUND, why, NULL));
         return;
     }
     /* Each relay holds a thread until the client answers, so a child may
@@ -367,29 +481,35 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
     pthread_attr_destroy(&attr);
 }
 
-/* Logs what the child caused, within its --upstream-log-rate; a line past
- * the rate is counted, and the count goes out with the next line let
- * through (or when the child exits). Long lines are cut. */
-static void child_log(struct link *l, enum log_level level, const char *event, const char *text,
-                      size_t len)
+/* A message the reader dropped undecoded, with what could still be read of
+ * it (child.h): a response ends its request now, a request of the child's
+ * is answered with an error so the child does not wait either, and it is
+ * logged. */
+static void child_dropped(void *arg, const struct child_dropped *d)
 {
-    pthread_mutex_lock(&l->log_mu);
-    int ok = token_bucket_take(&l->log_budget, clock_mono_ms());
-    uint64_t dropped = ok ? token_bucket_take_dropped(&l->log_budget) : 0;
-    pthread_mutex_unlock(&l->log_mu);
-    if (!ok) {
-        metrics_refused("upstream_log_rate");
-        return;
-    }
-    const char *session = l->session[0] ? l->session : NULL;
-    if (dropped)
-        log_event(LOG_WARN, session, "upstream_log_dropped",
-                  "%llu lines from the upstream dropped (--upstream-log-rate)",
-                  (unsigned long long)dropped);
-    if (len > UPSTREAM_LOG_LINE_MAX)
-        log_event(level, session, event, "%.*s... (%zu bytes)", UPSTREAM_LOG_LINE_MAX, text, len);
+    struct link *l = arg;
+    char why[160];
+    if (d->error == STDIO_FRAME_ERR_TOO_LARGE)
+        snprintf(why, sizeof why, "a message larger than %zu bytes (--max-body)",
+                 l->up->cfg.max_message);
     else
-        log_event(level, session, event, "%.*s", (int)len, text);
+        snprintf(why, sizeof why, "%s", stdio_frame_error_message(d->error));
+    json_t *id = d->id ? json_loadb(d->id, d->id_len, JSON_DECODE_ANY, NULL) : NULL;
+    int have_id = json_is_string(id) || json_is_integer(id);
+    if (have_id && !d->has_method) {
+        invalid_response(l, id, why);
+    } else if (have_id) {
+        send_json(l, jsonrpc_error(id, stdio_frame_error_code(d->error), why, NULL));
+        child_log(l, LOG_WARN, "upstream_bad_message", why, strlen(why));
+    } else if (d->has_method) {
+        child_log(l, LOG_WARN, "upstream_bad_message", why, strlen(why)); /* a notification */
+    } else {
+        child_warnf(l, "upstream_bad_message",
+                    "%s, whose id could not be read: if it answered a request, that request "
+                    "waits until the server exits",
+                    why);
+    }
+    json_decref(id);
 }
 
 static void child_message(void *arg, const char *text, size_t len)
@@ -399,7 +519,17 @@ static void child_message(void *arg, const char *text, size_t len)
     json_t *msg = jsonrpc_parse(text, len, &err);
     struct jsonrpc_msg m;
     if (!msg || jsonrpc_classify(msg, &m, &err) != 0) {
-        child_log(l, LOG_WARN, "upstream_bad_message", err.message, strlen(err.message));
+        /* Without a method, an id of ours makes it a response to that
+         * request, however malformed the rest. */
+        json_t *id = json_object_get(msg, "id");
+        if (msg && !json_object_get(msg, "method") && (json_is_string(id) || json_is_integer(id))) {
+            const char *why = err.message;
+            if (strncmp(why, "Invalid Request: ", 17) == 0)
+                why += 17;
+            invalid_response(l, id, why);
+        } else {
+            child_log(l, LOG_WARN, "upstream_bad_message", err.message, strlen(err.message));
+        }
         json_decref(msg);
         return;
     }
@@ -466,13 +596,14 @@ static void child_exited(void *arg, int status)
         call_fail(d.list[i]->call, JSONRPC_INTERNAL_ERROR, msg,
                   json_pack("{s:s}", "upstream", how));
         call_release(d.list[i]->call);
-        pend_free(d.list[i]);
+        free(d.list[i]);
     }
     free(d.list);
 }
 
 static const struct child_ops child_ops = {
     .on_message = child_message,
+    .on_dropped = child_dropped,
     .on_stderr = child_stderr,
     .on_exit = child_exited,
 };
@@ -587,6 +718,31 @@ static void sweep_idle(struct upstream *up)
     reclaim_idle(up, up->cfg.idle_ms, (size_t)up->cfg.max_children);
 }
 
+/* Longest part of the child's own initialize error passed on. */
+#define INIT_ERROR_MAX 300
+
+/* The child's refusal of initialize, in its own words: what the operator
+ * (and the client) may need to change. Caller frees. */
+static char *init_refusal(json_t *error)
+{
+    const char *text = json_string_value(json_object_get(error, "message"));
+    if (!text)
+        text = "(no message)";
+    size_t len = strlen(text);
+    if (len > INIT_ERROR_MAX) {
+        /* Cut on a character boundary: the message goes into JSON. */
+        len = INIT_ERROR_MAX;
+        while (len > 0 && ((unsigned char)text[len] & 0xC0) == 0x80)
+            len--;
+    }
+    char *err;
+    if (asprintf(&err, "Upstream server refused initialize: %.*s%s (code %lld)", (int)len, text,
+                 len < strlen(text) ? "..." : "",
+                 (long long)json_integer_value(json_object_get(error, "code"))) < 0)
+        return NULL;
+    return err;
+}
+
 /* Starts the child if it is not running and initializes it with `params`
  * (the client's initialize params). Returns NULL, or an error message the
  * caller frees. */
@@ -615,6 +771,7 @@ static char *link_ready(struct link *l, json_t *params)
     l->dead = NULL;
     json_decref(l->init_answer);
     l->init_answer = NULL;
+    l->init_invalid[0] = '\0';
     pthread_mutex_unlock(&l->mu);
     child_stop(dead, 0);
 
@@ -644,21 +801,27 @@ static char *link_ready(struct link *l, json_t *params)
         if (send_json(l, init) != 0)
             err = strdup("Upstream server closed its input");
         pthread_mutex_lock(&l->mu);
-        while (!err && !l->init_answer && l->child &&
+        while (!err && !l->init_answer && !l->init_invalid[0] && l->child &&
                clock_cond_wait_until(&l->cv, &l->mu, deadline) != ETIMEDOUT)
             ;
         json_t *answer = l->init_answer ? json_incref(l->init_answer) : NULL;
         int exited = l->child == NULL;
-        char how[64];
+        char how[64], invalid[sizeof l->init_invalid];
         snprintf(how, sizeof how, "%s", l->last_exit);
+        snprintf(invalid, sizeof invalid, "%s", l->init_invalid);
         pthread_mutex_unlock(&l->mu);
-        if (!err && !answer && exited) {
+        if (!err && !answer && invalid[0]) {
+            if (asprintf(&err, "Upstream server sent an invalid initialize response: %s", invalid) <
+                0)
+                err = NULL;
+        } else if (!err && !answer && exited) {
             if (asprintf(&err, "Upstream server %s during initialize", how) < 0)
                 err = NULL;
         } else if (!err && !answer) {
             err = strdup("Upstream server did not answer initialize in time");
-        } else if (!err && !json_is_object(json_object_get(answer, "result")))
-            err = strdup("Upstream server refused initialize");
+        } else if (!err && !json_is_object(json_object_get(answer, "result"))) {
+            err = init_refusal(json_object_get(answer, "error"));
+        }
         json_decref(answer);
         if (!err)
             send_json(l, jsonrpc_notification("notifications/initialized", NULL));
@@ -677,8 +840,9 @@ static char *link_ready(struct link *l, json_t *params)
     }
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
+    /* Within the child's log rate: the text may be the child's own. */
     if (err)
-        log_event(LOG_WARN, l->session[0] ? l->session : NULL, "upstream_start_failed", "%s", err);
+        child_log(l, LOG_WARN, "upstream_start_failed", err, strlen(err));
     return err;
 }
 
@@ -818,8 +982,9 @@ static json_t *rewrite(struct call *c, struct pend *p, json_t *id)
     json_t *params = json_deep_copy(call_params(c));
     json_t *meta = json_object_get(params, "_meta");
     json_t *token = json_object_get(meta, "progressToken");
-    if (token) {
-        p->client_token = json_incref(token);
+    /* A progress token is a string or an integer; any other value asks for
+     * no progress (call_progress would send none). */
+    if (json_is_string(token) || json_is_integer(token)) {
         json_object_set_new(meta, "progressToken", json_string(p->token));
     } else {
         p->token[0] = '\0';
@@ -881,7 +1046,7 @@ static void upstream_handle(void *self, struct call *c)
         if (still) {
             call_fail(c, JSONRPC_INTERNAL_ERROR, "Upstream server is not running", NULL);
             call_release(c);
-            pend_free(still);
+            free(still);
         }
     }
     link_unref(l);
@@ -916,7 +1081,7 @@ static void upstream_notify(void *self, const char *sid, json_t *msg)
             send_json(l, jsonrpc_notification("notifications/cancelled", fwd));
             call_fail(p->call, JSONRPC_REQUEST_CANCELLED, "Request cancelled", NULL);
             call_release(p->call);
-            pend_free(p);
+            free(p);
         }
     } else {
         send_json(l, json_incref(msg));

@@ -14,6 +14,11 @@
  * stream when none runs) and the client's answers relayed back. Each such
  * request waits on a thread of its own, so a child may have at most
  * max_pending of them waiting; past that it gets an error reply at once.
+ * Only what the client asked for reaches it: progress only for a token it
+ * sent, sampling, elicitation and roots requests only when its initialize
+ * declared the capability (else the child gets -32601). A response mcpd
+ * cannot pass on (over max_message, an error without an integer code, a
+ * result that is not an object) ends its request at once with -32603.
  *
  * A child that exits fails every request it had with an error naming its
  * exit status; the next request starts a new child and replays the stored
