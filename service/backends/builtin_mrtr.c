@@ -290,19 +290,18 @@ void builtin_mrtr_capabilities(struct call *c, json_t *args)
     json_t *answers = responses(c, &bad);
     if (bad)
         return;
-    json_t *caps = call_client_capabilities(c);
     if (json_object_size(answers) > 0) {
         builtin_reply(c, builtin_text_result("thanks for the input", 0));
         return;
     }
     /* Only what the client said it can answer. */
     json_t *requests = json_object();
-    if (json_object_get(caps, "sampling"))
+    if (call_client_has(c, "sampling"))
         json_object_set_new(requests, "summary", sampling_request("Summarize the weather", 50));
-    if (json_object_get(caps, "elicitation"))
+    if (call_client_has(c, "elicitation"))
         json_object_set_new(requests, "user_name",
                             elicit_request("What is your name?", "name", "string"));
-    if (json_object_get(caps, "roots"))
+    if (call_client_has(c, "roots"))
         json_object_set_new(requests, "client_roots", roots_request());
     if (json_object_size(requests) == 0) {
         json_decref(requests);

@@ -64,11 +64,6 @@ static char *dump(const json_t *x)
     return s;
 }
 
-static int client_has(struct call *c, const char *capability)
-{
-    return json_object_get(call_client_capabilities(c), capability) != NULL;
-}
-
 /* Text from a sampling result: content (object or array of blocks), or the
  * older message.content shape. NULL when there is no text block. */
 static const char *sampling_text(const json_t *result)
@@ -120,7 +115,7 @@ static void elicit(struct call *c, json_t *params, const char *prefix)
         call_fail(c, -32603, "Internal error", NULL);
         return;
     }
-    if (!client_has(c, "elicitation")) {
+    if (!call_client_has(c, "elicitation")) {
         json_decref(params);
         reply_text(c,
                    "Elicitation not supported: the client did not declare the elicitation "
@@ -250,7 +245,7 @@ static void run_sampling(struct call *c, json_t *args)
     const char *text;
     int rc;
 
-    if (!client_has(c, "sampling")) {
+    if (!call_client_has(c, "sampling")) {
         reply_text(c, "Sampling not supported: the client did not declare the sampling capability",
                    1);
         return;

@@ -422,7 +422,7 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
     /* The client would not know what to do with it (checked as the
      * built-in tools check, on the capabilities of its initialize). */
     const char *cap = needed_capability(m->method);
-    if (cap && !json_object_get(call_client_capabilities(target), cap)) {
+    if (cap && !call_client_has(target, cap)) {
         call_release(target);
         char why[160];
         snprintf(why, sizeof why, "Method not found: the client did not declare the %s capability",

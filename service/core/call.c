@@ -131,6 +131,11 @@ json_t *call_client_capabilities(const struct call *c)
     return no_capabilities;
 }
 
+int call_client_has(const struct call *c, const char *capability)
+{
+    return json_object_get(call_client_capabilities(c), capability) != NULL;
+}
+
 int call_cancelled(const struct call *c)
 {
     struct call *m = (struct call *)c;

@@ -31,6 +31,9 @@ const char *call_session_id(const struct call *c);
 /* The client's capabilities from its initialize request (borrowed, may be an
  * empty object), e.g. to check for "elicitation" before asking. */
 json_t *call_client_capabilities(const struct call *c);
+/* 1 when the client declared `capability` ("sampling", "elicitation",
+ * "roots") in its initialize: nothing may ask it for what it did not. */
+int call_client_has(const struct call *c, const char *capability);
 /* The client's whole initialize params (borrowed), e.g. to start an
  * upstream server for a session revived after a restart. */
 json_t *call_client_init_params(const struct call *c);
