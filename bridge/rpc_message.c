@@ -54,6 +54,8 @@ static void skip_ws(struct scan *c)
 static int skip_string(struct scan *c)
 {
     for (c->p++; c->p < c->end; c->p++) {
+        if (*c->p == '\\' && c->end - c->p < 2)
+            return 0; /* an escape cut off by the end of the prefix */
         if (*c->p == '\\')
             c->p++;
         else if (*c->p == '"')

@@ -61,7 +61,7 @@ static char *replay_initialize(struct session *s)
 {
     if (!s->init_body)
         return NULL;
-    json_t *m = json_loads(s->init_body, 0, NULL);
+    json_t *m = json_loads(s->init_body, JSON_ALLOW_NUL, NULL);
     if (!m)
         return NULL;
     char id[48];

@@ -138,7 +138,7 @@ int stdio_side_read(struct stdio_side *s, const struct stdio_side_handler *h)
         off += used;
         if (!got)
             break;
-        deliver(s, h, &ev, s->buf[off - 1] == '\n');
+        deliver(s, h, &ev, off > 0 && s->buf[off - 1] == '\n');
     }
     return 0;
 }

@@ -654,6 +654,10 @@ static void ensure_up(struct ws_remote *w)
     if (w->session_lost) {
         w->session_lost = 0;
         session_gone(w);
+        /* No rebuild started (no initialize to replay): the old id would
+         * be refused again at once, so not before a backoff. */
+        if (w->s.state != SESSION_REINIT)
+            w->retry_at = clock_mono_ms() + connection_backoff_ms(w->attempts++, 0);
         return;
     }
     int64_t now = clock_mono_ms();
@@ -748,7 +752,8 @@ static struct pending *pending_new(const json_t *m, const char *body, size_t len
     p->key = rpc_id_key(json_object_get(m, "id"));
     p->body = malloc(len + 1);
     p->progress_key = json_is_string(token) || json_is_integer(token) ? rpc_id_key(token) : NULL;
-    if (!p->key || !p->body || (token && !p->progress_key)) {
+    if (!p->key || !p->body ||
+        ((json_is_string(token) || json_is_integer(token)) && !p->progress_key)) {
         free(p->key);
         free(p->body);
         free(p->progress_key);

@@ -395,7 +395,8 @@ static void reader_event(struct child *c, struct scan *s, int ndjson, const char
     if (ndjson && s->dropped) {
         /* The previous dropped line ends first. */
         size_t k = scan_one(c, s, p, used, ndjson);
-        p += k;
+        if (k) /* at EOF p is NULL: no bytes, nothing to step over */
+            p += k;
         used -= k;
     }
     report_dropped(c, s); /* a dropped body that never closed */

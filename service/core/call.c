@@ -228,13 +228,13 @@ static int take_end(struct call *c, enum call_cancel *why)
     return mine;
 }
 
-/* After the final message: the call is forgotten by its session and drops
- * the reference it held on itself since call_new. */
-static void finish(struct call *c)
+/* Once the call has taken its end, before its final message is stored:
+ * a client that reuses the id as soon as it reads that message must not
+ * find it still in flight. */
+static void forget(struct call *c)
 {
     if (c->key[0])
         session_untrack(c->session, c->key);
-    call_unref(c);
 }
 
 /* The final message (stolen). A cancelled call ends its stream without one
@@ -247,6 +247,7 @@ static int emit_final(struct call *c, json_t *msg)
         json_decref(msg);
         return -1;
     }
+    forget(c);
     int rc = 0;
     if (why == CALL_CANCEL_CLIENT || why == CALL_CANCEL_SESSION_END) {
         json_decref(msg);
@@ -260,7 +261,7 @@ static int emit_final(struct call *c, json_t *msg)
         protocol_adapt_final(session_protocol(c->session), call_method(c), msg);
         rc = append(c, msg, 1);
     }
-    finish(c);
+    call_unref(c); /* the reference the call held on itself since call_new */
     return rc;
 }
 
@@ -275,11 +276,12 @@ static int emit(struct call *c, json_t *msg)
     if (rc == 1) {
         /* Over the cap: end the request now, with the storage error. */
         if (!c->channel && take_end(c, NULL)) {
+            forget(c);
             append(c,
                    jsonrpc_error(call_id(c), JSONRPC_SERVER_ERROR, "Session storage limit exceeded",
                                  NULL),
                    1);
-            finish(c);
+            call_unref(c);
         }
         return -1;
     }

@@ -299,8 +299,10 @@ static void answer_for_client(void *arg, const char *key, void *value)
 {
     (void)arg;
     struct call *c = value;
-    json_t *err = jsonrpc_error(json_loads(key, JSON_DECODE_ANY, NULL), JSONRPC_INTERNAL_ERROR,
+    json_t *id = json_loads(key, JSON_DECODE_ANY, NULL);
+    json_t *err = jsonrpc_error(id, JSONRPC_INTERNAL_ERROR,
                                 "The client closed its input before answering", NULL);
+    json_decref(id);
     if (err)
         call_deliver_answer(c, err);
     json_decref(err);
@@ -711,14 +713,10 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
         return;
     }
     char key[96];
-    if (jsonrpc_id_key(m->id, key, sizeof key) != 0) {
-        core_reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
-                    "Invalid Request: id is too long");
-        return;
-    }
+    int keyed = jsonrpc_id_key(m->id, key, sizeof key) == 0;
     /* Only calls on workers are tracked (they can be cancelled), but a
      * quick request must not share an id with one of them either. */
-    if (session_with_tracked(s, key, NULL, NULL) == 0) {
+    if (keyed && session_with_tracked(s, key, NULL, NULL) == 0) {
         refuse_dup(out, m->id);
         return;
     }
@@ -731,7 +729,7 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
     int as_task = json_is_object(task) && strcmp(m->method, "tools/call") == 0 &&
                   strcmp(session_protocol(s), PROTOCOL_TASKS_EXPERIMENTAL) == 0 &&
                   core_task_support(m->method, m->params) > 0;
-    submit_to_backend(s, msg, m, key, transport, out);
+    submit_to_backend(s, msg, m, keyed ? key : NULL, transport, out);
     if (as_task && out->kind == CORE_STREAM && !out->ack) {
         /* The call runs on; the client polls the task. */
         struct stream *st = out->stream;
@@ -743,11 +741,17 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
 }
 
 /* A request for the backend: a stream, a call, and a worker (or the
- * caller's thread, for a handler that never blocks). */
+ * caller's thread, for a handler that never blocks). key: the id's
+ * jsonrpc_id_key, NULL when it did not fit. */
 static void submit_to_backend(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
                               const char *key, const char *transport, struct core_reply *out)
 {
     const char *method = m->method;
+    if (!key) { /* a call is tracked by its id's key */
+        core_reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
+                    "Invalid Request: id is too long");
+        return;
+    }
     struct stream *st = stream_create(session_id(s), STREAM_REQUEST, m->id);
     if (!st) {
         core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,

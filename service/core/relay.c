@@ -10,6 +10,7 @@
 #include "table.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,7 @@ struct relay_item {
     struct stream_reader tok;
     struct stream_watch watch;
     int64_t next;
+    int catch_up; /* a past process's stream (relay_catch_up) */
     struct relay_item *next_i;
 };
 
@@ -38,6 +40,7 @@ static struct {
     struct store *store;
     int64_t started_ms;          /* wall clock: streams older than this are a past process's */
     struct table *followed;      /* ids of the streams with an item, under mu */
+    struct table *caught_up;     /* a past process's streams: how far a finished catch-up got */
     struct relay_item *incoming; /* handed over, not yet taken (newest first) */
     struct stream_waker waker;
     pthread_t thread;
@@ -50,6 +53,10 @@ static void relay_item_free(struct relay_item *it)
 {
     pthread_mutex_lock(&relay.mu);
     table_del(relay.followed, stream_id(it->stream));
+    /* A second resume may have read the store's mark before this item
+     * moved it on: it starts from here instead. */
+    if (it->catch_up)
+        table_put(relay.caught_up, stream_id(it->stream), (void *)(intptr_t)it->next);
     pthread_mutex_unlock(&relay.mu);
     stream_unref(it->stream);
     session_unref(it->session);
@@ -144,7 +151,7 @@ static void *relay_main(void *arg)
 /* Hands st to the relay from message `from` on (takes the reference to
  * st). Returns 0 (also when st is followed already: nothing to add), or -1
  * (the relay is not running, out of memory). */
-static int follow_from(struct session *s, struct stream *st, int64_t from)
+static int follow_from(struct session *s, struct stream *st, int64_t from, int catch_up)
 {
     struct relay_item *it = calloc(1, sizeof *it);
     pthread_mutex_lock(&relay.mu);
@@ -153,10 +160,12 @@ static int follow_from(struct session *s, struct stream *st, int64_t from)
     if (ok && !dup && table_put(relay.followed, stream_id(st), it) != 0)
         ok = 0;
     if (ok && !dup) {
+        intptr_t done = catch_up ? (intptr_t)table_get(relay.caught_up, stream_id(st)) : 0;
         session_ref(s);
         it->session = s;
         it->stream = st;
-        it->next = from;
+        it->next = done > from ? done : from;
+        it->catch_up = catch_up;
         it->next_i = relay.incoming;
         relay.incoming = it;
     }
@@ -172,7 +181,7 @@ static int follow_from(struct session *s, struct stream *st, int64_t from)
 
 int relay_follow(struct session *s, struct stream *st)
 {
-    return follow_from(s, st, 0);
+    return follow_from(s, st, 0, 0);
 }
 
 struct past {
@@ -212,7 +221,7 @@ void relay_catch_up(struct session *s)
         /* An ended stream whose every message is copied ends its item at
          * once; the others get what they missed, in order. */
         if (st && stream_next_seq(st) > p->copied)
-            follow_from(s, st, p->copied);
+            follow_from(s, st, p->copied, 1);
         else
             stream_unref(st);
         free(p);
@@ -236,7 +245,7 @@ int relay_start(struct store *st)
 {
     relay.store = st;
     relay.started_ms = clock_wall_ms();
-    if (!(relay.followed = table_new()))
+    if (!(relay.followed = table_new()) || !(relay.caught_up = table_new()))
         return -1;
     stream_waker_init(&relay.waker);
     relay.waker_ready = 1;
@@ -271,5 +280,6 @@ void relay_stop(void)
         relay.waker_ready = 0;
     }
     table_free(relay.followed);
-    relay.followed = NULL;
+    table_free(relay.caught_up);
+    relay.followed = relay.caught_up = NULL;
 }

@@ -302,9 +302,11 @@ static int op_run(struct store *st, struct write_op *op)
     }
     /* A mark that fails (it updates one row by its key; the log says why)
      * leaves the copy in place: a later catch-up copies that message again
-     * rather than losing it. */
-    if (rc == 0 && op->mark)
-        run_stmt(st, op, W_RELAY_MARK);
+     * rather than losing it. Unless SQLite rolled the whole transaction
+     * back with it (I/O, a full disk): then the batch has failed. */
+    if (rc == 0 && op->mark && run_stmt(st, op, W_RELAY_MARK) != 0 &&
+        sqlite3_get_autocommit(st->wdb))
+        return -1;
     return rc;
 }
 

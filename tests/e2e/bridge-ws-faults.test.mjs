@@ -142,3 +142,19 @@ for (const framing of ['ndjson', 'content-length']) {
     }
   });
 }
+
+test('--transport ws: a progress token that is neither string nor integer (0.5) is relayed like any request', async () => {
+  const m = await startMcpd();
+  const b = new BridgeProc(['--transport', 'ws', wsUrl(m.port)]);
+  try {
+    await b.init();
+    const call = toolCall(2, 'echo', { message: 'half' });
+    call.params._meta = { progressToken: 0.5 };
+    b.send(call);
+    const r = await b.response(2, 10000);
+    assert.equal(r.result?.content?.[0]?.text, 'half', JSON.stringify(r));
+  } finally {
+    await b.cleanup();
+    await m.cleanup();
+  }
+});

@@ -947,6 +947,26 @@ static void test_relay_marks(const char *path)
     r.n = 0;
     CHECK_INT(store_streams_relayed(st, "sess-o", 500, collect_relayed, &r), 0);
     CHECK_INT(r.n, 0); /* not a legacy session */
+
+    /* A mark that takes the whole transaction down with it (as an I/O
+     * error would) fails the copy too: nothing of it is stored, and the
+     * next write goes through. (That the rest of such a batch is failed
+     * too, not committed alone, needs two writers in one batch: op_run.) */
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    CHECK(sqlite3_exec(db,
+                       "CREATE TRIGGER fail_mark BEFORE UPDATE OF relayed ON streams "
+                       "WHEN NEW.relayed = 99 BEGIN SELECT RAISE(ROLLBACK, 'injected'); END;",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    m = (struct store_relay_mark){SID("rq-2"), 99};
+    CHECK_INT(store_stream_write_relayed(st, SID("sa"), NULL, 3, "{}", 2, NULL, 300, &m), -1);
+    CHECK_INT(
+        raw_count(path, "SELECT count(*) FROM chunks WHERE stream_id = ?1 AND seq = 3", SID("sa")),
+        0);
+    m.copied = 1;
+    CHECK_INT(store_stream_write_relayed(st, SID("sa"), NULL, 3, "{}", 2, NULL, 300, &m), 0);
     store_close(st);
 }
 
