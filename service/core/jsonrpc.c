@@ -33,14 +33,19 @@ static int has_nul(const json_t *v)
 }
 
 /* The params members the server looks things up by (a tool's or prompt's
- * name, a resource's URI, a revision), compared as C strings: "echo\u0000x"
- * must not name echo. Tool arguments may carry NUL; they are data. */
+ * name, a resource's URI, a revision, a log level, a cursor, a task or a
+ * polled stream), compared as C strings: "echo\u0000x" must not name echo.
+ * Tool arguments may carry NUL; they are data. */
 static const char *nul_in_names(const json_t *params)
 {
-    static const char *const names[] = {"name", "uri", "protocolVersion"};
+    static const char *const names[] = {"name",   "uri",    "protocolVersion", "level",
+                                        "cursor", "taskId", "stream_id"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (has_nul(json_object_get(params, names[i])))
             return names[i];
+    const json_t *ref = json_object_get(params, "ref"); /* completion/complete */
+    if (has_nul(json_object_get(ref, "name")) || has_nul(json_object_get(ref, "uri")))
+        return "ref";
     return has_nul(json_object_get(json_object_get(params, "_meta"), "protocolVersion"))
                ? "_meta.protocolVersion"
                : NULL;

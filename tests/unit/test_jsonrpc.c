@@ -362,6 +362,12 @@ static void test_nul_in_names(void)
                    "\"params\":{\"protocolVersion\":\"2025-03-26\\u0000x\"}}");
     expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\","
                    "\"params\":{\"_meta\":{\"protocolVersion\":\"2026-07-28\\u0000\"}}}");
+    expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"logging/setLevel\","
+                   "\"params\":{\"level\":\"debug\\u0000\"}}");
+    expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tasks/get\","
+                   "\"params\":{\"taskId\":\"t\\u0000\"}}");
+    expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"completion/complete\","
+                   "\"params\":{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"a\\u0000\"}}}");
     struct jsonrpc_msg m;
     struct jsonrpc_error err;
     json_t *v;
