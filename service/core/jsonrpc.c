@@ -32,23 +32,32 @@ static int has_nul(const json_t *v)
     return json_is_string(v) && strlen(json_string_value(v)) != json_string_length(v);
 }
 
-/* The params members the server looks things up by (a tool's or prompt's
- * name, a resource's URI, a revision, a log level, a cursor, a task or a
- * polled stream), compared as C strings: "echo\u0000x" must not name echo.
- * Tool arguments may carry NUL; they are data. */
-static const char *nul_in_names(const json_t *params)
+/* The first string member of obj with a NUL inside, or NULL. */
+static const char *nul_member(json_t *obj)
 {
-    static const char *const names[] = {"name",   "uri",    "protocolVersion", "level",
-                                        "cursor", "taskId", "stream_id"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (has_nul(json_object_get(params, names[i])))
-            return names[i];
-    const json_t *ref = json_object_get(params, "ref"); /* completion/complete */
-    if (has_nul(json_object_get(ref, "name")) || has_nul(json_object_get(ref, "uri")))
-        return "ref";
-    return has_nul(json_object_get(json_object_get(params, "_meta"), "protocolVersion"))
-               ? "_meta.protocolVersion"
-               : NULL;
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v)
+    {
+        if (has_nul(v))
+            return key;
+    }
+    return NULL;
+}
+
+/* A params string member with a NUL inside: the server looks things up by
+ * those (a tool's or prompt's name, a resource's URI, a revision, a log
+ * level, a cursor, a task, a polled stream) and compares them as C
+ * strings, so "echo\u0000x" must not name echo. Also _meta's and a
+ * completion ref's. Nested deeper, tool arguments may carry NUL: they are
+ * data. One pass over the members: a lookup of each name cost more. */
+static const char *nul_in_names(json_t *params)
+{
+    const char *key = nul_member(params);
+    if (key)
+        return key;
+    json_t *meta = json_object_get(params, "_meta"), *ref = json_object_get(params, "ref");
+    return meta && nul_member(meta) ? "_meta" : ref && nul_member(ref) ? "ref" : NULL;
 }
 
 int jsonrpc_classify(json_t *msg, struct jsonrpc_msg *out, struct jsonrpc_error *err)

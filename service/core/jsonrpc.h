@@ -57,9 +57,9 @@ struct jsonrpc_msg {
 json_t *jsonrpc_parse(const char *buf, size_t len, struct jsonrpc_error *err);
 
 /* Validates one message object. Returns 0, or -1 with *err set (-32600):
- * among other things, a method, or a params name, uri, protocolVersion,
- * level, cursor, taskId, stream_id or ref name/uri, with a NUL inside (the
- * server compares those as C strings). */
+ * among other things, a method, or a string member of params (or of its
+ * _meta or a completion's ref), with a NUL inside: the server compares
+ * those as C strings. */
 int jsonrpc_classify(json_t *msg, struct jsonrpc_msg *out, struct jsonrpc_error *err);
 
 /* Stable text key for an id (e.g. `"abc"` or `7`), for lookups. Writes at

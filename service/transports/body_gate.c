@@ -91,15 +91,18 @@ static enum MHD_Result scan_framing(void *cls, enum MHD_ValueKind kind, const ch
                                     size_t key_size, const char *value, size_t value_size)
 {
     (void)kind;
-    (void)key_size;
     struct framing *f = cls;
-    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+    /* The length first: most fields are neither, and this runs for every
+     * field of every request. */
+    if (key_size == sizeof MHD_HTTP_HEADER_TRANSFER_ENCODING - 1 &&
+        strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
         f->te_fields++;
         /* libmicrohttpd reads the first field only, and frames the body as
          * chunked for this exact value only (no list, no trailing space);
          * after a second field chunked would not be the last coding. */
         f->chunked = f->te_fields == 1 && strcasecmp(value, "chunked") == 0;
-    } else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+    } else if (key_size == sizeof MHD_HTTP_HEADER_CONTENT_LENGTH - 1 &&
+               strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
         if (f->cl_fields++ == 0) {
             f->cl = value;
             f->cl_len = value_size;
