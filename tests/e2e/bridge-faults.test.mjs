@@ -112,28 +112,34 @@ test('mcpd SIGKILLed and restarted mid-call on the same database: result or clea
   }
 });
 
-test('mcpd restarted on an empty database: the bridge re-initializes by itself', async () => {
-  const m = await startMcpd();
-  const b = new BridgeProc([m.url]);
-  let m2;
-  try {
-    await b.init();
-    await echoOk(b, 2);
-    await m.stop('SIGKILL');
-    const { dir, db } = tempDb();
-    m2 = new Mcpd({ db, dir, port: m.port });
-    await m2.start();
-    // the session is gone: 404, replayed initialize, retried request
-    await echoOk(b, 3);
-    await echoOk(b, 4);
-    assert.match(b.stderr, /event=session_reinitialized/);
-    assert.equal(b.msgs.filter((x) => x.id === 1).length, 1, 'the replayed initialize is not relayed');
-  } finally {
-    await b.cleanup();
-    await m2?.cleanup();
-    await m.cleanup();
-  }
-});
+for (const transport of ['http', 'ws']) {
+  test(`mcpd restarted on an empty database: the bridge re-initializes by itself (${transport})`, async () => {
+    const m = await startMcpd();
+    // over ws the 404 comes to the handshake of the next connection
+    const b = new BridgeProc(
+      transport === 'ws' ? ['--transport', 'ws', '--response-timeout-ms', '6000', `ws://127.0.0.1:${m.port}/mcp/ws`] : [m.url],
+    );
+    let m2;
+    try {
+      await b.init();
+      await echoOk(b, 2);
+      await m.stop('SIGKILL');
+      const { dir, db } = tempDb();
+      m2 = new Mcpd({ db, dir, port: m.port });
+      await m2.start();
+      // the session is gone: 404, replayed initialize, retried request
+      await echoOk(b, 3);
+      await echoOk(b, 4);
+      assert.match(b.stderr, /event=session_reinitialized/);
+      assert.equal(b.msgs.filter((x) => x.id === 1).length, 1, 'the replayed initialize is not relayed');
+      for (const id of [2, 3, 4]) assert.equal(b.repliesTo(id).length, 1, `one reply to ${id}`);
+    } finally {
+      await b.cleanup();
+      await m2?.cleanup();
+      await m.cleanup();
+    }
+  });
+}
 
 test('a session expired on the server: re-initialized on the next call', async () => {
   const m = await startMcpd({ args: ['--session-idle-ms', '1000'] });

@@ -1,8 +1,9 @@
 // mcp-bridge --transport ws under faults that the WebSocket transport meets
 // in its own way, and the bridge's own limit on stdin:
-//   - the session is gone (mcpd restarted on an empty database, or the
-//     session killed with mcp-admin): the handshake gets 404, and the bridge
-//     re-initializes by itself, as it does over http and poll;
+//   - the session is gone (killed with mcp-admin; mcpd restarted on an
+//     empty database is bridge-faults.test.mjs's, for http and ws): the
+//     handshake gets 404, and the bridge re-initializes by itself, as it
+//     does over http and poll;
 //   - a request over mcpd's --ws-max-message: mcpd closes with 1009, and
 //     the request gets one error saying it was too big, at once;
 //   - a message over the bridge's stdin limit: one error, from the bridge,
@@ -15,7 +16,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { MCPD_BIN, Mcpd, startMcpd, tempDb } from './lib/mcpd.mjs';
+import { MCPD_BIN, startMcpd } from './lib/mcpd.mjs';
 import { BridgeProc, toolCall } from './fixtures/bridge-proc.mjs';
 
 const ADMIN_BIN = process.env.MCP_ADMIN_BIN || path.join(path.dirname(MCPD_BIN), 'mcp-admin');
@@ -27,30 +28,6 @@ const echoOk = async (b, id, message = `ok-${id}`) => {
   const r = await b.response(id, 20000);
   assert.equal(r.result?.content?.[0]?.text, message, JSON.stringify(r));
 };
-
-test('--transport ws: mcpd restarted on an empty database; the bridge re-initializes by itself', async () => {
-  const m = await startMcpd();
-  const b = new BridgeProc(['--transport', 'ws', '--response-timeout-ms', '6000', wsUrl(m.port)]);
-  let m2;
-  try {
-    await b.init();
-    await echoOk(b, 2);
-    await m.stop('SIGKILL');
-    const { dir, db } = tempDb();
-    m2 = new Mcpd({ db, dir, port: m.port });
-    await m2.start();
-    // the handshake gets 404 for the session: replayed initialize, then the call
-    await echoOk(b, 3);
-    await echoOk(b, 4);
-    assert.match(b.stderr, /event=session_reinitialized/);
-    assert.equal(b.msgs.filter((x) => x.id === 1).length, 1, 'the replayed initialize is not relayed');
-    for (const id of [2, 3, 4]) assert.equal(b.repliesTo(id).length, 1);
-  } finally {
-    await b.cleanup();
-    await m2?.cleanup();
-    await m.cleanup();
-  }
-});
 
 test('--transport ws: a session killed with mcp-admin is rebuilt; a call in flight is sent again', async () => {
   const m = await startMcpd();

@@ -49,6 +49,19 @@ const withFaulty = (args, fn) =>
   withMcpd(['--upstream', FAULTY_CMD, '--max-body', String(MAX_BODY), ...args], { stopMs: 15000 }, fn);
 
 /** tools/call with a given client id; resolves the reply (rejects after ms). */
+/** A bare initialize on /mcp: what the faulty child makes of it. */
+const initialize = (m, opts = {}) =>
+  request(m.port, {
+    headers: mcpHeaders({ version: null }),
+    body: {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'faults', version: '0' } },
+    },
+    ...opts,
+  });
+
 async function callWithId(m, session, id, name, args, { ms = PROMPT_MS, meta } = {}) {
   const params = { name, arguments: args };
   if (meta) params._meta = meta;
@@ -141,15 +154,7 @@ test('sampling, elicitation and roots requests for a client that did not declare
 
 test('the child refusing initialize: its own message reaches the client and the log', async () => {
   await withFaulty(['--upstream-env', 'FAULTY_INIT=error'], async (m) => {
-    const r = await request(m.port, {
-      headers: mcpHeaders({ version: null }),
-      body: {
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'initialize',
-        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'faults', version: '0' } },
-      },
-    });
+    const r = await initialize(m);
     assert.notEqual(r.status, 200, r.text);
     assert.match(JSON.stringify(r.json), /unsupported version, try 1999/);
     assert.match(JSON.stringify(r.json), /code -32602/);
@@ -160,16 +165,7 @@ test('the child refusing initialize: its own message reaches the client and the 
 test('an oversized initialize answer fails the start at once', async () => {
   await withFaulty(['--upstream-env', 'FAULTY_INIT=big', '--upstream-start-timeout-ms', '30000'], async (m) => {
     const t0 = Date.now();
-    const r = await request(m.port, {
-      headers: mcpHeaders({ version: null }),
-      body: {
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'initialize',
-        params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'faults', version: '0' } },
-      },
-      timeout: PROMPT_MS,
-    });
+    const r = await initialize(m, { timeout: PROMPT_MS });
     assert.ok(Date.now() - t0 < PROMPT_MS, 'well before --upstream-start-timeout-ms');
     assert.notEqual(r.status, 200, r.text);
     assert.match(JSON.stringify(r.json), new RegExp(`invalid initialize response: a message larger than ${MAX_BODY} bytes`));
