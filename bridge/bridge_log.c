@@ -1,8 +1,10 @@
 /* bridge_log — see bridge_log.h. */
 #include "bridge_log.h"
+#include "log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static enum log_level min_level = LOG_INFO;
 
@@ -22,11 +24,11 @@ void bridge_log(enum log_level level, const char *event, const char *fmt, ...)
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
     }
-    /* quotes and line breaks in msg would break the one-line format */
-    for (char *p = msg; *p; p++) {
-        if (*p == '"' || *p == '\n' || *p == '\r')
-            *p = '\'';
-    }
-    fprintf(stderr, "mcp-bridge: level=%s event=%s%s%s%s\n", log_level_name(level), event,
-            *msg ? " msg=\"" : "", msg, *msg ? "\"" : "");
+    /* A remote server's text lands here: escaped as mcpd's log escapes it,
+     * so one event stays one line with fields that parse. */
+    char quoted[4 * sizeof msg + 3];
+    if (*msg)
+        log_quote(quoted, sizeof quoted, msg, strlen(msg));
+    fprintf(stderr, "mcp-bridge: level=%s event=%s%s%s\n", log_level_name(level), event,
+            *msg ? " msg=" : "", *msg ? quoted : "");
 }

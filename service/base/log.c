@@ -120,9 +120,9 @@ static void put(struct line *l, const char *s)
 
 /* Writes through locals, not through l: a char store may alias l->n, and
  * the compiler would reload it at every byte. */
-static void put_quoted(struct line *l, const char *v, size_t n, size_t budget)
+/* Writes v quoted into o, at most budget (>= 2) bytes; returns the end. */
+static char *quote_into(char *o, size_t budget, const char *v, size_t n)
 {
-    char *o = l->buf + l->n;
     char *end = o + budget - 1; /* room for the closing quote */
     const unsigned char *s = (const unsigned char *)v;
     *o++ = '"';
@@ -145,7 +145,24 @@ static void put_quoted(struct line *l, const char *v, size_t n, size_t budget)
         i += took;
     }
     *o++ = '"';
-    l->n = (size_t)(o - l->buf);
+    return o;
+}
+
+static void put_quoted(struct line *l, const char *v, size_t n, size_t budget)
+{
+    l->n = (size_t)(quote_into(l->buf + l->n, budget, v, n) - l->buf);
+}
+
+size_t log_quote(char *out, size_t cap, const char *v, size_t n)
+{
+    if (cap < 3) {
+        if (cap)
+            out[0] = '\0';
+        return 0;
+    }
+    char *end = quote_into(out, cap - 1, v, n);
+    *end = '\0';
+    return (size_t)(end - out);
 }
 
 /* A value bare when it is a plain token, else quoted: a client's text can
@@ -165,8 +182,9 @@ static void put_value(struct line *l, const char *v, size_t budget)
     put_quoted(l, v, strlen(v), budget);
 }
 
-static void emit(enum log_level level, const char *session, const char *event, int to_sink,
-                 const char *fmt, va_list ap)
+__attribute__((format(printf, 5, 0))) static void emit(enum log_level level, const char *session,
+                                                       const char *event, int to_sink,
+                                                       const char *fmt, va_list ap)
 {
     char detail[DETAIL_MAX] = "";
     int len = fmt ? vsnprintf(detail, sizeof detail, fmt, ap) : 0;

@@ -19,6 +19,7 @@
 
 #include "log_level.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 void log_set_level(enum log_level min);
@@ -40,5 +41,10 @@ void log_event(enum log_level level, const char *session, const char *event, con
  * cannot write must not be asked to write that it cannot). */
 void log_local(enum log_level level, const char *session, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* v (n bytes) as a quoted logfmt value, escaped as msg= is, into out (cap
+ * bytes, NUL-terminated; cut short, never inside an escape, when it does
+ * not fit). Returns its length. For logs of their own (mcp-bridge's). */
+size_t log_quote(char *out, size_t cap, const char *v, size_t n);
 
 #endif

@@ -196,6 +196,16 @@ int main(void)
     n = take(out, sizeof out);
     CHECK(strstr(out, " session=\"\" event=e ") != NULL);
 
+    /* log_quote, for mcp-bridge's own lines: the same escaping, cut short
+     * at cap and never inside an escape. */
+    char q[32];
+    CHECK_INT(log_quote(q, sizeof q, "a\"b\n\xff\xc3\xa9", 7), 14);
+    CHECK_STR(q, "\"a\\\"b\\n\\xff\xc3\xa9\"");
+    CHECK_INT(log_quote(q, 8, "\n\n\n\n", 4), 6);
+    CHECK_STR(q, "\"\\n\\n\"");
+    CHECK_INT(log_quote(q, 2, "x", 1), 0);
+    CHECK_STR(q, "");
+
     /* Separators, quotes, escapes, line breaks, control bytes, bytes that
      * are not UTF-8 and valid UTF-8 all read back. */
     static const char *const nasty[] = {
