@@ -25,6 +25,11 @@ void log_set_level(enum log_level min)
     min_level = min;
 }
 
+int log_enabled(enum log_level level)
+{
+    return (int)level >= min_level;
+}
+
 void log_set_sink(log_sink_fn fn, void *ud)
 {
     if (!fn) {
@@ -168,18 +173,35 @@ size_t log_quote(char *out, size_t cap, const char *v, size_t n)
 /* A value bare when it is a plain token, else quoted: a client's text can
  * then never add a field or a line. A plain token costs one pass; "-", which
  * stands for no value, is quoted when it is the value itself. */
-static void put_value(struct line *l, const char *v, size_t budget)
+/* Writes v into o (at most budget >= 2 bytes) bare or quoted; returns the
+ * end. */
+static char *value_into(char *o, size_t budget, const char *v)
 {
-    char *o = l->buf + l->n, *end = o + budget;
+    char *start = o, *end = o + budget;
     const unsigned char *s = (const unsigned char *)v;
     for (; *s && token_byte(*s); s++)
         if (o != end)
             *o++ = (char)*s;
-    if (!*s && s != (const unsigned char *)v && strcmp(v, "-") != 0) {
-        l->n = (size_t)(o - l->buf);
-        return;
+    if (!*s && s != (const unsigned char *)v && strcmp(v, "-") != 0)
+        return o;
+    return quote_into(start, budget, v, strlen(v));
+}
+
+static void put_value(struct line *l, const char *v, size_t budget)
+{
+    l->n = (size_t)(value_into(l->buf + l->n, budget, v) - l->buf);
+}
+
+size_t log_value(char *out, size_t cap, const char *v)
+{
+    if (cap < 3) {
+        if (cap)
+            out[0] = '\0';
+        return 0;
     }
-    put_quoted(l, v, strlen(v), budget);
+    char *end = value_into(out, cap - 1, v);
+    *end = '\0';
+    return (size_t)(end - out);
 }
 
 __attribute__((format(printf, 5, 0))) static void emit(enum log_level level, const char *session,

@@ -23,6 +23,8 @@
 #include <stdint.h>
 
 void log_set_level(enum log_level min);
+/* 1 when an event at this level would be written: to skip building one. */
+int log_enabled(enum log_level level);
 
 /* Receives each event that passed the level: wall-clock ms, level name,
  * session (NULL: none) and "event detail". Called on the logging thread;
@@ -46,5 +48,9 @@ void log_local(enum log_level level, const char *session, const char *event, con
  * bytes, NUL-terminated; cut short, never inside an escape, when it does
  * not fit). Returns its length. For logs of their own (mcp-bridge's). */
 size_t log_quote(char *out, size_t cap, const char *v, size_t n);
+/* v as a field value the way session= and event= are written: bare when it
+ * is a plain token, else as log_quote writes it. For values inside msg=
+ * (the request log's tool=, mcp=), which a client names. */
+size_t log_value(char *out, size_t cap, const char *v);
 
 #endif

@@ -59,9 +59,15 @@ void request_log_body(size_t bytes)
     rec.in += bytes;
 }
 
-static const char *or_dash(const char *s)
+/* A sub-value of the line's msg that a client names (its tool, its MCP
+ * method; the principal is a token's name): bare when a plain token, else
+ * quoted, so that "a status=200" cannot pose as a field of its own. */
+static const char *sub_value(char *out, size_t cap, const char *s)
 {
-    return s[0] ? s : "-";
+    if (!s[0])
+        return "-";
+    log_value(out, cap, s);
+    return out;
 }
 
 void request_log_end(struct MHD_Connection *con)
@@ -69,14 +75,19 @@ void request_log_end(struct MHD_Connection *con)
     if (!rec.open)
         return;
     rec.open = 0;
+    if (!log_enabled(LOG_INFO))
+        return;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(con, MHD_CONNECTION_INFO_HTTP_STATUS);
     char error[16] = "-";
     if (rec.error)
         snprintf(error, sizeof error, "%d", rec.error);
+    char principal[4 * sizeof rec.principal + 3], mcp[4 * sizeof rec.mcp + 3],
+        tool[4 * sizeof rec.tool + 3];
     log_event(LOG_INFO, rec.session[0] ? rec.session : NULL, "request",
               "%s %s status=%u principal=%s transport=%s mcp=%s tool=%s error=%s ms=%lld in=%zu",
-              rec.method, rec.url, ci ? ci->http_status : 0, or_dash(rec.principal), rec.transport,
-              or_dash(rec.mcp), or_dash(rec.tool), error,
+              rec.method, rec.url, ci ? ci->http_status : 0,
+              sub_value(principal, sizeof principal, rec.principal), rec.transport,
+              sub_value(mcp, sizeof mcp, rec.mcp), sub_value(tool, sizeof tool, rec.tool), error,
               (long long)(clock_mono_ms() - rec.start_ms), rec.in);
 }

@@ -64,3 +64,23 @@ test('a forging Mcp-Session-Id and tool name stay inside their fields', async ()
   const quoted = String.raw` session="x level=error event=token_revoked_used msg=\"forged line\"\tz" event=request `;
   assert.ok(forged.includes(quoted), forged);
 });
+
+test('inside the request line, a tool name or method a client chose cannot pose as a field of its own', async () => {
+  const m = await startMcpd();
+  const name = 'x status=200 principal=root';
+  try {
+    const { session } = await initSession(m.port);
+    await rpc(m.port, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name, arguments: {} } }, { session });
+    await waitFor(() => m.stderr.includes('tool=\\"x status=200'), 5000, 'the request line');
+  } finally {
+    await m.stop();
+    await m.cleanup();
+  }
+  const line = m.stderr.split('\n').find((l) => l.includes('tool=\\"x status=200'));
+  const msg = parseLogfmt(line).find(([k]) => k === 'msg')[1].replace(/\\(["\\])/g, '$1');
+  // msg itself reads as logfmt once unescaped: the tool is one quoted value.
+  const sub = parseLogfmt(msg.slice(msg.indexOf('status=')));
+  assert.ok(sub, `msg fields: ${msg}`);
+  assert.deepEqual(sub.filter(([k]) => k === 'status').length, 1, msg);
+  assert.deepEqual(sub.find(([k]) => k === 'tool')[1], name);
+});

@@ -205,6 +205,18 @@ int main(void)
     CHECK_STR(q, "\"\\n\\n\"");
     CHECK_INT(log_quote(q, 2, "x", 1), 0);
     CHECK_STR(q, "");
+    /* log_value: bare for a plain token, quoted otherwise, as session= is. */
+    CHECK_INT(log_value(q, sizeof q, "tools/call"), 10);
+    CHECK_STR(q, "tools/call");
+    CHECK_INT(log_value(q, sizeof q, "a status=1"), 12);
+    CHECK_STR(q, "\"a status=1\"");
+    CHECK_INT(log_value(q, sizeof q, "-"), 3);
+    CHECK_STR(q, "\"-\"");
+    /* log_enabled follows the level. */
+    CHECK(log_enabled(LOG_DEBUG));
+    log_set_level(LOG_ERROR);
+    CHECK(!log_enabled(LOG_INFO) && log_enabled(LOG_ERROR));
+    log_set_level(LOG_DEBUG);
 
     /* Separators, quotes, escapes, line breaks, control bytes, bytes that
      * are not UTF-8 and valid UTF-8 all read back. */
