@@ -78,7 +78,8 @@ static int too_large(struct gate_refusal *r)
 }
 
 /* The framing headers as libmicrohttpd stored them: one entry per field
- * line, so repeated fields are seen one by one. */
+ * line, so repeated fields are seen one by one. The walk over them also
+ * trims every other field's trailing whitespace (scan_framing). */
 struct framing {
     unsigned te_fields, cl_fields;
     int chunked;     /* one Transfer-Encoding field, exactly "chunked" */
@@ -109,6 +110,17 @@ static enum MHD_Result scan_framing(void *cls, enum MHD_ValueKind kind, const ch
         } else if (value_size != f->cl_len || memcmp(value, f->cl, value_size) != 0) {
             f->cl_conflict = 1;
         }
+    } else if (value) {
+        /* RFC 9110 5.5: whitespace around a field value is not part of
+         * it. libmicrohttpd drops the leading but keeps the trailing, so
+         * "Mcp-Session-Id: <id> " named no session. The value lies in
+         * libmicrohttpd's read buffer, which it writes itself while
+         * parsing; cut here, before ulfius copies the fields, every reader
+         * (ulfius's maps, ws.c's lookups, conn_guard) gets the same value.
+         * The framing fields above stay as libmicrohttpd framed the body. */
+        char *v = (char *)(uintptr_t)value;
+        while (value_size && (v[value_size - 1] == ' ' || v[value_size - 1] == '\t'))
+            v[--value_size] = '\0';
     }
     return MHD_YES;
 }

@@ -238,3 +238,11 @@ test('(e) a path that decodes to a NUL byte is refused with 400: /mcp/ws%00x is 
   const ok = await request(mcpd.port, { method: 'GET', path: '/healthz' });
   assert.equal(ok.status, 200, 'the server goes on');
 });
+
+test('(f) trailing whitespace after a field value is not part of it (RFC 9110 5.5): the session and the revision are found', async () => {
+  const head =
+    `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${mcpd.port}\r\nAccept: ${ACCEPT_BOTH} \r\n` +
+    `Content-Type: application/json\t\r\nMcp-Session-Id: ${session} \t \r\n` +
+    `MCP-Protocol-Version: ${LATEST}  \r\nContent-Length: ${PING.length}\r\nConnection: close\r\n\r\n`;
+  await assertServed(head + PING, 'trailing whitespace');
+});
