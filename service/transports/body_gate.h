@@ -28,7 +28,9 @@
  *           "/mcp/ws%00x" would be "/mcp/ws");
  *       413 for a Content-Length over the limit.
  *     A malformed Content-Length never gets here: libmicrohttpd answers it
- *     itself (NOTES.md).
+ *     itself (NOTES.md). The same walk over the fields cuts the trailing
+ *     whitespace off every other field's value, which libmicrohttpd keeps
+ *     (RFC 9110 5.5), before ulfius copies them.
  *   - A body without a length (chunked) is counted as it arrives; once past
  *     the limit, libmicrohttpd no longer accepts a response (0.9.75 queues
  *     only before the body or after all of it), so the gate writes the 413
