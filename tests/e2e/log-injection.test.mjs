@@ -1,4 +1,4 @@
-// Log injection (D7): a client's text in mcpd's stderr log. The session id
+// Log injection: a client's text in mcpd's stderr log. The session id
 // of an Mcp-Session-Id header, with spaces, key=value pairs, quotes and a
 // tab, and a tool name with a line break, must
 // not forge a field or a line: every line mcpd writes parses as strict

@@ -164,7 +164,7 @@ int main(void)
     char out[16384];
     size_t n;
 
-    /* D7: the forging header value stays inside session. */
+    /* A header value built to forge fields stays inside session. */
     const char *forged = "x level=error event=token_revoked_used msg=\"forged line\"";
     log_event(LOG_INFO, forged, "request", "POST /mcp status=404");
     n = take(out, sizeof out);
