@@ -41,7 +41,7 @@ static void guard_std_fds(void)
     }
 }
 
-/* Thread-per-connection needs a descriptor per client: take the hard limit. */
+/* Every client connection needs a descriptor: take the hard limit. */
 static void raise_fd_limit(void)
 {
     struct rlimit rl;
@@ -55,7 +55,7 @@ static void raise_fd_limit(void)
  * three connections to the database, its log and shared memory, the
  * listening socket, stdio, and the pipes of each upstream child. */
 #define FD_RESERVE 64
-/* Memory mappings kept for everything but connection threads. */
+/* Memory mappings kept for everything but waiting connections' fibers. */
 #define MAP_RESERVE 4096
 
 /* The connection cap that `limit` resources allow when each connection
@@ -68,8 +68,9 @@ static int64_t cap_within(int64_t limit, int64_t per)
     return n - headroom;
 }
 
-/* A thread per connection costs a descriptor and a stack (two memory
- * mappings with its guard page). A connection past either limit would wait
+/* A connection costs a descriptor, and while its request waits (an open
+ * GET stream, most of all) a fiber's stack: two memory mappings with its
+ * guard page. A connection past either limit would wait
  * unanswered in the kernel's accept queue instead of getting 503, so the
  * cap comes down to what the process can hold, and says so. */
 static void fit_connection_cap(struct config *cfg)

@@ -4,6 +4,7 @@
 #include "call.h"
 #include "child.h"
 #include "clock.h"
+#include "fcond.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "metrics.h"
@@ -37,7 +38,7 @@ struct link {
     char session[64]; /* per-session mode: the session; shared: "" */
     _Atomic int refs;
     pthread_mutex_t mu; /* guards everything below */
-    pthread_cond_t cv;  /* initialize answered, or the child exited */
+    struct fcond cv;    /* initialize answered, or the child exited */
     struct child *child;
     struct child *dead; /* exited, to be joined and freed off its own thread */
     enum { LINK_DOWN, LINK_STARTING, LINK_READY } state;
@@ -85,7 +86,7 @@ static struct link *link_new(struct upstream *up, const char *session)
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->log_mu, NULL);
     token_bucket_init(&l->log_budget, up->cfg.log_rate, up->cfg.log_rate * 10, clock_mono_ms());
-    clock_cond_init(&l->cv);
+    fcond_init(&l->cv);
     l->pending = table_new();
     l->sessions = table_new();
     if (!l->pending || !l->sessions) {
@@ -112,7 +113,7 @@ static void link_unref(struct link *l)
     table_free(l->sessions);
     pthread_mutex_destroy(&l->mu);
     pthread_mutex_destroy(&l->log_mu);
-    pthread_cond_destroy(&l->cv);
+    fcond_destroy(&l->cv);
     free(l);
 }
 
@@ -234,7 +235,7 @@ static void invalid_response(struct link *l, json_t *id, const char *why)
     pthread_mutex_lock(&l->mu);
     if (init) {
         snprintf(l->init_invalid, sizeof l->init_invalid, "%s", why);
-        pthread_cond_broadcast(&l->cv);
+        fcond_broadcast(&l->cv);
     } else if (jsonrpc_id_key(id, key, sizeof key) == 0) {
         p = table_del(l->pending, key);
     }
@@ -259,7 +260,7 @@ static void on_response(struct link *l, json_t *msg, const struct jsonrpc_msg *m
         pthread_mutex_lock(&l->mu);
         json_decref(l->init_answer);
         l->init_answer = json_incref(msg);
-        pthread_cond_broadcast(&l->cv);
+        fcond_broadcast(&l->cv);
         pthread_mutex_unlock(&l->mu);
         return;
     }
@@ -582,7 +583,7 @@ static void child_exited(void *arg, int status)
     table_each(l->pending, take_pend, &d);
     for (size_t i = 0; i < d.n; i++)
         table_del(l->pending, d.list[i]->key);
-    pthread_cond_broadcast(&l->cv);
+    fcond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
     pthread_mutex_lock(&l->log_mu);
     uint64_t dropped = token_bucket_take_dropped(&l->log_budget);
@@ -751,8 +752,7 @@ static char *link_ready(struct link *l, json_t *params)
     struct upstream *up = l->up;
     int64_t deadline = clock_mono_ms() + up->cfg.start_timeout_ms;
     pthread_mutex_lock(&l->mu);
-    while (l->state == LINK_STARTING &&
-           clock_cond_wait_until(&l->cv, &l->mu, deadline) != ETIMEDOUT)
+    while (l->state == LINK_STARTING && fcond_wait_until(&l->cv, &l->mu, deadline) != ETIMEDOUT)
         ;
     if (l->state == LINK_READY) {
         pthread_mutex_unlock(&l->mu);
@@ -802,7 +802,7 @@ static char *link_ready(struct link *l, json_t *params)
             err = strdup("Upstream server closed its input");
         pthread_mutex_lock(&l->mu);
         while (!err && !l->init_answer && !l->init_invalid[0] && l->child &&
-               clock_cond_wait_until(&l->cv, &l->mu, deadline) != ETIMEDOUT)
+               fcond_wait_until(&l->cv, &l->mu, deadline) != ETIMEDOUT)
             ;
         json_t *answer = l->init_answer ? json_incref(l->init_answer) : NULL;
         int exited = l->child == NULL;
@@ -838,7 +838,7 @@ static char *link_ready(struct link *l, json_t *params)
         l->state = LINK_READY;
         l->used_ms = clock_mono_ms();
     }
-    pthread_cond_broadcast(&l->cv);
+    fcond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
     /* Within the child's log rate: the text may be the child's own. */
     if (err)

@@ -1,5 +1,6 @@
 /* clock — see clock.h. */
 #include "clock.h"
+#include "fiber.h"
 
 #include <errno.h>
 
@@ -38,6 +39,7 @@ int clock_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadl
 {
     if (deadline_mono_ms <= clock_mono_ms())
         return ETIMEDOUT;
+    fiber_warn_if_blocking("a timed condition wait");
     struct timespec ts = {.tv_sec = deadline_mono_ms / 1000,
                           .tv_nsec = (deadline_mono_ms % 1000) * 1000000};
     return pthread_cond_timedwait(cv, mu, &ts);

@@ -2,6 +2,7 @@
 #include "call.h"
 #include "call_life.h"
 #include "clock.h"
+#include "fcond.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "protocol.h"
@@ -25,7 +26,7 @@ struct call {
     json_t *params; /* own reference: the request's, or an empty object */
     char key[96];
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* cancellation or the client's answer */
+    struct fcond cv; /* cancellation or the client's answer */
     int ended;
     int channel;                /* a session channel: no request, never ends */
     enum call_cancel cancelled; /* 0 when not cancelled */
@@ -45,7 +46,7 @@ struct call *call_new(struct session *s, struct stream *stream, json_t *request,
     c->refs = 1;
     strcopy(c->key, sizeof c->key, key);
     pthread_mutex_init(&c->mu, NULL);
-    clock_cond_init(&c->cv);
+    fcond_init(&c->cv);
     json_t *params = json_object_get(request, "params");
     c->params = json_is_object(params) ? json_incref(params) : json_object();
     c->last_progress = -1e300;
@@ -58,7 +59,7 @@ struct call *call_new(struct session *s, struct stream *stream, json_t *request,
         json_decref(c->answers);
         json_decref(c->params);
         pthread_mutex_destroy(&c->mu);
-        pthread_cond_destroy(&c->cv);
+        fcond_destroy(&c->cv);
         free(c);
         return NULL;
     }
@@ -85,7 +86,7 @@ void call_unref(struct call *c)
     stream_unref(c->stream);
     session_unref(c->session);
     pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv);
+    fcond_destroy(&c->cv);
     free(c);
 }
 
@@ -158,7 +159,7 @@ void call_cancel(struct call *c, enum call_cancel why)
     pthread_mutex_lock(&c->mu);
     if (!c->cancelled)
         c->cancelled = why;
-    pthread_cond_broadcast(&c->cv);
+    fcond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -170,7 +171,7 @@ void call_deliver_answer(struct call *c, json_t *response)
     pthread_mutex_lock(&c->mu);
     if (!json_object_get(c->answers, key))
         json_object_set(c->answers, key, response);
-    pthread_cond_broadcast(&c->cv);
+    fcond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -406,7 +407,7 @@ int call_request_client(struct call *c, const char *method, json_t *params, int 
     int64_t deadline = clock_mono_ms() + timeout_ms;
     pthread_mutex_lock(&c->mu);
     while (!json_object_get(c->answers, key) && !c->cancelled &&
-           clock_cond_wait_until(&c->cv, &c->mu, deadline) != ETIMEDOUT)
+           fcond_wait_until(&c->cv, &c->mu, deadline) != ETIMEDOUT)
         ;
     json_t *answer = json_incref(json_object_get(c->answers, key));
     json_object_del(c->answers, key);
@@ -467,7 +468,7 @@ int call_request_client_all(struct call *c, json_t *requests, int timeout_ms, js
         for (i = 0; i < sent; i++)
             got += json_object_get(c->answers, keys[i]) != NULL;
         if (rc != 0 || got == sent || c->cancelled ||
-            clock_cond_wait_until(&c->cv, &c->mu, deadline) == ETIMEDOUT)
+            fcond_wait_until(&c->cv, &c->mu, deadline) == ETIMEDOUT)
             break;
     }
     json_t *out = json_object();
@@ -495,7 +496,7 @@ int call_sleep(struct call *c, int ms)
 {
     int64_t deadline = clock_mono_ms() + ms;
     pthread_mutex_lock(&c->mu);
-    while (!c->cancelled && clock_cond_wait_until(&c->cv, &c->mu, deadline) != ETIMEDOUT)
+    while (!c->cancelled && fcond_wait_until(&c->cv, &c->mu, deadline) != ETIMEDOUT)
         ;
     int cancelled = c->cancelled != 0;
     pthread_mutex_unlock(&c->mu);

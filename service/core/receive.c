@@ -1,5 +1,6 @@
 /* receive — the one way into the core (core.h, "the one way in"). */
 #include "clock.h"
+#include "fiber.h"
 #include "core.h"
 #include "core_int.h"
 #include "event_id.h"
@@ -464,8 +465,7 @@ int core_standalone_claim(struct session *s, int64_t probe_ms, struct stream **s
             stream_unref(held);
             int64_t deadline = clock_mono_ms() + probe_ms;
             while (!claimed && clock_mono_ms() < deadline) {
-                struct timespec ts = {0, PROBE_STEP_MS * 1000000L};
-                nanosleep(&ts, NULL);
+                fiber_sleep_ms(PROBE_STEP_MS);
                 claimed = session_get_claim(s) == 0;
             }
         }

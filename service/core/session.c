@@ -1,6 +1,7 @@
 /* session — see session.h. */
 #include "session.h"
 #include "clock.h"
+#include "fcond.h"
 #include "log.h"
 #include "protocol.h"
 #include "randid.h"
@@ -29,7 +30,7 @@ struct session {
     struct stream *standalone;
     int get_claimed;
     int64_t get_cursor;
-    pthread_cond_t cursor_cv;       /* the GET stream wrote more */
+    struct fcond cursor_cv;         /* the GET stream wrote more */
     _Atomic int64_t last_active_ms; /* touched on every request: no lock */
     _Atomic int64_t persisted_active_ms;
     int64_t bytes;
@@ -197,7 +198,7 @@ static void session_free(struct session *s)
     table_free(s->tracked);
     table_free(s->pending);
     pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cursor_cv);
+    fcond_destroy(&s->cursor_cv);
     free(s);
 }
 
@@ -246,7 +247,7 @@ static struct session *session_alloc(const char *id, const char *protocol, json_
     s->init_params = init_params;
     s->refs = 1;
     pthread_mutex_init(&s->mu, NULL);
-    clock_cond_init(&s->cursor_cv);
+    fcond_init(&s->cursor_cv);
     s->tracked = table_new();
     s->pending = table_new();
     s->last_active_ms = s->persisted_active_ms = clock_wall_ms();
@@ -547,7 +548,7 @@ void session_get_release(struct session *s)
 {
     pthread_mutex_lock(&s->mu);
     s->get_claimed = 0;
-    pthread_cond_broadcast(&s->cursor_cv);
+    fcond_broadcast(&s->cursor_cv);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -564,7 +565,7 @@ void session_set_get_cursor(struct session *s, int64_t next_seq)
     pthread_mutex_lock(&s->mu);
     if (next_seq > s->get_cursor) {
         s->get_cursor = next_seq;
-        pthread_cond_broadcast(&s->cursor_cv);
+        fcond_broadcast(&s->cursor_cv);
     }
     pthread_mutex_unlock(&s->mu);
 }
@@ -573,7 +574,7 @@ void session_wait_get_cursor(struct session *s, int64_t next_seq, int64_t deadli
 {
     pthread_mutex_lock(&s->mu);
     while (s->get_claimed && s->get_cursor < next_seq &&
-           clock_cond_wait_until(&s->cursor_cv, &s->mu, deadline_mono_ms) != ETIMEDOUT)
+           fcond_wait_until(&s->cursor_cv, &s->mu, deadline_mono_ms) != ETIMEDOUT)
         ;
     pthread_mutex_unlock(&s->mu);
 }

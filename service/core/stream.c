@@ -2,6 +2,7 @@
 #include "stream.h"
 #include "clock.h"
 #include "event_id.h"
+#include "fcond.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "metrics.h"
@@ -32,7 +33,7 @@ struct stream {
     _Atomic int refs;
     pthread_mutex_t append_mu; /* serialises appenders, so seqs commit in order */
     pthread_mutex_t mu;        /* guards everything below */
-    pthread_cond_t cv;         /* a chunk arrived, the stream ended, or readers detached */
+    struct fcond cv;           /* a chunk arrived, the stream ended, or readers detached */
     struct chunk *chunks;
     int64_t nchunks, cap;
     enum stream_state state;
@@ -117,7 +118,7 @@ static struct stream *stream_alloc(const char *id, const char *session, int stan
     s->refs = 1;
     pthread_mutex_init(&s->append_mu, NULL);
     pthread_mutex_init(&s->mu, NULL);
-    clock_cond_init(&s->cv);
+    fcond_init(&s->cv);
     return s;
 }
 
@@ -129,7 +130,7 @@ static void stream_free(struct stream *s)
     free(s->chunks);
     pthread_mutex_destroy(&s->append_mu);
     pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
+    fcond_destroy(&s->cv);
     free(s);
 }
 
@@ -148,7 +149,7 @@ void stream_unref(struct stream *s)
  * changed. Called with s->mu held. */
 static void broadcast(struct stream *s)
 {
-    pthread_cond_broadcast(&s->cv);
+    fcond_broadcast(&s->cv);
     for (struct stream_watch *w = s->watches; w; w = w->next)
         stream_waker_signal(w->waker);
 }
@@ -525,7 +526,7 @@ enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int
             result = STREAM_ENDED;
             break;
         }
-        if (clock_cond_wait_until(&s->cv, &s->mu, deadline_mono_ms) == ETIMEDOUT) {
+        if (fcond_wait_until(&s->cv, &s->mu, deadline_mono_ms) == ETIMEDOUT) {
             result = seq < s->nchunks ? STREAM_CHUNK : STREAM_TIMEOUT;
             if (result == STREAM_TIMEOUT)
                 break;

@@ -1,5 +1,6 @@
 /* store — see store.h. */
 #include "store.h"
+#include "fiber.h"
 #include "store_migrations.h"
 #include "clock.h"
 #include "lock_hold.h"
@@ -115,9 +116,11 @@ struct write_op {
     enum write_kind kind;
     int nparams;
     struct param p[MAX_PARAMS];
-    int waited;                /* the enqueuer waits on `done` and frees; else the writer frees */
+    int waited;                /* the enqueuer waits and frees; else the writer frees */
     int row, chunk, end, mark; /* W_STREAM_WRITE: which statements run */
-    sem_t done;
+    sem_t done;                /* a waiting thread's */
+    struct fiber *fiber;       /* a waiting fiber's, woken with `committed` set */
+    int committed;
     int rc;
     struct write_op *next;
 };
@@ -407,8 +410,10 @@ static int commit_queue(struct store *st, struct slow_commit *slow)
         unheard_failed |= op->rc < 0 && !op->waited;
         nops += op->kind != W_FLUSH;
         nfailed += op->rc < 0;
-        if (op->waited)
-            sem_post(&op->done); /* the waiter owns it from here */
+        if (op->waited && op->fiber)
+            fiber_wake_set(op->fiber, &op->committed); /* the waiter owns it from here */
+        else if (op->waited)
+            sem_post(&op->done);
         else
             op_free(op);
     }
@@ -540,17 +545,39 @@ static int enqueue(struct store *st, int wait, enum write_kind kind, const char 
     return submit(st, op, wait);
 }
 
+/* Until the writer has handed op back. A fiber whose connection is going
+ * away (cancelled) still needs its answer: it polls, which only shutdown
+ * does. */
+static void wait_committed(struct write_op *op)
+{
+    if (!op->fiber) {
+        fiber_warn_if_blocking("a store commit wait");
+        while (sem_wait(&op->done) != 0)
+            ;
+        return;
+    }
+    int r;
+    while ((r = fiber_park(&op->committed, -1)) != 1)
+        if (r == ECANCELED) {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+}
+
 /* Queues op; with wait, blocks until it is committed and returns its
  * result (and frees it). */
 static int submit(struct store *st, struct write_op *op, int wait)
 {
     op->waited = wait;
-    if (wait)
+    /* A fiber (an HTTP request on a pool thread) parks instead of
+     * blocking: its pool thread serves other connections meanwhile. */
+    op->fiber = wait ? fiber_current() : NULL;
+    if (wait && !op->fiber)
         sem_init(&op->done, 0, 0);
     pthread_mutex_lock(&st->qmu);
     if (st->stop) {
         pthread_mutex_unlock(&st->qmu);
-        if (wait)
+        if (wait && !op->fiber)
             sem_destroy(&op->done);
         op_free(op);
         return -1;
@@ -563,7 +590,10 @@ static int submit(struct store *st, struct write_op *op, int wait)
     st->queued++;
     if (wait)
         st->waited_queued++;
-    int alone = st->waited_queued == 1;
+    /* A fiber's write always goes to the writer thread: committed inline
+     * it would hold the pool thread, and every connection on it, for the
+     * whole commit, and commits would no longer gather many writes. */
+    int alone = st->waited_queued == 1 && !op->fiber;
     /* Async writes wake the writer only in bulk; otherwise they ride along
      * with the next waited write or the writer's short timer. A waited
      * write that is not alone wakes it now, under the lock it holds
@@ -594,10 +624,10 @@ static int submit(struct store *st, struct write_op *op, int wait)
             pthread_cond_signal(&st->qcv);
         pthread_mutex_unlock(&st->qmu);
     }
-    while (sem_wait(&op->done) != 0)
-        ;
+    wait_committed(op);
     int rc = op->rc;
-    sem_destroy(&op->done);
+    if (!op->fiber)
+        sem_destroy(&op->done);
     op_free(op);
     return rc;
 }

@@ -33,23 +33,34 @@
  *     (RFC 9110 5.5), before ulfius copies them.
  *   - A body without a length (chunked) is counted as it arrives; once past
  *     the limit, libmicrohttpd no longer accepts a response (0.9.75 queues
- *     only before the body or after all of it), so the gate writes the 413
- *     on the socket itself and tells libmicrohttpd to drop the connection.
+ *     only before the body or after all of it), so the 413 goes on the
+ *     socket directly (linger.h) and libmicrohttpd drops the connection.
  *
  * Every refusal is the JSON-RPC error (id null, -32000) the transports send,
  * counted in mcpd_refusals_total and written to the request log. The socket
- * is then shut for writing and drained for a moment (a lingering close), so
- * that the client reads the refusal instead of a reset caused by the body
- * bytes it was still sending. See NOTES.md.
+ * is then shut for writing and drained for a moment (a lingering close, on
+ * linger's thread), so that the client reads the refusal instead of a
+ * reset caused by the body bytes it was still sending. See NOTES.md.
  *
- * Needs MHD_USE_THREAD_PER_CONNECTION (a request's state is thread-local)
- * and plain TCP (the chunked refusal writes to the socket). */
+ * The gate is also where a request's code meets libmicrohttpd's pool of
+ * epoll threads, which must never block: it runs ulfius's handler for the
+ * request's final call, and the fill step of a content reader that waits
+ * (body_gate_fill), on a fiber (fiber.h). When the code waits, the gate
+ * suspends the connection; the wake-up resumes it, and libmicrohttpd calls
+ * the gate (or the reader) again, which switches back into the fiber. A
+ * request's state is its own (not thread-local), since one pool thread
+ * interleaves many requests.
+ *
+ * Needs MHD_ALLOW_SUSPEND_RESUME and plain TCP (the chunked refusal writes
+ * to the socket). */
 #ifndef MCPD_BODY_GATE_H
 #define MCPD_BODY_GATE_H
 
 #include <stddef.h>
 
 #include <microhttpd.h>
+
+struct gate_req;
 
 /* Sets the limit; call before starting the ulfius framework. */
 void body_gate_configure(size_t max_body);
@@ -65,5 +76,20 @@ int body_gate_installed(void);
 void *body_gate_uri_logger(void *cls, const char *uri);
 void body_gate_request_completed(void *cls, struct MHD_Connection *con, void **con_cls,
                                  enum MHD_RequestTerminationCode toe);
+
+/* The request whose handler runs on this thread: an endpoint passes it to
+ * the content reader it makes, for body_gate_fill. NULL outside one. */
+struct gate_req *body_gate_request(void);
+/* For a content reader (libmicrohttpd calls it on a pool thread): runs
+ * fill(ud), which may wait, on the request's fiber. Returns 1 with fill's
+ * result in *verdict (-1 when no fiber could be made), or 0 when fill
+ * waits: the connection is then suspended, and the reader returns 0;
+ * libmicrohttpd calls the reader again once it is resumed, and this call
+ * then goes on with the same fill. g NULL (no gate): fill runs here. */
+int body_gate_fill(struct gate_req *g, int (*fill)(void *ud), void *ud, int *verdict);
+/* Before stopping the daemon: every wait of every request ends at once
+ * (fiber_cancel), now and for requests that start later, so that no
+ * connection is still suspended when libmicrohttpd stops. */
+void body_gate_stop(void);
 
 #endif

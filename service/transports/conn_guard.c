@@ -69,7 +69,10 @@ int conn_guard_accept_failed(const char *line, int *should_log, unsigned long *h
         accept_held++;
     }
     pthread_mutex_unlock(&accept_mu);
-    if (accept_error) {
+    /* A pool thread with connections stops accepting until one closes
+     * (libmicrohttpd's at_limit); one with none retries at once, forever:
+     * that one is paced here. It serves nobody meanwhile. */
+    if (limit_note && strstr(line, "at FIRST connection")) {
         struct timespec pause = {0, ACCEPT_RETRY_MS * 1000000L};
         nanosleep(&pause, NULL);
     }

@@ -1,9 +1,8 @@
 /* conn_guard — no client may hold more than its share of the HTTP server's
  * connections, nor hold one without sending a request.
  *
- * libmicrohttpd runs a thread per connection, so a connection that never
- * finishes its request pins a thread and a slot under --max-connections
- * (slowloris). The guard keeps a record per connection (from
+ * A connection that never finishes its request holds a slot under
+ * --max-connections (slowloris). The guard keeps a record per connection (from
  * MHD_OPTION_NOTIFY_CONNECTION) and enforces three limits:
  *
  *   - Request timeout. From accept, and again from the end of each

@@ -2,6 +2,7 @@
 #include "http.h"
 #include "http_shared.h"
 #include "legacy_sse.h"
+#include "linger.h"
 #include "auth.h"
 #include "body_gate.h"
 #include "conn_guard.h"
@@ -28,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 #include <ulfius.h>
+#include <unistd.h>
 
 /* How long a POST in JSON mode waits for its response before giving up and
  * telling the client to resume the stream with GET. */
@@ -161,8 +163,10 @@ static void sse_headers(struct _u_response *resp)
 
 struct reader {
     struct sse_follow f;
-    int ephemeral; /* the session is this request's own: it ends with
-                      this stream (a client that hangs up cancels) */
+    struct gate_req *gate; /* the request: the reader's waits run on its fiber */
+    size_t max;            /* of the block being filled */
+    int ephemeral;         /* the session is this request's own: it ends with
+                              this stream (a client that hangs up cancels) */
     int primed;
 };
 
@@ -181,18 +185,20 @@ static void prime(struct sse_follow *f)
     }
 }
 
-static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
+/* Brings the buffer to where a block should go out: 0 to write it, 1 at
+ * the end, -1 on an error. Waits for the stream when there is nothing to
+ * write (on the request's fiber: body_gate_fill). */
+static int sse_fill(void *ud)
 {
-    (void)pos;
     struct reader *r = ud;
     struct sse_follow *f = &r->f;
     int fresh = !sse_pending(&f->buf);
     for (;;) {
         size_t pending = sse_pending(&f->buf);
-        if (sse_follow_block_full(pending, fresh, max, f->done))
-            return sse_follow_drain(f, out, max);
+        if (sse_follow_block_full(pending, fresh, r->max, f->done))
+            return 0;
         if (!pending && f->done)
-            return U_STREAM_END;
+            return 1;
         if (!r->primed) {
             prime(f);
             r->primed = 1;
@@ -200,10 +206,23 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
         }
         int rc = sse_follow_step(f, !pending);
         if (rc < 0)
-            return U_STREAM_ERROR;
+            return -1;
         if (rc == 1) /* nothing more yet: send what there is */
-            return sse_follow_drain(f, out, max);
+            return 0;
     }
+}
+
+static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    struct reader *r = ud;
+    r->max = max;
+    int verdict;
+    if (!body_gate_fill(r->gate, sse_fill, r, &verdict))
+        return 0;
+    if (verdict != 0)
+        return verdict > 0 ? U_STREAM_END : U_STREAM_ERROR;
+    return sse_follow_drain(&r->f, out, max);
 }
 
 static void sse_free(void *ud)
@@ -235,6 +254,7 @@ static int start_sse(struct _u_response *resp, struct session *s, struct stream 
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     }
     core_session_hold(s);
+    r->gate = body_gate_request();
     r->f.session = s;
     r->f.stream = st;
     if (token)
@@ -380,6 +400,7 @@ struct batch_reader {
     int *done;
     int64_t last_write;
     struct sse_buf buf;
+    struct gate_req *gate;
 };
 
 static void batch_free(void *ud)
@@ -419,17 +440,15 @@ static int batch_take(struct batch_reader *b, size_t i)
     return 0;
 }
 
-static ssize_t batch_write(void *ud, uint64_t pos, char *out, size_t max)
+/* As sse_fill, for every request of the batch. */
+static int batch_fill(void *ud)
 {
-    (void)pos;
     struct batch_reader *b = ud;
     for (;;) {
-        if (sse_pending(&b->buf)) {
-            b->last_write = clock_mono_ms();
-            return (ssize_t)sse_drain(&b->buf, out, max);
-        }
+        if (sse_pending(&b->buf))
+            return 0;
         if (!b->left)
-            return U_STREAM_END;
+            return 1;
         int wrote = 0;
         size_t first = b->n;
         for (size_t i = 0; i < b->n; i++) {
@@ -448,6 +467,19 @@ static ssize_t batch_write(void *ud, uint64_t pos, char *out, size_t max)
         stream_read(b->streams[first], &b->tokens[first], b->next[first],
                     clock_mono_ms() + BATCH_TICK_MS, &ch);
     }
+}
+
+static ssize_t batch_write(void *ud, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    struct batch_reader *b = ud;
+    int verdict;
+    if (!body_gate_fill(b->gate, batch_fill, b, &verdict))
+        return 0;
+    if (verdict != 0)
+        return verdict > 0 ? U_STREAM_END : U_STREAM_ERROR;
+    b->last_write = clock_mono_ms();
+    return (ssize_t)sse_drain(&b->buf, out, max);
 }
 
 /* A batch element's reply: errors and poll handles are answered at once;
@@ -485,6 +517,8 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
 {
     size_t n = json_array_size(batch);
     struct batch_reader *b = calloc(1, sizeof *b);
+    if (b)
+        b->gate = body_gate_request();
     if (b && n) {
         b->streams = calloc(n, sizeof *b->streams);
         b->tokens = calloc(n, sizeof *b->tokens);
@@ -856,6 +890,16 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     log_event(client_caused ? LOG_DEBUG : LOG_WARN, NULL, "mhd", "%s", line);
 }
 
+/* libmicrohttpd's threads: each serves its share of the connections with
+ * epoll, and never blocks (body_gate.h), so one per CPU keeps them all
+ * busy. At least two, so that one slow step (an inline commit) does not
+ * hold every connection. */
+static unsigned pool_size(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 2 ? (unsigned)(n > 64 ? 64 : n) : 2;
+}
+
 /* After libmicrohttpd has stopped: nothing calls the guard any more. */
 static void http_release_guard(void)
 {
@@ -925,16 +969,25 @@ int http_start(const struct http_config *cfg, char **err)
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conn_guard_notify, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)conn_guard_mhd_limit(), NULL},
         {MHD_OPTION_THREAD_STACK_SIZE, MHD_STACK, NULL},
+        {MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)pool_size(), NULL},
         {MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE | (v6 ? MHD_USE_IPv6 : 0);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+                     MHD_ALLOW_UPGRADE | MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
+    if (linger_start() != 0) {
+        *err = strdup("cannot start the lingering-close thread");
+        ulfius_clean_instance(&http.inst);
+        legacy_sse_stop();
+        http_release_guard();
+        return -1;
+    }
     if (ulfius_start_framework_with_mhd_options(&http.inst, flags, ops) != U_OK) {
         if (asprintf(err, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
                      strerror(errno)) < 0)
             *err = NULL;
         ulfius_clean_instance(&http.inst);
+        linger_stop();
         legacy_sse_stop();
         http_release_guard();
         return -1;
@@ -945,6 +998,7 @@ int http_start(const struct http_config *cfg, char **err)
         *err = strdup("the request body limit could not be installed (see body_gate.h)");
         ulfius_stop_framework(&http.inst);
         ulfius_clean_instance(&http.inst);
+        linger_stop();
         legacy_sse_stop();
         http_release_guard();
         return -1;
@@ -958,8 +1012,10 @@ void http_stop(void)
     if (!http.started)
         return;
     ws_stop();
+    body_gate_stop();
     ulfius_stop_framework(&http.inst);
     ulfius_clean_instance(&http.inst);
+    linger_stop();
     legacy_sse_stop();
     http_release_guard();
     http.started = 0;

@@ -10,11 +10,13 @@
  * owns no messages: a dropped connection loses nothing, since the stream is
  * in the store and the client can resume it.
  *
- * libmicrohttpd runs thread-per-connection with poll() (no FD_SETSIZE
- * limit), a connection cap and a small thread stack; an SSE writer blocks in
- * its own connection thread on the stream's condition variable, waking for
- * new chunks or to send a keepalive comment, which is also how a vanished
- * client is noticed. */
+ * libmicrohttpd runs a pool of epoll threads (one per CPU, at least two)
+ * under a connection cap; no connection holds a thread. A request's
+ * handler, and an SSE writer waiting for its stream, run on fibers
+ * (body_gate.h): a wait suspends the connection and frees the thread, and
+ * the stream's wake-up (a new chunk, or the keepalive deadline, whose
+ * comment is also how a vanished client is noticed) resumes it. WebSocket
+ * sessions run on threads of their own (ws.h). */
 #ifndef MCPD_HTTP_H
 #define MCPD_HTTP_H
 

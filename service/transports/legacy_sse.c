@@ -1,7 +1,9 @@
 /* legacy_sse — see legacy_sse.h. */
 #include "legacy_sse.h"
 #include "auth.h"
+#include "body_gate.h"
 #include "clock.h"
+#include "fcond.h"
 #include "core.h"
 #include "http_shared.h"
 #include "jsonrpc.h"
@@ -46,7 +48,7 @@ struct reservation {
 
 static struct {
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* a reservation was bound to its session */
+    struct fcond cv; /* a reservation was bound to its session */
     struct table *table;
     int64_t last_sweep;
 } rsv = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -118,7 +120,7 @@ static int resv_attach(const char *id, const char *principal, unsigned *gen)
     if (ok) {
         r->conns++;
         *gen = ++r->gen;
-        pthread_cond_broadcast(&rsv.cv);
+        fcond_broadcast(&rsv.cv);
     }
     pthread_mutex_unlock(&rsv.mu);
     return ok ? 0 : -1;
@@ -185,7 +187,7 @@ static void resv_settle(const char *id, int bound)
         if (!bound && r->conns == 0)
             r->idle_since = clock_mono_ms();
     }
-    pthread_cond_broadcast(&rsv.cv);
+    fcond_broadcast(&rsv.cv);
     pthread_mutex_unlock(&rsv.mu);
 }
 
@@ -193,7 +195,7 @@ static void resv_settle(const char *id, int bound)
 static void resv_wait(int64_t deadline_mono_ms)
 {
     pthread_mutex_lock(&rsv.mu);
-    clock_cond_wait_until(&rsv.cv, &rsv.mu, deadline_mono_ms);
+    fcond_wait_until(&rsv.cv, &rsv.mu, deadline_mono_ms);
     pthread_mutex_unlock(&rsv.mu);
 }
 
@@ -210,6 +212,8 @@ struct conn {
     /* Its session's standalone stream, once bound (f.session holds the
      * session's standalone slot). */
     struct sse_follow f;
+    struct gate_req *gate; /* the request: the writer's waits run on its fiber */
+    size_t max;            /* of the block being filled */
 };
 
 static struct core_caller caller_for(const char *principal, const char *sid)
@@ -300,19 +304,20 @@ static void wait_bound(struct conn *c)
     }
 }
 
-static ssize_t conn_write(void *ud, uint64_t pos, char *out, size_t max)
+/* As http.c's sse_fill: 0 to write the buffer, 1 at the end, -1 on an
+ * error; waits on the request's fiber (body_gate_fill). */
+static int conn_fill(void *ud)
 {
-    (void)pos;
     struct conn *c = ud;
     int fresh = !sse_pending(&c->f.buf);
     for (;;) {
         size_t pending = sse_pending(&c->f.buf);
         /* Only a followed stream's messages share a block. */
         int following = c->f.session && !c->announce;
-        if (sse_follow_block_full(pending, fresh && following, max, c->f.done))
-            return sse_follow_drain(&c->f, out, max);
+        if (sse_follow_block_full(pending, fresh && following, c->max, c->f.done))
+            return 0;
         if (!pending && c->f.done)
-            return U_STREAM_END;
+            return 1;
         if (c->announce) {
             announce(c);
         } else if (!c->f.session) {
@@ -320,11 +325,24 @@ static ssize_t conn_write(void *ud, uint64_t pos, char *out, size_t max)
         } else {
             int rc = sse_follow_step(&c->f, !pending);
             if (rc < 0)
-                return U_STREAM_ERROR;
+                return -1;
             if (rc == 1) /* nothing more yet: write what there is */
-                return sse_follow_drain(&c->f, out, max);
+                return 0;
         }
     }
+}
+
+static ssize_t conn_write(void *ud, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    struct conn *c = ud;
+    c->max = max;
+    int verdict;
+    if (!body_gate_fill(c->gate, conn_fill, c, &verdict))
+        return 0;
+    if (verdict != 0)
+        return verdict > 0 ? U_STREAM_END : U_STREAM_ERROR;
+    return sse_follow_drain(&c->f, out, max);
 }
 
 static void conn_free(void *ud)
@@ -396,6 +414,8 @@ static int on_sse(const struct _u_request *req, struct _u_response *resp, void *
     if (!http_version_ok(req, resp))
         return U_CALLBACK_COMPLETE;
     struct conn *c = calloc(1, sizeof *c);
+    if (c)
+        c->gate = body_gate_request();
     if (!c)
         return http_fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     snprintf(c->principal, sizeof c->principal, "%s", principal);
@@ -556,7 +576,7 @@ void legacy_sse_add_endpoints(struct _u_instance *inst)
     pthread_mutex_lock(&rsv.mu);
     if (!rsv.table) {
         rsv.table = table_new();
-        clock_cond_init(&rsv.cv);
+        fcond_init(&rsv.cv);
     }
     pthread_mutex_unlock(&rsv.mu);
     ulfius_add_endpoint_by_val(inst, "GET", "/sse", NULL, 0, on_sse, NULL);
@@ -577,7 +597,7 @@ void legacy_sse_stop(void)
         table_each(rsv.table, free_entry, NULL);
         table_free(rsv.table);
         rsv.table = NULL;
-        pthread_cond_destroy(&rsv.cv);
+        fcond_destroy(&rsv.cv);
     }
     pthread_mutex_unlock(&rsv.mu);
 }

@@ -1,6 +1,7 @@
 /* push — see push.h. */
 #include "push.h"
 #include "clock.h"
+#include "fcond.h"
 #include "core.h"
 #include "json_text.h"
 #include "jsonrpc.h"
@@ -42,7 +43,7 @@ struct follow {
 struct push {
     struct push_io io;
     pthread_mutex_t mu; /* guards everything below */
-    pthread_cond_t cv;  /* a request's stream was released */
+    struct fcond cv;    /* a request's stream was released */
     pthread_mutex_t send_mu;
     /* The writer sleeps here; the streams it follows and push_receive
      * (handing it a new one) wake it. */
@@ -177,7 +178,7 @@ static void release(struct follow *f)
     } else {
         pthread_mutex_lock(&p->mu);
         p->busy--;
-        pthread_cond_broadcast(&p->cv);
+        fcond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
     stream_unref(f->stream);
@@ -452,7 +453,7 @@ struct push *push_open(const struct push_io *io)
         p->io.max_inflight = DEFAULT_MAX_INFLIGHT;
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->send_mu, NULL);
-    clock_cond_init(&p->cv);
+    fcond_init(&p->cv);
     stream_waker_init(&p->waker);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -464,7 +465,7 @@ struct push *push_open(const struct push_io *io)
         stream_waker_destroy(&p->waker);
         pthread_mutex_destroy(&p->mu);
         pthread_mutex_destroy(&p->send_mu);
-        pthread_cond_destroy(&p->cv);
+        fcond_destroy(&p->cv);
         free(p);
         return NULL;
     }
@@ -496,7 +497,7 @@ int push_drain(struct push *p, int64_t timeout_ms)
     int64_t deadline = clock_mono_ms() + timeout_ms;
     pthread_mutex_lock(&p->mu);
     while (p->busy > 0 && !p->dead && clock_mono_ms() < deadline)
-        clock_cond_wait_until(&p->cv, &p->mu, deadline);
+        fcond_wait_until(&p->cv, &p->mu, deadline);
     int left = p->busy;
     pthread_mutex_unlock(&p->mu);
     return left > 0 ? -1 : 0;
@@ -526,6 +527,6 @@ void push_close(struct push *p)
     stream_waker_destroy(&p->waker);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->send_mu);
-    pthread_cond_destroy(&p->cv);
+    fcond_destroy(&p->cv);
     free(p);
 }

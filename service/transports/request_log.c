@@ -7,14 +7,17 @@
 #include <stdio.h>
 #include <string.h>
 
-static _Thread_local struct {
-    int open;
-    char method[8], url[16], transport[8];
-    char principal[64], session[64], mcp[48], tool[64];
-    int error;
-    size_t in;
-    int64_t start_ms;
-} rec;
+/* The record of the request this thread is working for: bound by the
+ * gate whenever it runs code for a request. */
+static _Thread_local struct request_record *bound;
+/* What the calls write to when nothing is bound (not an HTTP request). */
+static _Thread_local struct request_record unbound;
+#define rec (*(bound ? bound : &unbound))
+
+void request_log_bind(struct request_record *r)
+{
+    bound = r;
+}
 
 void request_log_begin(const char *method, const char *url)
 {

@@ -37,6 +37,9 @@
  * buffer would make the kernel send a reset, which can destroy the close
  * frame before the client reads it. */
 #define LINGER_MS 2000
+/* A session thread's stack: the reading loop, push and the core's
+ * handlers, as a connection thread had. */
+#define SESSION_STACK (256 * 1024)
 
 static struct ws_config ws_cfg = {1048576, 15000, 10000, NULL};
 
@@ -160,6 +163,13 @@ struct ws_conn {
     const char *why;
     unsigned why_code;
     int resumed, from_event; /* for the log */
+    /* Until the 101 went out: the gate's pointer to this connection,
+     * cleared once it is upgraded (ws_request_completed frees what it
+     * still points to). */
+    struct ws_conn **pending;
+    struct MHD_UpgradeResponseHandle *urh;
+    unsigned char *extra; /* read past the handshake, parsed first */
+    size_t extra_len;
 };
 
 static void set_why(struct ws_conn *c, const char *why, unsigned code)
@@ -448,11 +458,6 @@ static int check_handshake(struct MHD_Connection *con, enum MHD_Result *rc)
     return -1;
 }
 
-/* A connection accepted but not upgraded yet: ws_upgrade made it, and
- * either upgraded() or ws_request_completed (the 101 never went out) takes
- * it, on the same connection thread. */
-static _Thread_local struct ws_conn *awaiting_upgrade;
-
 static void conn_free(struct ws_conn *c)
 {
     push_close(c->push);
@@ -461,28 +466,15 @@ static void conn_free(struct ws_conn *c)
     free(c);
 }
 
-/* libmicrohttpd has sent the 101: the socket, and the bytes it read past
- * the handshake, are ours. The session runs here, in the connection's own
- * thread, which libmicrohttpd lets go of afterwards. */
-static void upgraded(void *cls, struct MHD_Connection *con, void *req_cls, const char *extra_in,
-                     size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+/* The session, on a thread of its own: the pool thread that upgraded the
+ * connection serves others. */
+static void *session_main(void *arg)
 {
-    (void)con;
-    (void)req_cls;
-    struct ws_conn *c = cls;
-    awaiting_upgrade = NULL;
-    c->fd = sock;
-    int fl = fcntl(c->fd, F_GETFL);
-    if (fl >= 0)
-        fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
-    int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    /* Frames for a resumed stream may go out now, after the 101. */
-    pthread_mutex_unlock(&c->wmu);
-    log_event(LOG_INFO, push_session_id(c->push), "ws_open", "%s%s",
-              c->resumed ? "resumed" : "new connection", c->from_event ? " from an event id" : "");
-    atomic_fetch_add(&running_sessions, 1);
-    conn_run(c, (const unsigned char *)extra_in, extra_in_size);
+    struct ws_conn *c = arg;
+    pthread_setname_np(pthread_self(), "mcpd-ws");
+    conn_run(c, c->extra, c->extra_len);
+    free(c->extra);
+    c->extra = NULL;
     /* Stop push's writer first (a write it is blocked in fails once the
      * socket is shut down), then let go of everything. */
     char sid[80];
@@ -494,23 +486,73 @@ static void upgraded(void *cls, struct MHD_Connection *con, void *req_cls, const
     pthread_mutex_unlock(&c->wmu);
     log_event(LOG_INFO, sid[0] ? sid : NULL, "ws_closed", "%s (close code %u)",
               why ? why : "a write failed or timed out", code);
+    struct MHD_UpgradeResponseHandle *urh = c->urh;
     conn_free(c);
     atomic_fetch_sub(&running_sessions, 1);
     MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+    return NULL;
 }
 
-void ws_request_completed(void)
+/* libmicrohttpd has sent the 101: the socket, and the bytes it read past
+ * the handshake, are ours. */
+static void upgraded(void *cls, struct MHD_Connection *con, void *req_cls, const char *extra_in,
+                     size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
 {
-    struct ws_conn *c = awaiting_upgrade;
+    (void)con;
+    (void)req_cls;
+    struct ws_conn *c = cls;
+    if (c->pending)
+        *c->pending = NULL;
+    c->pending = NULL;
+    c->fd = sock;
+    c->urh = urh;
+    int fl = fcntl(c->fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    log_event(LOG_INFO, push_session_id(c->push), "ws_open", "%s%s",
+              c->resumed ? "resumed" : "new connection", c->from_event ? " from an event id" : "");
+    if (extra_in_size) {
+        c->extra = malloc(extra_in_size);
+        if (c->extra) {
+            memcpy(c->extra, extra_in, extra_in_size);
+            c->extra_len = extra_in_size;
+        }
+    }
+    atomic_fetch_add(&running_sessions, 1);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, SESSION_STACK);
+    pthread_t t;
+    /* Frames for a resumed stream may go out now, after the 101. */
+    pthread_mutex_unlock(&c->wmu);
+    int started = (!extra_in_size || c->extra) && pthread_create(&t, &attr, session_main, c) == 0;
+    pthread_attr_destroy(&attr);
+    if (!started) {
+        log_event(LOG_WARN, push_session_id(c->push), "ws_closed",
+                  "no thread for the session: closed");
+        conn_kill(c);
+        free(c->extra);
+        conn_free(c);
+        atomic_fetch_sub(&running_sessions, 1);
+        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+    }
+}
+
+void ws_request_completed(struct ws_conn **pending)
+{
+    struct ws_conn *c = *pending;
     if (!c)
         return;
-    awaiting_upgrade = NULL;
+    *pending = NULL;
     conn_kill(c);
     pthread_mutex_unlock(&c->wmu);
     conn_free(c);
 }
 
-enum MHD_Result ws_upgrade(struct MHD_Connection *con)
+enum MHD_Result ws_upgrade(struct MHD_Connection *con, struct ws_conn **pending)
 {
     enum MHD_Result rc;
     if (check_handshake(con, &rc) != 0)
@@ -576,10 +618,11 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con)
     MHD_add_response_header(r, "Sec-WebSocket-Protocol", "mcp");
     if (sid)
         MHD_add_response_header(r, "Mcp-Session-Id", push_session_id(c->push));
-    awaiting_upgrade = c;
+    *pending = c;
+    c->pending = pending;
     rc = MHD_queue_response(con, MHD_HTTP_SWITCHING_PROTOCOLS, r);
     MHD_destroy_response(r);
     if (rc != MHD_YES)
-        ws_request_completed();
+        ws_request_completed(pending);
     return rc;
 }

@@ -14,7 +14,8 @@
  *   3. Once libmicrohttpd has sent the 101 it calls back with the socket
  *      and the bytes it had already read past the handshake (a client may
  *      send its first frames in the same packet); those are parsed first.
- *      The session then runs in the connection's own thread, and ends with
+ *      The session then runs on a thread of its own (libmicrohttpd's pool
+ *      thread goes back to its other connections), and ends with
  *      MHD_upgrade_action(CLOSE), after which libmicrohttpd closes the
  *      socket.
  *
@@ -39,8 +40,7 @@
  * max_message, decided from the frame header before any allocation).
  *
  * Needs MHD_ALLOW_UPGRADE and plain TCP (no TLS inside libmicrohttpd: a
- * proxy terminates TLS); the session runs in the connection's thread
- * (MHD_USE_THREAD_PER_CONNECTION). */
+ * proxy terminates TLS). */
 #ifndef MCPD_WS_H
 #define MCPD_WS_H
 
@@ -61,13 +61,17 @@ struct ws_config {
 /* Sets the configuration; call before the server starts. */
 void ws_configure(const struct ws_config *cfg);
 
+struct ws_conn;
+
 /* Answers GET /mcp/ws from its headers: a refusal, or the 101 that hands
  * the connection to the WebSocket session. Call from the access handler
- * on the request's final call; returns what the handler returns. */
-enum MHD_Result ws_upgrade(struct MHD_Connection *con);
-/* From MHD_OPTION_NOTIFY_COMPLETED, on the connection's thread: frees a
- * session whose 101 never went out. */
-void ws_request_completed(void);
+ * on the request's final call; returns what the handler returns. Until
+ * the 101 has gone out, *pending (the request's, kept by the caller)
+ * points to the session. */
+enum MHD_Result ws_upgrade(struct MHD_Connection *con, struct ws_conn **pending);
+/* From MHD_OPTION_NOTIFY_COMPLETED: frees a session whose 101 never went
+ * out (*pending still set). */
+void ws_request_completed(struct ws_conn **pending);
 
 /* Tells every open WebSocket session to close with 1001 "going away"
  * (server shutdown); call before stopping the HTTP server. */

@@ -1,0 +1,36 @@
+/* fcond — a condition variable that threads and fibers can both wait on.
+ *
+ * A thread waits on the pthread condition inside; a fiber adds itself to
+ * a list and parks (fiber.h), so the pool thread running it is free until
+ * a signal wakes it. Signals wake the waiting threads as pthread does and
+ * every waiting fiber, which, as with any condition variable, may find its
+ * condition still false and wait again. The usual rule holds: change the
+ * condition under the mutex the waiters pass, then signal.
+ *
+ * A cancelled fiber (fiber_cancel: its connection is going away) waits no
+ * longer: a wait with a deadline returns ETIMEDOUT at once, one without
+ * blocks its thread as a plain thread would. */
+#ifndef MCPD_FCOND_H
+#define MCPD_FCOND_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+struct fcond_waiter;
+
+struct fcond {
+    pthread_cond_t cv;  /* threads: monotonic clock */
+    pthread_mutex_t lk; /* guards waiters */
+    struct fcond_waiter *waiters;
+};
+
+int fcond_init(struct fcond *c);
+void fcond_destroy(struct fcond *c);
+void fcond_signal(struct fcond *c);
+void fcond_broadcast(struct fcond *c);
+/* Called with mu held, returns with it held. deadline is a monotonic ms,
+ * or -1 for none. Returns 0 when woken (or spuriously), ETIMEDOUT once the
+ * deadline has passed. */
+int fcond_wait_until(struct fcond *c, pthread_mutex_t *mu, int64_t deadline_mono_ms);
+
+#endif

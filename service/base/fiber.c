@@ -1,0 +1,472 @@
+/* fiber — see fiber.h. ucontext switches; stacks from mmap with a guard
+ * page; finished fibers kept for reuse; one timer thread for parks with
+ * a deadline. */
+#include "fiber.h"
+#include "clock.h"
+#include "log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define FIBER_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define FIBER_TSAN 1
+#endif
+
+/* A handler's deepest path is an inline commit inside SQLite; the
+ * sanitizers' frames are several times larger. Untouched pages cost
+ * nothing. */
+#if defined(FIBER_ASAN) || defined(FIBER_TSAN)
+#define STACK_SIZE (1024 * 1024)
+#else
+#define STACK_SIZE (256 * 1024)
+#endif
+#define FIBERS_KEPT 64
+
+struct fiber {
+    ucontext_t ctx, host_ctx;
+    char *stack; /* STACK_SIZE bytes above a guard page */
+    void (*fn)(void *);
+    void *arg;
+    struct fiber_host host;
+    pthread_mutex_t mu;
+    int woken;     /* a wake no park has consumed yet */
+    int parked;    /* suspended by its host: the next wake resumes it */
+    int cancelled; /* parks return ECANCELED */
+    int done;      /* fn returned (written and read on the host's thread) */
+    int64_t deadline;
+    size_t heap_at; /* 1 + its index in the timer heap; 0 when not there */
+#ifdef FIBER_ASAN
+    void *asan_fake;
+    const void *host_bottom;
+    size_t host_size;
+#endif
+#ifdef FIBER_TSAN
+    void *tsan_fiber, *tsan_host;
+#endif
+};
+
+static _Thread_local struct fiber *running;
+static _Thread_local int nonblocking;
+
+/* ---- stacks ---- */
+
+static size_t page_size(void)
+{
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
+}
+
+static char *stack_new(void)
+{
+    size_t guard = page_size();
+    char *m = mmap(NULL, STACK_SIZE + guard, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    if (mprotect(m, guard, PROT_NONE) != 0) {
+        munmap(m, STACK_SIZE + guard);
+        return NULL;
+    }
+    return m + guard;
+}
+
+static void stack_free(char *s)
+{
+    size_t guard = page_size();
+    munmap(s - guard, STACK_SIZE + guard);
+}
+
+/* Finished fibers, stack and all, for the next request: a fiber per
+ * request would otherwise cost an mmap, a getcontext (a system call) and
+ * a zeroed 2 KiB allocation each time. */
+static struct {
+    pthread_mutex_t mu;
+    struct fiber *kept[FIBERS_KEPT];
+    int n;
+} spare = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* ---- deadlines: a min-heap served by one thread ---- */
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_once_t once;
+    struct fiber **heap;
+    size_t n, cap;
+    int started;
+} timers = {.mu = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT};
+
+static void heap_set(size_t i, struct fiber *f)
+{
+    timers.heap[i] = f;
+    f->heap_at = i + 1;
+}
+
+static void heap_up(size_t i)
+{
+    struct fiber *f = timers.heap[i];
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (timers.heap[parent]->deadline <= f->deadline)
+            break;
+        heap_set(i, timers.heap[parent]);
+        i = parent;
+    }
+    heap_set(i, f);
+}
+
+static void heap_down(size_t i)
+{
+    struct fiber *f = timers.heap[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= timers.n)
+            break;
+        if (c + 1 < timers.n && timers.heap[c + 1]->deadline < timers.heap[c]->deadline)
+            c++;
+        if (f->deadline <= timers.heap[c]->deadline)
+            break;
+        heap_set(i, timers.heap[c]);
+        i = c;
+    }
+    heap_set(i, f);
+}
+
+static void heap_remove(struct fiber *f)
+{
+    size_t i = f->heap_at - 1;
+    f->heap_at = 0;
+    struct fiber *last = timers.heap[--timers.n];
+    if (last == f)
+        return;
+    heap_set(i, last);
+    heap_up(i);
+    heap_down(last->heap_at - 1);
+}
+
+static void *timer_main(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "mcpd-fiber-time");
+    pthread_mutex_lock(&timers.mu);
+    for (;;) {
+        if (!timers.n) {
+            pthread_cond_wait(&timers.cv, &timers.mu);
+            continue;
+        }
+        struct fiber *f = timers.heap[0];
+        if (f->deadline <= clock_mono_ms()) {
+            heap_remove(f);
+            fiber_wake(f); /* f cannot be freed meanwhile: it leaves the heap under this lock */
+            continue;
+        }
+        clock_cond_wait_until(&timers.cv, &timers.mu, f->deadline);
+    }
+    return NULL;
+}
+
+static void timers_start(void)
+{
+    clock_cond_init(&timers.cv);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    timers.started = pthread_create(&t, &attr, timer_main, NULL) == 0;
+    pthread_attr_destroy(&attr);
+}
+
+/* 0, or -1 when no timer can be kept (the park then wakes at once). */
+static int timer_add(struct fiber *f, int64_t deadline)
+{
+    pthread_once(&timers.once, timers_start);
+    pthread_mutex_lock(&timers.mu);
+    if (!timers.started || (timers.n == timers.cap && timers.cap > SIZE_MAX / 2)) {
+        pthread_mutex_unlock(&timers.mu);
+        return -1;
+    }
+    if (timers.n == timers.cap) {
+        size_t cap = timers.cap ? timers.cap * 2 : 64;
+        struct fiber **h = realloc(timers.heap, cap * sizeof *h);
+        if (!h) {
+            pthread_mutex_unlock(&timers.mu);
+            return -1;
+        }
+        timers.heap = h;
+        timers.cap = cap;
+    }
+    f->deadline = deadline;
+    heap_set(timers.n++, f);
+    heap_up(timers.n - 1);
+    if (timers.heap[0] == f)
+        pthread_cond_signal(&timers.cv);
+    pthread_mutex_unlock(&timers.mu);
+    return 0;
+}
+
+static void timer_remove(struct fiber *f)
+{
+    pthread_mutex_lock(&timers.mu);
+    if (f->heap_at)
+        heap_remove(f);
+    pthread_mutex_unlock(&timers.mu);
+}
+
+/* ---- switching ---- */
+
+static void switch_to_fiber(struct fiber *f)
+{
+#ifdef FIBER_TSAN
+    f->tsan_host = __tsan_get_current_fiber();
+    __tsan_switch_to_fiber(f->tsan_fiber, 0);
+#endif
+#ifdef FIBER_ASAN
+    void *fake = NULL;
+    __sanitizer_start_switch_fiber(&fake, f->stack, STACK_SIZE);
+#endif
+    swapcontext(&f->host_ctx, &f->ctx);
+#ifdef FIBER_ASAN
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#endif
+}
+
+static void switch_to_host(struct fiber *f)
+{
+#ifdef FIBER_TSAN
+    __tsan_switch_to_fiber(f->tsan_host, 0);
+#endif
+#ifdef FIBER_ASAN
+    /* A finished fiber's fake stack goes with it. */
+    __sanitizer_start_switch_fiber(f->done ? NULL : &f->asan_fake, f->host_bottom, f->host_size);
+#endif
+    swapcontext(&f->ctx, &f->host_ctx);
+#ifdef FIBER_ASAN
+    __sanitizer_finish_switch_fiber(f->asan_fake, &f->host_bottom, &f->host_size);
+#endif
+}
+
+static void entry(unsigned hi, unsigned lo)
+{
+    struct fiber *f = (struct fiber *)(((uintptr_t)hi << 32) | (uintptr_t)lo);
+#ifdef FIBER_ASAN
+    __sanitizer_finish_switch_fiber(NULL, &f->host_bottom, &f->host_size);
+#endif
+    f->fn(f->arg);
+    f->done = 1;
+    switch_to_host(f);
+}
+
+/* ---- the API ---- */
+
+/* getcontext returns twice, which would make fiber_new's locals suspect;
+ * here it has none. */
+__attribute__((noinline)) static int context_init(ucontext_t *c)
+{
+    return getcontext(c);
+}
+
+static struct fiber *fiber_make(void)
+{
+    struct fiber *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    f->stack = stack_new();
+    if (!f->stack || context_init(&f->ctx) != 0) {
+        if (f->stack)
+            stack_free(f->stack);
+        free(f);
+        return NULL;
+    }
+    pthread_mutex_init(&f->mu, NULL);
+#ifdef FIBER_TSAN
+    f->tsan_fiber = __tsan_create_fiber(0);
+#endif
+    return f;
+}
+
+static void fiber_destroy(struct fiber *f)
+{
+#ifdef FIBER_TSAN
+    __tsan_destroy_fiber(f->tsan_fiber);
+#endif
+    pthread_mutex_destroy(&f->mu);
+    stack_free(f->stack);
+    free(f);
+}
+
+struct fiber *fiber_new(void (*fn)(void *arg), const struct fiber_host *host, void *arg)
+{
+    pthread_mutex_lock(&spare.mu);
+    struct fiber *f = spare.n ? spare.kept[--spare.n] : NULL;
+    pthread_mutex_unlock(&spare.mu);
+    if (!f && !(f = fiber_make()))
+        return NULL;
+    f->fn = fn;
+    f->arg = arg;
+    f->host = *host;
+    f->woken = f->parked = f->cancelled = f->done = 0;
+    f->heap_at = 0;
+    /* A kept fiber's context was last saved by its final switch: as good
+     * a base for makecontext as a fresh getcontext. */
+    f->ctx.uc_stack.ss_sp = f->stack;
+    f->ctx.uc_stack.ss_size = STACK_SIZE;
+    f->ctx.uc_link = NULL;
+    uintptr_t p = (uintptr_t)f;
+    makecontext(&f->ctx, (void (*)(void))entry, 2, (unsigned)(p >> 32),
+                (unsigned)(p & 0xffffffffu));
+    return f;
+}
+
+void fiber_free(struct fiber *f)
+{
+    if (!f)
+        return;
+    /* A waker still inside fiber_wake holds the lock. */
+    pthread_mutex_lock(&f->mu);
+    pthread_mutex_unlock(&f->mu);
+    timer_remove(f);
+    pthread_mutex_lock(&spare.mu);
+    int kept = spare.n < FIBERS_KEPT;
+    if (kept)
+        spare.kept[spare.n++] = f;
+    pthread_mutex_unlock(&spare.mu);
+    if (!kept)
+        fiber_destroy(f);
+}
+
+enum fiber_state fiber_run(struct fiber *f)
+{
+    for (;;) {
+        struct fiber *outer = running;
+        running = f;
+        switch_to_fiber(f);
+        running = outer;
+        if (f->done)
+            return FIBER_DONE;
+        pthread_mutex_lock(&f->mu);
+        if (f->woken || f->cancelled) {
+            /* Woken while it was switching out: straight back in. */
+            pthread_mutex_unlock(&f->mu);
+            continue;
+        }
+        f->parked = 1;
+        f->host.suspend(f->host.cookie);
+        pthread_mutex_unlock(&f->mu);
+        return FIBER_PARKED;
+    }
+}
+
+struct fiber *fiber_current(void)
+{
+    return running;
+}
+
+int fiber_park(const int *until_set, int64_t deadline_mono_ms)
+{
+    struct fiber *f = running;
+    pthread_mutex_lock(&f->mu);
+    if (until_set && *until_set) {
+        pthread_mutex_unlock(&f->mu);
+        return 1;
+    }
+    if (f->cancelled) {
+        pthread_mutex_unlock(&f->mu);
+        return ECANCELED;
+    }
+    if (f->woken) {
+        f->woken = 0;
+        pthread_mutex_unlock(&f->mu);
+        return 0;
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (deadline_mono_ms >= 0 && timer_add(f, deadline_mono_ms) != 0)
+        return 0; /* as a spurious wake-up: the caller checks its deadline */
+    switch_to_host(f);
+    if (deadline_mono_ms >= 0)
+        timer_remove(f);
+    pthread_mutex_lock(&f->mu);
+    f->woken = 0;
+    pthread_mutex_unlock(&f->mu);
+    return 0;
+}
+
+/* Under f->mu. */
+static void wake_locked(struct fiber *f)
+{
+    if (f->parked) {
+        f->parked = 0;
+        f->host.resume(f->host.cookie);
+    } else {
+        f->woken = 1;
+    }
+}
+
+void fiber_wake(struct fiber *f)
+{
+    pthread_mutex_lock(&f->mu);
+    wake_locked(f);
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fiber_wake_set(struct fiber *f, int *flag)
+{
+    pthread_mutex_lock(&f->mu);
+    *flag = 1;
+    wake_locked(f);
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fiber_cancel(struct fiber *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->cancelled = 1;
+    wake_locked(f);
+    pthread_mutex_unlock(&f->mu);
+}
+
+void fiber_sleep_ms(int64_t ms)
+{
+    int64_t deadline = clock_mono_ms() + ms;
+    if (!running) {
+        fiber_warn_if_blocking("a sleep");
+        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+        return;
+    }
+    while (clock_mono_ms() < deadline && fiber_park(NULL, deadline) == 0)
+        ;
+}
+
+int fiber_cancelled(struct fiber *f)
+{
+    pthread_mutex_lock(&f->mu);
+    int c = f->cancelled;
+    pthread_mutex_unlock(&f->mu);
+    return c;
+}
+
+void fiber_thread_nonblocking(void)
+{
+    nonblocking = 1;
+}
+
+void fiber_warn_if_blocking(const char *what)
+{
+    static atomic_int warned;
+    if (!nonblocking || running || atomic_fetch_add(&warned, 1) >= 8)
+        return;
+    log_event(LOG_WARN, NULL, "blocking_wait",
+              "%s would block a connection pool thread; every connection it serves waits", what);
+}
