@@ -1,6 +1,9 @@
-/* fiber — see fiber.h. ucontext switches; stacks from mmap with a guard
- * page; finished fibers kept for reuse; one timer thread for parks with
- * a deadline. */
+/* fiber — see fiber.h. Stacks from mmap with a guard page; finished
+ * fibers kept for reuse; one timer thread for parks with a deadline. On
+ * x86-64 a switch saves the callee-saved registers and swaps stack
+ * pointers (a few instructions; ucontext's swapcontext also saves the
+ * signal mask with a system call, and under AddressSanitizer prints a
+ * warning on stderr); elsewhere, ucontext. */
 #include "fiber.h"
 #include "clock.h"
 #include "log.h"
@@ -11,7 +14,9 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
+#if !defined(__x86_64__)
 #include <ucontext.h>
+#endif
 #include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -33,8 +38,84 @@
 #endif
 #define FIBERS_KEPT 64
 
+/* ---- contexts ---- */
+
+#if defined(__x86_64__)
+struct context {
+    void *sp;
+};
+
+/* Pushes rbp, rbx, r12-r15 on the current stack, stores the stack pointer
+ * in *from, loads `to` and pops the same registers from there: the System
+ * V callee-saved set, so the caller sees a normal call return. */
+void mcpd_fiber_swap(void **from, void *to);
+__asm__(".text\n"
+        ".globl mcpd_fiber_swap\n"
+        ".hidden mcpd_fiber_swap\n"
+        ".type mcpd_fiber_swap,@function\n"
+        "mcpd_fiber_swap:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".size mcpd_fiber_swap,.-mcpd_fiber_swap\n");
+
+/* A stack whose first switch "returns" into start, aligned as if start had
+ * been called (rsp = 8 mod 16 on entry). */
+static int context_make(struct context *c, char *stack, size_t size, void (*start)(void))
+{
+    uintptr_t top = ((uintptr_t)stack + size) & ~(uintptr_t)15;
+    void **sp = (void **)(top - 64);
+    for (int i = 0; i < 6; i++)
+        sp[i] = NULL; /* r15 .. rbp */
+    sp[6] = (void *)(uintptr_t)start;
+    sp[7] = NULL;
+    c->sp = sp;
+    return 0;
+}
+
+static void context_swap(struct context *from, struct context *to)
+{
+    mcpd_fiber_swap(&from->sp, to->sp);
+}
+#else
+struct context {
+    ucontext_t uc;
+};
+
+/* getcontext returns twice, which would make a caller's locals suspect;
+ * here there are none. */
+__attribute__((noinline)) static int context_make(struct context *c, char *stack, size_t size,
+                                                  void (*start)(void))
+{
+    if (getcontext(&c->uc) != 0)
+        return -1;
+    c->uc.uc_stack.ss_sp = stack;
+    c->uc.uc_stack.ss_size = size;
+    c->uc.uc_link = NULL;
+    makecontext(&c->uc, start, 0);
+    return 0;
+}
+
+static void context_swap(struct context *from, struct context *to)
+{
+    swapcontext(&from->uc, &to->uc);
+}
+#endif
+
 struct fiber {
-    ucontext_t ctx, host_ctx;
+    struct context ctx, host_ctx;
     char *stack; /* STACK_SIZE bytes above a guard page */
     void (*fn)(void *);
     void *arg;
@@ -235,7 +316,7 @@ static void switch_to_fiber(struct fiber *f)
     void *fake = NULL;
     __sanitizer_start_switch_fiber(&fake, f->stack, STACK_SIZE);
 #endif
-    swapcontext(&f->host_ctx, &f->ctx);
+    context_swap(&f->host_ctx, &f->ctx);
 #ifdef FIBER_ASAN
     __sanitizer_finish_switch_fiber(fake, NULL, NULL);
 #endif
@@ -250,15 +331,16 @@ static void switch_to_host(struct fiber *f)
     /* A finished fiber's fake stack goes with it. */
     __sanitizer_start_switch_fiber(f->done ? NULL : &f->asan_fake, f->host_bottom, f->host_size);
 #endif
-    swapcontext(&f->ctx, &f->host_ctx);
+    context_swap(&f->ctx, &f->host_ctx);
 #ifdef FIBER_ASAN
     __sanitizer_finish_switch_fiber(f->asan_fake, &f->host_bottom, &f->host_size);
 #endif
 }
 
-static void entry(unsigned hi, unsigned lo)
+/* A fiber's first frame: fiber_run has set `running` to it. */
+static void entry(void)
 {
-    struct fiber *f = (struct fiber *)(((uintptr_t)hi << 32) | (uintptr_t)lo);
+    struct fiber *f = running;
 #ifdef FIBER_ASAN
     __sanitizer_finish_switch_fiber(NULL, &f->host_bottom, &f->host_size);
 #endif
@@ -269,22 +351,13 @@ static void entry(unsigned hi, unsigned lo)
 
 /* ---- the API ---- */
 
-/* getcontext returns twice, which would make fiber_new's locals suspect;
- * here it has none. */
-__attribute__((noinline)) static int context_init(ucontext_t *c)
-{
-    return getcontext(c);
-}
-
 static struct fiber *fiber_make(void)
 {
     struct fiber *f = calloc(1, sizeof *f);
     if (!f)
         return NULL;
     f->stack = stack_new();
-    if (!f->stack || context_init(&f->ctx) != 0) {
-        if (f->stack)
-            stack_free(f->stack);
+    if (!f->stack) {
         free(f);
         return NULL;
     }
@@ -317,14 +390,10 @@ struct fiber *fiber_new(void (*fn)(void *arg), const struct fiber_host *host, vo
     f->host = *host;
     f->woken = f->parked = f->cancelled = f->done = 0;
     f->heap_at = 0;
-    /* A kept fiber's context was last saved by its final switch: as good
-     * a base for makecontext as a fresh getcontext. */
-    f->ctx.uc_stack.ss_sp = f->stack;
-    f->ctx.uc_stack.ss_size = STACK_SIZE;
-    f->ctx.uc_link = NULL;
-    uintptr_t p = (uintptr_t)f;
-    makecontext(&f->ctx, (void (*)(void))entry, 2, (unsigned)(p >> 32),
-                (unsigned)(p & 0xffffffffu));
+    if (context_make(&f->ctx, f->stack, STACK_SIZE, entry) != 0) {
+        fiber_destroy(f);
+        return NULL;
+    }
     return f;
 }
 

@@ -20,6 +20,7 @@
 #include "sse.h"
 #include "sse_follow.h"
 #include "stream.h"
+#include "workers.h"
 #include "ws.h"
 
 #include <arpa/inet.h>
@@ -217,15 +218,10 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
     (void)pos;
     struct reader *r = ud;
     r->max = max;
-    int verdict;
-    if (!body_gate_fill(r->gate, sse_fill, r, &verdict))
-        return 0;
-    if (verdict != 0)
-        return verdict > 0 ? U_STREAM_END : U_STREAM_ERROR;
-    return sse_follow_drain(&r->f, out, max);
+    return sse_follow_write(&r->f, r->gate, sse_fill, r, out, max);
 }
 
-static void sse_free(void *ud)
+static void sse_release(void *ud)
 {
     struct reader *r = ud;
     if (r->f.standalone)
@@ -236,6 +232,16 @@ static void sse_free(void *ud)
     core_session_drop(r->f.session);
     sse_buf_free(&r->f.buf);
     free(r);
+}
+
+/* libmicrohttpd frees a response on a pool thread, outside any fiber, and
+ * ending a stateless request's session waits for its tombstone's commit:
+ * that is a worker's job. */
+static void sse_free(void *ud)
+{
+    struct reader *r = ud;
+    if (!r->ephemeral || workers_submit(sse_release, r) != 0)
+        sse_release(r);
 }
 
 /* Answers with an SSE stream following `st` from seq `from`. Takes over the

@@ -337,12 +337,7 @@ static ssize_t conn_write(void *ud, uint64_t pos, char *out, size_t max)
     (void)pos;
     struct conn *c = ud;
     c->max = max;
-    int verdict;
-    if (!body_gate_fill(c->gate, conn_fill, c, &verdict))
-        return 0;
-    if (verdict != 0)
-        return verdict > 0 ? U_STREAM_END : U_STREAM_ERROR;
-    return sse_follow_drain(&c->f, out, max);
+    return sse_follow_write(&c->f, c->gate, conn_fill, c, out, max);
 }
 
 static void conn_free(void *ud)

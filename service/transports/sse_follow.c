@@ -1,8 +1,11 @@
 /* sse_follow — see sse_follow.h. */
 #include "sse_follow.h"
+#include "body_gate.h"
 #include "clock.h"
 #include "core.h"
 #include "http_shared.h"
+
+#include <ulfius.h>
 
 int sse_follow_take(struct sse_follow *f, const struct stream_chunk *ch)
 {
@@ -71,6 +74,17 @@ ssize_t sse_follow_drain(struct sse_follow *f, char *out, size_t max)
     if (f->standalone && !sse_pending(&f->buf))
         core_standalone_sent(f->session, f->next);
     return n;
+}
+
+ssize_t sse_follow_write(struct sse_follow *f, struct gate_req *g, int (*fill)(void *ud), void *ud,
+                         char *out, size_t max)
+{
+    int verdict;
+    if (!body_gate_fill(g, fill, ud, &verdict))
+        return 0;
+    if (verdict != 0)
+        return verdict > 0 ? U_STREAM_END : U_STREAM_ERROR;
+    return sse_follow_drain(f, out, max);
 }
 
 int sse_follow_block_full(size_t pending, int fresh, size_t max, int done)

@@ -48,6 +48,15 @@ int sse_follow_take(struct sse_follow *f, const struct stream_chunk *ch);
 int sse_follow_step(struct sse_follow *f, int wait);
 /* Moves up to max framed bytes into out; returns how many. */
 ssize_t sse_follow_drain(struct sse_follow *f, char *out, size_t max);
+
+struct gate_req;
+/* A content reader's answer around its fill step: runs fill(ud) on the
+ * request's fiber (body_gate_fill; 0 means drain the buffer, 1 the end,
+ * -1 an error) and answers libmicrohttpd: 0 while fill waits (the
+ * connection is suspended), then the drained block, U_STREAM_END or
+ * U_STREAM_ERROR. */
+ssize_t sse_follow_write(struct sse_follow *f, struct gate_req *g, int (*fill)(void *ud), void *ud,
+                         char *out, size_t max);
 /* The writers' block rule. A content-reader call whose block started empty
  * (fresh) takes every message that is ready at once, up to the block's
  * size, so that a resumed or busy stream goes out a block per write instead
