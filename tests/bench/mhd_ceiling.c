@@ -1,9 +1,11 @@
 /* mhd_ceiling.c -- the benchmark's HTTP ceiling.
  *
  * A bare libmicrohttpd server that answers every request with the same small
- * JSON body, started the way mcpd starts libmicrohttpd (thread per connection,
- * poll()). Whatever mcpd does beyond this (parsing, routing, the store) shows
- * up as the gap between the two. Request bodies are read and discarded.
+ * JSON body, started the way mcpd starts libmicrohttpd (a pool of epoll
+ * threads, one per CPU and at least two; service/transports/http.c).
+ * Whatever mcpd does beyond this (parsing, routing, the store, waiting for
+ * the commit) shows up as the gap between the two. Request bodies are read
+ * and discarded.
  *
  * Usage: mhd_ceiling PORT   (listens on 127.0.0.1; SIGINT/SIGTERM stop it)
  */
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char BODY[] =
     "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\","
@@ -61,10 +64,11 @@ int main(int argc, char **argv)
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     sigemptyset(&set), sigaddset(&set, SIGINT), sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* MHD threads inherit the mask */
-    d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                             MHD_USE_POLL,
-                         0, NULL, NULL, handle, NULL, MHD_OPTION_SOCK_ADDR, &addr,
-                         MHD_OPTION_CONNECTION_LIMIT, 20000u, MHD_OPTION_CONNECTION_TIMEOUT, 60u,
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned pool = cpus > 2 ? (unsigned)(cpus > 64 ? 64 : cpus) : 2;
+    d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, handle,
+                         NULL, MHD_OPTION_SOCK_ADDR, &addr, MHD_OPTION_CONNECTION_LIMIT, 20000u,
+                         MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_THREAD_POOL_SIZE, pool,
                          MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024), MHD_OPTION_END);
     if (d == NULL) {
         fprintf(stderr, "mhd_ceiling: cannot listen on 127.0.0.1:%d\n", port);
