@@ -216,8 +216,8 @@ static int connection_fd(struct MHD_Connection *con)
 }
 
 /* 413 in the middle of a body: libmicrohttpd 0.9.75 accepts a response only
- * before the body or after all of it, so it goes on the socket directly,
- * from linger's thread; the caller then has libmicrohttpd drop the
+ * before the body or after all of it, so it goes on the socket directly
+ * (linger_hand_off); the caller then has libmicrohttpd drop the
  * connection. */
 static void refuse_streamed(struct gate_req *g, struct MHD_Connection *con)
 {

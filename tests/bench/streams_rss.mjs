@@ -6,13 +6,15 @@
 // 3. opens one GET /mcp SSE stream per session on its own raw TCP socket and
 //    waits until every stream has its 200 header and first body bytes (the
 //    priming event or the first chunk), reads VmRSS again: "streams";
-// 4. prints one line per figure and the KiB per stream, then closes everything.
+// 4. prints one line per figure and the KiB per stream, then (after --hold S
+//    seconds, 0 by default, for a load run beside the open streams:
+//    streams_load.sh) closes everything.
 //
 // Everything is bounded by --timeout seconds (default 180): whatever is open
 // by then is measured and reported as such. The client needs N+ file
 // descriptors (ulimit -n); so does the server.
 //
-// Usage: node streams_rss.mjs URL PID [N=10000] [--timeout S] [--parallel P]
+// Usage: node streams_rss.mjs URL PID [N=10000] [--timeout S] [--parallel P] [--hold S]
 // The last line is machine-readable:
 //   STREAMS n=.. open=.. failed=.. rss_idle_kib=.. rss_sessions_kib=..
 //   rss_streams_kib=.. kib_per_stream=.. kib_per_session_and_stream=..
@@ -30,9 +32,10 @@ const opt = (name, dflt) => {
 };
 const timeoutS = opt('--timeout', 180);
 const parallel = opt('--parallel', 64);
+const holdS = opt('--hold', 0);
 const [urlArg, pidArg, nArg] = args;
 if (!urlArg || !pidArg) {
-  console.error('usage: node streams_rss.mjs URL PID [N] [--timeout S] [--parallel P]');
+  console.error('usage: node streams_rss.mjs URL PID [N] [--timeout S] [--parallel P] [--hold S]');
   process.exit(2);
 }
 const url = new URL(urlArg);
@@ -179,7 +182,6 @@ async function main() {
   const stillOpen = sockets.filter((s) => !s.destroyed).length;
   const rssStreams = rssKiB();
   const nthreads = threads();
-  for (const s of sockets) s.destroy();
 
   const per = open ? (rssStreams - rssSessions) / open : NaN;
   const perBoth = open ? (rssStreams - rssIdle) / open : NaN;
@@ -190,12 +192,14 @@ async function main() {
       `threads=${nthreads} kib_per_stream=${per.toFixed(1)} kib_per_session_and_stream=${perBoth.toFixed(1)}` +
       (firstFailure ? ` first_failure=${JSON.stringify(firstFailure)}` : ''),
   );
+  if (holdS > 0) await new Promise((r) => setTimeout(r, holdS * 1000));
+  for (const s of sockets) s.destroy();
 }
 
 const hard = setTimeout(() => {
   log('hard timeout');
   process.exit(1);
-}, (timeoutS + 40) * 1000);
+}, (timeoutS + holdS + 40) * 1000);
 hard.unref();
 main().then(
   () => process.exit(0),
