@@ -906,6 +906,22 @@ static unsigned pool_size(void)
     return n > 2 ? (unsigned)(n > 64 ? 64 : n) : 2;
 }
 
+/* libmicrohttpd's own inactivity timeout, as long as conn_guard's request
+ * timeout (which already cuts a connection that idles that long between
+ * requests; a suspended connection, waiting for its reply or its stream,
+ * is exempt). It is also what wakes a pool thread now and then: out of
+ * descriptors, libmicrohttpd 0.9.75's epoll mode can leave connections
+ * whose clients have gone unclosed until their thread next runs its
+ * timeouts, and that thread accepts nothing until one of its connections
+ * closes (NOTES.md). 0: none. */
+static unsigned idle_timeout_s(int64_t request_timeout_ms)
+{
+    if (request_timeout_ms <= 0)
+        return 0;
+    int64_t s = (request_timeout_ms + 999) / 1000;
+    return s > 86400 ? 86400u : (unsigned)s;
+}
+
 /* After libmicrohttpd has stopped: nothing calls the guard any more. */
 static void http_release_guard(void)
 {
@@ -976,6 +992,7 @@ int http_start(const struct http_config *cfg, char **err)
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)conn_guard_mhd_limit(), NULL},
         {MHD_OPTION_THREAD_STACK_SIZE, MHD_STACK, NULL},
         {MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)pool_size(), NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)idle_timeout_s(cfg->request_timeout_ms), NULL},
         {MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL},
         {MHD_OPTION_END, 0, NULL},
     };

@@ -78,7 +78,10 @@ async function anotherClientServed(port) {
 }
 
 test('descriptors run out under a running mcpd: no busy loop, one log line per 10 s, clients served again when connections close', async () => {
-  await withMcpd(['--request-timeout-ms', '0', '--max-connections-per-ip', '0'], {}, async (m) => {
+  // A request timeout, as by default: out of descriptors, libmicrohttpd's
+  // epoll threads close connections whose clients left only when they next
+  // run their timeouts (service/transports/NOTES.md).
+  await withMcpd(['--request-timeout-ms', '8000', '--max-connections-per-ip', '0'], {}, async (m) => {
     // Lower the open-files limit under the process, so that accept() fails
     // with EMFILE even though --max-connections was fitted at start-up.
     const lim = spawnSync('prlimit', ['--pid', String(m.pid), '--nofile=80:80'], { encoding: 'utf8' });
