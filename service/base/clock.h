@@ -1,6 +1,8 @@
 /* clock — wall-clock milliseconds (for stored timestamps and expiry) and
  * monotonic deadlines (for waits), plus the one helper that turns a deadline
- * into a pthread_cond_timedwait timespec on a CLOCK_MONOTONIC condvar. */
+ * into a pthread_cond_timedwait timespec on a CLOCK_MONOTONIC condvar (which
+ * reports, through fiber_warn_if_blocking, a wait that would hold one of
+ * libmicrohttpd's pool threads; fibers wait through fcond.h instead). */
 #ifndef MCPD_CLOCK_H
 #define MCPD_CLOCK_H
 

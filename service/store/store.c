@@ -609,7 +609,8 @@ static int submit(struct store *st, struct write_op *op, int wait)
      * others waiting leaves them all to the writer thread. Request threads that committed for
      * everyone (the first version) made the same load about 7% slower: the
      * commit lock, held back to back under load, was held longer per
-     * request when the holder was also a connection's thread. */
+     * request when the holder was also a connection's thread. (A fiber
+     * never gets here: see `alone` above.) */
     if (alone) {
         if (pthread_mutex_trylock(&st->commit_mu) == 0) {
             struct slow_commit slow;

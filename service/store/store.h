@@ -8,8 +8,11 @@
  * Writes go through one queue and one writer connection. Callers enqueue a
  * write and either return at once (touches, logs) or wait until it has been
  * committed (chunks, stream rows, session creation, deletes). A waiting
- * caller alone in the queue, with no commit running, commits the queue
- * itself; one that finds others waiting leaves it to a writer thread.
+ * thread alone in the queue, with no commit running, commits the queue
+ * itself; one that finds others waiting leaves it to a writer thread. A
+ * caller on a fiber (an HTTP request, fiber.h) always leaves it to the
+ * writer thread and parks meanwhile, so its pool thread is never held by
+ * a commit.
  * Either way everything queued goes in one transaction, so many concurrent
  * appenders share one commit (group commit). The queue is FIFO, so a stream row always lands before
  * its chunks.

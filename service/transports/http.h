@@ -46,8 +46,9 @@ struct http_config {
 
 /* Starts listening. Returns 0, or -1 with *err (caller frees). */
 int http_start(const struct http_config *cfg, char **err);
-/* Stops accepting and waits for connection threads (readers must have been
- * released first: see core_stop). */
+/* Ends every waiting request (body_gate_stop), stops accepting and waits
+ * for libmicrohttpd's pool threads and the lingering closes (readers must
+ * have been released first: see core_stop). */
 void http_stop(void);
 
 #endif
