@@ -12,6 +12,11 @@
 # With BENCH_GROWTH=1 it also runs growth.sh (mcpd on a store of 100,000
 # sessions and 1,000,000 chunks: throughput, restart, reaper).
 #
+# At the highest concurrency it then runs BENCH_ROUNDS paired rounds: every
+# server once per round, back to back, in an order that rotates, so that each
+# ratio compares runs seconds apart instead of minutes; the targets' ratios
+# are the medians of the rounds' ratios.
+#
 # Prints every run's figures with the server's CPU time per request (from
 # /proc, so a peer's cost per request stands beside mcpd's), how much of
 # mcpd's run at the highest concurrency its store's commit lock was held
@@ -28,6 +33,8 @@
 #   MHD_CEILING_BIN  default <repo>/build/bin/bench_mhd_ceiling (else compiled with cc)
 #   BENCH_SECONDS    seconds per wrk run (10)     BENCH_CONC  concurrencies ("1 16 64")
 #   BENCH_WARMUP     warm-up seconds per server (2)
+#   BENCH_ROUNDS     paired rounds at the highest concurrency (3; 0: none)
+#   BENCH_ROUND_SECONDS  seconds per server in each round (10)
 #   BENCH_STREAMS    GET streams for the memory figure (10000; 0 skips it)
 #   BENCH_SERVERS    which servers to run ("mcpd sdk ceiling")
 #   BENCH_GROWTH     1 runs growth.sh too (0)
@@ -173,6 +180,72 @@ if want ceiling && [ ${#RUNS[@]} -gt 1 ]; then
     hi = a > b ? a : b; lo = a > b ? b : a; printf "%.0f", (hi > 0 ? 100 * (hi - lo) / hi : 100) }')
 fi
 
+# --- paired rounds at the highest concurrency --------------------------------------
+# The pass above measures each server once, minutes after its peers, and the
+# machine's capacity drifts meanwhile (the ceiling's two runs have differed by
+# 15% on a quiet machine). A round measures every server once, back to back,
+# so its ratios compare runs seconds apart; the order rotates from round to
+# round, and the targets take the median of the rounds' ratios. Each server
+# is warmed up again right before its run, as in the pass: the SDK server
+# was slower after sitting idle while its peers ran (3,610-3,825 req/s after
+# 25 s idle against 4,076-4,899 back to back, 5-s runs).
+BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+BENCH_ROUND_SECONDS=${BENCH_ROUND_SECONDS:-10}
+declare -A RND RND_ERR
+ROUND_NAMES=()
+for run in "${RUNS[@]}"; do
+  read -r server mode <<<"$run"
+  ROUND_NAMES+=("$server-$mode")
+done
+[ ${#ROUND_NAMES[@]} -lt 2 ] && BENCH_ROUNDS=0
+# measure_round NAME ROUND: NAME at C_MAX into RND[NAME-ROUND]; the pass's
+# figures for NAME stay as they were.
+measure_round() {
+  local name=$1 r=$2 k=$1-$C_MAX sid=none fixed=""
+  local rps=${RPS[$k]:-} p50=${P50[$k]:-} p99=${P99[$k]:-} err=${ERR[$k]:-}
+  if [ "${name%%-*}" = ceiling ]; then
+    fixed=fixed
+  else
+    sid=$(session_on "$name") || die "cannot open a session on $name"
+  fi
+  run_wrk "$name" "$sid" 16 "$BENCH_WARMUP"
+  sleep 1
+  measure "$name" "$sid" "$C_MAX" "$BENCH_ROUND_SECONDS" $fixed
+  RND[$name-$r]=${RPS[$k]}
+  RND_ERR[$name-$r]=${ERR[$k]}
+  RPS[$k]=$rps P50[$k]=$p50 P99[$k]=$p99 ERR[$k]=$err
+}
+for ((r = 1; r <= BENCH_ROUNDS; r++)); do
+  n=${#ROUND_NAMES[@]}
+  note "round $r of $BENCH_ROUNDS: every server at c=$C_MAX for ${BENCH_ROUND_SECONDS}s"
+  for ((i = 0; i < n; i++)); do
+    measure_round "${ROUND_NAMES[$(((i + r - 1) % n))]}" "$r"
+  done
+done
+# median V...: the middle value (the mean of the middle two for an even count).
+median() {
+  printf '%s\n' "$@" | { grep -v -e '^-$' -e '^n/a$' -e '^$' || true; } | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];
+      else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+# round_ratio A B ROUND: A's req/s over B's in that round, or "-".
+round_ratio() {
+  [ -n "${RND[$1-$3]:-}" ] && [ -n "${RND[$2-$3]:-}" ] && ratio "${RND[$1-$3]}" "${RND[$2-$3]}" || echo -
+}
+# paired A B: the median over the rounds of A's req/s over B's, or "-".
+paired() {
+  local r ratios=()
+  for ((r = 1; r <= BENCH_ROUNDS; r++)); do ratios+=("$(round_ratio "$1" "$2" "$r")"); done
+  [ ${#ratios[@]} -gt 0 ] && median "${ratios[@]}" || echo -
+}
+# paired_range A B: "min-max" of the rounds' ratios.
+paired_range() {
+  local r
+  for ((r = 1; r <= BENCH_ROUNDS; r++)); do round_ratio "$1" "$2" "$r" && echo; done |
+    { grep -v '^-$' || true; } |
+    sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%s-%s", lo, hi; else print "-" }'
+}
+
 # --- memory with N open GET streams (fresh mcpd) ----------------------------------
 STREAMS_LINE=""
 if want mcpd && [ "$BENCH_STREAMS" -gt 0 ]; then
@@ -233,6 +306,42 @@ summary_rows() { # FORMAT
   done
 }
 
+join_by() { # SEP V...
+  local sep=$1 out=$2
+  shift 2
+  for v in "$@"; do out="$out$sep$v"; done
+  echo "$out"
+}
+
+# pair_or_pass A B: the paired rounds' median ratio of A to B at c=64, or
+# the pass's when there were no rounds.
+pair_or_pass() {
+  if [ "$BENCH_ROUNDS" -gt 0 ] && [ "$C_MAX" = 64 ]; then paired "$1" "$2"; else rat "$1-64" "$2-64"; fi
+}
+
+# The paired rounds, one line per round and the medians: FORMAT takes the
+# round, every server's req/s (ROUND_NAMES' order, joined by SEP), then the
+# three ratios.
+round_rows() { # FORMAT SEP
+  local r name cells
+  for ((r = 1; r <= BENCH_ROUNDS; r++)); do
+    cells=()
+    for name in "${ROUND_NAMES[@]}"; do cells+=("${RND[$name-$r]:--}"); done
+    # shellcheck disable=SC2059
+    printf "$1" "$r" "$(join_by "$2" "${cells[@]}")" "$(round_ratio mcpd-json sdk-json "$r")" \
+      "$(round_ratio mcpd-sse sdk-sse "$r")" "$(round_ratio mcpd-json ceiling-json "$r")"
+  done
+  cells=()
+  for name in "${ROUND_NAMES[@]}"; do
+    local each=()
+    for ((r = 1; r <= BENCH_ROUNDS; r++)); do each+=("${RND[$name-$r]:--}"); done
+    cells+=("$(median "${each[@]}" | awk '$1 != "-" { printf "%.0f", $1; next } { print }')")
+  done
+  # shellcheck disable=SC2059
+  printf "$1" median "$(join_by "$2" "${cells[@]}")" "$(paired mcpd-json sdk-json)" "$(paired mcpd-sse sdk-sse)" \
+    "$(paired mcpd-json ceiling-json)"
+}
+
 # chk VALUE OP BOUND -> met | MISSED | - (no figure)
 chk() {
   case $1 in -|''|nan|n/a) echo - ; return ;; esac
@@ -240,14 +349,16 @@ chk() {
     ok = (op == ">=") ? a >= b : (op == "<") ? a < b : a <= b; print ok ? "met" : "MISSED" }'
 }
 # The issue's targets: "what | figure | bound | status" lines.
+# With paired rounds, the three ratios are their medians.
 targets() {
-  local r
-  r=$(rat mcpd-json-64 sdk-json-64)
-  echo "JSON c=64: mcpd / SDK server|${r}x|>= 10x|$(chk "$r" '>=' 10)"
-  r=$(rat mcpd-sse-64 sdk-sse-64)
-  echo "SSE c=64: mcpd / SDK server (SSE)|${r}x|>= 8x|$(chk "$r" '>=' 8)"
-  r=$(rat mcpd-json-64 ceiling-json-64)
-  echo "JSON c=64: mcpd / bare libmicrohttpd|${r}|>= 0.5|$(chk "$r" '>=' 0.5)"
+  local r how=""
+  [ "$BENCH_ROUNDS" -gt 0 ] && how=" (median of $BENCH_ROUNDS rounds)"
+  r=$(pair_or_pass mcpd-json sdk-json)
+  echo "JSON c=64: mcpd / SDK server$how|${r}x|>= 10x|$(chk "$r" '>=' 10)"
+  r=$(pair_or_pass mcpd-sse sdk-sse)
+  echo "SSE c=64: mcpd / SDK server (SSE)$how|${r}x|>= 8x|$(chk "$r" '>=' 8)"
+  r=$(pair_or_pass mcpd-json ceiling-json)
+  echo "JSON c=64: mcpd / bare libmicrohttpd$how|${r}|>= 0.5|$(chk "$r" '>=' 0.5)"
   r=$(lat "P99[mcpd-json-64]")
   echo "JSON c=64: mcpd p99|${r} ms|<= 10 ms|$(chk "$r" '<=' 10)"
   r=$(lat "P50[mcpd-json-1]")
@@ -299,6 +410,19 @@ echo "summary (ceiling = bare libmicrohttpd, fixed JSON body; at c=$C_MAX the me
 printf '  %-4s %4s | %8s %7s %7s | %8s %7s | %8s | %8s %12s | %6s\n' mode conc mcpd p50_ms p99_ms sdk p99_ms \
   ceiling mcpd/sdk mcpd/ceiling errors
 summary_rows '  %-4s %4s | %8s %7s %7s | %8s %7s | %8s | %7sx %12s | %6s\n'
+if [ "$BENCH_ROUNDS" -gt 0 ]; then
+  echo
+  echo "paired rounds at c=$C_MAX (${BENCH_ROUND_SECONDS}s per server, back to back, order rotated each round):"
+  echo "  round | ${ROUND_NAMES[*]} | json mcpd/sdk  sse mcpd/sdk  json mcpd/ceiling"
+  round_rows '  %6s | %s | %13sx %12sx %18s\n' ' '
+  for ((r = 1; r <= BENCH_ROUNDS; r++)); do
+    for name in "${ROUND_NAMES[@]}"; do
+      [ "${RND_ERR[$name-$r]:-0}" != 0 ] && echo "  round $r: $name had ${RND_ERR[$name-$r]} errors"
+    done
+  done
+  echo "  (ratio ranges over the rounds: json mcpd/sdk $(paired_range mcpd-json sdk-json)," \
+    "sse mcpd/sdk $(paired_range mcpd-sse sdk-sse), json mcpd/ceiling $(paired_range mcpd-json ceiling-json))"
+fi
 echo
 echo "targets:"
 targets | awk -F'|' '{ printf "  %-52s %10s  %-9s %s\n", $1, $2, $3, $4 }'
@@ -326,6 +450,14 @@ echo
 echo "| reply mode | concurrency | mcpd req/s | mcpd p50 (ms) | mcpd p99 (ms) | SDK req/s | SDK p99 (ms) | ceiling req/s | mcpd / SDK | mcpd / ceiling |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 summary_rows '| %s | %s | %s | %s | %s | %s | %s | %s | %sx | %s |%.0s\n'
+if [ "$BENCH_ROUNDS" -gt 0 ]; then
+  echo
+  echo "Paired rounds at c=$C_MAX (req/s; ${BENCH_ROUND_SECONDS} s per server, back to back, order rotated):"
+  echo
+  echo "| round | $(join_by ' | ' "${ROUND_NAMES[@]}") | JSON mcpd / SDK | SSE mcpd / SDK | JSON mcpd / ceiling |"
+  echo "|---|$(for _ in "${ROUND_NAMES[@]}"; do printf -- '---:|'; done)---:|---:|---:|"
+  round_rows '| %s | %s | %sx | %sx | %s |\n' ' | '
+fi
 echo
 echo "| target | figure | bound | |"
 echo "|---|---:|---|---|"
