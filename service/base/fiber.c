@@ -179,14 +179,18 @@ static struct {
 
 /* ---- deadlines: a min-heap served by one thread ---- */
 
+/* Every fiber made holds a slot in the heap (cap >= fibers), and the
+ * thread is started before the first fiber exists: a park never allocates
+ * and never finds no thread to wake it. When either cannot be had, making
+ * the fiber fails (its request is refused) instead of a park with a
+ * deadline returning at once and its caller spinning until that deadline. */
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    pthread_once_t once;
     struct fiber **heap;
-    size_t n, cap;
-    int started;
-} timers = {.mu = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT};
+    size_t n, cap, fibers;
+    int cv_ready, started;
+} timers = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void heap_set(size_t i, struct fiber *f)
 {
@@ -257,43 +261,64 @@ static void *timer_main(void *arg)
     return NULL;
 }
 
-static void timers_start(void)
+/* Under timers.mu. 0, or -1 when the thread cannot be started (tried
+ * again for the next fiber). */
+static int timers_start_locked(void)
 {
-    clock_cond_init(&timers.cv);
+    if (timers.started)
+        return 0;
+    if (!timers.cv_ready) {
+        clock_cond_init(&timers.cv);
+        timers.cv_ready = 1;
+    }
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     timers.started = pthread_create(&t, &attr, timer_main, NULL) == 0;
     pthread_attr_destroy(&attr);
+    return timers.started ? 0 : -1;
 }
 
-/* 0, or -1 when no timer can be kept (the park then wakes at once). */
-static int timer_add(struct fiber *f, int64_t deadline)
+/* A new fiber's slot in the heap: 0, or -1 (no memory, or no thread). */
+static int timers_reserve(void)
 {
-    pthread_once(&timers.once, timers_start);
     pthread_mutex_lock(&timers.mu);
-    if (!timers.started || (timers.n == timers.cap && timers.cap > SIZE_MAX / 2)) {
-        pthread_mutex_unlock(&timers.mu);
-        return -1;
-    }
-    if (timers.n == timers.cap) {
+    int rc = timers_start_locked();
+    if (rc == 0 && timers.fibers == timers.cap) {
         size_t cap = timers.cap ? timers.cap * 2 : 64;
-        struct fiber **h = realloc(timers.heap, cap * sizeof *h);
-        if (!h) {
-            pthread_mutex_unlock(&timers.mu);
-            return -1;
+        struct fiber **h =
+            cap <= SIZE_MAX / sizeof *h ? realloc(timers.heap, cap * sizeof *h) : NULL;
+        if (h) {
+            timers.heap = h;
+            timers.cap = cap;
+        } else {
+            rc = -1;
         }
-        timers.heap = h;
-        timers.cap = cap;
     }
+    if (rc == 0)
+        timers.fibers++;
+    pthread_mutex_unlock(&timers.mu);
+    return rc;
+}
+
+static void timers_release(void)
+{
+    pthread_mutex_lock(&timers.mu);
+    timers.fibers--;
+    pthread_mutex_unlock(&timers.mu);
+}
+
+/* f is in the heap at most once, and has its slot: no allocation here. */
+static void timer_add(struct fiber *f, int64_t deadline)
+{
+    pthread_mutex_lock(&timers.mu);
     f->deadline = deadline;
     heap_set(timers.n++, f);
     heap_up(timers.n - 1);
     if (timers.heap[0] == f)
         pthread_cond_signal(&timers.cv);
     pthread_mutex_unlock(&timers.mu);
-    return 0;
 }
 
 static void timer_remove(struct fiber *f)
@@ -361,6 +386,11 @@ static struct fiber *fiber_make(void)
         free(f);
         return NULL;
     }
+    if (timers_reserve() != 0) {
+        stack_free(f->stack);
+        free(f);
+        return NULL;
+    }
     pthread_mutex_init(&f->mu, NULL);
 #ifdef FIBER_TSAN
     f->tsan_fiber = __tsan_create_fiber(0);
@@ -376,6 +406,7 @@ static void fiber_destroy(struct fiber *f)
     pthread_mutex_destroy(&f->mu);
     stack_free(f->stack);
     free(f);
+    timers_release();
 }
 
 struct fiber *fiber_new(void (*fn)(void *arg), const struct fiber_host *host, void *arg)
@@ -459,8 +490,8 @@ int fiber_park(const int *until_set, int64_t deadline_mono_ms)
         return 0;
     }
     pthread_mutex_unlock(&f->mu);
-    if (deadline_mono_ms >= 0 && timer_add(f, deadline_mono_ms) != 0)
-        return 0; /* as a spurious wake-up: the caller checks its deadline */
+    if (deadline_mono_ms >= 0)
+        timer_add(f, deadline_mono_ms);
     switch_to_host(f);
     if (deadline_mono_ms >= 0)
         timer_remove(f);

@@ -39,7 +39,8 @@ struct fiber_host {
     void *cookie;
 };
 
-/* A fiber that will run fn(arg), not started. NULL when out of memory.
+/* A fiber that will run fn(arg), not started. NULL when out of memory (or
+ * when the thread that serves parks' deadlines cannot be started).
  * The caller owns it: fiber_free once fiber_run has returned FIBER_DONE
  * (or before it ever ran). */
 struct fiber *fiber_new(void (*fn)(void *arg), const struct fiber_host *host, void *arg);

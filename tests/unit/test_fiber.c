@@ -297,6 +297,38 @@ int main(void)
     }
     CHECK(all_seen);
     CHECK_INT(atomic_load(&h.suspends), atomic_load(&h.resumes));
+
+    /* More fibers parked with a deadline at once than the timer heap's
+     * first size: each made fiber has its slot, and each times out. */
+    enum { TIMED = 300 };
+    static struct timed tds[TIMED];
+    for (int i = 0; i < TIMED; i++) {
+        pthread_mutex_init(&tds[i].mu, NULL);
+        fcond_init(&tds[i].cv);
+    }
+    static struct fiber *tfs[TIMED];
+    int made = 0;
+    for (int i = 0; i < TIMED; i++) {
+        tfs[i] = make(wait_until_deadline, &h, &tds[i]);
+        made += tfs[i] != NULL;
+        if (tfs[i])
+            CHECK_INT(fiber_run(tfs[i]), FIBER_PARKED);
+    }
+    CHECK_INT(made, TIMED);
+    for (int i = 0; i < made; i++) {
+        while (sem_wait(&h.resumed) != 0)
+            ;
+    }
+    int all_timed_out = 1;
+    for (int i = 0; i < TIMED; i++) {
+        if (!tfs[i])
+            continue;
+        all_timed_out &= drive(tfs[i], &h) == 0 && tds[i].rc == ETIMEDOUT && tds[i].waited_ms >= 80;
+        fiber_free(tfs[i]);
+        fcond_destroy(&tds[i].cv);
+    }
+    CHECK(all_timed_out);
+    CHECK_INT(atomic_load(&h.suspends), atomic_load(&h.resumes));
     sem_destroy(&h.resumed);
     return check_summary();
 }
