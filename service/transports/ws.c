@@ -38,7 +38,8 @@
  * frame before the client reads it. */
 #define LINGER_MS 2000
 /* A session thread's stack: the reading loop, push and the core's
- * handlers, as a connection thread had. */
+ * handlers (with an inline commit inside SQLite), the size of an HTTP
+ * request's fiber stack. */
 #define SESSION_STACK (256 * 1024)
 
 static struct ws_config ws_cfg = {1048576, 15000, 10000, NULL};
