@@ -59,7 +59,8 @@ static const struct setting settings[] = {
      "concurrent HTTP connections per client address (429 beyond); 0 = no limit"},
     {"request-timeout-ms", K_INT, S(request_timeout_ms), "30000",
      "a request (headers and body) must arrive within this long of the connection opening or "
-     "of the previous response; 0 = no limit"},
+     "of the previous response, and a client that stops reading a response is cut after as "
+     "long; 0 = no limit"},
     {"trusted-proxies", K_STR, S(trusted_proxies), NULL,
      "addresses and networks (CIDR; or loopback, private) whose X-Forwarded-For names the client"},
     {"max-workers", K_INT, S(max_workers), "512", "request handler threads at most"},

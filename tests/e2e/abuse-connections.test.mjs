@@ -4,17 +4,18 @@
 // gets 429, the server past --max-connections answers 503 with Retry-After
 // instead of resetting, and X-Forwarded-For is believed only from
 // --trusted-proxies. Long-lived responses (an SSE stream, a WebSocket) are
-// not cut by the request timeout. After each case another client is served
+// not cut by the request timeout, but a client that stops reading a reply
+// is, and the reply stays stored. After each case another client is served
 // and the store passes PRAGMA integrity_check.
 
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { integrityCheck } from './lib/integrity.mjs';
+import { integrityCheck, queryDb } from './lib/integrity.mjs';
 import {
   ACCEPT_BOTH,
   Mcpd,
@@ -157,6 +158,62 @@ test('an SSE stream and an idle-looking long response outlive the request timeou
     });
     assert.equal(r.status, 200);
     assert.match(r.text, /"id":7/);
+  });
+});
+
+/** A client (Python, for SO_RCVBUF, which Node's net cannot set) that sends
+ * one POST on a socket with a 4 KiB receive buffer, reads nothing for
+ * pauseS seconds, then reads until the server closes. Prints
+ * {"status_line", "content_length", "body_bytes"}. */
+const STALLED_READER = `
+import json, socket, sys, time
+port, pause, body = int(sys.argv[1]), float(sys.argv[2]), sys.stdin.buffer.read()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(("127.0.0.1", port))
+s.sendall(b"POST /mcp HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n" + sys.argv[3].encode() +
+          b"Content-Length: " + str(len(body)).encode() + b"\\r\\n\\r\\n" + body)
+time.sleep(pause)
+s.settimeout(20)
+data = b""
+while True:
+    try:
+        chunk = s.recv(65536)
+    except (ConnectionResetError, socket.timeout):
+        break
+    if not chunk:
+        break
+    data += chunk
+head, _, rest = data.partition(b"\\r\\n\\r\\n")
+lines = head.decode("latin-1").split("\\r\\n")
+length = next((int(l.split(":", 1)[1]) for l in lines if l.lower().startswith("content-length:")), -1)
+print(json.dumps({"status_line": lines[0], "content_length": length, "body_bytes": len(rest)}))
+`;
+
+test('a client that stops reading a long reply is cut after --request-timeout-ms; the reply stays stored', async () => {
+  await withMcpd(['--request-timeout-ms', '1500'], {}, async (m) => {
+    const { session } = await initSession(m.port);
+    const message = 'x'.repeat(3 * 1024 * 1024);
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 41, method: 'tools/call', params: { name: 'echo', arguments: { message } } });
+    const headers =
+      `Content-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nMcp-Session-Id: ${session}\r\n` +
+      'MCP-Protocol-Version: 2025-11-25\r\n';
+    const client = spawn('python3', ['-c', STALLED_READER, String(m.port), '6', headers], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    client.stdout.on('data', (d) => (out += d));
+    client.stderr.on('data', (d) => (err += d));
+    client.stdin.end(body);
+    const code = await withTimeout(new Promise((resolve) => client.on('close', resolve)), 60000, 'the stalled reader');
+    assert.equal(code, 0, err);
+    const got = JSON.parse(out);
+    assert.match(got.status_line, /^HTTP\/1\.1 200/);
+    assert.ok(got.content_length > message.length, `a whole reply is ${got.content_length} bytes`);
+    assert.ok(got.body_bytes < got.content_length, `cut short: ${got.body_bytes} of ${got.content_length} bytes`);
+    // Committed before it was sent: the reply is in the store whole.
+    const rows = queryDb(m.db, 'SELECT length(message) AS n FROM chunks WHERE length(message) > ?', message.length);
+    assert.equal(rows.length, 1);
+    await anotherClientServed(m.port);
   });
 });
 
