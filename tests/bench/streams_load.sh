@@ -17,7 +17,6 @@
 #   STREAMS_SECONDS  seconds per wrk run (8)
 # Needs wrk and node; the client needs STREAMS_N descriptors (ulimit -n).
 # Usage: tests/bench/streams_load.sh
-# shellcheck source=tools.sh
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,28 +25,29 @@ MCPD_BIN=${MCPD_BIN:-$REPO/build/bin/mcpd}
 STREAMS_N=${STREAMS_N:-4000}
 STREAMS_CONC=${STREAMS_CONC:-64}
 STREAMS_SECONDS=${STREAMS_SECONDS:-8}
+# shellcheck source=tools.sh
 . "$HERE/tools.sh"
 
 die() { echo "streams_load: $*" >&2; exit 1; }
+note() { echo "streams_load: $*" >&2; }
 [ -x "$WRK" ] || die "wrk not found (apt-get install wrk)"
 [ -x "$MCPD_BIN" ] || die "mcpd not found at $MCPD_BIN"
 
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
-declare -A PORT
+# shellcheck disable=SC2034 # P50 and P99: measure (lib.sh) fills them too
+declare -A PORT RPS P50 P99 ERR
 PORT[mcpd]=$(free_port)
 start mcpd "${PORT[mcpd]}" "$MCPD_BIN" --listen "127.0.0.1:${PORT[mcpd]}" --db "$TMP/mcpd.db" \
   --log-level error --max-connections-per-ip 0 || die "mcpd did not start"
 pid=$LAST_PID
 sid=$(session_on mcpd) || die "cannot open a session"
 
-rps() { sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' "$TMP/wrk-mcpd-$STREAMS_CONC.txt"; }
-errors() { sed -n 's/^BENCH .*errors=\([0-9]*\) non2xx=\([0-9]*\).*/\1 errors, \2 non-2xx/p' "$TMP/wrk-mcpd-$STREAMS_CONC.txt"; }
-
+k=mcpd-$STREAMS_CONC
 run_wrk mcpd "$sid" 16 2 # warm-up
-run_wrk mcpd "$sid" "$STREAMS_CONC" "$STREAMS_SECONDS"
-alone=$(rps)
-echo "no open stream: $alone req/s ($(errors))"
+measure mcpd "$sid" "$STREAMS_CONC" "$STREAMS_SECONDS"
+alone=${RPS[$k]}
+echo "no open stream: $alone req/s (${ERR[$k]} errors)"
 
 hold=$((STREAMS_SECONDS + 20))
 "$NODE" "$HERE/streams_rss.mjs" "http://127.0.0.1:${PORT[mcpd]}/mcp" "$pid" "$STREAMS_N" --hold "$hold" \
@@ -61,7 +61,7 @@ for _ in $(seq 300); do
 done
 line=$(grep '^STREAMS ' "$TMP/streams.txt") || die "the streams did not open: $(tail -3 "$TMP/streams.err")"
 open=$(echo "$line" | sed -n 's/.* open=\([0-9]*\).*/\1/p')
-run_wrk mcpd "$sid" "$STREAMS_CONC" "$STREAMS_SECONDS"
-beside=$(rps)
-echo "$open open GET streams: $beside req/s ($(errors))"
+measure mcpd "$sid" "$STREAMS_CONC" "$STREAMS_SECONDS"
+beside=${RPS[$k]}
+echo "$open open GET streams: $beside req/s (${ERR[$k]} errors)"
 awk -v a="$alone" -v b="$beside" 'BEGIN { if (a > 0) printf "ratio: %.2f\n", b / a }'
