@@ -41,6 +41,10 @@ enum write_kind {
     W_TOKEN_PUT,
     W_SECRET_PUT,
     W_RELAY_MARK,
+    W_STATE_USE_PURGE,
+    W_STATE_USE_CLAIM,
+    W_STATE_USE_DONE,
+    W_STATE_USE_RELEASE,
     W_COUNT,
     W_FLUSH = W_COUNT, /* no SQL: a marker whose commit means all before it committed */
     W_STREAM_WRITE     /* a row, a chunk and/or an end: see store_stream_write */
@@ -97,6 +101,17 @@ static const char *const write_sql[W_COUNT] = {
      * the same transaction as the copy, so that a restart neither repeats
      * nor loses one. Never backwards. */
     [W_RELAY_MARK] = "UPDATE streams SET relayed = MAX(COALESCE(relayed, 0), ?11) WHERE id = ?10",
+    [W_STATE_USE_PURGE] = "DELETE FROM request_state_uses WHERE expires_ms < ?1",
+    /* A state nobody has claimed is claimed; so is one whose claim a
+     * previous run left unfinished (that process died with the request). */
+    [W_STATE_USE_CLAIM] = "INSERT INTO request_state_uses(nonce, claim, run, answers, expires_ms) "
+                          "VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(nonce) DO UPDATE SET "
+                          "claim = excluded.claim, run = excluded.run, answers = excluded.answers "
+                          "WHERE done = 0 AND run <> excluded.run",
+    [W_STATE_USE_DONE] = "UPDATE request_state_uses SET done = 1, outcome = ?3 "
+                         "WHERE nonce = ?1 AND claim = ?2",
+    [W_STATE_USE_RELEASE] = "DELETE FROM request_state_uses "
+                            "WHERE nonce = ?1 AND claim = ?2 AND done = 0",
 };
 
 /* A chunk's size as a session's storage cap counts it: the message's
@@ -1253,4 +1268,53 @@ int store_token_put(struct store *st, const char *name, const char *hash, const 
                     int64_t now_ms)
 {
     return enqueue(st, 1, W_TOKEN_PUT, "sssi", name, hash, note, now_ms);
+}
+
+int store_state_use_claim(struct store *st, const struct store_state_use *u, int64_t now_ms,
+                          struct store_state_use *out)
+{
+    memset(out, 0, sizeof *out);
+    /* Expired uses go in the same commit: the table holds live states only. */
+    if (enqueue(st, 0, W_STATE_USE_PURGE, "i", now_ms) != 0 ||
+        enqueue(st, 1, W_STATE_USE_CLAIM, "ssssi", u->nonce, u->claim, u->run, u->answers,
+                u->expires_ms) != 0)
+        return -1;
+    sqlite3_stmt *q = read_begin(st, "SELECT claim, run, answers, done, outcome "
+                                     "FROM request_state_uses WHERE nonce = ?1");
+    if (!q)
+        return -1;
+    sqlite3_bind_text(q, 1, u->nonce, -1, SQLITE_STATIC);
+    int rc = -1;
+    if (sqlite3_step(q) == SQLITE_ROW) {
+        out->claim = col_dup(q, 0);
+        out->run = col_dup(q, 1);
+        out->answers = col_dup(q, 2);
+        out->done = sqlite3_column_int(q, 3);
+        out->outcome = col_dup(q, 4);
+        rc = out->claim && out->run && out->answers ? 0 : -1;
+    }
+    read_end(st, q);
+    if (rc != 0)
+        store_state_use_free(out);
+    return rc;
+}
+
+int store_state_use_done(struct store *st, const char *nonce, const char *claim,
+                         const char *outcome)
+{
+    return enqueue(st, 0, W_STATE_USE_DONE, "sss", nonce, claim, outcome);
+}
+
+int store_state_use_release(struct store *st, const char *nonce, const char *claim)
+{
+    return enqueue(st, 0, W_STATE_USE_RELEASE, "ss", nonce, claim);
+}
+
+void store_state_use_free(struct store_state_use *u)
+{
+    free(u->claim);
+    free(u->run);
+    free(u->answers);
+    free(u->outcome);
+    memset(u, 0, sizeof *u);
 }

@@ -223,6 +223,30 @@ int store_sessions_ended_by_operator(struct store *st, int64_t since_ms,
                                      void (*cb)(void *arg, const char *id, const char *why),
                                      void *arg);
 
+/* The uses of 2026-07-28 requestStates (request_state.h), by each state's
+ * nonce. A row says which claim holds the state (claim, by the process
+ * `run`), with which inputResponses (answers, a digest), until when it
+ * matters (expires_ms), and once done the result the request answered
+ * with (outcome, NULL when not kept). Strings are heap copies in what the
+ * store returns, borrowed in what it is given. */
+struct store_state_use {
+    char *nonce, *claim, *run, *answers, *outcome;
+    int64_t expires_ms;
+    int done;
+};
+/* Claims u's state unless it is done or claimed by this run (u->run),
+ * removing expired uses first; waits for the commit, then *out is the
+ * state's row as it stands: u's claim when it won. 0, or -1 on error. */
+int store_state_use_claim(struct store *st, const struct store_state_use *u, int64_t now_ms,
+                          struct store_state_use *out);
+/* Async, in order with the writes after it: the claim's request answered
+ * with outcome (NULL: not kept), or ended without an answer (release: the
+ * state may be used again). */
+int store_state_use_done(struct store *st, const char *nonce, const char *claim,
+                         const char *outcome);
+int store_state_use_release(struct store *st, const char *nonce, const char *claim);
+void store_state_use_free(struct store_state_use *u);
+
 /* Copies the WAL into the database file and lets the next commit start it
  * over (wal.h: the writer waits only for the frames of the last moment).
  * The store also does this by itself whenever the log grows past a few
