@@ -7,11 +7,15 @@
  * calls again with params.inputResponses (one answer per key) and the
  * requestState it was given. Each round is a whole request; what a tool
  * must remember between rounds travels in the requestState, sealed by the
- * core (call_state_seal: tamper-evident, bound to the principal and the
- * tool, valid across restarts). Answers that are missing or malformed are
- * asked for again; inputResponses that is not an object, and a state that
- * does not open, are JSON-RPC errors (-32602). These serve the conformance
- * suite's input-required-result-* scenarios and show how a tool asks. */
+ * core (call_state_seal, request_state.h: tamper-evident, bound to the
+ * principal, the request and the questions it went out with, valid across
+ * restarts, used once). A tool that carries a state reads only the answers
+ * to the questions that state asked, and keeps in its next state what it
+ * has been told so far. Answers that are missing or malformed are asked for
+ * again; inputResponses that is not an object, and a state that does not
+ * open, are JSON-RPC errors (-32602); the same retry sent twice gets the
+ * first answer again. These serve the conformance suite's
+ * input-required-result-* scenarios and show how a tool asks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +50,7 @@ static void ask(struct call *c, json_t *requests, json_t *state)
     json_t *result =
         json_pack("{s:s, s:o}", "resultType", "input_required", "inputRequests", requests);
     if (result && state) {
-        char *sealed = call_state_seal(c, state);
+        char *sealed = call_state_seal(c, requests, state);
         if (!sealed) {
             json_decref(result);
             call_fail(c, -32603, "Internal error: cannot seal the requestState", NULL);
@@ -111,20 +115,44 @@ static char *roots_text(json_t *answers, const char *key)
     return out;
 }
 
-/* Opens params.requestState: 0 with *data (new reference; NULL when the
- * request carries none), or -1 after ending the call with -32602. */
-static int state(struct call *c, json_t **data)
+/* Where a tool that carries a requestState stands: what its state carried
+ * (NULL: none, the first round) and the answers to the questions that state
+ * asked (NULL without a state: a first round reads no answers). */
+struct round {
+    json_t *data, *answers;
+};
+
+/* Opens params.requestState into *r (round_end it): 0, or -1 after ending
+ * the call, with -32602 when inputResponses is not an object or the state
+ * does not open, or with the result that an earlier use of the state with
+ * the same answers ended with (the same retry, sent again). */
+static int round_begin(struct call *c, struct round *r)
 {
-    *data = NULL;
+    r->data = r->answers = NULL;
+    int bad;
+    responses(c, &bad);
     json_t *s = json_object_get(call_params(c), "requestState");
-    if (!s)
-        return 0;
+    if (bad || !s)
+        return bad ? -1 : 0;
     const char *why = "Invalid params: requestState must be a string";
-    if (!json_is_string(s) || call_state_open(c, json_string_value(s), data, &why) != 0) {
+    json_t *data = NULL, *answers = NULL;
+    int rc =
+        json_is_string(s) ? call_state_open(c, json_string_value(s), &data, &answers, &why) : -1;
+    if (rc == 1)
+        builtin_reply(c, data);
+    else if (rc != 0)
         call_fail(c, -32602, why, NULL);
+    if (rc != 0)
         return -1;
-    }
+    r->data = data;
+    r->answers = answers;
     return 0;
+}
+
+static void round_end(struct round *r)
+{
+    json_decref(r->data);
+    json_decref(r->answers);
 }
 
 /* ---- the tools ---- */
@@ -191,82 +219,85 @@ void builtin_mrtr_list_roots(struct call *c, json_t *args)
 void builtin_mrtr_request_state(struct call *c, json_t *args)
 {
     (void)args;
-    int bad;
-    json_t *answers = responses(c, &bad);
-    json_t *data;
-    if (bad || state(c, &data) != 0)
+    struct round r;
+    if (round_begin(c, &r) != 0)
         return;
     json_t *ok =
-        json_object_get(json_object_get(json_object_get(answers, "confirm"), "content"), "ok");
-    const char *round = json_string_value(json_object_get(data, "round"));
-    if (!data || !json_is_boolean(ok) || !round || strcmp(round, "confirm") != 0) {
+        json_object_get(json_object_get(json_object_get(r.answers, "confirm"), "content"), "ok");
+    const char *round = json_string_value(json_object_get(r.data, "round"));
+    if (!json_is_boolean(ok) || !round || strcmp(round, "confirm") != 0) {
         json_t *st = json_pack("{s:s}", "round", "confirm");
         ask(c, json_pack("{s:o}", "confirm", elicit_request("Please confirm", "ok", "boolean")),
             st);
         json_decref(st);
-        json_decref(data);
+        round_end(&r);
         return;
     }
-    json_decref(data);
-    builtin_reply(
-        c, builtin_text_result(json_is_true(ok) ? "state-ok: confirmed" : "state-ok: declined", 0));
+    const char *text = json_is_true(ok) ? "state-ok: confirmed" : "state-ok: declined";
+    round_end(&r);
+    builtin_reply(c, builtin_text_result(text, 0));
 }
 
+/* Asks for a name, a greeting and the roots, in as many rounds as the
+ * client takes: the answers so far travel in the state, and each round
+ * asks only for what is still missing. */
 void builtin_mrtr_multiple_inputs(struct call *c, json_t *args)
 {
     (void)args;
-    int bad;
-    json_t *answers = responses(c, &bad);
-    json_t *data;
-    if (bad || state(c, &data) != 0)
+    struct round r;
+    if (round_begin(c, &r) != 0)
         return;
-    const char *name = elicited(answers, "user_name", "name");
-    const char *greeting = sampled(answers, "greeting");
-    char *roots = roots_text(answers, "client_roots");
-    if (!data || !name || !greeting || !roots) {
-        /* Ask again for what is still missing. */
+    json_t *got = json_deep_copy(json_object_get(r.data, "got"));
+    if (!json_is_object(got)) {
+        json_decref(got);
+        got = json_object();
+    }
+    json_object_update(got, r.answers);
+    round_end(&r);
+    const char *name = elicited(got, "user_name", "name");
+    const char *greeting = sampled(got, "greeting");
+    char *roots = roots_text(got, "client_roots");
+    if (!name || !greeting || !roots) {
         json_t *requests = json_object();
         if (!name)
             json_object_set_new(requests, "user_name",
                                 elicit_request("What is your name?", "name", "string"));
         if (!greeting)
             json_object_set_new(requests, "greeting", sampling_request("Generate a greeting", 50));
-        if (!roots || json_object_size(requests) == 0)
+        if (!roots)
             json_object_set_new(requests, "client_roots", roots_request());
-        json_t *st = json_pack("{s:s}", "round", "all");
+        json_t *st = json_pack("{s:s, s:o}", "round", "all", "got", got);
         ask(c, requests, st);
         json_decref(st);
-        json_decref(data);
         free(roots);
         return;
     }
     char text[1500];
     snprintf(text, sizeof text, "%.200s, %.200s! Your roots: %.1000s", greeting, name, roots);
     free(roots);
-    json_decref(data);
+    json_decref(got);
     builtin_reply(c, builtin_text_result(text, 0));
 }
 
 void builtin_mrtr_multi_round(struct call *c, json_t *args)
 {
     (void)args;
-    int bad;
-    json_t *answers = responses(c, &bad);
-    json_t *data;
-    if (bad || state(c, &data) != 0)
+    struct round r;
+    if (round_begin(c, &r) != 0)
         return;
-    const char *round = json_string_value(json_object_get(data, "round"));
-    const char *name = elicited(answers, "step1", "name");
-    const char *color = elicited(answers, "step2", "color");
-    if (round && strcmp(round, "2") == 0 && color) {
+    const char *round = json_string_value(json_object_get(r.data, "round"));
+    int second = round && strcmp(round, "2") == 0;
+    /* The name from round 1 travels in the state of round 2. */
+    const char *name = second ? json_string_value(json_object_get(r.data, "name"))
+                       : round && strcmp(round, "1") == 0 ? elicited(r.answers, "step1", "name")
+                                                          : NULL;
+    const char *color = second ? elicited(r.answers, "step2", "color") : NULL;
+    if (second && name && color) {
         char text[400];
-        snprintf(text, sizeof text, "%.150s's favorite color is %.150s",
-                 json_string_value(json_object_get(data, "name")), color);
+        snprintf(text, sizeof text, "%.150s's favorite color is %.150s", name, color);
         builtin_reply(c, builtin_text_result(text, 0));
-    } else if ((round && strcmp(round, "1") == 0 && name) || (round && strcmp(round, "2") == 0)) {
-        /* The name from round 1 travels in the new state. */
-        json_t *st = json_pack("{s:s, s:s}", "round", "2", "name",
-                               name ? name : json_string_value(json_object_get(data, "name")));
+    } else if (name) {
+        json_t *st = json_pack("{s:s, s:s}", "round", "2", "name", name);
         ask(c,
             json_pack("{s:o}", "step2",
                       elicit_request("Step 2: What is your favorite color?", "color", "string")),
@@ -280,7 +311,7 @@ void builtin_mrtr_multi_round(struct call *c, json_t *args)
             st);
         json_decref(st);
     }
-    json_decref(data);
+    round_end(&r);
 }
 
 void builtin_mrtr_capabilities(struct call *c, json_t *args)
@@ -430,24 +461,22 @@ void builtin_task_multi_input(struct call *c, json_t *args)
 void builtin_task_tool_with_task(struct call *c, json_t *args)
 {
     (void)args;
-    int bad;
-    json_t *answers = responses(c, &bad);
-    json_t *data;
-    if (bad || state(c, &data) != 0)
+    struct round r;
+    if (round_begin(c, &r) != 0)
         return;
-    const char *name = elicited(answers, "user_name", "name");
-    if (!name || !data) {
+    const char *name = r.data ? elicited(r.answers, "user_name", "name") : NULL;
+    if (!name) {
         json_t *st = json_pack("{s:s}", "round", "1");
         ask(c,
             json_pack("{s:o}", "user_name", elicit_request("What is your name?", "name", "string")),
             st);
         json_decref(st);
-        json_decref(data);
+        round_end(&r);
         return;
     }
-    json_decref(data);
     call_sleep(c, 100);
     char text[300];
     snprintf(text, sizeof text, "Hello, %.200s! (from a task)", name);
+    round_end(&r);
     builtin_reply(c, builtin_text_result(text, 0));
 }

@@ -34,6 +34,9 @@ struct call {
      * jsonrpc_id_key of each request: several may be in flight at once. */
     json_t *answers;
     double last_progress;
+    /* The requestState this call claimed (call_state_open), finished with
+     * its final message; nonce empty when none. */
+    struct request_state_claim state_claim;
 };
 
 struct call *call_new(struct session *s, struct stream *stream, json_t *request, const char *key,
@@ -249,8 +252,13 @@ static int emit_final(struct call *c, json_t *msg)
         return -1;
     }
     forget(c);
+    /* Before the final message is stored: a retry sent as soon as the
+     * client reads it finds the use recorded. A call that ends without a
+     * result gives its requestState back. */
+    int answered = why != CALL_CANCEL_CLIENT && why != CALL_CANCEL_SESSION_END;
+    request_state_finish(&c->state_claim, answered ? json_object_get(msg, "result") : NULL);
     int rc = 0;
-    if (why == CALL_CANCEL_CLIENT || why == CALL_CANCEL_SESSION_END) {
+    if (!answered) {
         json_decref(msg);
         stream_end(c->stream, STREAM_ERROR);
     } else {
@@ -278,6 +286,7 @@ static int emit(struct call *c, json_t *msg)
         /* Over the cap: end the request now, with the storage error. */
         if (!c->channel && take_end(c, NULL)) {
             forget(c);
+            request_state_finish(&c->state_claim, NULL);
             append(c,
                    jsonrpc_error(call_id(c), JSONRPC_SERVER_ERROR, "Session storage limit exceeded",
                                  NULL),
@@ -508,28 +517,33 @@ void call_detach_readers(struct call *c)
     stream_detach_readers(c->stream);
 }
 
-/* What a requestState is for: the method and the tool's or prompt's name. */
-static void state_kind(struct call *c, char *out, size_t cap)
+char *call_state_seal(struct call *c, json_t *asked, json_t *data)
 {
-    const char *name = json_string_value(json_object_get(call_params(c), "name"));
-    snprintf(out, cap, "%s:%s", call_method(c), name ? name : "");
+    return request_state_seal(session_principal(c->session), call_method(c), call_params(c), asked,
+                              data, REQUEST_STATE_TTL_MS);
 }
 
-/* A state lives as long as a client may reasonably take to answer. */
-#define STATE_TTL_MS (60 * 60 * 1000)
-
-char *call_state_seal(struct call *c, json_t *data)
+int call_state_open(struct call *c, const char *state, json_t **data, json_t **answers,
+                    const char **why)
 {
-    char kind[160];
-    state_kind(c, kind, sizeof kind);
-    return request_state_seal(session_principal(c->session), kind, data, STATE_TTL_MS);
-}
-
-int call_state_open(struct call *c, const char *state, json_t **data, const char **why)
-{
-    char kind[160];
-    state_kind(c, kind, sizeof kind);
-    return request_state_open(state, session_principal(c->session), kind, data, why);
+    *data = *answers = NULL;
+    struct request_state s;
+    if (request_state_open(state, session_principal(c->session), call_method(c), call_params(c), &s,
+                           why) != 0)
+        return -1;
+    json_t *outcome = NULL;
+    int rc = -1;
+    if (c->state_claim.nonce[0])
+        *why = "Internal error: a call opens one requestState";
+    else
+        rc = request_state_claim(&s, &c->state_claim, &outcome, why);
+    if (rc == 0) {
+        *data = json_incref(s.data);
+        *answers = json_incref(s.answers);
+    } else if (rc == 1)
+        *data = outcome;
+    request_state_clear(&s);
+    return rc;
 }
 
 int call_on_stream(const struct call *c, const struct stream *st)

@@ -38,12 +38,18 @@ int call_client_has(const struct call *c, const char *capability);
  * upstream server for a session revived after a restart. */
 json_t *call_client_init_params(const struct call *c);
 
-/* 2026-07-28 input-required results: a requestState for this call (caller
- * frees; NULL on failure) carrying data (borrowed), sealed for the call's
- * principal and its method and name (request_state.h), and opening one: 0
- * with *data (new reference), or -1 with *why. */
-char *call_state_seal(struct call *c, json_t *data);
-int call_state_open(struct call *c, const char *state, json_t **data, const char **why);
+/* 2026-07-28 input-required results (request_state.h): a requestState for
+ * this call (caller frees; NULL on failure) carrying data (borrowed), sealed
+ * for the call's principal and request (method, name, arguments, uri) and
+ * the inputRequests `asked` (borrowed; its keys) it goes out with. Opening
+ * one also claims it for this call, until the call ends: 0 with *data (what
+ * was sealed) and *answers (the inputResponses to what it asked), both new
+ * references; 1 with *data the result an earlier use of it with the same
+ * answers ended with, to answer with again (call_reply); or -1 with *why. A
+ * call opens at most one. */
+char *call_state_seal(struct call *c, json_t *asked, json_t *data);
+int call_state_open(struct call *c, const char *state, json_t **data, json_t **answers,
+                    const char **why);
 
 /* A backend that uses a call from another thread, or after it may have
  * ended, holds a reference for that long. */
