@@ -1,7 +1,8 @@
 // MCP 2026-07-28 on the same /mcp (issue 11): stateless requests with their
 // revision, capabilities and client info in params._meta and the Mcp-*
 // headers; input-required results whose requestState is sealed (tampering,
-// replay by another principal, and a state from before a SIGKILL + restart);
+// replay by another principal, and a state from before a SIGKILL + restart)
+// and bound to its call's arguments and questions and used once;
 // subscriptions/listen; a client that closes its response stream cancels
 // the request. The conformance suite 0.2.0-alpha.12 covers the scenario
 // list (tests/conformance.sh); this file covers what it does not.
@@ -145,6 +146,53 @@ test('requestState: tampered, replayed by another principal, and kept across SIG
     const after = await retry(alice, state);
     assert.equal(after.json.result?.resultType, 'complete', after.text);
     assert.match(after.json.result.content[0].text, /state-ok/);
+  });
+});
+
+test('requestState: bound to its arguments and its questions, used once; the same retry again gets the same answer', async () => {
+  await withMcpd([], {}, async (m) => {
+    const tool = 'test_input_required_result_request_state';
+    const first = await call(m.port, 'tools/call', { name: tool, arguments: {} });
+    assert.equal(first.json.result?.resultType, 'input_required', first.text);
+    const state = first.json.result.requestState;
+    const yes = { confirm: { action: 'accept', content: { ok: true } } };
+    const no = { confirm: { action: 'accept', content: { ok: false } } };
+    const retry = (args, inputResponses, requestState = state) =>
+      call(m.port, 'tools/call', { name: tool, arguments: args, inputResponses, requestState });
+
+    // The state continues the call it was issued for: not one with other arguments.
+    const otherArgs = await retry({ note: 'not the original call' }, yes);
+    assert.equal(otherArgs.json.error?.code, -32602, otherArgs.text);
+    assert.match(otherArgs.json.error.message, /another request/);
+
+    const done = await retry({}, yes);
+    assert.equal(done.json.result?.resultType, 'complete', done.text);
+    assert.equal(done.json.result.content[0].text, 'state-ok: confirmed');
+    // A client that lost that answer sends the same retry again (a new id):
+    // it gets the same answer.
+    const again = await retry({}, yes);
+    assert.equal(again.json.id, done.json.id + 1);
+    assert.deepEqual(again.json.result, done.json.result);
+    // Any other use of the used state is refused.
+    const replay = await retry({}, no);
+    assert.equal(replay.json.error?.code, -32602, replay.text);
+    assert.match(replay.json.error.message, /used already/);
+
+    // A state yields only the answers to what it asked: round 2's state
+    // asked for step2, so an answer to step1 sent with it is not taken.
+    const multi = 'test_input_required_result_multi_round';
+    const step = (inputResponses, requestState) =>
+      call(m.port, 'tools/call', { name: multi, arguments: {}, inputResponses, requestState });
+    const r1 = await call(m.port, 'tools/call', { name: multi, arguments: {} });
+    const answer = (field, value) => ({ action: 'accept', content: { [field]: value } });
+    const r2 = await step({ step1: answer('name', 'Alice') }, r1.json.result.requestState);
+    assert.deepEqual(Object.keys(r2.json.result?.inputRequests ?? {}), ['step2'], r2.text);
+    const r2again = await step({ step1: answer('name', 'Alice') }, r1.json.result.requestState);
+    assert.equal(r2again.json.result?.requestState, r2.json.result.requestState, 'the same retry, the same answer');
+    const sneaked = await step({ step1: answer('name', 'Mallory') }, r2.json.result.requestState);
+    assert.deepEqual(Object.keys(sneaked.json.result?.inputRequests ?? {}), ['step2'], sneaked.text);
+    const r3 = await step({ step2: answer('color', 'blue') }, sneaked.json.result.requestState);
+    assert.equal(r3.json.result?.content?.[0]?.text, "Alice's favorite color is blue", r3.text);
   });
 });
 
