@@ -124,8 +124,8 @@ struct round {
 
 /* Opens params.requestState into *r (round_end it): 0, or -1 after ending
  * the call, with -32602 when inputResponses is not an object or the state
- * does not open, or with the result that an earlier use of the state with
- * the same answers ended with (the same retry, sent again). */
+ * does not open (-32603 when the store failed), or with the result that an earlier use of the state
+ * with the same answers ended with (the same retry, sent again). */
 static int round_begin(struct call *c, struct round *r)
 {
     r->data = r->answers = NULL;
@@ -140,8 +140,8 @@ static int round_begin(struct call *c, struct round *r)
         json_is_string(s) ? call_state_open(c, json_string_value(s), &data, &answers, &why) : -1;
     if (rc == 1)
         builtin_reply(c, data);
-    else if (rc != 0)
-        call_fail(c, -32602, why, NULL);
+    else if (rc != 0) /* the store failing is not the client's fault */
+        call_fail(c, strncmp(why, "Internal error", 14) == 0 ? -32603 : -32602, why, NULL);
     if (rc != 0)
         return -1;
     r->data = data;

@@ -34,8 +34,9 @@ struct call {
      * jsonrpc_id_key of each request: several may be in flight at once. */
     json_t *answers;
     double last_progress;
-    /* The requestState this call claimed (call_state_open), finished with
-     * its final message; nonce empty when none. */
+    /* The requestState this call claimed (call_state_open, on the
+     * handler's thread before it ends the call), finished with its final
+     * message; nonce empty when none. */
     struct request_state_claim state_claim;
 };
 
