@@ -38,7 +38,7 @@ enum write_kind {
     W_PURGE_STREAMS,
     W_PURGE_LOGS,
     W_TOKEN_USED,
-    W_TOKEN_PUT,
+    W_TOKEN_CREATE,
     W_SECRET_PUT,
     W_RELAY_MARK,
     W_COUNT,
@@ -87,8 +87,10 @@ static const char *const write_sql[W_COUNT] = {
      * the newest ?2 rows are those above max(id) - ?2. */
     [W_TOKEN_USED] = "UPDATE tokens SET last_used_ms = MAX(COALESCE(last_used_ms, 0), ?2) "
                      "WHERE name = ?1",
-    [W_TOKEN_PUT] = "INSERT INTO tokens(name, hash, note, created_ms) VALUES(?1, ?2, ?3, ?4) "
-                    "ON CONFLICT(name) DO UPDATE SET hash = excluded.hash, revoked_ms = NULL",
+    /* Never changes a token that exists, of this name or with this hash:
+     * see store_token_create. */
+    [W_TOKEN_CREATE] = "INSERT INTO tokens(name, hash, note, created_ms) VALUES(?1, ?2, ?3, ?4) "
+                    "ON CONFLICT DO NOTHING",
     [W_SECRET_PUT] = "INSERT INTO secrets(name, value, created_ms) VALUES(?1, ?2, ?3) "
                      "ON CONFLICT(name) DO NOTHING",
     [W_PURGE_LOGS] = "DELETE FROM logs WHERE ts_ms < ?1 OR id <= (SELECT max(id) FROM logs) - ?2",
@@ -1249,8 +1251,41 @@ int store_secret(struct store *st, const char *name, const char *candidate, int6
     return rc;
 }
 
-int store_token_put(struct store *st, const char *name, const char *hash, const char *note,
-                    int64_t now_ms)
+/* What the token named `name` is to `hash`; STORE_TOKEN_HASH_TAKEN when
+ * there is none of that name. -1 on error. */
+static int token_state(struct store *st, const char *name, const char *hash,
+                       enum store_token_create_result *out)
 {
-    return enqueue(st, 1, W_TOKEN_PUT, "sssi", name, hash, note, now_ms);
+    sqlite3_stmt *q = read_begin(st, "SELECT hash, revoked_ms FROM tokens WHERE name = ?1");
+    if (!q)
+        return -1;
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        const char *have = (const char *)sqlite3_column_text(q, 0);
+        *out = sqlite3_column_type(q, 1) != SQLITE_NULL ? STORE_TOKEN_REVOKED
+               : have && strcmp(have, hash) == 0        ? STORE_TOKEN_EXISTS
+                                                        : STORE_TOKEN_OTHER_HASH;
+    } else {
+        *out = STORE_TOKEN_HASH_TAKEN;
+    }
+    read_end(st, q);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+int store_token_create(struct store *st, const char *name, const char *hash, const char *note,
+                       int64_t now_ms, enum store_token_create_result *out)
+{
+    if (token_state(st, name, hash, out) != 0)
+        return -1;
+    if (*out != STORE_TOKEN_HASH_TAKEN)
+        return 0; /* a token of that name exists: it stays as it is */
+    if (enqueue(st, 1, W_TOKEN_CREATE, "sssi", name, hash, note, now_ms) != 0 ||
+        token_state(st, name, hash, out) != 0)
+        return -1;
+    /* The row is ours unless mcp-admin added one of that name in between;
+     * no row: the hash is another name's, and nothing was added. */
+    if (*out == STORE_TOKEN_EXISTS)
+        *out = STORE_TOKEN_CREATED;
+    return 0;
 }
