@@ -8,6 +8,7 @@
 #include "wal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <sqlite3.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The writes the writer thread knows, each one prepared statement. */
 enum write_kind {
@@ -186,6 +188,55 @@ static int mkdirs_for(const char *path)
         *p = '/';
     }
     free(dup);
+    return 0;
+}
+
+/* A store file that others may read or write loses those bits, with a
+ * warning: it was made by an older mcpd (under the umask) or by hand. */
+static void narrow_mode(int fd, const char *name)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || !(sb.st_mode & 077))
+        return;
+    unsigned was = (unsigned)(sb.st_mode & 0777), now = was & 0700;
+    if (fchmod(fd, (mode_t)now) == 0)
+        log_event(LOG_WARN, NULL, "store_file_mode",
+                  "%s was open to other users (mode %03o); narrowed to %03o", name, was, now);
+    else
+        log_event(LOG_WARN, NULL, "store_file_mode",
+                  "%s is open to other users (mode %03o) and could not be narrowed: %s", name, was,
+                  strerror(errno));
+}
+
+/* The database holds token hashes, the request_state key and every
+ * conversation, so only its owner may read it, whatever the umask. The
+ * file is created 0600 here, before SQLite opens it (setting the umask
+ * instead would change it for every thread of the process); SQLite gives
+ * the -wal and -shm files it creates the main file's mode. Files that
+ * exist already, these three, are narrowed to their owner's bits. The
+ * folder is left alone: mkdirs_for makes a new one 0700, and an existing
+ * one may be shared on purpose (/tmp). */
+static int own_files(const char *path, char **err)
+{
+    int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        *err = fmt_err("cannot open database %s: %s", path, strerror(errno));
+        return -1;
+    }
+    narrow_mode(fd, path);
+    close(fd);
+    static const char *const sides[] = {"-wal", "-shm"};
+    for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++) {
+        char *side = NULL;
+        if (asprintf(&side, "%s%s", path, sides[i]) < 0)
+            side = NULL;
+        fd = side ? open(side, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+        if (fd >= 0) {
+            narrow_mode(fd, side);
+            close(fd);
+        }
+        free(side);
+    }
     return 0;
 }
 
@@ -661,6 +712,8 @@ int store_open(const char *path, struct store **out, char **err)
         *err = fmt_err("cannot create the folder for %s: %s", path, strerror(errno));
         return -1;
     }
+    if (!memory && own_files(path, err) != 0)
+        return -1;
     struct store *st = calloc(1, sizeof *st);
     if (!st) {
         *err = fmt_err("out of memory");

@@ -5,8 +5,8 @@
 #include "utf8.h"
 
 #include <errno.h>
-#include <sqlite3.h>
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -505,16 +505,25 @@ int store_admin_vacuum(struct store_admin *a, char **err)
 
 int store_admin_backup(struct store_admin *a, const char *file, char **err)
 {
-    struct stat sb;
-    if (stat(file, &sb) == 0) {
-        set_err(err, "%s exists: a backup never overwrites a file", file);
+    /* The copy holds what the database holds (token hashes, the server's
+     * secrets, every conversation): created here, exclusively and 0600
+     * whatever the umask, before SQLite opens it; its journal takes the
+     * file's mode. */
+    int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        if (errno == EEXIST)
+            set_err(err, "%s exists: a backup never overwrites a file", file);
+        else
+            set_err(err, "cannot create %s: %s", file, strerror(errno));
         return -1;
     }
+    close(fd);
     sqlite3 *dst = NULL;
     if (sqlite3_open_v2(file, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
         SQLITE_OK) {
         set_err(err, "cannot create %s: %s", file, dst ? sqlite3_errmsg(dst) : "out of memory");
         sqlite3_close(dst);
+        remove(file);
         return -1;
     }
     sqlite3_backup *b = sqlite3_backup_init(dst, "main", a->db, "main");
