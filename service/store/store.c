@@ -92,7 +92,7 @@ static const char *const write_sql[W_COUNT] = {
     /* Never changes a token that exists, of this name or with this hash:
      * see store_token_create. */
     [W_TOKEN_CREATE] = "INSERT INTO tokens(name, hash, note, created_ms) VALUES(?1, ?2, ?3, ?4) "
-                    "ON CONFLICT DO NOTHING",
+                       "ON CONFLICT DO NOTHING",
     [W_SECRET_PUT] = "INSERT INTO secrets(name, value, created_ms) VALUES(?1, ?2, ?3) "
                      "ON CONFLICT(name) DO NOTHING",
     [W_PURGE_LOGS] = "DELETE FROM logs WHERE ts_ms < ?1 OR id <= (SELECT max(id) FROM logs) - ?2",
