@@ -2,7 +2,10 @@
  * database opened the way a command needs it, and output helpers.
  *
  * Every command prints a human table by default and the same data as JSON
- * with --json (one document, or one line per row for --follow). Errors are
+ * with --json (one document, or one line per row for --follow). Text from
+ * clients, upstream children and the database reaches the terminal only
+ * escaped: through safe_text in the human output, as ASCII-only JSON
+ * escapes in --json (see safe_text.h). Errors are
  * one line on stderr; exit status 0 on success, 1 on failure, 2 on bad
  * usage, 3 when the thing named does not exist. */
 #ifndef MCPD_ADMIN_H
@@ -22,15 +25,17 @@ struct admin {
 
 /* Opens the database or prints why not (NULL). */
 struct store_admin *admin_open(const struct admin *a, enum store_admin_mode mode);
-/* Prints v as JSON (pretty unless compact) and decrefs it. */
+/* Prints v as JSON (pretty unless compact; every non-ASCII character, and
+ * every control, as a \uXXXX escape) and decrefs it. */
 void admin_print_json(json_t *v, int compact);
 /* Prints "mcp-admin: <msg>" on stderr, frees msg, returns status. */
 int admin_fail(int status, char *msg);
 int admin_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "mcp-admin: <formatted>" on stderr; returns ADMIN_NOT_FOUND. */
 int admin_not_found(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Prints a query's rows: as JSON with --json, else through table(); an
- * error (rows NULL) is reported from err. Takes rows. */
+/* Prints a query's rows: as JSON with --json, else through table() once
+ * safe_text_json made them safe to print; an error (rows NULL) is reported
+ * from err. Takes rows. */
 int admin_show(const struct admin *a, json_t *rows, char *err, void (*table)(json_t *rows));
 /* The string value of key in obj, or NULL. */
 const char *admin_str(json_t *obj, const char *key);

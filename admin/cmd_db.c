@@ -2,6 +2,7 @@
 #include "admin.h"
 #include "clock.h"
 #include "duration.h"
+#include "safe_text.h"
 #include "store.h"
 
 #include <curl/curl.h>
@@ -113,6 +114,7 @@ int cmd_check(const struct admin *a, int argc, char **argv)
     if (a->json) {
         admin_print_json(v, 0);
     } else {
+        safe_text_json(v);
         printf("integrity   %s\nschema      version %lld (this build knows %lld)\n",
                admin_str(v, "integrity"), (long long)admin_int(v, "schema_version"),
                (long long)admin_int(v, "latest_version"));

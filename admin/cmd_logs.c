@@ -3,6 +3,7 @@
 #include "clock.h"
 #include "duration.h"
 #include "log_level.h"
+#include "safe_text.h"
 #include "table.h"
 
 #include <signal.h>
@@ -26,6 +27,7 @@ static void print_log(const struct admin *a, json_t *row)
         admin_print_json(json_incref(row), 1);
         return;
     }
+    safe_text_json(row);
     time_t secs = (time_t)(admin_int(row, "ts_ms") / 1000);
     struct tm tm;
     char when[32];
@@ -120,6 +122,7 @@ int cmd_stats(const struct admin *a, int argc, char **argv)
         admin_print_json(v, 0);
         return ADMIN_OK;
     }
+    safe_text_json(v);
     char db[32], wal[32], stored[32];
     duration_bytes(admin_int(v, "database_bytes"), db, sizeof db);
     duration_bytes(admin_int(v, "wal_bytes"), wal, sizeof wal);

@@ -2,6 +2,7 @@
 #include "admin.h"
 #include "clock.h"
 #include "duration.h"
+#include "safe_text.h"
 #include "table.h"
 
 #include <signal.h>
@@ -130,6 +131,13 @@ static int session_show(const struct admin *a, const char *id)
         admin_print_json(v, 0);
         return ADMIN_OK;
     }
+    /* The client's capabilities as JSON text (its keys are the client's
+     * too), then every string made safe to print. */
+    char *caps_json =
+        json_dumps(json_object_get(v, "capabilities"), JSON_COMPACT | JSON_ENSURE_ASCII);
+    char *caps = safe_text(caps_json);
+    free(caps_json);
+    safe_text_json(v);
     char bytes[32];
     duration_bytes(admin_int(v, "stored_bytes"), bytes, sizeof bytes);
     printf("session     %s\nprincipal   %s\nclient      %s %s\nprotocol    %s\n"
@@ -141,7 +149,6 @@ static int session_show(const struct admin *a, const char *id)
            json_is_null(json_object_get(v, "ended_ms")) ? "live" : "ended",
            admin_str(v, "kill_reason") ? ": " : "", admin_or(admin_str(v, "kill_reason"), ""),
            bytes);
-    char *caps = json_dumps(json_object_get(v, "capabilities"), JSON_COMPACT);
     printf("capabilities %s\n\nstreams:\n", caps ? caps : "{}");
     free(caps);
     streams_table(json_object_get(v, "streams"));
@@ -247,6 +254,7 @@ int cmd_chunks(const struct admin *a, int argc, char **argv)
             if (a->json) {
                 admin_print_json(json_incref(c), 1);
             } else {
+                safe_text_json(c);
                 printf("%lld\t%s\t%s%s\n", (long long)admin_int(c, "seq"),
                        admin_ago(c, "created_ms", 0), admin_str(c, "message"),
                        admin_int(c, "is_end") ? "\t(end)" : "");

@@ -2,6 +2,7 @@
 #include "admin.h"
 #include "clock.h"
 #include "duration.h"
+#include "safe_text.h"
 #include "table.h"
 #include "token.h"
 
@@ -80,6 +81,7 @@ static int tokens_list(const struct admin *a)
         admin_print_json(list, 0);
         return ADMIN_OK;
     }
+    safe_text_json(list);
     static const char *const h[] = {"NAME",     "CREATED", "EXPIRES", "LAST USED",
                                     "SESSIONS", "STATE",   "NOTE"};
     struct table_out *t = table_out_new(7, h);

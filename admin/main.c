@@ -3,6 +3,7 @@
 #include "admin.h"
 #include "clock.h"
 #include "duration.h"
+#include "safe_text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -55,9 +56,23 @@ struct store_admin *admin_open(const struct admin *a, enum store_admin_mode mode
 
 void admin_print_json(json_t *v, int compact)
 {
-    char *text = json_dumps(v, compact ? JSON_COMPACT : JSON_INDENT(2));
+    /* ASCII only, so that a client's C1 controls and bidirectional
+     * overrides reach the terminal as \uXXXX escapes, as jansson writes C0
+     * controls. It leaves DEL raw; in JSON text DEL can only stand inside
+     * a string, where \u007f is the same character. */
+    char *text =
+        json_dumps(v, JSON_ENSURE_ASCII | (compact ? JSON_COMPACT : (size_t)JSON_INDENT(2)));
+    for (const char *p = text; p && *p;) {
+        size_t n = strcspn(p, "\x7f");
+        fwrite(p, 1, n, stdout);
+        p += n;
+        if (*p) {
+            fputs("\\u007f", stdout);
+            p++;
+        }
+    }
     if (text)
-        printf("%s\n", text);
+        putchar('\n');
     free(text);
     json_decref(v);
     fflush(stdout);
@@ -65,7 +80,10 @@ void admin_print_json(json_t *v, int compact)
 
 int admin_fail(int status, char *msg)
 {
-    fprintf(stderr, "mcp-admin: %s\n", msg ? msg : "out of memory");
+    /* Messages may quote the database (an integrity problem, a name). */
+    char *safe = safe_text(msg);
+    fprintf(stderr, "mcp-admin: %s\n", safe ? safe : "out of memory");
+    free(safe);
     free(msg);
     return status;
 }
@@ -99,6 +117,7 @@ int admin_show(const struct admin *a, json_t *rows, char *err, void (*table)(jso
     if (a->json) {
         admin_print_json(rows, 0);
     } else {
+        safe_text_json(rows);
         table(rows);
         json_decref(rows);
     }

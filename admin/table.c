@@ -1,5 +1,6 @@
 /* table_out — see table.h. */
 #include "table.h"
+#include "safe_text.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -17,11 +18,7 @@ struct table_out {
 
 static char *clean(const char *s)
 {
-    char *c = strdup(s ? s : "-");
-    for (char *p = c; p && *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
-    return c;
+    return safe_text(s ? s : "-");
 }
 
 static void add(struct table_out *t, const char *const *cells)

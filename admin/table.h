@@ -4,9 +4,8 @@
  * Columns are sized to their widest cell; when the total is wider than the
  * terminal ($COLUMNS, the tty's width, else 120), the widest columns but
  * the first (the row's id, never cut) are narrowed and their cells cut with
- * "…" until it fits. Cells are plain
- * text; control characters are shown as "?" so a stored message cannot
- * drive the terminal. */
+ * "…" until it fits. Cells are plain text, escaped by safe_text so that
+ * a stored message cannot drive the terminal. */
 #ifndef MCPD_ADMIN_TABLE_H
 #define MCPD_ADMIN_TABLE_H
 

@@ -178,11 +178,40 @@ int auth_bootstrap(const char *file, char **err)
             *err = NULL;
         return -1;
     }
-    if (store_token_put(auth.store, "bootstrap", hash, "from --bootstrap-token-file",
-                        clock_wall_ms()) != 0) {
-        *err = strdup("--bootstrap-token-file: the store refused the token (is it already "
-                      "another token's?)");
+    /* The file only ever creates the token. Applied on every start (a
+     * container restarts with the same secret), it must not undo what an
+     * operator did since: a revocation, or a token of that name made with
+     * mcp-admin. What the file would change is reported, never applied. */
+    enum store_token_create_result found;
+    if (store_token_create(auth.store, "bootstrap", hash, "from --bootstrap-token-file",
+                           clock_wall_ms(), &found) != 0) {
+        *err = strdup("--bootstrap-token-file: the store could not add the token");
         return -1;
+    }
+    switch (found) {
+    case STORE_TOKEN_CREATED:
+        log_event(LOG_INFO, NULL, "bootstrap_token_created",
+                  "the token named bootstrap was created from --bootstrap-token-file");
+        break;
+    case STORE_TOKEN_EXISTS:
+        break;
+    case STORE_TOKEN_REVOKED:
+        log_event(LOG_WARN, NULL, "bootstrap_token_revoked",
+                  "the token named bootstrap was revoked and stays revoked: "
+                  "--bootstrap-token-file is not applied (remove the option, and make a new "
+                  "token with mcp-admin tokens add)");
+        break;
+    case STORE_TOKEN_OTHER_HASH:
+        log_event(LOG_WARN, NULL, "bootstrap_token_differs",
+                  "a token named bootstrap exists with another value (the file changed, or "
+                  "the token was made with mcp-admin): --bootstrap-token-file is not applied "
+                  "and the existing token is kept");
+        break;
+    case STORE_TOKEN_HASH_TAKEN:
+        log_event(LOG_WARN, NULL, "bootstrap_token_taken",
+                  "the token in --bootstrap-token-file is already another token's: it is not "
+                  "added as bootstrap");
+        break;
     }
     return 0;
 }

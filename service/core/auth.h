@@ -27,7 +27,9 @@ int auth_configure(const char *mode, struct store *st);
 int auth_required(void);
 /* Accepts the token in `file` (surrounding blanks ignored) as the one named
  * "bootstrap", for deployments that provision a first token as a secret.
- * Returns 0, or -1 with *err (caller frees). */
+ * It only creates that token: one that exists (revoked, or with another
+ * value) is left as it is, with a warning. Returns 0, or -1 with *err
+ * (caller frees) when the file holds no token or the store fails. */
 int auth_bootstrap(const char *file, char **err);
 void auth_shutdown(void);
 

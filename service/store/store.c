@@ -8,6 +8,7 @@
 #include "wal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <sqlite3.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The writes the writer thread knows, each one prepared statement. */
 enum write_kind {
@@ -38,7 +40,7 @@ enum write_kind {
     W_PURGE_STREAMS,
     W_PURGE_LOGS,
     W_TOKEN_USED,
-    W_TOKEN_PUT,
+    W_TOKEN_CREATE,
     W_SECRET_PUT,
     W_RELAY_MARK,
     W_STATE_USE_PURGE,
@@ -91,8 +93,10 @@ static const char *const write_sql[W_COUNT] = {
      * the newest ?2 rows are those above max(id) - ?2. */
     [W_TOKEN_USED] = "UPDATE tokens SET last_used_ms = MAX(COALESCE(last_used_ms, 0), ?2) "
                      "WHERE name = ?1",
-    [W_TOKEN_PUT] = "INSERT INTO tokens(name, hash, note, created_ms) VALUES(?1, ?2, ?3, ?4) "
-                    "ON CONFLICT(name) DO UPDATE SET hash = excluded.hash, revoked_ms = NULL",
+    /* Never changes a token that exists, of this name or with this hash:
+     * see store_token_create. */
+    [W_TOKEN_CREATE] = "INSERT INTO tokens(name, hash, note, created_ms) VALUES(?1, ?2, ?3, ?4) "
+                       "ON CONFLICT DO NOTHING",
     [W_SECRET_PUT] = "INSERT INTO secrets(name, value, created_ms) VALUES(?1, ?2, ?3) "
                      "ON CONFLICT(name) DO NOTHING",
     [W_PURGE_LOGS] = "DELETE FROM logs WHERE ts_ms < ?1 OR id <= (SELECT max(id) FROM logs) - ?2",
@@ -199,6 +203,55 @@ static int mkdirs_for(const char *path)
         *p = '/';
     }
     free(dup);
+    return 0;
+}
+
+/* A store file that others may read or write loses those bits, with a
+ * warning: it was made by an older mcpd (under the umask) or by hand. */
+static void narrow_mode(int fd, const char *name)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || !(sb.st_mode & 077))
+        return;
+    unsigned was = (unsigned)(sb.st_mode & 0777), now = was & 0700;
+    if (fchmod(fd, (mode_t)now) == 0)
+        log_event(LOG_WARN, NULL, "store_file_mode",
+                  "%s was open to other users (mode %03o); narrowed to %03o", name, was, now);
+    else
+        log_event(LOG_WARN, NULL, "store_file_mode",
+                  "%s is open to other users (mode %03o) and could not be narrowed: %s", name, was,
+                  strerror(errno));
+}
+
+/* The database holds token hashes, the request_state key and every
+ * conversation, so only its owner may read it, whatever the umask. The
+ * file is created 0600 here, before SQLite opens it (setting the umask
+ * instead would change it for every thread of the process); SQLite gives
+ * the -wal and -shm files it creates the main file's mode. Files that
+ * exist already, these three, are narrowed to their owner's bits. The
+ * folder is left alone: mkdirs_for makes a new one 0700, and an existing
+ * one may be shared on purpose (/tmp). */
+static int own_files(const char *path, char **err)
+{
+    int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        *err = fmt_err("cannot open database %s: %s", path, strerror(errno));
+        return -1;
+    }
+    narrow_mode(fd, path);
+    close(fd);
+    static const char *const sides[] = {"-wal", "-shm"};
+    for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++) {
+        char *side = NULL;
+        if (asprintf(&side, "%s%s", path, sides[i]) < 0)
+            side = NULL;
+        fd = side ? open(side, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+        if (fd >= 0) {
+            narrow_mode(fd, side);
+            close(fd);
+        }
+        free(side);
+    }
     return 0;
 }
 
@@ -674,6 +727,8 @@ int store_open(const char *path, struct store **out, char **err)
         *err = fmt_err("cannot create the folder for %s: %s", path, strerror(errno));
         return -1;
     }
+    if (!memory && own_files(path, err) != 0)
+        return -1;
     struct store *st = calloc(1, sizeof *st);
     if (!st) {
         *err = fmt_err("out of memory");
@@ -1264,10 +1319,43 @@ int store_secret(struct store *st, const char *name, const char *candidate, int6
     return rc;
 }
 
-int store_token_put(struct store *st, const char *name, const char *hash, const char *note,
-                    int64_t now_ms)
+/* What the token named `name` is to `hash`; STORE_TOKEN_HASH_TAKEN when
+ * there is none of that name. -1 on error. */
+static int token_state(struct store *st, const char *name, const char *hash,
+                       enum store_token_create_result *out)
 {
-    return enqueue(st, 1, W_TOKEN_PUT, "sssi", name, hash, note, now_ms);
+    sqlite3_stmt *q = read_begin(st, "SELECT hash, revoked_ms FROM tokens WHERE name = ?1");
+    if (!q)
+        return -1;
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        const char *have = (const char *)sqlite3_column_text(q, 0);
+        *out = sqlite3_column_type(q, 1) != SQLITE_NULL ? STORE_TOKEN_REVOKED
+               : have && strcmp(have, hash) == 0        ? STORE_TOKEN_EXISTS
+                                                        : STORE_TOKEN_OTHER_HASH;
+    } else {
+        *out = STORE_TOKEN_HASH_TAKEN;
+    }
+    read_end(st, q);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+int store_token_create(struct store *st, const char *name, const char *hash, const char *note,
+                       int64_t now_ms, enum store_token_create_result *out)
+{
+    if (token_state(st, name, hash, out) != 0)
+        return -1;
+    if (*out != STORE_TOKEN_HASH_TAKEN)
+        return 0; /* a token of that name exists: it stays as it is */
+    if (enqueue(st, 1, W_TOKEN_CREATE, "sssi", name, hash, note, now_ms) != 0 ||
+        token_state(st, name, hash, out) != 0)
+        return -1;
+    /* The row is ours unless mcp-admin added one of that name in between;
+     * no row: the hash is another name's, and nothing was added. */
+    if (*out == STORE_TOKEN_EXISTS)
+        *out = STORE_TOKEN_CREATED;
+    return 0;
 }
 
 int store_state_use_claim(struct store *st, const struct store_state_use *u, int64_t now_ms,

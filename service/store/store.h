@@ -205,15 +205,23 @@ struct store_token {
 };
 /* 0 found, 1 unknown, -1 error. */
 int store_token_lookup(struct store *st, const char *hash, struct store_token *out);
-/* Adds the token `name` with this hash, or gives it this hash and lifts a
- * revocation; waits for the commit. */
 /* A server secret by name: stores `candidate` (text) unless one exists,
  * then copies the stored value into out (cap bytes). 0, or -1. */
 int store_secret(struct store *st, const char *name, const char *candidate, int64_t now_ms,
                  char *out, size_t cap);
 
-int store_token_put(struct store *st, const char *name, const char *hash, const char *note,
-                    int64_t now_ms);
+enum store_token_create_result {
+    STORE_TOKEN_CREATED,    /* there was no token of that name: it was added */
+    STORE_TOKEN_EXISTS,     /* the token of that name has this hash already */
+    STORE_TOKEN_REVOKED,    /* the token of that name is revoked (whatever its hash) */
+    STORE_TOKEN_OTHER_HASH, /* the token of that name has another hash */
+    STORE_TOKEN_HASH_TAKEN, /* no token of that name, and this hash is another's */
+};
+/* Adds the token `name` with this hash when no token of that name exists,
+ * and says in *out what it found; it never changes a token that exists (a
+ * revoked one stays revoked). Waits for the commit. 0, or -1 on error. */
+int store_token_create(struct store *st, const char *name, const char *hash, const char *note,
+                       int64_t now_ms, enum store_token_create_result *out);
 /* Async: the token was used at now_ms. */
 int store_token_used(struct store *st, const char *name, int64_t now_ms);
 /* Calls cb for each session an operator ended (mcp-admin session kill) at

@@ -2,14 +2,18 @@
 #include "store_admin.h"
 #include "clock.h"
 #include "store_migrations.h"
+#include "utf8.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 struct store_admin {
     sqlite3 *db;
@@ -125,6 +129,37 @@ static sqlite3_stmt *prepare(struct store_admin *a, const char *sql, char **err)
     return q;
 }
 
+/* Text as jansson holds it. SQLite hands back the bytes that were stored,
+ * and a client can have stored some that are not UTF-8 (a header value cut
+ * mid-character); jansson refuses those, which would drop the column. Each
+ * byte that is not part of a valid sequence becomes U+FFFD. */
+static json_t *text_value(const unsigned char *s, size_t n)
+{
+    if (!s || !n)
+        return json_string("");
+    json_t *v = json_stringn((const char *)s, n);
+    if (v || n > SIZE_MAX / 3)
+        return v;
+    char *fixed = malloc(3 * n), *o = fixed;
+    if (!fixed)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        size_t len = s[i] >= 0x80 ? utf8_seq_len(s + i, n - i) : 1;
+        if (len) {
+            memcpy(o, s + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    v = json_stringn(fixed, (size_t)(o - fixed));
+    free(fixed);
+    return v;
+}
+
 static json_t *column(sqlite3_stmt *q, int i)
 {
     switch (sqlite3_column_type(q, i)) {
@@ -135,8 +170,7 @@ static json_t *column(sqlite3_stmt *q, int i)
     case SQLITE_NULL:
         return json_null();
     default:
-        return json_stringn((const char *)sqlite3_column_text(q, i),
-                            (size_t)sqlite3_column_bytes(q, i));
+        return text_value(sqlite3_column_text(q, i), (size_t)sqlite3_column_bytes(q, i));
     }
 }
 
@@ -471,16 +505,25 @@ int store_admin_vacuum(struct store_admin *a, char **err)
 
 int store_admin_backup(struct store_admin *a, const char *file, char **err)
 {
-    struct stat sb;
-    if (stat(file, &sb) == 0) {
-        set_err(err, "%s exists: a backup never overwrites a file", file);
+    /* The copy holds what the database holds (token hashes, the server's
+     * secrets, every conversation): created here, exclusively and 0600
+     * whatever the umask, before SQLite opens it; its journal takes the
+     * file's mode. */
+    int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        if (errno == EEXIST)
+            set_err(err, "%s exists: a backup never overwrites a file", file);
+        else
+            set_err(err, "cannot create %s: %s", file, strerror(errno));
         return -1;
     }
+    close(fd);
     sqlite3 *dst = NULL;
     if (sqlite3_open_v2(file, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
         SQLITE_OK) {
         set_err(err, "cannot create %s: %s", file, dst ? sqlite3_errmsg(dst) : "out of memory");
         sqlite3_close(dst);
+        remove(file);
         return -1;
     }
     sqlite3_backup *b = sqlite3_backup_init(dst, "main", a->db, "main");

@@ -70,7 +70,8 @@ int store_admin_session_kill(struct store_admin *a, const char *id, const char *
 
 int store_admin_vacuum(struct store_admin *a, char **err);
 /* A consistent copy of the whole database into `file` (SQLite's online
- * backup), while mcpd keeps writing. */
+ * backup), while mcpd keeps writing. The file must not exist; it is
+ * created 0600 (owner only), whatever the umask. */
 int store_admin_backup(struct store_admin *a, const char *file, char **err);
 /* {integrity, schema_version, latest_version, migrations:[...]} */
 json_t *store_admin_check(struct store_admin *a, char **err);

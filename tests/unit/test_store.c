@@ -1,8 +1,9 @@
 /* test_store — the SQLite store (store.c) on a real file in a temporary
  * folder and on ":memory:": migrations, sessions, streams and chunks, purge,
- * durability across close/reopen, and group commit under concurrent
- * appenders. Raw SQLite reads (a separate connection) double-check what the
- * store's own read functions cannot show, such as cascaded chunk rows. */
+ * durability across close/reopen, group commit under concurrent
+ * appenders, tokens an operator made or revoked that a bootstrap token
+ * never changes, and owner-only files whatever the umask. Raw SQLite reads (a separate connection)
+ * double-check what the store's own read functions cannot show, such as cascaded chunk rows. */
 #include "check.h"
 #include "store.h"
 #include "store_migrations.h"
@@ -1202,6 +1203,99 @@ static void test_purge_batches(const char *path)
     store_close(st);
 }
 
+/* A statement on a raw connection to the file; 0 or -1. */
+static int raw_exec(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    int rc =
+        sqlite3_open(path, &db) == SQLITE_OK && sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK
+            ? 0
+            : -1;
+    sqlite3_close(db);
+    return rc;
+}
+
+/* store_token_create (--bootstrap-token-file) adds a token only when none
+ * of its name exists, and never changes one: not its hash, not a
+ * revocation, across a reopen too. */
+static void test_token_create(const char *path)
+{
+    struct store *st = open_store(path);
+    if (!st)
+        return;
+    enum store_token_create_result r = STORE_TOKEN_HASH_TAKEN;
+    struct store_token tok;
+    CHECK_INT(store_token_create(st, "bootstrap", "hash-one", "from a file", 1000, &r), 0);
+    CHECK_INT(r, STORE_TOKEN_CREATED);
+    CHECK_INT(store_token_create(st, "bootstrap", "hash-one", "from a file", 2000, &r), 0);
+    CHECK_INT(r, STORE_TOKEN_EXISTS);
+    CHECK_INT(store_token_create(st, "bootstrap", "hash-two", "from a file", 2000, &r), 0);
+    CHECK_INT(r, STORE_TOKEN_OTHER_HASH);
+    CHECK_INT(store_token_lookup(st, "hash-one", &tok), 0);
+    CHECK_INT(store_token_lookup(st, "hash-two", &tok), 1);
+    /* Another name with a hash that is taken: nothing added. */
+    CHECK_INT(store_token_create(st, "second", "hash-one", NULL, 2000, &r), 0);
+    CHECK_INT(r, STORE_TOKEN_HASH_TAKEN);
+    CHECK_INT(store_token_lookup(st, "hash-one", &tok), 0);
+    CHECK_STR(tok.name, "bootstrap");
+    store_close(st);
+    /* Revoked by mcp-admin: it stays revoked, whatever hash is offered. */
+    CHECK_INT(raw_exec(path, "UPDATE tokens SET revoked_ms = 5000 WHERE name = 'bootstrap'"), 0);
+    st = open_store(path);
+    if (!st)
+        return;
+    CHECK_INT(store_token_create(st, "bootstrap", "hash-one", "from a file", 6000, &r), 0);
+    CHECK_INT(r, STORE_TOKEN_REVOKED);
+    CHECK_INT(store_token_create(st, "bootstrap", "hash-two", "from a file", 6000, &r), 0);
+    CHECK_INT(r, STORE_TOKEN_REVOKED);
+    CHECK_INT(store_token_lookup(st, "hash-one", &tok), 0);
+    CHECK_INT(tok.revoked_ms, 5000);
+    store_close(st);
+}
+
+static unsigned mode_of(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (unsigned)(sb.st_mode & 0777) : 01000;
+}
+
+/* Under umask 022 the store's folder is 0700 and its files 0600; files an
+ * older mcpd left 0644 are narrowed when the store opens. */
+static void test_file_modes(const char *dir)
+{
+    mode_t before = umask(022);
+    char path[300], wal[310], shm[310];
+    snprintf(path, sizeof path, "%s/mcpd.db", dir);
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    snprintf(shm, sizeof shm, "%s-shm", path);
+    struct store *st = open_store(path);
+    if (st) {
+        CHECK_INT(store_log(st, 1, "info", NULL, "a row"), 0);
+        CHECK_INT(store_flush(st), 0);
+        CHECK_INT(mode_of(dir), 0700);
+        CHECK_INT(mode_of(path), 0600);
+        CHECK_INT(mode_of(wal), 0600);
+        CHECK_INT(mode_of(shm), 0600);
+        /* Open to others while the store runs; narrowed at the next open. */
+        CHECK_INT(chmod(path, 0644), 0);
+        CHECK_INT(chmod(wal, 0664), 0);
+        CHECK_INT(chmod(shm, 0640), 0);
+        /* The -wal and -shm stay when a connection is left open, as they do
+         * when mcpd is killed. */
+        sqlite3 *keep = NULL;
+        CHECK_INT(sqlite3_open(path, &keep), SQLITE_OK);
+        CHECK_INT(sqlite3_exec(keep, "SELECT COUNT(*) FROM logs", NULL, NULL, NULL), SQLITE_OK);
+        store_close(st);
+        st = open_store(path);
+        CHECK_INT(mode_of(path), 0600);
+        CHECK_INT(mode_of(wal), 0600);
+        CHECK_INT(mode_of(shm), 0600);
+        store_close(st);
+        sqlite3_close(keep);
+    }
+    umask(before);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/mcpd-test-store-XXXXXX");
@@ -1233,6 +1327,12 @@ int main(void)
     char hpath[256];
     snprintf(hpath, sizeof hpath, "%s/hold/mcpd.db", tmpdir);
     test_slow_hold(hpath);
+    char tpath[256];
+    snprintf(tpath, sizeof tpath, "%s/tokens/mcpd.db", tmpdir);
+    test_token_create(tpath);
+    char mdir[256];
+    snprintf(mdir, sizeof mdir, "%s/modes", tmpdir);
+    test_file_modes(mdir);
 
     /* The same on a throwaway in-memory store. */
     test_data(":memory:", NULL);
