@@ -39,12 +39,12 @@
 #define FIBERS_KEPT 64
 /* Below each stack, address space that faults on any access. One page
  * would not do: a frame that moves the stack pointer more than a page at
- * once can step over it into whatever lies below (most often another
- * fiber's stack: mmap places them side by side) and write there without a
+ * once can step over it into whatever lies below (another fiber's stack or
+ * a thread's: mmap places them side by side) and write there without a
  * fault. mcpd's own code is built with -fstack-clash-protection, whose
  * probes touch every page of a large frame in order; the libraries it
- * calls may not be, and this guard is larger than any frame of theirs.
- * It costs no memory, and it is one mapping whatever its size. */
+ * calls may not be, and a frame of theirs smaller than this guard faults
+ * in it. It costs no memory, and it is one mapping whatever its size. */
 #define GUARD_SIZE (64 * 1024)
 
 /* ---- contexts ---- */

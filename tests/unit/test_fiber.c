@@ -71,8 +71,8 @@ static void sleep_ms(long ms)
 /* ---- a stack overflow faults, whatever the size of the frame ---- */
 
 /* Mapped on purpose right below a fiber's guard: where a frame that
- * stepped over the guard would write without a fault (mmap most often puts
- * the next fiber's stack there). */
+ * stepped over the guard would write without a fault (mmap puts another
+ * fiber's stack, or a thread's, there). */
 #define VICTIM_SIZE (256 * 1024)
 #define VICTIM_BYTE 0x5a
 /* Larger than the fibers' guard: only the stack probes make it fault. */
@@ -156,6 +156,8 @@ static void overflow_stack(void *arg)
     char *victim = mmap(want, VICTIM_SIZE, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (victim != want) {
+        if (victim != MAP_FAILED) /* a kernel without MAP_FIXED_NOREPLACE */
+            munmap(victim, VICTIM_SIZE);
         o->result = OVERFLOW_NO_VICTIM;
         return;
     }
