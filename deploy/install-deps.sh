@@ -17,6 +17,8 @@ if [ "${1:-}" = "--test" ]; then
     packages+=(caddy)
     # sqlite3: the abuse tests run PRAGMA integrity_check on mcpd's database.
     packages+=(sqlite3)
+    # devscripts: hardening-check, on the binaries the build hardens.
+    packages+=(devscripts)
     # The deployment files are checked with their own tools and run in front
     # of mcpd: docker-compose (config -q, no engine needed), nginx, openssl.
     packages+=(docker-compose nginx openssl)

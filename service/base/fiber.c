@@ -1,4 +1,4 @@
-/* fiber — see fiber.h. Stacks from mmap with a guard page; finished
+/* fiber — see fiber.h. Stacks from mmap above a guard; finished
  * fibers kept for reuse; one timer thread for parks with a deadline. On
  * x86-64 a switch saves the callee-saved registers and swaps stack
  * pointers (a few instructions; ucontext's swapcontext also saves the
@@ -37,6 +37,15 @@
 #define STACK_SIZE (256 * 1024)
 #endif
 #define FIBERS_KEPT 64
+/* Below each stack, address space that faults on any access. One page
+ * would not do: a frame that moves the stack pointer more than a page at
+ * once can step over it into whatever lies below (another fiber's stack or
+ * a thread's: mmap places them side by side) and write there without a
+ * fault. mcpd's own code is built with -fstack-clash-protection, whose
+ * probes touch every page of a large frame in order; the libraries it
+ * calls may not be, and a frame of theirs smaller than this guard faults
+ * in it. It costs no memory, and it is one mapping whatever its size. */
+#define GUARD_SIZE (64 * 1024)
 
 /* ---- contexts ---- */
 
@@ -116,7 +125,7 @@ static void context_swap(struct context *from, struct context *to)
 
 struct fiber {
     struct context ctx, host_ctx;
-    char *stack; /* STACK_SIZE bytes above a guard page */
+    char *stack; /* STACK_SIZE bytes above the guard */
     void (*fn)(void *);
     void *arg;
     struct fiber_host host;
@@ -142,15 +151,17 @@ static _Thread_local int nonblocking;
 
 /* ---- stacks ---- */
 
-static size_t page_size(void)
+/* GUARD_SIZE, whole pages. */
+static size_t guard_size(void)
 {
     long p = sysconf(_SC_PAGESIZE);
-    return p > 0 ? (size_t)p : 4096;
+    size_t page = p > 0 ? (size_t)p : 4096;
+    return (GUARD_SIZE + page - 1) / page * page;
 }
 
 static char *stack_new(void)
 {
-    size_t guard = page_size();
+    size_t guard = guard_size();
     char *m = mmap(NULL, STACK_SIZE + guard, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED)
@@ -164,7 +175,7 @@ static char *stack_new(void)
 
 static void stack_free(char *s)
 {
-    size_t guard = page_size();
+    size_t guard = guard_size();
     munmap(s - guard, STACK_SIZE + guard);
 }
 

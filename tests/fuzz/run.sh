@@ -22,7 +22,7 @@ cc=${CC_FUZZ:-clang}
 # The harnesses are CMake targets (tests/fuzz/CMakeLists.txt), built with
 # the project's warnings by clang in their own build directory.
 build="${FUZZ_BUILD:-$repo/build-fuzz}"
-cmake -S "$repo" -B "$build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Debug -DMCPD_FUZZ=ON \
+cmake -S "$repo" -B "$build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Debug -DMCPD_FUZZ=ON -DMCPD_WERROR=ON \
     >/dev/null
 cmake --build "$build" --target fuzzers -j "$(nproc 2>/dev/null || echo 2)" >/dev/null
 targets="fuzz_ws_frame fuzz_stdio_frame fuzz_bridge_sse fuzz_bridge_ws fuzz_bridge_options

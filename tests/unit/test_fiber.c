@@ -3,18 +3,27 @@
  * host suspends it; a wake from another thread, a deadline or a cancel has
  * the host resume it where it stopped; a wake that comes before the park,
  * or while the host is still suspending, is not lost; fcond wakes threads
- * and fibers alike; fibers are reused. The host here plays libmicrohttpd:
- * suspend records, resume posts a semaphore the host loop waits on. */
+ * and fibers alike; fibers are reused; a fiber that overflows its stack
+ * faults, with a frame of any size, instead of writing below it. The host
+ * here plays libmicrohttpd: suspend records, resume posts a semaphore the
+ * host loop waits on. */
 #include "check.h"
 #include "clock.h"
 #include "fcond.h"
 #include "fiber.h"
+#include "unprobed_frame.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 struct host {
     sem_t resumed;
@@ -57,6 +66,149 @@ static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+/* ---- a stack overflow faults, whatever the size of the frame ---- */
+
+/* Mapped on purpose right below a fiber's guard: where a frame that
+ * stepped over the guard would write without a fault (mmap puts another
+ * fiber's stack, or a thread's, there). */
+#define VICTIM_SIZE (256 * 1024)
+#define VICTIM_BYTE 0x5a
+/* Larger than the fibers' guard: only the stack probes make it fault. */
+#define PROBED_FRAME_SIZE (96 * 1024)
+
+/* How the child that overflows its fiber's stack exits when it did not
+ * die by the fault. */
+enum {
+    OVERFLOW_CORRUPTED = 2, /* it wrote below the guard */
+    OVERFLOW_NONE,          /* it wrote nothing there */
+    OVERFLOW_NO_GUARD,      /* no inaccessible mapping right below the stack */
+    OVERFLOW_NO_VICTIM,     /* nothing could be mapped right below the guard */
+};
+
+struct overflow {
+    int (*frame)(void);
+    int result; /* OVERFLOW_*: how it went when it did not fault */
+};
+
+/* The first store of a function with a large frame can be at its bottom. */
+__attribute__((noinline)) static int probed_frame(void)
+{
+    volatile char frame[PROBED_FRAME_SIZE];
+    frame[0] = 1;
+    return frame[0];
+}
+
+/* Small frames, each touched, down to `floor`; there, the large frame. */
+__attribute__((noinline)) static int descend(uintptr_t floor, int (*frame)(void))
+{
+    volatile char pad[512];
+    pad[0] = 0;
+    if ((uintptr_t)__builtin_frame_address(0) > floor)
+        return descend(floor, frame) + pad[0];
+    return frame() + pad[0];
+}
+
+/* The start of the mapping that holds addr (*lo), and of the inaccessible
+ * one right below it (*guard). 0, or -1 when there is none. */
+static int stack_and_guard(uintptr_t addr, uintptr_t *lo, uintptr_t *guard)
+{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps)
+        return -1;
+    char *line = NULL;
+    size_t cap = 0;
+    unsigned long below_lo = 0, below_hi = 0;
+    int below_none = 0;
+    *guard = 0;
+    while (getline(&line, &cap, maps) > 0) {
+        unsigned long a, b;
+        char perms[5];
+        if (sscanf(line, "%lx-%lx %4s", &a, &b, perms) != 3)
+            continue;
+        if (addr >= a && addr < b) {
+            *lo = a;
+            if (below_hi == a && below_none)
+                *guard = below_lo;
+            break;
+        }
+        below_lo = a;
+        below_hi = b;
+        below_none = strcmp(perms, "---p") == 0;
+    }
+    free(line);
+    fclose(maps);
+    return *guard ? 0 : -1;
+}
+
+/* On a fiber: maps the victim below the guard, goes down to 8 KiB above
+ * the stack's end and runs the large frame there. */
+static void overflow_stack(void *arg)
+{
+    struct overflow *o = arg;
+    uintptr_t lo, guard;
+    if (stack_and_guard((uintptr_t)__builtin_frame_address(0), &lo, &guard) != 0) {
+        o->result = OVERFLOW_NO_GUARD;
+        return;
+    }
+    char *want = (char *)(guard - VICTIM_SIZE);
+    char *victim = mmap(want, VICTIM_SIZE, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (victim != want) {
+        if (victim != MAP_FAILED) /* a kernel without MAP_FIXED_NOREPLACE */
+            munmap(victim, VICTIM_SIZE);
+        o->result = OVERFLOW_NO_VICTIM;
+        return;
+    }
+    memset(victim, VICTIM_BYTE, VICTIM_SIZE);
+    descend(lo + 8 * 1024, o->frame);
+    o->result = OVERFLOW_NONE;
+    for (size_t i = 0; i < VICTIM_SIZE; i++) {
+        if (victim[i] != VICTIM_BYTE)
+            o->result = OVERFLOW_CORRUPTED;
+    }
+}
+
+/* Runs overflow_stack with `frame` in a child process, where the fault
+ * kills (no handler, no core file), and checks that it did. Another
+ * mapping may lie right below a fiber's guard (the stack of the thread
+ * that serves deadlines is made with the first fiber): the child keeps
+ * each fiber it made and tries a new one, lower down. */
+static void check_overflow_faults(const char *what, int (*frame)(void))
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        signal(SIGSEGV, SIG_DFL);
+        signal(SIGBUS, SIG_DFL);
+        struct host h = {0};
+        struct overflow o = {frame, OVERFLOW_NO_VICTIM};
+        for (int i = 0; i < 8 && o.result == OVERFLOW_NO_VICTIM; i++) {
+            struct fiber *f = make(overflow_stack, &h, &o);
+            if (!f || fiber_run(f) != FIBER_DONE)
+                _exit(1);
+        }
+        _exit(o.result);
+    }
+    int status = 0;
+    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    int faulted = pid > 0 && WIFSIGNALED(status) &&
+                  (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS);
+    if (!check_record(faulted, __FILE__, __LINE__, what)) {
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        printf("     the child %s\n",
+               pid <= 0                     ? "could not be started"
+               : WIFSIGNALED(status)        ? strsignal(WTERMSIG(status))
+               : code == OVERFLOW_CORRUPTED ? "wrote below the guard without a fault"
+               : code == OVERFLOW_NONE      ? "returned without writing below the guard"
+               : code == OVERFLOW_NO_GUARD  ? "found no guard below its stack"
+               : code == OVERFLOW_NO_VICTIM ? "could not map below the guard"
+                                            : "failed to run its fiber");
+    }
 }
 
 /* ---- a fiber that never waits ---- */
@@ -174,7 +326,21 @@ static void sleep_on_fiber(void *arg)
 
 int main(void)
 {
-    struct host h;
+    /* First, while this is the only thread: the children fork from it.
+     * A frame larger than the guard faults at its first page past the
+     * stack, where the stack probes touch it (mcpd's own code is built
+     * with them). One larger than a page but smaller than the guard faults
+     * without the probes (a library may be built without them). Neither
+     * writes below the guard. */
+#ifdef MCPD_TEST_STACK_PROBES
+    check_overflow_faults("a probed frame larger than the guard faults", probed_frame);
+#else
+    (void)probed_frame;
+    printf("skipped: a probed frame larger than the guard (built without stack probes)\n");
+#endif
+    check_overflow_faults("an unprobed frame smaller than the guard faults", unprobed_frame);
+
+    struct host h = {0};
     sem_init(&h.resumed, 0, 0);
 
     /* A fiber that never waits ends in one run, with no suspend. */
