@@ -667,6 +667,23 @@ for (const kind of ['caddy', 'nginx']) {
         assert.equal(r.statusCode, status);
       }
 
+      // mcp-bridge given a URL with the token in its query (and the token
+      // itself): its own log (stderr, at debug) names the server without it.
+      let bridgeLog = '';
+      if (fs.existsSync(BRIDGE_BIN)) {
+        const b = new BridgeProc(['--cacert', stack.ca, '--token-env', 'DEPLOY_TEST_TOKEN', '--log-level', 'debug', `${stack.url}?api_key=${stack.token}`], { env: { DEPLOY_TEST_TOKEN: stack.token } });
+        try {
+          assert.equal((await b.init()).result.serverInfo.name, 'mcpd');
+          b.end();
+          assert.deepEqual(await b.waitExit(), { code: 0, signal: null });
+          bridgeLog = b.stderr;
+        } finally {
+          await b.cleanup();
+        }
+        assert.ok(!bridgeLog.includes(stack.token), 'mcp-bridge logged the token in its URL');
+        assert.match(bridgeLog, new RegExp(`event=bridge_ready msg="relaying stdio to https://localhost:${stack.port}/mcp"`));
+      }
+
       // The same proxy config with its upstream down: the request fails
       // (502), and Caddy logs a failed request with all of its headers.
       const deadDir = fs.mkdtempSync(path.join(tmp, `${kind}-dead-`));
@@ -696,6 +713,7 @@ for (const kind of ['caddy', 'nginx']) {
         ...readAll(deadDir),
         admin(['logs', '--level', 'debug', '--limit', '1000000']),
         admin(['--json', 'logs', '--level', 'debug', '--limit', '1000000']),
+        { file: "mcp-bridge's stderr", text: bridgeLog },
       ];
       for (const { file, text } of logs) {
         for (const [what, token] of [['the token', stack.token], ['an unknown token', unknown]]) assert.ok(!text.includes(token), `${what} is in ${file}`);
