@@ -108,6 +108,25 @@ static int signal_fd(void)
     return signalfd(-1, &set, SFD_CLOEXEC);
 }
 
+/* The server's URL as the log shows it: without user info, query or
+ * fragment, where a credential may ride (https://user:secret@host/,
+ * /mcp?api_key=...); stderr often ends in a desktop client's log files. */
+static void log_ready(const char *url)
+{
+    static const CURLUPart drop[] = {CURLUPART_USER, CURLUPART_PASSWORD, CURLUPART_OPTIONS,
+                                     CURLUPART_QUERY, CURLUPART_FRAGMENT};
+    CURLU *u = curl_url();
+    char *shown = NULL;
+    int ok = u && curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME) == CURLUE_OK;
+    for (size_t i = 0; ok && i < sizeof drop / sizeof drop[0]; i++)
+        ok = curl_url_set(u, drop[i], NULL, 0) == CURLUE_OK;
+    if (ok && curl_url_get(u, CURLUPART_URL, &shown, 0) != CURLUE_OK)
+        shown = NULL;
+    bridge_log(LOG_INFO, "bridge_ready", "relaying stdio to %s", shown ? shown : "the server");
+    curl_free(shown);
+    curl_url_cleanup(u);
+}
+
 static int run(const struct bridge_options *o)
 {
     struct bridge b = {0};
@@ -118,7 +137,7 @@ static int run(const struct bridge_options *o)
         bridge_log(LOG_ERROR, "start_failed", "out of memory or no signalfd");
         return 1;
     }
-    bridge_log(LOG_INFO, "bridge_ready", "relaying stdio to %s", o->url);
+    log_ready(o->url);
     const struct stdio_side_handler h = {on_client_message, on_frame_error, &b};
     int eof = 0, stopping = 0;
     int64_t deadline = 0;

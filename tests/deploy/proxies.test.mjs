@@ -5,9 +5,18 @@
 //   - Debian's caddy running deploy/Caddyfile, and Debian's nginx running
 //     deploy/nginx.conf, each on loopback in front of a native mcpd. Through
 //     each over HTTPS: the official SDK client, SSE progress arriving as it
-//     is sent (timestamps, not only order), WebSocket on /mcp/ws,
-//     mcp-bridge --cacert, and a stream resumed with Last-Event-ID after the
-//     proxy itself was killed mid-stream and started again.
+//     is sent (timestamps, not only order), WebSocket on /mcp/ws, the legacy
+//     HTTP+SSE transport (GET /sse, POST /messages?sessionId=...) raw and
+//     through mcp-bridge --transport sse, mcp-bridge --cacert, and a stream
+//     resumed with Last-Event-ID after the proxy itself was killed
+//     mid-stream and started again;
+//   - no credential in any log: after a WebSocket connect with the token as
+//     its `bearer.<token>` subprotocol (and one with an unknown token), a
+//     POST with Authorization and a URL with a token in its query, the
+//     proxy's logs (access and error, with access logging on as shipped;
+//     also a second proxy whose upstream is down, so that Caddy logs the
+//     failed request with its headers), mcpd's stderr at --log-level debug
+//     and `mcp-admin logs` hold neither token.
 //
 // Caddy gets its loopback ports and upstream through the CADDY_* and
 // MCPD_UPSTREAM variables the Caddyfile reads; nginx.conf is used with only
@@ -19,6 +28,7 @@
 
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
@@ -148,6 +158,16 @@ describe('the shipped files pass their own tools', () => {
       assert.match(route, new RegExp(`"host":\\["${domain.replace('.', '\\.')}"\\]`));
       assert.match(route, /"flush_interval":-1/);
       assert.doesNotMatch(route, /"encode"/, 'no compression');
+      for (const p of ['/mcp', '/mcp/ws', '/sse', '/messages', '/healthz', '/readyz']) assert.ok(route.includes(`"${p}"`), `${p} is routed`);
+      // Both of Caddy's logs that write requests (the access log, and the
+      // default log where failed requests go) filter the credentials out.
+      const logs = json.logging?.logs ?? {};
+      assert.deepEqual(Object.keys(logs).sort(), ['default', 'log0']);
+      for (const [name, log] of Object.entries(logs)) {
+        assert.equal(log.encoder?.format, 'filter', `log ${name} is filtered`);
+        for (const f of ['request>headers>Sec-Websocket-Protocol', 'request>headers>Authorization', 'request>uri'])
+          assert.ok(log.encoder.fields?.[f], `log ${name} filters ${f}`);
+      }
     }
   });
 
@@ -160,6 +180,20 @@ describe('the shipped files pass their own tools', () => {
     // and a broken copy fails, so the check can fail
     fs.writeFileSync(conf, fs.readFileSync(conf, 'utf8').replace('proxy_buffering off;', 'proxy_buffering sideways;'));
     assert.notEqual(run('nginx', ['-t', '-p', dir, '-c', conf]).status, 0);
+  });
+
+  test('nginx.conf: the access log format names no credential and no query string', () => {
+    const c = fs.readFileSync(path.join(DEPLOY, 'nginx.conf'), 'utf8');
+    const formats = [...c.matchAll(/^\s*log_format\s+(\S+)\s+((?:'[^']*'\s*)+);/gm)];
+    assert.equal(formats.length, 1, 'one log_format');
+    const [, name, fmt] = formats[0];
+    for (const v of ['$request_uri', '$args', '$query_string', '$arg_', '$is_args'])
+      assert.ok(!fmt.includes(v), `the log format has ${v}`);
+    assert.doesNotMatch(fmt, /\$request\b/, '$request has the query string');
+    assert.doesNotMatch(fmt, /\$http_(?!user_agent)/, 'no request header but the user agent');
+    const logs = [...c.matchAll(/^\s*access_log\s+([^;]+);/gm)].map((m) => m[1].trim().split(/\s+/));
+    assert.ok(logs.length >= 1);
+    for (const l of logs) assert.ok(l[0] === 'off' || l[1] === name, `access_log ${l.join(' ')} uses the ${name} format`);
   });
 
   const LINT = path.join(REPO_ROOT, 'tests', 'deploy', 'lint', 'node_modules', 'dockerfile-utils', 'bin', 'dockerfile-utils');
@@ -214,15 +248,19 @@ describe('the shipped files pass their own tools', () => {
 // ------------------------------------------------------------ live proxies
 
 class Proc {
-  constructor(name, cmd, args, env) {
-    Object.assign(this, { name, cmd, args, env, log: '' });
+  /** All of its output (across restarts) also goes to `file`: the logs test reads it whole. */
+  constructor(name, cmd, args, env, file) {
+    Object.assign(this, { name, cmd, args, env, file, log: '' });
   }
 
   start() {
     // Its own process group: nginx's workers outlive a SIGKILLed master and
     // would hold our pipes (and this test process) open.
     this.proc = spawn(this.cmd, this.args, { env: this.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    const keep = (d) => (this.log = (this.log + d).slice(-20000));
+    const keep = (d) => {
+      this.log = (this.log + d).slice(-20000);
+      fs.appendFileSync(this.file, d);
+    };
     this.proc.stdout.on('data', keep);
     this.proc.stderr.on('data', keep);
     this.exited = new Promise((r) => this.proc.on('exit', (code, signal) => r({ code, signal })));
@@ -245,31 +283,59 @@ class Proc {
   }
 }
 
+/**
+ * The proxy `kind` with its shipped config in `dir`, on fresh loopback
+ * ports, in front of 127.0.0.1:upstreamPort; not started. Everything it
+ * writes (stdout, stderr, nginx's log files) stays in `dir`.
+ */
+async function makeProxy(kind, dir, upstreamPort) {
+  const httpPort = await freePort();
+  const httpsPort = await freePort();
+  const out = path.join(dir, `${kind}.out`);
+  if (kind === 'caddy') {
+    const env = caddyEnv(dir, { httpPort, httpsPort, upstreamPort });
+    const proxy = new Proc('caddy', 'caddy', ['run', '--config', path.join(DEPLOY, 'Caddyfile'), '--adapter', 'caddyfile'], env, out);
+    return { proxy, httpsPort, ca: path.join(dir, 'data', 'caddy', 'pki', 'authorities', 'local', 'root.crt') };
+  }
+  const certs = makeCerts(dir);
+  const conf = nginxConf(dir, { httpPort, httpsPort, upstreamPort, certs });
+  const proxy = new Proc('nginx', 'nginx', ['-p', dir, '-c', conf, '-g', 'daemon off;'], process.env, out);
+  return { proxy, httpsPort, ca: certs.ca };
+}
+
+/** Starts a proxy made by makeProxy; resolves its CA's PEM once it answers. */
+async function proxyUp(kind, { proxy, httpsPort, ca }) {
+  proxy.start();
+  const deadline = Date.now() + 30000;
+  // Caddy makes its CA on the first start; it must be there before a
+  // client can trust it, and the port must answer.
+  while (!(fs.existsSync(ca) && (await portOpen(httpsPort)))) {
+    if (Date.now() > deadline || proxy.proc.exitCode !== null) throw new Error(`${kind} did not start:\n${proxy.log}`);
+    await sleep(100);
+  }
+  return fs.readFileSync(ca);
+}
+
 /** mcpd, and one proxy in front of it on loopback HTTPS. */
 async function startStack(kind) {
   const dir = fs.mkdtempSync(path.join(tmp, `${kind}-`));
-  const args = [];
+  // Debug: the logs test checks every line mcpd can write.
+  const args = ['--log-level', 'debug'];
   if (withTokens) args.push('--auth', 'token');
   if (trustedProxies) args.push('--trusted-proxies', '127.0.0.1');
   const mcpd = await startMcpd({ args });
+  // mcpd's whole stderr from here on (Mcpd keeps only its tail); no token
+  // exists before this point.
+  const mcpdLog = path.join(dir, 'mcpd.stderr');
+  fs.writeFileSync(mcpdLog, '');
+  mcpd.proc.stderr.on('data', (d) => fs.appendFileSync(mcpdLog, d));
   let token;
   if (withTokens) {
     token = execFileSync(ADMIN_BIN, ['--db', mcpd.db, 'tokens', 'add', `${kind}-test`], { encoding: 'utf8' }).trim();
     assert.match(token, /^\S{16,}$/, 'mcp-admin tokens add prints only the token');
   }
-  const httpPort = await freePort();
-  const httpsPort = await freePort();
-  let proxy, ca;
-  if (kind === 'caddy') {
-    const env = caddyEnv(dir, { httpPort, httpsPort, upstreamPort: mcpd.port });
-    proxy = new Proc('caddy', 'caddy', ['run', '--config', path.join(DEPLOY, 'Caddyfile'), '--adapter', 'caddyfile'], env);
-    ca = path.join(dir, 'data', 'caddy', 'pki', 'authorities', 'local', 'root.crt');
-  } else {
-    const certs = makeCerts(dir);
-    const conf = nginxConf(dir, { httpPort, httpsPort, upstreamPort: mcpd.port, certs });
-    proxy = new Proc('nginx', 'nginx', ['-p', dir, '-c', conf, '-g', 'daemon off;'], process.env);
-    ca = certs.ca;
-  }
+  const made = await makeProxy(kind, dir, mcpd.port);
+  const { proxy, ca, httpsPort } = made;
   const stack = {
     kind,
     dir,
@@ -277,19 +343,12 @@ async function startStack(kind) {
     proxy,
     ca,
     token,
+    mcpdLog,
     port: httpsPort,
     url: `https://localhost:${httpsPort}/mcp`,
     auth: token ? { Authorization: `Bearer ${token}` } : {},
     async up() {
-      proxy.start();
-      const deadline = Date.now() + 30000;
-      // Caddy makes its CA on the first start; it must be there before a
-      // client can trust it, and the port must answer.
-      while (!(fs.existsSync(ca) && (await portOpen(httpsPort)))) {
-        if (Date.now() > deadline || proxy.proc.exitCode !== null) throw new Error(`${kind} did not start:\n${proxy.log}`);
-        await sleep(100);
-      }
-      stack.caPem = fs.readFileSync(ca);
+      stack.caPem = await proxyUp(kind, made);
       stack.agent = new Agent({ connect: { ca: stack.caPem } });
     },
     async down() {
@@ -302,7 +361,7 @@ async function startStack(kind) {
 }
 
 /** An HTTPS request through the proxy, answered with a node response (SSE readable). */
-function httpsOpen(stack, { method = 'POST', headers = {}, body, auth = true } = {}) {
+function httpsOpen(stack, { method = 'POST', path: p = '/mcp', headers = {}, body, auth = true } = {}) {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = https.request(
@@ -310,14 +369,15 @@ function httpsOpen(stack, { method = 'POST', headers = {}, body, auth = true } =
         host: '127.0.0.1',
         servername: 'localhost',
         port: stack.port,
-        path: '/mcp',
+        path: p,
         method,
         ca: stack.caPem,
         agent: false,
         headers: {
           Host: `localhost:${stack.port}`,
           Accept: 'application/json, text/event-stream',
-          'MCP-Protocol-Version': LATEST,
+          // Streamable HTTP's header; the legacy transport predates it.
+          ...(p === '/mcp' || p.startsWith('/mcp?') ? { 'MCP-Protocol-Version': LATEST } : {}),
           ...(payload ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) } : {}),
           ...(auth ? stack.auth : {}),
           ...headers,
@@ -458,20 +518,66 @@ for (const kind of ['caddy', 'nginx']) {
       }
     });
 
-    test('mcp-bridge --cacert through the proxy', { skip: !fs.existsSync(BRIDGE_BIN) && 'mcp-bridge is not built' }, async () => {
-      const args = ['--cacert', stack.ca];
-      if (stack.token) args.push('--token-env', 'DEPLOY_TEST_TOKEN');
-      const b = new BridgeProc([...args, stack.url], { env: { DEPLOY_TEST_TOKEN: stack.token ?? '' } });
+    test('the legacy HTTP+SSE transport (2024-11-05): the endpoint event, initialize and a tools/call POSTed to /messages, the answers and progress on /sse as sent', async () => {
+      const get = await httpsOpen(stack, { method: 'GET', path: '/sse', headers: { Accept: 'text/event-stream' } });
       try {
-        assert.equal((await b.init()).result.serverInfo.name, 'mcpd');
-        b.send(toolCall(2, 'echo', { message: `bridged through ${kind}` }));
-        assert.equal((await b.response(2, 20000)).result.content[0].text, `bridged through ${kind}`);
-        b.end();
-        assert.deepEqual(await b.waitExit(), { code: 0, signal: null });
+        assert.equal(get.statusCode, 200, `GET /sse through ${kind}`);
+        assert.match(String(get.headers['content-type']), /^text\/event-stream/);
+        const sse = new SseReader(get);
+        // The first event is small and the stream stays open: a buffering
+        // proxy holds it back.
+        const ep = await sse.next(10000);
+        assert.equal(ep?.event, 'endpoint', `the first event: ${JSON.stringify(ep)}`);
+        assert.match(ep.data, /^\/messages\?sessionId=[0-9a-f]{32}$/);
+        const post = async (body) => {
+          const r = await httpsOpen(stack, { path: ep.data, body });
+          return { status: r.statusCode, text: await readBody(r) };
+        };
+        const init = await post({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'legacy', version: '0' } } });
+        assert.equal(init.status, 202, `POST initialize to /messages through ${kind}: ${init.text}`);
+        const answer = await sse.nextMessage(10000);
+        assert.ok(answer, 'the /sse stream ended before the initialize answer');
+        assert.equal(answer.msg.id, 1);
+        assert.equal(answer.msg.result.protocolVersion, '2024-11-05');
+        assert.equal(answer.msg.result.serverInfo.name, 'mcpd');
+        assert.equal((await post({ jsonrpc: '2.0', method: 'notifications/initialized' })).status, 202);
+        const call = await post(toolCall(2, 'countdown', { n: 4, interval_ms: 400 }, { progressToken: 'legacy' }));
+        assert.equal(call.status, 202, call.text);
+        const progress = [];
+        let done;
+        while (!done) {
+          const m = await sse.nextMessage(20000);
+          assert.ok(m, `the /sse stream ended; progress so far ${JSON.stringify(progress)}`);
+          if (m.msg.method === 'notifications/progress') progress.push({ p: m.msg.params.progress, at: Date.now() });
+          else if (m.msg.id === 2) done = { msg: m.msg, at: Date.now() };
+        }
+        assert.equal(done.msg.result.content[0].text, 'countdown finished');
+        assert.deepEqual(progress.map((x) => x.p), [1, 2, 3, 4]);
+        assertIncremental(progress.map((x) => x.at), done.at, 4, 400);
       } finally {
-        await b.cleanup();
+        get.destroy();
       }
     });
+
+    for (const transport of ['http', 'sse']) {
+      const name = transport === 'http' ? 'mcp-bridge --cacert through the proxy' : 'mcp-bridge --transport sse (the legacy transport) through the proxy';
+      test(name, { skip: !fs.existsSync(BRIDGE_BIN) && 'mcp-bridge is not built' }, async () => {
+        const args = ['--cacert', stack.ca];
+        if (stack.token) args.push('--token-env', 'DEPLOY_TEST_TOKEN');
+        const url = transport === 'http' ? stack.url : `https://localhost:${stack.port}/sse`;
+        if (transport !== 'http') args.push('--transport', transport);
+        const b = new BridgeProc([...args, url], { env: { DEPLOY_TEST_TOKEN: stack.token ?? '' } });
+        try {
+          assert.equal((await b.init()).result.serverInfo.name, 'mcpd');
+          b.send(toolCall(2, 'echo', { message: `bridged through ${kind}` }));
+          assert.equal((await b.response(2, 20000)).result.content[0].text, `bridged through ${kind}`);
+          b.end();
+          assert.deepEqual(await b.waitExit(), { code: 0, signal: null });
+        } finally {
+          await b.cleanup();
+        }
+      });
+    }
 
     test('the proxy is killed mid-stream and started again: Last-Event-ID resumes the stream exactly', async () => {
       const init = await httpsOpen(stack, {
@@ -523,6 +629,109 @@ for (const kind of ['caddy', 'nginx']) {
       assert.deepEqual(progress, [4, 5, 6, 7, 8, 9, 10]);
       assert.equal(last.id, 7);
       assert.equal(last.result.content[0].text, 'countdown finished');
+    });
+
+    // Last: it also reads what every test before it left in the logs.
+    test('no credential reaches a log: the proxy\'s (access and error, also with its upstream down), mcpd\'s, mcp-admin logs', { skip: !withTokens && 'mcpd has no --auth or mcp-admin is not built yet' }, async () => {
+      // A token mcpd does not know is a credential all the same (a typo of
+      // a real one, or one for another server).
+      const unknown = `mcpd_${crypto.randomBytes(32).toString('base64url')}`;
+      const wsUrl = (port) => `wss://localhost:${port}/mcp/ws`;
+      /** A WebSocket carrying `token` as the `bearer.` subprotocol, as a browser must. */
+      const wsOpen = (port, pem, token) => {
+        const ws = new WebSocket(wsUrl(port), ['mcp', `bearer.${token}`], { ca: pem });
+        const opened = new Promise((res, rej) => (ws.once('open', res), ws.once('error', rej)));
+        return { ws, opened: withTimeout(opened, 10000, `wss open through ${kind}`) };
+      };
+      const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: LATEST, capabilities: {}, clientInfo: { name: 'logs', version: '0' } } };
+
+      // The token as a subprotocol: accepted, and the session answers.
+      const good = wsOpen(stack.port, stack.caPem, stack.token);
+      try {
+        await good.opened;
+        assert.equal(good.ws.protocol, 'mcp');
+        const reply = withTimeout(new Promise((res) => good.ws.once('message', (d) => res(JSON.parse(String(d))))), 10000, 'initialize over wss');
+        good.ws.send(JSON.stringify(init));
+        assert.equal((await reply).result.serverInfo.name, 'mcpd');
+      } finally {
+        good.ws.close();
+      }
+      // An unknown token as a subprotocol: refused.
+      const bad = wsOpen(stack.port, stack.caPem, unknown);
+      await assert.rejects(bad.opened, /401/);
+      // Authorization on a POST, with the token in the query string as well
+      // (mcpd ignores it; a client that was given such a URL sends it).
+      for (const [token, status] of [[stack.token, 200], [unknown, 401]]) {
+        const r = await httpsOpen(stack, { path: `/mcp?access_token=${token}`, auth: false, headers: { Authorization: `Bearer ${token}` }, body: init });
+        await readBody(r);
+        assert.equal(r.statusCode, status);
+      }
+
+      // mcp-bridge given a URL with the token in its query (and the token
+      // itself): its own log (stderr, at debug) names the server without it.
+      let bridgeLog = '';
+      if (fs.existsSync(BRIDGE_BIN)) {
+        const b = new BridgeProc(['--cacert', stack.ca, '--token-env', 'DEPLOY_TEST_TOKEN', '--log-level', 'debug', `${stack.url}?api_key=${stack.token}`], { env: { DEPLOY_TEST_TOKEN: stack.token } });
+        try {
+          assert.equal((await b.init()).result.serverInfo.name, 'mcpd');
+          b.end();
+          assert.deepEqual(await b.waitExit(), { code: 0, signal: null });
+          bridgeLog = b.stderr;
+        } finally {
+          await b.cleanup();
+        }
+        assert.ok(!bridgeLog.includes(stack.token), 'mcp-bridge logged the token in its URL');
+        assert.match(bridgeLog, new RegExp(`event=bridge_ready msg="relaying stdio to https://localhost:${stack.port}/mcp"`));
+      }
+
+      // The same proxy config with its upstream down: the request fails
+      // (502), and Caddy logs a failed request with all of its headers.
+      const deadDir = fs.mkdtempSync(path.join(tmp, `${kind}-dead-`));
+      const dead = await makeProxy(kind, deadDir, await freePort());
+      try {
+        const pem = await proxyUp(kind, dead);
+        await assert.rejects(wsOpen(dead.httpsPort, pem, stack.token).opened, /502/);
+        const r = await httpsOpen({ ...stack, port: dead.httpsPort, caPem: pem }, { body: init });
+        await readBody(r);
+        assert.equal(r.statusCode, 502);
+      } finally {
+        await dead.proxy.stop();
+      }
+
+      // nginx writes a request's access line when it ends, mcpd's logs
+      // table is written by its group commit: give both a moment.
+      await sleep(1000);
+      /** Every file under dir, as text. */
+      const readAll = (dir) =>
+        fs
+          .readdirSync(dir, { recursive: true, withFileTypes: true })
+          .filter((e) => e.isFile())
+          .map((e) => ({ file: path.join(e.parentPath ?? e.path, e.name), text: fs.readFileSync(path.join(e.parentPath ?? e.path, e.name), 'latin1') }));
+      const admin = (args) => ({ file: `mcp-admin ${args.join(' ')}`, text: execFileSync(ADMIN_BIN, ['--db', stack.mcpd.db, ...args], { encoding: 'utf8', maxBuffer: 1 << 28 }) });
+      const logs = [
+        ...readAll(stack.dir),
+        ...readAll(deadDir),
+        admin(['logs', '--level', 'debug', '--limit', '1000000']),
+        admin(['--json', 'logs', '--level', 'debug', '--limit', '1000000']),
+        { file: "mcp-bridge's stderr", text: bridgeLog },
+      ];
+      for (const { file, text } of logs) {
+        for (const [what, token] of [['the token', stack.token], ['an unknown token', unknown]]) assert.ok(!text.includes(token), `${what} is in ${file}`);
+      }
+
+      // ... and the logs did record those requests (logging is on as shipped).
+      const text = (dir, name) => fs.readFileSync(path.join(dir, name), 'utf8');
+      if (kind === 'caddy') {
+        assert.match(text(stack.dir, 'caddy.out'), /"uri": "\/mcp\/ws".*"Sec-Websocket-Protocol": "REDACTED"/, 'Caddy logged the WebSocket request, its subprotocol filtered');
+        assert.match(text(stack.dir, 'caddy.out'), /"uri": "\/mcp\?REDACTED"/, 'Caddy logged the POST, its query filtered');
+        assert.match(text(deadDir, 'caddy.out'), /"logger":"http\.log\.error[^\n]*"Sec-Websocket-Protocol":"REDACTED"/, 'Caddy\'s error log has the failed WebSocket request, filtered');
+      } else {
+        assert.match(text(stack.dir, 'access.log'), /"GET \/mcp\/ws HTTP\/1\.1" 101 /, 'nginx logged the WebSocket request');
+        assert.match(text(stack.dir, 'access.log'), /"POST \/mcp HTTP\/1\.1" 401 /, 'nginx logged the POST, without its query');
+        assert.match(text(deadDir, 'error.log'), /connect\(\) failed/, 'nginx\'s error log has the failed requests');
+      }
+      // mcpd names the token (its principal), never the token itself.
+      assert.match(text(stack.dir, 'mcpd.stderr'), new RegExp(`event=request msg="GET /mcp/ws status=\\d+ principal=${kind}-test `), 'mcpd logged the WebSocket request');
     });
   });
 }
