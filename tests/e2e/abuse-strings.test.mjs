@@ -7,6 +7,9 @@
 //     end inside a UTF-8 character; jansson refused the message and the
 //     client got `{}` over HTTP, and nothing at all over a WebSocket. Each
 //     gets its JSON-RPC error now, with U+FFFD for the cut character.
+//   - A tool's text quoting a client's string cut at a byte count (an
+//     elicited name in "Hello, %.200s!", a property name in a schema error)
+//     was an internal error, or "(text unavailable)".
 //   - Mcp-Param-* headers were compared with their argument as C strings:
 //     "eu\u0000us" in the body passed for the header "eu" (and a base64
 //     header decoding to "eu\0us" for the argument "eu"), so a proxy routing
@@ -103,6 +106,45 @@ test('an error quoting a client text cut mid-character is still a JSON-RPC error
     } finally {
       await ws.close();
     }
+  } finally {
+    await m.stop();
+    await m.cleanup();
+  }
+});
+
+test("a tool's text quoting a client's string cut mid-character is still the tool's result", async () => {
+  const m = await startMcpd();
+  try {
+    // the elicitation answer is greeted with "Hello, %.200s!": it was an
+    // internal error
+    const name = cutAt('x', 150);
+    const params = {
+      name: 'test_input_required_result_elicitation',
+      arguments: {},
+      inputResponses: { user_name: { action: 'accept', content: { name } } },
+      _meta: { ...META, 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } },
+    };
+    const r1 = await request(m.port, {
+      headers: mcpHeaders({ version: STATELESS, extra: { 'Mcp-Method': 'tools/call', 'Mcp-Name': params.name } }),
+      body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params },
+    });
+    assert.equal(r1.status, 200, r1.text);
+    assert.match(r1.json.result?.content?.[0]?.text ?? r1.text, /^Hello, xéé+\ufffd!$/);
+
+    // an argument the schema does not allow is named in the error, cut to
+    // 255 bytes: it was "(text unavailable)"
+    const { session } = await initSession(m.port);
+    const r2 = await request(m.port, {
+      headers: mcpHeaders({ session }),
+      body: {
+        jsonrpc: '2.0',
+        id: 2,
+        method: 'tools/call',
+        params: { name: 'json_schema_2020_12_tool', arguments: { [cutAt('k', 200)]: 1 } },
+      },
+    });
+    assert.equal(r2.json?.result?.isError, true, r2.text);
+    assert.match(r2.json.result.content[0].text, /^Invalid arguments for tool json_schema_2020_12_tool: arguments has unexpected property 'kéé+\ufffd$/);
   } finally {
     await m.stop();
     await m.cleanup();
