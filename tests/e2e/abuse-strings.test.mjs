@@ -17,6 +17,9 @@
 //   - An upstream child's stderr is any bytes: the logs table stored them
 //     raw, and `mcp-admin logs --json` dropped the row's text. The row is
 //     UTF-8 now.
+//   - X-Forwarded-For "::ffff:198.51.100.1" (an IPv4 client as a
+//     dual-stack proxy writes it) was cut at its first colon, so every such
+//     client was counted as the proxy for --max-connections-per-ip.
 // mcp-bridge
 //   - An error body that is not UTF-8 (or is cut mid-character) in the
 //     bridge's error message: the reply was never written, and the request
@@ -220,6 +223,38 @@ test("an upstream's stderr that is not UTF-8 reaches the logs table as text mcp-
     await m.stop();
     await m.cleanup();
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('--trusted-proxies: an IPv4 client written as ::ffff:a.b.c.d in X-Forwarded-For is counted as itself', async () => {
+  const m = await startMcpd({
+    args: ['--max-connections-per-ip', '2', '--trusted-proxies', 'loopback', '--request-timeout-ms', '0'],
+  });
+  const held = [];
+  try {
+    // two held connections of one client, through the proxy (loopback)
+    for (let i = 0; i < 2; i++)
+      held.push(
+        await new Promise((resolve) => {
+          const s = net.connect(m.port, '127.0.0.1', () => {
+            s.write(
+              `GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:${m.port}\r\n` +
+                'X-Forwarded-For: ::ffff:198.51.100.1\r\nAccept: text/event-stream\r\n\r\n',
+            );
+            resolve(s);
+          });
+        }),
+      );
+    const healthz = (xff) => request(m.port, { method: 'GET', path: '/healthz', headers: { 'X-Forwarded-For': xff } });
+    let same;
+    await waitFor(async () => (same = await healthz('::ffff:198.51.100.1')).status === 429, 5000, 'the third connection refused');
+    assert.match(same.json.error.message, /198\.51\.100\.1/, 'the client named is the forwarded one, not the proxy');
+    // another client of the same proxy is not counted with it
+    assert.equal((await healthz('::ffff:192.0.2.7')).status, 200);
+  } finally {
+    for (const s of held) s.destroy();
+    await m.stop();
+    await m.cleanup();
   }
 });
 
