@@ -26,8 +26,9 @@
 //     waited forever.
 //   - A server's protocolVersion, session id or event id went into the
 //     bridge's next request headers as it was: a CR LF in one added headers
-//     of the server's choosing (the WebSocket handshake is written by hand,
-//     so there nothing stopped it). Only visible ASCII is used now.
+//     of the server's choosing, bearer token and all (libcurl sends a
+//     header value as given, and the WebSocket handshake is written by
+//     hand). Only visible ASCII is used now.
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
