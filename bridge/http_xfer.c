@@ -21,7 +21,8 @@ static int on_sse_event(void *ud, const struct sse_event *ev)
     struct xfer *xf = ud;
     struct http_remote *r = xf->r;
     /* remember where we are, for Last-Event-ID */
-    if (*ev->last_id) {
+    /* (sent back as Last-Event-ID: an id a header cannot carry is not kept) */
+    if (*ev->last_id && session_header_safe(ev->last_id)) {
         char **slot = xf->req                 ? &xf->req->last_event_id
                       : xf->kind == XF_LISTEN ? &r->listen_last_id
                                               : NULL;

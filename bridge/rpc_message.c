@@ -1,6 +1,8 @@
 /* rpc_message — see rpc_message.h. */
 #include "rpc_message.h"
+#include "utf8.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 enum rpc_kind rpc_classify(const json_t *m)
@@ -29,9 +31,19 @@ char *rpc_id_key(const json_t *id)
 
 char *rpc_error_reply(const json_t *id, int code, const char *message)
 {
+    /* The message may quote a server's error body, cut at a byte count or
+     * not UTF-8 at all: jansson would refuse it, and the request would go
+     * unanswered. */
+    size_t n = strlen(message);
+    char *repaired = utf8_valid(message, n) ? NULL : malloc(UTF8_REPAIR_CAP(n));
+    if (repaired) {
+        utf8_repair(message, n, repaired);
+        message = repaired;
+    }
     json_t *reply =
         json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id",
                   id ? (json_t *)id : json_null(), "error", "code", code, "message", message);
+    free(repaired);
     if (!reply)
         return NULL;
     char *s = json_dumps(reply, JSON_COMPACT);

@@ -35,7 +35,9 @@ char *rpc_id_key(const json_t *id);
 json_t *rpc_id_from_prefix(const char *text, size_t len);
 
 /* {"jsonrpc":"2.0","id":id,"error":{"code":code,"message":message}} as
- * compact JSON; id may be NULL (written as null). NULL when out of memory. */
+ * compact JSON; id may be NULL (written as null). A message that is not
+ * UTF-8 (a server's error body quoted) goes out with U+FFFD for each byte
+ * that is not. NULL when out of memory. */
 char *rpc_error_reply(const json_t *id, int code, const char *message);
 
 #endif

@@ -42,8 +42,23 @@ int session_remember_initialized(struct session *s, const char *body, size_t len
     return replace(&s->initialized_body, body, len);
 }
 
+int session_header_safe(const char *v)
+{
+    if (!*v)
+        return 0;
+    for (; *v; v++)
+        if ((unsigned char)*v < 0x21 || (unsigned char)*v > 0x7e)
+            return 0;
+    return 1;
+}
+
 int session_adopt(struct session *s, const char *id)
 {
+    if (id && !session_header_safe(id)) {
+        bridge_log(LOG_WARN, "bad_session_id",
+                   "the server's session id has characters a header cannot carry; ignored");
+        return -1;
+    }
     if (replace(&s->id, id, id ? strlen(id) : 0) < 0)
         return -1;
     s->generation++;
@@ -52,6 +67,11 @@ int session_adopt(struct session *s, const char *id)
 
 int session_set_version(struct session *s, const char *version)
 {
+    if (version && !session_header_safe(version)) {
+        bridge_log(LOG_WARN, "bad_protocol_version",
+                   "the server's protocolVersion has characters a header cannot carry; ignored");
+        return -1;
+    }
     return replace(&s->protocol_version, version, version ? strlen(version) : 0);
 }
 

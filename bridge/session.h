@@ -41,8 +41,17 @@ void session_free(struct session *s);
 int session_remember_initialize(struct session *s, const char *body, size_t len);
 int session_remember_initialized(struct session *s, const char *body, size_t len);
 
-/* A new session: its id (NULL if the server gave none). */
+/* 1 when v, a server's text, may go into a request header as it is: only
+ * visible ASCII (what MCP allows in a session id, and a protocol revision or
+ * an event id needs). A CR or LF would add headers, or a request, of the
+ * server's choosing to the bridge's next request, bearer token and all. */
+int session_header_safe(const char *v);
+
+/* A new session: its id (NULL if the server gave none). An id that is not
+ * session_header_safe is refused (-1, logged; the session stays as it was). */
 int session_adopt(struct session *s, const char *id);
+/* The revision the server chose, sent as MCP-Protocol-Version; -1 (ignored,
+ * logged) when not session_header_safe. */
 int session_set_version(struct session *s, const char *version);
 
 /* Rebuilding a lost session, whatever the transport: the replayed

@@ -250,7 +250,9 @@ static void incoming(struct ws_remote *w, const char *text, size_t len)
     const json_t *meta = json_object_get(holder, "_meta");
     const char *eid = json_string_value(json_object_get(meta, "mcpd/event-id"));
     const char *sid = json_string_value(json_object_get(meta, "mcpd/session-id"));
-    if (eid)
+    /* Both go into the next handshake's headers, which this file writes
+     * itself: a CR or LF in them would write headers of the server's. */
+    if (eid && session_header_safe(eid))
         set_str(&w->last_event_id, eid);
     enum rpc_kind kind = rpc_classify(m);
     char *key = kind == RPC_RESPONSE ? rpc_id_key(json_object_get(m, "id")) : NULL;

@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "builtin.h"
 #include "builtin_int.h"
+#include "utf8.h"
 
 /* ---- shared helpers ---- */
 
@@ -27,7 +28,17 @@ int builtin_check_cursor(struct call *c)
 
 json_t *builtin_text_result(const char *text, int is_error)
 {
+    /* The text may quote a client's, cut at a byte count ("%.200s"):
+     * jansson refuses a string that is not UTF-8, and the call would end
+     * with an internal error instead of its result. */
+    size_t n = strlen(text);
+    char *repaired = utf8_valid(text, n) ? NULL : malloc(UTF8_REPAIR_CAP(n));
+    if (repaired) {
+        utf8_repair(text, n, repaired);
+        text = repaired;
+    }
     json_t *r = json_pack("{s:[{s:s,s:s}]}", "content", "type", "text", "text", text);
+    free(repaired);
 
     if (r != NULL && is_error)
         json_object_set_new(r, "isError", json_true());

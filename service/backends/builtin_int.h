@@ -29,7 +29,8 @@ struct builtin {
  * returns -1. */
 int builtin_check_cursor(struct call *c);
 
-/* A CallToolResult with one text item; isError:true when is_error. New
+/* A CallToolResult with one text item; isError:true when is_error. Text
+ * that is not UTF-8 goes out with U+FFFD for each byte that is not. New
  * reference, NULL on allocation failure. */
 json_t *builtin_text_result(const char *text, int is_error);
 

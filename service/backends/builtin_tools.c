@@ -41,14 +41,16 @@ static void reply_textf(struct call *c, int is_error, const char *fmt, ...)
 
 static void reply_textf(struct call *c, int is_error, const char *fmt, ...)
 {
-    json_t *text;
+    char *text;
     va_list ap;
 
     va_start(ap, fmt);
-    text = json_vsprintf(fmt, ap); /* any length; NULL on OOM or bad UTF-8 */
+    /* any length; what a client sent, cut short, is made UTF-8 by reply_text */
+    int n = vasprintf(&text, fmt, ap);
     va_end(ap);
-    reply_text(c, text != NULL ? json_string_value(text) : "(text unavailable)", is_error);
-    json_decref(text);
+    reply_text(c, n >= 0 ? text : "(text unavailable)", is_error);
+    if (n >= 0)
+        free(text);
 }
 
 /* Compact JSON text of x (malloc'd, caller frees), or a copy of "{}". */

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -204,6 +205,22 @@ size_t log_value(char *out, size_t cap, const char *v)
     return (size_t)(end - out);
 }
 
+/* The sink stores text that readers take for UTF-8 (a TEXT column, JSON):
+ * a session id from a header or a child's stderr may be any bytes, and a
+ * detail cut at DETAIL_MAX may end inside a character. A copy with U+FFFD
+ * for each byte that is not UTF-8 (caller frees), or NULL when s is valid
+ * (the common case: nothing to copy) or memory is short. */
+static char *repaired(const char *s)
+{
+    size_t n = strlen(s);
+    if (utf8_valid(s, n))
+        return NULL;
+    char *out = malloc(UTF8_REPAIR_CAP(n));
+    if (out)
+        utf8_repair(s, n, out);
+    return out;
+}
+
 __attribute__((format(printf, 5, 0))) static void emit(enum log_level level, const char *session,
                                                        const char *event, int to_sink,
                                                        const char *fmt, va_list ap)
@@ -236,7 +253,11 @@ __attribute__((format(printf, 5, 0))) static void emit(enum log_level level, con
     if (s) {
         char row[1200];
         snprintf(row, sizeof row, "%s %s", event, detail);
-        s->fn(s->ud, now, log_level_name(level), session, row);
+        char *fixed_row = repaired(row), *fixed_session = session ? repaired(session) : NULL;
+        s->fn(s->ud, now, log_level_name(level), fixed_session ? fixed_session : session,
+              fixed_row ? fixed_row : row);
+        free(fixed_row);
+        free(fixed_session);
     }
 }
 

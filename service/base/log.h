@@ -12,7 +12,8 @@
  * quoted value has '"', '\', control characters, line separators (C1,
  * U+2028, U+2029) and bytes that are not UTF-8 escaped (\" \\ \n \r \t
  * \xNN). One call is one line, written at once, whose fields parse as
- * logfmt. The sink gets the text unescaped. Events below the
+ * logfmt. The sink gets the text unescaped, but as valid UTF-8 (bytes
+ * that are not become U+FFFD), since it stores it as text. Events below the
  * configured level are dropped before any formatting. Thread-safe. */
 #ifndef MCPD_LOG_H
 #define MCPD_LOG_H

@@ -83,3 +83,24 @@ size_t utf8_seq_len(const unsigned char *s, size_t n)
             return 0;
     return k;
 }
+
+size_t utf8_repair(const void *in, size_t n, char *out)
+{
+    const unsigned char *s = in;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = s[i] < 0x80 ? 1 : utf8_seq_len(s + i, n - i);
+        if (k) {
+            for (size_t j = 0; j < k; j++)
+                out[o++] = (char)s[i + j];
+            i += k;
+            continue;
+        }
+        out[o++] = (char)0xEF; /* U+FFFD REPLACEMENT CHARACTER */
+        out[o++] = (char)0xBF;
+        out[o++] = (char)0xBD;
+        i++;
+    }
+    out[o] = '\0';
+    return o;
+}

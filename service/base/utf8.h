@@ -35,4 +35,13 @@ int utf8_valid(const void *s, size_t len);
  * the sequence is invalid, or it is cut short at n). */
 size_t utf8_seq_len(const unsigned char *s, size_t n);
 
+/* The worst case of utf8_repair: every byte becomes a 3-byte U+FFFD. */
+#define UTF8_REPAIR_CAP(n) (3 * (n) + 1)
+/* s (n bytes) as valid UTF-8, into out (UTF8_REPAIR_CAP(n) bytes, NUL-
+ * terminated): valid sequences and ASCII (NUL too) are copied, every other
+ * byte becomes U+FFFD. For text from a peer, or cut short at a byte count,
+ * that goes where only UTF-8 is accepted (a JSON string, a TEXT column).
+ * Returns the length written. */
+size_t utf8_repair(const void *s, size_t n, char *out);
+
 #endif

@@ -1,8 +1,10 @@
 /* jsonrpc — see jsonrpc.h. */
 #include "jsonrpc.h"
 #include "json_text.h"
+#include "utf8.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void set_err(struct jsonrpc_error *err, int code, const char *msg)
@@ -150,7 +152,17 @@ json_t *jsonrpc_result(json_t *id, json_t *result)
 
 json_t *jsonrpc_error(json_t *id, int code, const char *message, json_t *data)
 {
+    /* A message may quote what a client sent (a header, a method, a key),
+     * cut at a byte count: jansson refuses a string that is not UTF-8, and
+     * the client would get no answer at all. */
+    size_t n = strlen(message);
+    char *repaired = utf8_valid(message, n) ? NULL : malloc(UTF8_REPAIR_CAP(n));
+    if (repaired) {
+        utf8_repair(message, n, repaired);
+        message = repaired;
+    }
     json_t *err = json_pack("{s:i, s:s}", "code", code, "message", message);
+    free(repaired);
     if (data)
         json_object_set_new(err, "data", data);
     return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error",

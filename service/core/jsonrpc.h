@@ -68,8 +68,10 @@ int jsonrpc_classify(json_t *msg, struct jsonrpc_msg *out, struct jsonrpc_error 
 int jsonrpc_id_key(const json_t *id, char *out, size_t cap);
 
 json_t *jsonrpc_result(json_t *id, json_t *result); /* steals result */
-json_t *jsonrpc_error(json_t *id, int code, const char *message,
-                      json_t *data); /* steals data; id NULL → null */
+/* Steals data; id NULL → null. A message that is not UTF-8 (a client's
+ * text quoted and cut at a byte count) goes out with U+FFFD for each byte
+ * that is not. */
+json_t *jsonrpc_error(json_t *id, int code, const char *message, json_t *data);
 json_t *jsonrpc_request(json_t *id, const char *method, json_t *params); /* steals id, params */
 json_t *jsonrpc_notification(const char *method, json_t *params);        /* steals params */
 

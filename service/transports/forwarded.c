@@ -196,8 +196,10 @@ static int read_hop(const char *s, size_t len, uint8_t a[16])
             return -1;
         *close = '\0';
         p++;
-    } else if (strchr(p, '.') && strchr(p, ':')) {
-        *strchr(p, ':') = '\0';
+    } else if (strchr(p, '.') && strchr(p, ':') && read_addr(p, a) < 0) {
+        /* "v4:port"; but "::ffff:v4" (how a dual-stack proxy may write an
+         * IPv4 client) is an address as it is */
+        *strrchr(p, ':') = '\0';
     }
     return read_addr(p, a) > 0 ? 0 : -1;
 }

@@ -71,8 +71,9 @@ static int b64_digit(char c)
 
 /* Standard base64 with its padding, strictly: a length that is a multiple
  * of 4, '=' only at the end, no other characters. The decoded bytes go to
- * out (cap bytes, NUL-terminated); -1 if malformed or too long. */
-static int b64_decode_strict(const char *in, size_t n, char *out, size_t cap)
+ * out (cap bytes, NUL-terminated), their count to *len; -1 if malformed or
+ * too long. */
+static int b64_decode_strict(const char *in, size_t n, char *out, size_t cap, size_t *len)
 {
     if (n % 4 != 0)
         return -1;
@@ -95,36 +96,50 @@ static int b64_decode_strict(const char *in, size_t n, char *out, size_t cap)
         }
     }
     out[o] = '\0';
+    *len = o;
     return 0;
 }
 
-/* The header's value as the client meant it: the base64 wrapper decoded. */
-static int header_value(const char *h, char *out, size_t cap)
+/* The header's value as the client meant it, its length in *len: the
+ * base64 wrapper decoded (the bytes may include NUL). */
+static int header_value(const char *h, char *out, size_t cap, size_t *len)
 {
     static const char pre[] = "=?base64?", suf[] = "?=";
     size_t n = strlen(h);
     if (n >= sizeof pre - 1 + sizeof suf - 1 && strncmp(h, pre, sizeof pre - 1) == 0 &&
         strcmp(h + n - (sizeof suf - 1), suf) == 0)
         return b64_decode_strict(h + sizeof pre - 1, n - (sizeof pre - 1) - (sizeof suf - 1), out,
-                                 cap);
+                                 cap, len);
     if (n >= cap)
         return -1;
     memcpy(out, h, n + 1);
+    *len = n;
     return 0;
 }
 
-/* An argument as a header carries it. */
-static int arg_text(json_t *v, char *out, size_t cap)
+/* An argument as a header carries it, its length in *len. A string is
+ * taken whole, NUL included: "eu\u0000us" must not pass for "eu". */
+static int arg_text(json_t *v, char *out, size_t cap, size_t *len)
 {
-    if (json_is_string(v))
-        return snprintf(out, cap, "%s", json_string_value(v)) < (int)cap ? 0 : -1;
+    int n = -1;
+    if (json_is_string(v)) {
+        size_t k = json_string_length(v);
+        if (k >= cap)
+            return -1;
+        memcpy(out, json_string_value(v), k + 1);
+        *len = k;
+        return 0;
+    }
     if (json_is_integer(v))
-        return snprintf(out, cap, "%lld", (long long)json_integer_value(v)) < (int)cap ? 0 : -1;
-    if (json_is_boolean(v))
-        return snprintf(out, cap, "%s", json_is_true(v) ? "true" : "false") < (int)cap ? 0 : -1;
-    if (json_is_real(v))
-        return snprintf(out, cap, "%.17g", json_real_value(v)) < (int)cap ? 0 : -1;
-    return -1;
+        n = snprintf(out, cap, "%lld", (long long)json_integer_value(v));
+    else if (json_is_boolean(v))
+        n = snprintf(out, cap, "%s", json_is_true(v) ? "true" : "false");
+    else if (json_is_real(v))
+        n = snprintf(out, cap, "%.17g", json_real_value(v));
+    if (n < 0 || (size_t)n >= cap)
+        return -1;
+    *len = (size_t)n;
+    return 0;
 }
 
 const char *mcp_headers_check_params(json_t *map, json_t *args, mcp_headers_get_fn get, void *ud)
@@ -144,9 +159,11 @@ const char *mcp_headers_check_params(json_t *map, json_t *args, mcp_headers_get_
         if (!v)
             return "Bad Request: an Mcp-Param header names an argument the body does not have";
         char want[4096], got[4096];
-        if (header_value(h, got, sizeof got) != 0)
+        size_t want_len, got_len;
+        if (header_value(h, got, sizeof got, &got_len) != 0)
             return "Bad Request: an Mcp-Param header is not valid base64";
-        if (arg_text(v, want, sizeof want) != 0 || strcmp(want, got) != 0)
+        if (arg_text(v, want, sizeof want, &want_len) != 0 || want_len != got_len ||
+            memcmp(want, got, want_len) != 0)
             return "Bad Request: an Mcp-Param header does not match its argument";
     }
     return NULL;

@@ -25,6 +25,10 @@ static const struct client_case client_cases[] = {
     {"loopback", "::ffff:127.0.0.1", "198.51.100.7", "198.51.100.7"}, /* mapped */
     {"loopback", "127.0.0.1", "[2001:db8::2]", "2001:db8::2"},
     {"loopback", "127.0.0.1", "198.51.100.7:4711", "198.51.100.7"},
+    /* an IPv4 client as a dual-stack proxy writes it: not cut at its first
+     * colon (that left "", and every such client counted as the proxy) */
+    {"loopback", "127.0.0.1", "::ffff:198.51.100.7", "198.51.100.7"},
+    {"loopback", "127.0.0.1", "203.0.113.1, ::ffff:198.51.100.7", "198.51.100.7"},
     /* a malformed hop stops the walk at the last good address */
     {"loopback", "127.0.0.1", "198.51.100.7, garbage", "127.0.0.1"},
     {"loopback", "127.0.0.1", "unknown", "127.0.0.1"},

@@ -504,6 +504,14 @@ static void test_builders(void)
     CHECK_INT(id->refcount, 1);
     json_decref(id);
 
+    /* A message quoting a client's text cut mid-character (or a header's
+     * bytes) still makes an error, with U+FFFD where the text was not UTF-8. */
+    e = jsonrpc_error(NULL, JSONRPC_METHOD_NOT_FOUND, "Method not found: x\xe2\x82", NULL);
+    CHECK(e != NULL);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(e, "error"), "message")),
+              "Method not found: x\xef\xbf\xbd\xef\xbf\xbd");
+    json_decref(e);
+
     json_t *q = jsonrpc_request(json_string("mcpd-1"), "sampling/createMessage",
                                 json_pack("{s:i}", "maxTokens", 10));
     CHECK_INT(json_object_size(q), 4);

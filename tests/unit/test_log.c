@@ -2,7 +2,7 @@
  * puts in a session id or a message, one call writes exactly one line
  * whose fields parse as logfmt, in order ts, level, session, event, msg,
  * and read back as the original bytes; a plain token stays bare; the sink
- * gets the original text. stderr is sent to a temporary file and read back. */
+ * gets the original text, as UTF-8. stderr is sent to a temporary file and read back. */
 #include "check.h"
 #include "log.h"
 
@@ -270,18 +270,25 @@ int main(void)
     if (one_line(out, n, "msg of 1023 escaped bytes"))
         CHECK_STR(fields[4].val, ff);
 
-    /* The sink, and so the logs table, gets the text as it was. */
+    /* The sink, and so the logs table, gets the text as it was, unescaped,
+     * except for bytes that are not UTF-8: a TEXT column read back into
+     * JSON (mcp-admin logs --json) must be UTF-8. */
     log_set_sink(sink, NULL);
     log_event(LOG_INFO, forged, "request", "a\nb \xff");
     n = take(out, sizeof out);
     one_line(out, n, "with a sink");
     CHECK_INT(sink_calls, 1);
     CHECK_STR(sink_session, forged);
-    CHECK_STR(sink_row, "request a\nb \xff");
+    CHECK_STR(sink_row, "request a\nb \xef\xbf\xbd");
+    log_event(LOG_INFO, "id\xc3", "request", "cut \xe2\x82");
+    take(out, sizeof out);
+    CHECK_INT(sink_calls, 2);
+    CHECK_STR(sink_session, "id\xef\xbf\xbd");
+    CHECK_STR(sink_row, "request cut \xef\xbf\xbd\xef\xbf\xbd");
     log_local(LOG_INFO, forged, "local", "x");
     n = take(out, sizeof out);
     one_line(out, n, "log_local");
-    CHECK_INT(sink_calls, 1);
+    CHECK_INT(sink_calls, 2);
     log_set_sink(NULL, NULL);
 
     /* Below the level: nothing at all. */

@@ -107,6 +107,20 @@ static void test_params(void)
     CHECK(mcp_headers_check_params(map, none, get, three) != NULL);
     CHECK(mcp_headers_check_params(map, none, get, &three[1]) == NULL);
     json_decref(none);
+
+    /* NUL on either side: compared whole, so that what a proxy reads in the
+     * header is what the tool receives. */
+    json_t *nul = json_pack("{s:s%}", "region", "eu\0us", (size_t)5);
+    struct headers eu[] = {{"Mcp-Param-Region", "eu"}, {NULL, NULL}};
+    struct headers eu_nul[] = {{"Mcp-Param-Region", "=?base64?ZXUAdXM=?="}, {NULL, NULL}};
+    json_t *region = json_pack("{s:s}", "Region", "region"),
+           *plain = json_pack("{s:s}", "region", "eu");
+    CHECK(mcp_headers_check_params(region, nul, get, eu) != NULL);
+    CHECK(mcp_headers_check_params(region, plain, get, eu_nul) != NULL);
+    CHECK(mcp_headers_check_params(region, nul, get, eu_nul) == NULL);
+    json_decref(region);
+    json_decref(plain);
+    json_decref(nul);
     json_decref(map);
     json_decref(m);
 }

@@ -1,7 +1,8 @@
 /* test_rpc_message — the id of a message too large to parse whole, read
  * from its first bytes only (bridge/rpc_message.c): found wherever it sits
  * at the top level, never taken from inside params, and never guessed from
- * a prefix that cuts it short. */
+ * a prefix that cuts it short. And the error the bridge answers with is one
+ * even when its message quotes bytes that are not UTF-8. */
 #include "check.h"
 #include "rpc_message.h"
 
@@ -50,5 +51,13 @@ int main(void)
     const char *t = "{\"method\":\"x\",\"id\":9,\"params\":{}}";
     check_id(t, 14, NULL, __LINE__);
     check_id(t, strlen(t), "9", __LINE__);
+
+    /* a server's error body cut mid-character, or not text at all */
+    json_t *id = json_integer(4);
+    char *reply = rpc_error_reply(id, -32000, "HTTP 500 (body: x\xc3\xa9\xc3 \xff)");
+    CHECK_STR(reply, "{\"jsonrpc\":\"2.0\",\"id\":4,\"error\":{\"code\":-32000,"
+                     "\"message\":\"HTTP 500 (body: x\xc3\xa9\xef\xbf\xbd \xef\xbf\xbd)\"}}");
+    free(reply);
+    json_decref(id);
     return check_summary();
 }

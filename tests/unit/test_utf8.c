@@ -113,9 +113,44 @@ static void test_against_reference(void)
     CHECK_INT(utf8_seq_len((const unsigned char *)"\xc3\xa9", 0), 0);
 }
 
+/* utf8_repair: valid text unchanged; each byte that begins no valid
+ * sequence becomes one U+FFFD; a sequence cut at the end is such bytes. */
+static void test_repair(void)
+{
+    struct {
+        const char *in;
+        size_t n;
+        const char *want;
+    } cases[] = {
+        {"plain \xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e", 17,
+         "plain \xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e"},
+        {"a\xff\xfe", 3, "a\xef\xbf\xbd\xef\xbf\xbd"},
+        {"cut \xe2\x82", 6, "cut \xef\xbf\xbd\xef\xbf\xbd"},
+        {"\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd"},                 /* overlong '/' */
+        {"\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}, /* a surrogate */
+        {"\x1b[2J", 4,
+         "\x1b[2J"}, /* controls are valid UTF-8: escaping them is the printer's job */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[UTF8_REPAIR_CAP(32)];
+        size_t n = utf8_repair(cases[i].in, cases[i].n, out);
+        CHECK_STR(out, cases[i].want);
+        CHECK_INT(n, strlen(cases[i].want));
+        CHECK(utf8_valid(out, n));
+    }
+    /* NUL is kept: the length says where the text ends */
+    char out[UTF8_REPAIR_CAP(3)];
+    CHECK_INT(utf8_repair("a\0b", 3, out), 3);
+    CHECK(memcmp(out, "a\0b", 4) == 0);
+    /* the worst case fills the documented capacity exactly */
+    char worst[UTF8_REPAIR_CAP(4)];
+    CHECK_INT(utf8_repair("\x80\x80\x80\x80", 4, worst), 12);
+}
+
 int main(void)
 {
     test_named_cases();
     test_against_reference();
+    test_repair();
     return check_summary();
 }
