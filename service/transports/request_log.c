@@ -62,7 +62,8 @@ void request_log_body(size_t bytes)
     rec.in += bytes;
 }
 
-/* A sub-value of the line's msg that a client names (its tool, its MCP
+/* A sub-value of the line's msg that a client names (its HTTP method,
+ * which libmicrohttpd takes as any bytes up to a space; its tool, its MCP
  * method; the principal is a token's name): bare when a plain token, else
  * quoted, so that "a status=200" cannot pose as a field of its own. */
 static const char *sub_value(char *out, size_t cap, const char *s)
@@ -85,11 +86,11 @@ void request_log_end(struct MHD_Connection *con)
     char error[16] = "-";
     if (rec.error)
         snprintf(error, sizeof error, "%d", rec.error);
-    char principal[4 * sizeof rec.principal + 3], mcp[4 * sizeof rec.mcp + 3],
-        tool[4 * sizeof rec.tool + 3];
+    char method[4 * sizeof rec.method + 3], principal[4 * sizeof rec.principal + 3],
+        mcp[4 * sizeof rec.mcp + 3], tool[4 * sizeof rec.tool + 3];
     log_event(LOG_INFO, rec.session[0] ? rec.session : NULL, "request",
               "%s %s status=%u principal=%s transport=%s mcp=%s tool=%s error=%s ms=%lld in=%zu",
-              rec.method, rec.url, ci ? ci->http_status : 0,
+              sub_value(method, sizeof method, rec.method), rec.url, ci ? ci->http_status : 0,
               sub_value(principal, sizeof principal, rec.principal), rec.transport,
               sub_value(mcp, sizeof mcp, rec.mcp), sub_value(tool, sizeof tool, rec.tool), error,
               (long long)(clock_mono_ms() - rec.start_ms), rec.in);

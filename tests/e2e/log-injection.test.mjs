@@ -6,6 +6,7 @@
 // line says event=token_revoked_used.
 
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { test } from 'node:test';
 
 import { initSession, mcpHeaders, request, rpc, startMcpd, waitFor } from './lib/mcpd.mjs';
@@ -83,4 +84,30 @@ test('inside the request line, a tool name or method a client chose cannot pose 
   assert.ok(sub, `msg fields: ${msg}`);
   assert.deepEqual(sub.filter(([k]) => k === 'status').length, 1, msg);
   assert.deepEqual(sub.find(([k]) => k === 'tool')[1], name);
+});
+
+test('an HTTP method a client made up cannot pose as a field of the request line', async () => {
+  const m = await startMcpd();
+  try {
+    // libmicrohttpd takes any bytes up to the first space as the method.
+    await new Promise((resolve, reject) => {
+      const sock = net.connect(m.port, '127.0.0.1', () =>
+        sock.write('status=200 /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n'),
+      );
+      sock.setTimeout(5000, () => sock.destroy(new Error('no answer to the made-up method')));
+      sock.on('data', () => sock.end());
+      sock.on('close', resolve);
+      sock.on('error', reject);
+    });
+    await waitFor(() => m.stderr.includes('event=request'), 5000, 'the request line');
+  } finally {
+    await m.stop();
+    await m.cleanup();
+  }
+  const line = m.stderr.split('\n').find((l) => l.includes('event=request'));
+  const msg = parseLogfmt(line).find(([k]) => k === 'msg')[1].replace(/\\(["\\])/g, '$1');
+  assert.ok(msg.startsWith('"status="'), `the method is one quoted value: ${msg}`);
+  const sub = parseLogfmt(msg.slice(msg.indexOf(' status=') + 1));
+  assert.ok(sub, `msg fields: ${msg}`);
+  assert.equal(sub.filter(([k]) => k === 'status').length, 1, msg);
 });
