@@ -6,10 +6,11 @@
 //     of `tokens revoke` or of the token's expiry (`tokens add --expires`),
 //     whether or not it has a session yet: a WebSocket closes with 1008 and
 //     the reason ("token revoked", "token expired"); an SSE GET stream on
-//     /mcp and a legacy /sse stream (waiting for its initialize, or
-//     following its session) write a final comment (": token revoked",
-//     ": token expired") and end; a long-poll (mcpd/poll with wait_ms) is
-//     answered 401 with WWW-Authenticate. Then HTTP with the token gets 401.
+//     /mcp, the SSE reply to a POST, and a legacy /sse stream (waiting for
+//     its initialize, or following its session) write a final comment
+//     (": token revoked", ": token expired") and end; a long-poll (mcpd/poll
+//     with wait_ms) is answered 401 with WWW-Authenticate. Then HTTP with
+//     the token gets 401.
 //     The tests allow 1.5 s (the requirement's 1 s, plus the test's own
 //     scheduling);
 //   - defect 2: 20,000 requests with random bearer values leave mcpd's RSS
@@ -72,9 +73,9 @@ async function initWith(port, token) {
  * An open event stream read raw (comments included). `ended` resolves with
  * {text, at} once the server ends the body.
  */
-function openRaw(port, { path: p, headers }) {
+function openRaw(port, { method = 'GET', path: p, headers, body }) {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method: 'GET', path: p, headers, agent: false });
+    const req = http.request({ host: '127.0.0.1', port, method, path: p, headers, agent: false });
     req.on('response', (res) => {
       let text = '';
       res.setEncoding('utf8');
@@ -90,7 +91,7 @@ function openRaw(port, { path: p, headers }) {
       resolve({ status: res.statusCode, res, ended, text: () => text, close: () => req.destroy() });
     });
     req.on('error', reject);
-    req.end();
+    req.end(body);
   });
 }
 
@@ -159,6 +160,24 @@ const KINDS = {
       const s = await openRaw(port, {
         path: '/mcp',
         headers: { Accept: 'text/event-stream', ...mcpHeaders({ session }), ...bearer(token) },
+      });
+      assert.equal(s.status, 200);
+      return { ended: s.ended, close: s.close };
+    },
+    check(seen, why) {
+      assert.match(seen.text, new RegExp(`(^|\\n): ${why}\\n\\n$`), `the stream's last words: ${JSON.stringify(seen.text.slice(-80))}`);
+    },
+  },
+  'SSE reply to a POST on /mcp': {
+    async open(port, token) {
+      const session = await initWith(port, token);
+      // A call whose answer comes in 20 s: the reply is an event stream.
+      const body = JSON.stringify({ jsonrpc: '2.0', id: newId(), method: 'tools/call', params: { name: 'countdown', arguments: { n: 2, interval_ms: 10000 } } });
+      const s = await openRaw(port, {
+        method: 'POST',
+        path: '/mcp',
+        headers: { ...mcpHeaders({ session }), 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, 'Content-Length': Buffer.byteLength(body), ...bearer(token) },
+        body,
       });
       assert.equal(s.status, 200);
       return { ended: s.ended, close: s.close };
