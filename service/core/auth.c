@@ -170,6 +170,7 @@ void auth_hold(struct auth_hold *h, const struct auth_grant *grant,
     h->end = end;
     h->ud = ud;
     h->prev = NULL;
+    h->principal[0] = '\0'; /* not held: auth_release takes no lock */
     if (!grant->principal[0])
         return;
     snprintf(h->principal, sizeof h->principal, "%s", grant->principal);
@@ -194,6 +195,8 @@ static void unlink_hold(struct auth_hold *h)
 
 void auth_release(struct auth_hold *h)
 {
+    if (!h->principal[0])
+        return;
     pthread_mutex_lock(&auth.live_mu);
     if (h->prev)
         unlink_hold(h);
