@@ -587,7 +587,11 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
     int as_json = http.cfg.reply_mode != HTTP_REPLY_SSE;
     int64_t deadline =
         clock_mono_ms() + (http.cfg.reply_mode == HTTP_REPLY_JSON ? JSON_WAIT_MS : AUTO_WAIT_MS);
-    for (size_t i = 0; i < b->n && as_json; i++) {
+    /* As a single request's JSON reply, the wait ends with its token. */
+    struct token_end te = {0};
+    token_end_start(&te, grant, NULL);
+    const char *ended = NULL;
+    for (size_t i = 0; i < b->n && as_json && !(ended = token_end_check(&te, b->streams[i])); i++) {
         struct stream_chunk ch;
         enum stream_wait w =
             http.cfg.reply_mode == HTTP_REPLY_JSON
@@ -597,6 +601,15 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
             json_array_append_new(finals, json_loadb(ch.msg, ch.len, JSON_ALLOW_NUL, NULL));
         else if (w != STREAM_ENDED)
             as_json = http.cfg.reply_mode == HTTP_REPLY_JSON;
+    }
+    if (!ended && as_json) /* the last wait may have been cut short */
+        ended = token_end_check(&te, NULL);
+    token_end_stop(&te);
+    if (ended) {
+        json_decref(errors);
+        json_decref(finals);
+        batch_free(b);
+        return token_ended(resp, ended);
     }
     if (as_json || b->n == 0)
         json_array_extend(errors, finals);

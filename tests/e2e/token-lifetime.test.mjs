@@ -9,8 +9,9 @@
 //     /mcp, the SSE reply to a POST, and a legacy /sse stream (waiting for
 //     its initialize, or following its session) write a final comment
 //     (": token revoked", ": token expired") and end; a long-poll (mcpd/poll
-//     with wait_ms) is answered 401 with WWW-Authenticate. Then HTTP with
-//     the token gets 401.
+//     with wait_ms), and a JSON reply still waiting (--reply-mode json, one
+//     request or a batch), are answered 401 with WWW-Authenticate. Then HTTP
+//     with the token gets 401.
 //     The tests allow 1.5 s (the requirement's 1 s, plus the test's own
 //     scheduling);
 //   - defect 2: 20,000 requests with random bearer values leave mcpd's RSS
@@ -299,6 +300,40 @@ for (const [kind, k] of Object.entries(KINDS)) {
     });
   });
 }
+
+test('revoke: a JSON reply still waiting (--reply-mode json), for one request and for a 2025-03-26 batch, is answered 401', async () => {
+  const { db, dir } = tempDb();
+  await withMcpd(['--auth', 'token', '--reply-mode', 'json'], { db, dir }, async (m) => {
+    const token = admin(db, 'tokens', 'add', 'alice');
+    const call = () => ({ jsonrpc: '2.0', id: newId(), method: 'tools/call', params: { name: 'countdown', arguments: { n: 2, interval_ms: 10000 } } });
+    const single = await initWith(m.port, token);
+    const batchSession = await (async () => {
+      const r = await request(m.port, {
+        headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...bearer(token) },
+        body: { jsonrpc: '2.0', id: newId(), method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'batch', version: '1' } } },
+      });
+      assert.equal(r.status, 200, r.text);
+      return r.headers['mcp-session-id'];
+    })();
+    const waiting = [
+      post(m.port, token, call(), { session: single, timeout: 30000 }),
+      request(m.port, {
+        headers: { ...mcpHeaders({ session: batchSession, version: '2025-03-26' }), 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...bearer(token) },
+        body: [call(), call()],
+        timeout: 30000,
+      }),
+    ].map((p) => p.then((r) => ({ ...r, at: Date.now() })));
+    await sleep(500);
+    admin(db, 'tokens', 'revoke', 'alice');
+    const revokedAt = Date.now();
+    for (const r of await withTimeout(Promise.all(waiting), 5000, 'the waiting replies')) {
+      assert.equal(r.status, 401, r.text);
+      assert.match(String(r.headers['www-authenticate']), /^Bearer/);
+      assert.match(r.json.error.message, /token revoked/);
+      assert.ok(r.at - revokedAt <= WITHIN_MS, `answered ${r.at - revokedAt} ms after the revocation`);
+    }
+  });
+});
 
 test('defect 2: 20,000 random bearer values leave RSS within 2 MB, and a valid token is served throughout', async () => {
   const { db, dir } = tempDb();
