@@ -1,10 +1,10 @@
 /* auth — see auth.h. */
 #include "auth.h"
+#include "auth_cache.h"
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
 #include "store.h"
-#include "table.h"
 #include "token.h"
 
 #include <errno.h>
@@ -14,18 +14,14 @@
 #include <string.h>
 #include <strings.h>
 
-struct cached {
-    struct store_token tok;
-    int known;
-    int64_t checked_ms, used_ms;
-};
-
 static struct {
     int required;
     struct store *store;
-    pthread_mutex_t mu;
-    struct table *cache; /* token hash -> struct cached */
-} auth = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    pthread_mutex_t mu;       /* the cache; never held across a lookup */
+    struct auth_cache *cache; /* token hash -> the store's answer */
+    pthread_mutex_t live_mu;  /* the holds; end callbacks run under it */
+    struct auth_hold *live;
+} auth = {.mu = PTHREAD_MUTEX_INITIALIZER, .live_mu = PTHREAD_MUTEX_INITIALIZER};
 
 int auth_configure(const char *mode, struct store *st)
 {
@@ -34,7 +30,7 @@ int auth_configure(const char *mode, struct store *st)
     auth.required = strcmp(mode, "token") == 0;
     auth.store = st;
     if (auth.required && !auth.cache)
-        auth.cache = table_new();
+        auth.cache = auth_cache_new(AUTH_CACHE_KNOWN_MAX, AUTH_CACHE_UNKNOWN_MAX, AUTH_CACHE_MS);
     return auth.required && !auth.cache ? -1 : 0;
 }
 
@@ -43,21 +39,11 @@ int auth_required(void)
     return auth.required;
 }
 
-static void free_cached(void *arg, const char *key, void *value)
-{
-    (void)arg;
-    (void)key;
-    free(value);
-}
-
 void auth_shutdown(void)
 {
     pthread_mutex_lock(&auth.mu);
-    if (auth.cache) {
-        table_each(auth.cache, free_cached, NULL);
-        table_free(auth.cache);
-        auth.cache = NULL;
-    }
+    auth_cache_free(auth.cache);
+    auth.cache = NULL;
     pthread_mutex_unlock(&auth.mu);
 }
 
@@ -89,10 +75,42 @@ static int extract(const char *authorization, const char *ws_protocols, char *ou
     return -1;
 }
 
-int auth_check(const char *authorization, const char *ws_protocols,
-               char principal[AUTH_PRINCIPAL_MAX], const char **why)
+/* The store's answer for hash, from the cache or a lookup made outside the
+ * lock (so a slow or failing one holds up no other request). 0, or -1 when
+ * the store could not be read. *note_use: record the token's use. */
+static int answer_for(const char *hash, int64_t now, struct auth_answer *a, int *note_use)
 {
-    principal[0] = '\0';
+    pthread_mutex_lock(&auth.mu);
+    int hit = auth.cache && auth_cache_get(auth.cache, hash, now, a);
+    *note_use = hit && a->known && auth_cache_note_use(auth.cache, hash, now);
+    pthread_mutex_unlock(&auth.mu);
+    if (hit)
+        return 0;
+    struct store_token tok;
+    int rc = store_token_lookup(auth.store, hash, &tok);
+    if (rc < 0)
+        return -1; /* not cached: the next request asks again */
+    memset(a, 0, sizeof *a);
+    a->known = rc == 0;
+    if (a->known) {
+        snprintf(a->name, sizeof a->name, "%s", tok.name);
+        a->expires_ms = tok.expires_ms;
+        a->revoked_ms = tok.revoked_ms;
+    }
+    pthread_mutex_lock(&auth.mu);
+    /* Out of memory, the answer is still right; it is only not kept. */
+    if (auth.cache && auth_cache_put(auth.cache, hash, a, now) == 0)
+        *note_use = a->known && auth_cache_note_use(auth.cache, hash, now);
+    else
+        *note_use = a->known;
+    pthread_mutex_unlock(&auth.mu);
+    return 0;
+}
+
+int auth_check(const char *authorization, const char *ws_protocols, struct auth_grant *grant,
+               const char **why)
+{
+    memset(grant, 0, sizeof *grant);
     if (!auth.required)
         return 0;
     char token[256], hash[TOKEN_HASH_LEN + 1];
@@ -106,55 +124,129 @@ int auth_check(const char *authorization, const char *ws_protocols,
         return -1;
     }
     int64_t now = clock_mono_ms(), wall = clock_wall_ms();
-    pthread_mutex_lock(&auth.mu);
-    struct cached *c = table_get(auth.cache, hash);
-    if (!c || now - c->checked_ms >= AUTH_CACHE_MS) {
-        struct store_token tok;
-        int rc = store_token_lookup(auth.store, hash, &tok);
-        if (rc < 0) {
-            pthread_mutex_unlock(&auth.mu);
-            *why = "Unauthorized: the token store is not readable";
-            return -1;
-        }
-        if (!c && (c = calloc(1, sizeof *c)) && table_put(auth.cache, hash, c) != 0) {
-            free(c);
-            c = NULL;
-        }
-        if (!c) {
-            pthread_mutex_unlock(&auth.mu);
-            *why = "Unauthorized: out of memory";
-            return -1;
-        }
-        c->known = rc == 0;
-        c->tok = tok;
-        c->checked_ms = now;
+    struct auth_answer seen;
+    int note_use;
+    if (answer_for(hash, now, &seen, &note_use) != 0) {
+        *why = "Unauthorized: the token store is not readable";
+        return -1;
     }
-    struct cached seen = *c;
-    int note_use = c->known && now - c->used_ms >= 1000;
-    if (note_use)
-        c->used_ms = now;
-    pthread_mutex_unlock(&auth.mu);
     if (!seen.known) {
         *why = "Unauthorized: unknown token";
         metrics_refused("auth_unknown");
         return -1;
     }
-    if (seen.tok.revoked_ms) {
+    if (seen.revoked_ms) {
         *why = "Unauthorized: the token was revoked";
         metrics_refused("auth_revoked");
         log_event(LOG_WARN, NULL, "token_revoked_used", "token %s used after revocation",
-                  seen.tok.name);
+                  seen.name);
         return -1;
     }
-    if (seen.tok.expires_ms && wall >= seen.tok.expires_ms) {
+    if (seen.expires_ms && wall >= seen.expires_ms) {
         *why = "Unauthorized: the token has expired";
         metrics_refused("auth_expired");
         return -1;
     }
     if (note_use)
-        store_token_used(auth.store, seen.tok.name, wall);
-    snprintf(principal, AUTH_PRINCIPAL_MAX, "%s", seen.tok.name);
+        store_token_used(auth.store, seen.name, wall);
+    snprintf(grant->principal, sizeof grant->principal, "%s", seen.name);
+    grant->expires_ms = seen.expires_ms;
     return 0;
+}
+
+size_t auth_cache_size(int known)
+{
+    pthread_mutex_lock(&auth.mu);
+    size_t n = auth.cache ? auth_cache_count(auth.cache, known) : 0;
+    pthread_mutex_unlock(&auth.mu);
+    return n;
+}
+
+/* ---- connections holding a token ---- */
+
+void auth_hold(struct auth_hold *h, const struct auth_grant *grant,
+               void (*end)(void *ud, const char *why), void *ud)
+{
+    h->end = end;
+    h->ud = ud;
+    h->prev = NULL;
+    h->principal[0] = '\0'; /* not held: auth_release takes no lock */
+    if (!grant->principal[0])
+        return;
+    snprintf(h->principal, sizeof h->principal, "%s", grant->principal);
+    h->expires_ms = grant->expires_ms;
+    pthread_mutex_lock(&auth.live_mu);
+    h->next = auth.live;
+    if (h->next)
+        h->next->prev = &h->next;
+    h->prev = &auth.live;
+    auth.live = h;
+    pthread_mutex_unlock(&auth.live_mu);
+}
+
+static void unlink_hold(struct auth_hold *h)
+{
+    *h->prev = h->next;
+    if (h->next)
+        h->next->prev = h->prev;
+    h->next = NULL;
+    h->prev = NULL;
+}
+
+void auth_release(struct auth_hold *h)
+{
+    if (!h->principal[0])
+        return;
+    pthread_mutex_lock(&auth.live_mu);
+    if (h->prev)
+        unlink_hold(h);
+    pthread_mutex_unlock(&auth.live_mu);
+}
+
+/* Ends the holds for which ends(h, arg) is true; the others' earliest
+ * expiry ahead (0 if none). Under live_mu, so that auth_release waits for
+ * an end callback in progress. */
+static int64_t end_holds(int (*ends)(const struct auth_hold *h, const void *arg), const void *arg,
+                         const char *why)
+{
+    int64_t earliest = 0;
+    pthread_mutex_lock(&auth.live_mu);
+    for (struct auth_hold *h = auth.live, *next; h; h = next) {
+        next = h->next;
+        if (ends(h, arg)) {
+            unlink_hold(h);
+            log_event(LOG_INFO, NULL, "connection_ended", "%s: %s", h->principal, why);
+            h->end(h->ud, why);
+        } else if (h->expires_ms && (!earliest || h->expires_ms < earliest)) {
+            earliest = h->expires_ms;
+        }
+    }
+    pthread_mutex_unlock(&auth.live_mu);
+    return earliest;
+}
+
+static int named(const struct auth_hold *h, const void *name)
+{
+    return strcmp(h->principal, name) == 0;
+}
+
+static int expired(const struct auth_hold *h, const void *now)
+{
+    return h->expires_ms && h->expires_ms <= *(const int64_t *)now;
+}
+
+void auth_token_revoked(const char *name)
+{
+    pthread_mutex_lock(&auth.mu);
+    if (auth.cache)
+        auth_cache_forget_name(auth.cache, name);
+    pthread_mutex_unlock(&auth.mu);
+    end_holds(named, name, "token revoked");
+}
+
+int64_t auth_expire(int64_t now_wall_ms)
+{
+    return end_holds(expired, &now_wall_ms, "token expired");
 }
 
 int auth_bootstrap(const char *file, char **err)

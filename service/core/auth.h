@@ -1,4 +1,5 @@
-/* auth — bearer tokens on every way in over the network.
+/* auth — bearer tokens on every way in over the network, for as long as
+ * the access they grant lasts.
  *
  * With --auth token, every request to /mcp (POST, GET, DELETE, long-polls)
  * and every WebSocket handshake must carry a token that mcp-admin issued:
@@ -9,18 +10,47 @@
  * it. Unknown, expired and revoked tokens are refused with 401 and
  * `WWW-Authenticate: Bearer`.
  *
- * Lookups are cached for AUTH_CACHE_MS so that a busy client costs no
- * query per request; a revocation therefore takes effect within that time
- * (and kill_watch ends the revoked principal's sessions). Thread-safe. */
+ * Lookups are cached (auth_cache.h: bounded, least recently used evicted,
+ * unknown values forgotten after AUTH_CACHE_MS) so that a busy client costs
+ * no query per request; a revocation therefore takes effect on new
+ * requests within AUTH_CACHE_MS. The store is asked outside the lock, so
+ * a slow or failing lookup holds up no other request.
+ *
+ * A check grants access for a moment; a connection lasts. Every
+ * connection authenticated by a token (a WebSocket, an event stream, a
+ * request waiting for its reply) holds it with auth_hold until it ends.
+ * kill_watch reports revoked tokens (auth_token_revoked) and asks for
+ * expiries (auth_expire), and each hold of such a token is told to end
+ * through its callback. Thread-safe. */
 #ifndef MCPD_AUTH_H
 #define MCPD_AUTH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct store;
 
 #define AUTH_CACHE_MS 500
+/* Cached answers: tokens in use, and unknown bearer values. */
+#define AUTH_CACHE_KNOWN_MAX 4096
+#define AUTH_CACHE_UNKNOWN_MAX 1024
 #define AUTH_PRINCIPAL_MAX 64
+
+/* What a successful check grants. */
+struct auth_grant {
+    char principal[AUTH_PRINCIPAL_MAX]; /* the token's name; "" when auth is off */
+    int64_t expires_ms;                 /* wall clock; 0: never */
+};
+
+/* A connection holding a token: embedded in the connection (which owns it),
+ * linked while held. */
+struct auth_hold {
+    void (*end)(void *ud, const char *why);
+    void *ud;
+    char principal[AUTH_PRINCIPAL_MAX];
+    int64_t expires_ms;
+    struct auth_hold *next, **prev; /* prev is NULL while not held */
+};
 
 /* mode: "none" or "token". Returns 0, or -1 for another mode. */
 int auth_configure(const char *mode, struct store *st);
@@ -35,9 +65,31 @@ void auth_shutdown(void);
 
 /* Checks a request's credentials: the Authorization header value, or the
  * WebSocket subprotocol list (either may be NULL). On success returns 0
- * and writes the principal ("" when auth is off). Otherwise returns -1
+ * and fills *grant (principal "" when auth is off). Otherwise returns -1
  * and *why says why, for the 401's message (static text). */
-int auth_check(const char *authorization, const char *ws_protocols,
-               char principal[AUTH_PRINCIPAL_MAX], const char **why);
+int auth_check(const char *authorization, const char *ws_protocols, struct auth_grant *grant,
+               const char **why);
+
+/* Holds the grant's token for a connection until auth_release: when the
+ * token is revoked or expires, end(ud, why) is called once, on the
+ * watcher's thread, with why "token revoked" or "token expired" (static
+ * text); the hold is released by then. end must only record and wake (it
+ * runs under the registry's lock: no auth_* call, no blocking write). A
+ * grant without a principal (auth off) is not held. h is zeroed memory or
+ * a released hold. */
+void auth_hold(struct auth_hold *h, const struct auth_grant *grant,
+               void (*end)(void *ud, const char *why), void *ud);
+/* Lets go of the token. On return end is not running and will not be
+ * called, so the connection may free its memory. A hold never made or
+ * already ended is fine. */
+void auth_release(struct auth_hold *h);
+/* The watcher saw the token `name` revoked: its cached answers go, and
+ * every connection holding it is ended. */
+void auth_token_revoked(const char *name);
+/* Ends every connection whose token has expired by now_wall_ms. Returns the
+ * earliest expiry still ahead among the holds (wall clock), or 0. */
+int64_t auth_expire(int64_t now_wall_ms);
+/* Answers held in the lookup cache (known tokens, or unknown values). */
+size_t auth_cache_size(int known);
 
 #endif

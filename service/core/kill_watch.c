@@ -1,5 +1,6 @@
 /* kill_watch — see kill_watch.h. */
 #include "kill_watch.h"
+#include "auth.h"
 #include "clock.h"
 #include "store.h"
 
@@ -51,23 +52,64 @@ static void collect(void *arg, const char *id, const char *why)
     f->n++;
 }
 
+struct names {
+    char (*v)[AUTH_PRINCIPAL_MAX];
+    size_t n, cap;
+};
+
+static void collect_name(void *arg, const char *name)
+{
+    struct names *f = arg;
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 8;
+        void *v = realloc(f->v, cap * sizeof *f->v);
+        if (!v)
+            return;
+        f->v = v;
+        f->cap = cap;
+    }
+    snprintf(f->v[f->n++], sizeof f->v[0], "%s", name ? name : "");
+}
+
+/* Until the next look, or the next token expiry if that comes first. */
+static void wait_next(int64_t next_expiry)
+{
+    int64_t ms = KILL_WATCH_MS;
+    if (next_expiry) {
+        int64_t left = next_expiry - clock_wall_ms();
+        if (left < ms)
+            ms = left > 0 ? left : 0;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&kw.cv, &kw.mu, &ts);
+}
+
 static void *watch_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "mcpd-kill-watch");
     (void)arg;
-    int64_t since = clock_wall_ms() - OVERLAP_MS;
+    int64_t since = clock_wall_ms() - OVERLAP_MS, revoked_since = since, next_expiry = 0;
     pthread_mutex_lock(&kw.mu);
     while (!kw.stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += KILL_WATCH_MS * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&kw.cv, &kw.mu, &ts);
+        wait_next(next_expiry);
         if (kw.stopping)
             break;
         pthread_mutex_unlock(&kw.mu);
         int64_t now = clock_wall_ms();
+        /* Tokens first: their connections say why before their sessions
+         * end under them. A revocation is reported for OVERLAP_MS, so a
+         * connection admitted by a check just before it is still found. */
+        struct names revoked = {0};
+        if (store_tokens_revoked_since(kw.store, revoked_since, collect_name, &revoked) == 0)
+            revoked_since = now - OVERLAP_MS;
+        for (size_t i = 0; i < revoked.n; i++)
+            auth_token_revoked(revoked.v[i]);
+        free(revoked.v);
+        next_expiry = auth_expire(clock_wall_ms());
         struct found f = {0};
         /* Sessions already ended here are not found again by end(). */
         if (store_sessions_ended_by_operator(kw.store, since, collect, &f) == 0)

@@ -1276,6 +1276,20 @@ int store_token_used(struct store *st, const char *name, int64_t now_ms)
     return enqueue(st, 0, W_TOKEN_USED, "si", name, now_ms);
 }
 
+int store_tokens_revoked_since(struct store *st, int64_t since_ms,
+                               void (*cb)(void *arg, const char *name), void *arg)
+{
+    sqlite3_stmt *q = read_begin(st, "SELECT name FROM tokens WHERE revoked_ms >= ?1");
+    if (!q)
+        return -1;
+    sqlite3_bind_int64(q, 1, since_ms);
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
+        cb(arg, (const char *)sqlite3_column_text(q, 0));
+    read_end(st, q);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
 int store_sessions_ended_by_operator(struct store *st, int64_t since_ms,
                                      void (*cb)(void *arg, const char *id, const char *why),
                                      void *arg)

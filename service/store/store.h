@@ -224,6 +224,10 @@ int store_token_create(struct store *st, const char *name, const char *hash, con
                        int64_t now_ms, enum store_token_create_result *out);
 /* Async: the token was used at now_ms. */
 int store_token_used(struct store *st, const char *name, int64_t now_ms);
+/* Calls cb with the name of each token revoked at or after since_ms; cb
+ * must not call the store. 0, or -1 on error. */
+int store_tokens_revoked_since(struct store *st, int64_t since_ms,
+                               void (*cb)(void *arg, const char *name), void *arg);
 /* Calls cb for each session an operator ended (mcp-admin session kill) at
  * or after since_ms, and each live session of a token revoked since then;
  * cb must not call the store. 0, or -1 on error. */

@@ -20,6 +20,7 @@
 #include "sse.h"
 #include "sse_follow.h"
 #include "stream.h"
+#include "token_end.h"
 #include "workers.h"
 #include "ws.h"
 
@@ -91,9 +92,9 @@ static int accepts(const struct _u_request *req, const char *type)
 }
 
 /* Host and Origin first (DNS rebinding), then the bearer token: fills
- * principal ("" without authentication). */
+ * *grant (principal "" without authentication). */
 static int admitted(const struct _u_request *req, struct _u_response *resp,
-                    char principal[AUTH_PRINCIPAL_MAX])
+                    struct auth_grant *grant)
 {
     const char *forbidden =
         origin_refusal(http.cfg.origins, header(req, "Host"), header(req, "Origin"));
@@ -102,14 +103,24 @@ static int admitted(const struct _u_request *req, struct _u_response *resp,
         return 0;
     }
     const char *why;
-    int rc = auth_check(header(req, "Authorization"), NULL, principal, &why);
-    request_log_principal(principal);
+    int rc = auth_check(header(req, "Authorization"), NULL, grant, &why);
+    request_log_principal(grant->principal);
     if (rc != 0) {
         u_map_put(resp->map_header, "WWW-Authenticate", "Bearer");
         fail(resp, 401, JSONRPC_SERVER_ERROR, why);
         return 0;
     }
     return 1;
+}
+
+/* A request that waited for its reply while its token was revoked or
+ * expired: answered as a request with that token now would be. */
+static int token_ended(struct _u_response *resp, const char *why)
+{
+    char msg[80];
+    snprintf(msg, sizeof msg, "Unauthorized: %s while the request waited", why);
+    u_map_put(resp->map_header, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
+    return fail(resp, 401, JSONRPC_SERVER_ERROR, msg);
 }
 
 static int version_ok(const struct _u_request *req, struct _u_response *resp)
@@ -224,6 +235,7 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
 static void sse_release(void *ud)
 {
     struct reader *r = ud;
+    token_end_stop(&r->f.end);
     if (r->f.standalone)
         core_standalone_release(r->f.session, r->f.next);
     if (r->ephemeral)
@@ -244,11 +256,12 @@ static void sse_free(void *ud)
         sse_release(r);
 }
 
-/* Answers with an SSE stream following `st` from seq `from`. Takes over the
- * caller's references to st; borrows s. */
+/* Answers with an SSE stream following `st` from seq `from`, for as long
+ * as the grant's token is valid. Takes over the caller's references to st;
+ * borrows s. */
 static int start_sse(struct _u_response *resp, struct session *s, struct stream *st,
                      const struct stream_reader *token, int64_t from, int standalone_get,
-                     int ephemeral)
+                     int ephemeral, const struct auth_grant *grant)
 {
     struct reader *r = calloc(1, sizeof *r);
     if (!r) {
@@ -273,6 +286,7 @@ static int start_sse(struct _u_response *resp, struct session *s, struct stream 
     r->f.polling = core_session_polling(s);
     if (r->f.polling && http.cfg.sse_poll_ms > 0)
         r->f.poll_deadline = clock_mono_ms() + http.cfg.sse_poll_ms;
+    token_end_start(&r->f.end, grant, NULL);
     if (ulfius_set_stream_response(resp, 200, sse_write, sse_free, U_STREAM_SIZE_UNKNOWN, SSE_BLOCK,
                                    r) != U_OK) {
         sse_free(r);
@@ -328,19 +342,31 @@ static int ended_without_reply(struct _u_response *resp, struct session *s)
 
 /* The reply to a request: JSON or SSE, per the reply mode; always JSON for
  * a single-message reply (a poll result: a poll exists for clients that
- * cannot take streaming responses). Consumes the reference to st. */
+ * cannot take streaming responses). A wait for the reply (a long-poll, a
+ * JSON reply) ends with 401 when the grant's token is revoked or expires
+ * meanwhile. Consumes the reference to st. */
 static int reply_stream(struct _u_response *resp, struct session *s, struct stream *st, int single,
-                        int ephemeral)
+                        int ephemeral, const struct auth_grant *grant)
 {
     struct stream_reader tok;
     stream_attach(st, &tok);
     struct stream_chunk ch;
     int rc = -1;
     if (single || http.cfg.reply_mode == HTTP_REPLY_JSON) {
+        struct token_end te = {0};
+        token_end_start(&te, grant, NULL);
+        const char *ended = token_end_check(&te, st);
         /* A stateless request has no other stream to relay to. */
-        enum stream_wait w = core_wait_final(single || ephemeral ? NULL : s, st, &tok,
-                                             clock_mono_ms() + JSON_WAIT_MS, RELAY_WAIT_MS, &ch);
-        if (w == STREAM_CHUNK)
+        enum stream_wait w =
+            ended ? STREAM_TIMEOUT
+                  : core_wait_final(single || ephemeral ? NULL : s, st, &tok,
+                                    clock_mono_ms() + JSON_WAIT_MS, RELAY_WAIT_MS, &ch);
+        if (!ended && w != STREAM_CHUNK)
+            ended = token_end_check(&te, NULL);
+        token_end_stop(&te);
+        if (ended)
+            rc = token_ended(resp, ended);
+        else if (w == STREAM_CHUNK)
             rc = send_chunk_json(resp, &ch);
         else if (w == STREAM_ENDED)
             rc = ended_without_reply(resp, s);
@@ -359,7 +385,7 @@ static int reply_stream(struct _u_response *resp, struct session *s, struct stre
     if (rc == -1 && send_sse_whole(resp, s, st, &tok) == 0)
         rc = U_CALLBACK_COMPLETE;
     if (rc == -1)
-        return start_sse(resp, s, st, &tok, 0, 0, ephemeral);
+        return start_sse(resp, s, st, &tok, 0, 0, ephemeral, grant);
     stream_unref(st);
     /* The reply is written: a stateless request's session has served. */
     if (ephemeral)
@@ -368,7 +394,7 @@ static int reply_stream(struct _u_response *resp, struct session *s, struct stre
 }
 
 /* Answers a message with the core's reply (cleared). */
-static int respond(struct _u_response *resp, struct core_reply *r)
+static int respond(struct _u_response *resp, struct core_reply *r, const struct auth_grant *grant)
 {
     int rc = U_CALLBACK_COMPLETE;
     if (r->kind == CORE_REJECTED)
@@ -380,7 +406,7 @@ static int respond(struct _u_response *resp, struct core_reply *r)
         send_json(resp, 200, r->ack ? r->ack : r->error);
         r->ack = r->error = NULL;
     } else {
-        rc = reply_stream(resp, r->session, r->stream, r->single, r->ephemeral);
+        rc = reply_stream(resp, r->session, r->stream, r->single, r->ephemeral, grant);
         r->stream = NULL;
     }
     core_reply_clear(r);
@@ -407,11 +433,13 @@ struct batch_reader {
     int64_t last_write;
     struct sse_buf buf;
     struct gate_req *gate;
+    struct token_end end; /* its streams are read every BATCH_TICK_MS: no wake */
 };
 
 static void batch_free(void *ud)
 {
     struct batch_reader *b = ud;
+    token_end_stop(&b->end);
     for (size_t i = 0; i < b->n; i++)
         stream_unref(b->streams[i]);
     free(b->streams);
@@ -455,6 +483,12 @@ static int batch_fill(void *ud)
             return 0;
         if (!b->left)
             return 1;
+        const char *why = token_end_check(&b->end, NULL);
+        if (why) {
+            sse_comment(&b->buf, why);
+            b->left = 0;
+            continue;
+        }
         int wrote = 0;
         size_t first = b->n;
         for (size_t i = 0; i < b->n; i++) {
@@ -519,7 +553,8 @@ static void batch_each(void *ud, struct core_reply *r)
  * invalid elements with errors. The replies come back as one JSON array
  * when each is a single message ready at once (or in json reply mode), and
  * otherwise as one SSE stream carrying every request's messages. */
-static int post_batch(struct _u_response *resp, const struct core_caller *c, json_t *batch)
+static int post_batch(struct _u_response *resp, const struct core_caller *c, json_t *batch,
+                      const struct auth_grant *grant)
 {
     size_t n = json_array_size(batch);
     struct batch_reader *b = calloc(1, sizeof *b);
@@ -552,7 +587,11 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
     int as_json = http.cfg.reply_mode != HTTP_REPLY_SSE;
     int64_t deadline =
         clock_mono_ms() + (http.cfg.reply_mode == HTTP_REPLY_JSON ? JSON_WAIT_MS : AUTO_WAIT_MS);
-    for (size_t i = 0; i < b->n && as_json; i++) {
+    /* As a single request's JSON reply, the wait ends with its token. */
+    struct token_end te = {0};
+    token_end_start(&te, grant, NULL);
+    const char *ended = NULL;
+    for (size_t i = 0; i < b->n && as_json && !(ended = token_end_check(&te, b->streams[i])); i++) {
         struct stream_chunk ch;
         enum stream_wait w =
             http.cfg.reply_mode == HTTP_REPLY_JSON
@@ -562,6 +601,15 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
             json_array_append_new(finals, json_loadb(ch.msg, ch.len, JSON_ALLOW_NUL, NULL));
         else if (w != STREAM_ENDED)
             as_json = http.cfg.reply_mode == HTTP_REPLY_JSON;
+    }
+    if (!ended && as_json) /* the last wait may have been cut short */
+        ended = token_end_check(&te, NULL);
+    token_end_stop(&te);
+    if (ended) {
+        json_decref(errors);
+        json_decref(finals);
+        batch_free(b);
+        return token_ended(resp, ended);
     }
     if (as_json || b->n == 0)
         json_array_extend(errors, finals);
@@ -589,6 +637,7 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
     json_decref(errors);
     if (sse_pending(&b->buf) == 0)
         sse_comment(&b->buf, "batch");
+    token_end_start(&b->end, grant, NULL);
     if (ulfius_set_stream_response(resp, 200, batch_write, batch_free, U_STREAM_SIZE_UNKNOWN,
                                    SSE_BLOCK, b) != U_OK) {
         batch_free(b);
@@ -640,8 +689,8 @@ static int stateless(const struct _u_request *req, json_t *root)
 static int on_post(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
     (void)ud;
-    char principal[AUTH_PRINCIPAL_MAX];
-    if (!admitted(req, resp, principal))
+    struct auth_grant grant;
+    if (!admitted(req, resp, &grant))
         return U_CALLBACK_COMPLETE;
     if (!accepts(req, "application/json") || !accepts(req, "text/event-stream"))
         return fail(resp, 406, JSONRPC_SERVER_ERROR,
@@ -659,7 +708,7 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
             return fail(resp, 400, JSONRPC_PARSE_ERROR, "Parse error: empty body");
         return fail(resp, 400, err.code, err.message);
     }
-    struct core_caller c = caller_of(req, principal);
+    struct core_caller c = caller_of(req, grant.principal);
     c.stateless = stateless(req, root);
     /* A stateless request's revision is checked by the core, against the
      * versions it serves, with the error 2026-07-28 defines. */
@@ -679,7 +728,7 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
         rc = U_CALLBACK_COMPLETE;
     } else if (json_is_array(root)) {
         request_log_mcp("batch", NULL);
-        rc = post_batch(resp, &c, root);
+        rc = post_batch(resp, &c, root, &grant);
     } else {
         const char *method = json_string_value(json_object_get(root, "method"));
         request_log_mcp(method, method && strcmp(method, "tools/call") == 0
@@ -690,7 +739,7 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
         core_receive(&c, root, &r);
         if (r.kind != CORE_REJECTED && r.session && !c.session_id && !r.ephemeral)
             u_map_put(resp->map_header, "Mcp-Session-Id", core_session_id(r.session));
-        rc = respond(resp, &r);
+        rc = respond(resp, &r, &grant);
     }
     json_decref(root);
     return rc;
@@ -713,8 +762,8 @@ static int stateless_refusal(const struct _u_request *req, struct _u_response *r
 static int on_get(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
     (void)ud;
-    char principal[AUTH_PRINCIPAL_MAX];
-    if (!admitted(req, resp, principal))
+    struct auth_grant grant;
+    if (!admitted(req, resp, &grant))
         return U_CALLBACK_COMPLETE;
     if (stateless_refusal(req, resp))
         return U_CALLBACK_COMPLETE;
@@ -723,14 +772,14 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
                     "Not Acceptable: Accept must list text/event-stream");
     if (!version_ok(req, resp))
         return U_CALLBACK_COMPLETE;
-    struct core_caller c = caller_of(req, principal);
+    struct core_caller c = caller_of(req, grant.principal);
     struct core_reply r;
     const char *last = header(req, "Last-Event-ID");
     if (last) {
         struct core_resume res;
         if (core_resume(&c, last, &res, &r) != 0)
             return refused(resp, &r);
-        int rc = start_sse(resp, res.session, res.stream, NULL, res.next, 0, 0);
+        int rc = start_sse(resp, res.session, res.stream, NULL, res.next, 0, 0, &grant);
         res.stream = NULL;
         core_resume_clear(&res);
         return rc;
@@ -741,7 +790,7 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
     struct stream *st;
     int64_t from;
     int rc = core_standalone_claim(s, HTTP_PROBE_WAIT_MS, &st, &from, &r) == 0
-                 ? start_sse(resp, s, st, NULL, from, 1, 0)
+                 ? start_sse(resp, s, st, NULL, from, 1, 0, &grant)
                  : refused(resp, &r);
     core_session_drop(s);
     return rc;
@@ -752,10 +801,10 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
 static int on_delete(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
     (void)ud;
-    char principal[AUTH_PRINCIPAL_MAX];
-    if (!admitted(req, resp, principal) || stateless_refusal(req, resp) || !version_ok(req, resp))
+    struct auth_grant grant;
+    if (!admitted(req, resp, &grant) || stateless_refusal(req, resp) || !version_ok(req, resp))
         return U_CALLBACK_COMPLETE;
-    struct core_caller c = caller_of(req, principal);
+    struct core_caller c = caller_of(req, grant.principal);
     struct core_reply r;
     struct session *s = core_session_open(&c, &r);
     if (!s)
@@ -799,10 +848,9 @@ static int on_metrics(const struct _u_request *req, struct _u_response *resp, vo
 
 /* ---- lent to the other endpoints (http_shared.h) ---- */
 
-int http_admitted(const struct _u_request *req, struct _u_response *resp,
-                  char principal[AUTH_PRINCIPAL_MAX])
+int http_admitted(const struct _u_request *req, struct _u_response *resp, struct auth_grant *grant)
 {
-    return admitted(req, resp, principal);
+    return admitted(req, resp, grant);
 }
 
 int http_fail(struct _u_response *resp, unsigned status, int code, const char *message)

@@ -15,10 +15,10 @@ struct _u_request;
 struct _u_response;
 struct core_reply;
 
-/* Host and Origin (DNS rebinding), then the bearer token: fills principal
- * ("" without authentication). 0 after answering 403/401. */
-int http_admitted(const struct _u_request *req, struct _u_response *resp,
-                  char principal[AUTH_PRINCIPAL_MAX]);
+/* Host and Origin (DNS rebinding), then the bearer token: fills *grant
+ * (principal "" without authentication; a response that lasts holds it
+ * with token_end.h). 0 after answering 403/401. */
+int http_admitted(const struct _u_request *req, struct _u_response *resp, struct auth_grant *grant);
 /* Answers with a JSON-RPC error (no id); returns U_CALLBACK_COMPLETE. */
 int http_fail(struct _u_response *resp, unsigned status, int code, const char *message);
 /* An MCP-Protocol-Version header, if any, must be one mcpd serves. 0 after

@@ -191,11 +191,23 @@ static void resv_settle(const char *id, int bound)
     pthread_mutex_unlock(&rsv.mu);
 }
 
-/* Waits up to the deadline for a reservation to change. */
-static void resv_wait(int64_t deadline_mono_ms)
+/* Waits up to the deadline for a reservation to change, or for the
+ * waiting connection's token to end (checked under the lock that
+ * wake_waiting takes, so its wake is not missed). */
+static void resv_wait(int64_t deadline_mono_ms, struct token_end *t)
 {
     pthread_mutex_lock(&rsv.mu);
-    fcond_wait_until(&rsv.cv, &rsv.mu, deadline_mono_ms);
+    if (!token_end_check(t, NULL))
+        fcond_wait_until(&rsv.cv, &rsv.mu, deadline_mono_ms);
+    pthread_mutex_unlock(&rsv.mu);
+}
+
+/* token_end's wake for connections waiting for their initialize. */
+static void wake_waiting(void)
+{
+    pthread_mutex_lock(&rsv.mu);
+    if (rsv.table)
+        fcond_broadcast(&rsv.cv);
     pthread_mutex_unlock(&rsv.mu);
 }
 
@@ -269,7 +281,7 @@ static void wait_bound(struct conn *c)
         int64_t deadline = clock_mono_ms() + PENDING_TICK_MS;
         if (c->keepalive_at < deadline)
             deadline = c->keepalive_at;
-        resv_wait(deadline);
+        resv_wait(deadline, &c->f.end);
         st = resv_state(c->sid, &gen);
     }
     if (st >= 0 && gen != c->gen) {
@@ -318,7 +330,9 @@ static int conn_fill(void *ud)
             return 0;
         if (!pending && c->f.done)
             return 1;
-        if (c->announce) {
+        if (!c->f.session && sse_follow_token_ended(&c->f, NULL)) {
+            continue; /* said why: the stream ends */
+        } else if (c->announce) {
             announce(c);
         } else if (!c->f.session) {
             wait_bound(c);
@@ -343,6 +357,7 @@ static ssize_t conn_write(void *ud, uint64_t pos, char *out, size_t max)
 static void conn_free(void *ud)
 {
     struct conn *c = ud;
+    token_end_stop(&c->f.end);
     if (c->waiting)
         resv_detach(c->sid);
     if (c->f.session)
@@ -400,8 +415,8 @@ static int resume(struct conn *c, const char *last, struct _u_response *resp)
 static int on_sse(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
     (void)ud;
-    char principal[AUTH_PRINCIPAL_MAX];
-    if (!http_admitted(req, resp, principal))
+    struct auth_grant grant;
+    if (!http_admitted(req, resp, &grant))
         return U_CALLBACK_COMPLETE;
     if (!media_type_accepts(u_map_get_case(req->map_header, "Accept"), "text/event-stream"))
         return http_fail(resp, 406, JSONRPC_SERVER_ERROR,
@@ -413,7 +428,10 @@ static int on_sse(const struct _u_request *req, struct _u_response *resp, void *
         c->gate = body_gate_request();
     if (!c)
         return http_fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
-    snprintf(c->principal, sizeof c->principal, "%s", principal);
+    snprintf(c->principal, sizeof c->principal, "%s", grant.principal);
+    /* Waiting for its initialize or following its session, the stream
+     * lasts as long as its token. */
+    token_end_start(&c->f.end, &grant, wake_waiting);
     c->announce = 1;
     c->keepalive_at = clock_mono_ms() + http_keepalive_ms();
     const char *last = u_map_get_case(req->map_header, "Last-Event-ID");
@@ -422,12 +440,12 @@ static int on_sse(const struct _u_request *req, struct _u_response *resp, void *
             conn_free(c);
             return U_CALLBACK_COMPLETE;
         }
-    } else if (resv_new(c->sid, principal) == 0) {
+    } else if (resv_new(c->sid, grant.principal) == 0) {
         c->waiting = 1;
         c->endpoint_id = 1;
         request_log_session(c->sid);
     } else {
-        free(c);
+        conn_free(c);
         u_map_put(resp->map_header, "Retry-After", "60");
         return http_fail(resp, 503, JSONRPC_SERVER_ERROR,
                          "Too many /sse streams waiting for initialize; retry later");
@@ -503,9 +521,10 @@ static int post_initialize(struct _u_response *resp, const char *sid, const char
 static int on_messages(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
     (void)ud;
-    char principal[AUTH_PRINCIPAL_MAX];
-    if (!http_admitted(req, resp, principal))
+    struct auth_grant grant;
+    if (!http_admitted(req, resp, &grant))
         return U_CALLBACK_COMPLETE;
+    const char *principal = grant.principal;
     const char *sid = u_map_get(req->map_url, "sessionId");
     if (!sid || !*sid)
         return http_fail(resp, 400, JSONRPC_SERVER_ERROR,

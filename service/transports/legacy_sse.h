@@ -12,7 +12,9 @@
  * same session goes on, nothing is lost, nothing is sent twice. Refusals
  * are as on /mcp: 404 for an unknown session, 400 -32700 for bad JSON, 415
  * for a wrong Content-Type, 401/403 from the same auth and Host/Origin
- * checks (http_shared.h), the same body limit and connection limits.
+ * checks (http_shared.h), the same body limit and connection limits. The
+ * /sse stream lasts as long as its token: revoked or expired, it ends with
+ * ": token revoked" or ": token expired", initialized or not.
  *
  * How it works.
  *

@@ -20,14 +20,30 @@ int sse_follow_take(struct sse_follow *f, const struct stream_chunk *ch)
     return 0;
 }
 
+int sse_follow_token_ended(struct sse_follow *f, struct stream *s)
+{
+    const char *why = token_end_check(&f->end, s);
+    if (!why)
+        return 0;
+    if (!f->done)
+        sse_comment(&f->buf, why);
+    f->done = 1;
+    return 1;
+}
+
 int sse_follow_step(struct sse_follow *f, int wait)
 {
+    if (sse_follow_token_ended(f, f->stream))
+        return 0;
     int64_t deadline =
         clock_mono_ms() + (f->probe_writes ? HTTP_PROBE_GAP_MS : http_keepalive_ms());
     if (f->poll_deadline && f->poll_deadline < deadline)
         deadline = f->poll_deadline;
     struct stream_chunk ch;
     enum stream_wait w = stream_read(f->stream, &f->token, f->next, wait ? deadline : 0, &ch);
+    /* A wait cut short by the token's end (token_end's probe) ends here. */
+    if (w != STREAM_CHUNK && sse_follow_token_ended(f, NULL))
+        return 0;
     switch (w) {
     case STREAM_CHUNK:
         return sse_follow_take(f, &ch);

@@ -6,7 +6,9 @@
  * keepalive comment when the stream has been idle for the keepalive
  * interval (a write to a vanished client fails, which ends the response),
  * writes two more at once when another GET probes whether this reader is
- * alive, and says why it stops ("session ended"). The transport keeps the
+ * alive, and says why it stops ("session ended", or "token revoked" and
+ * "token expired" when the token that opened it ends: `end`, token_end.h,
+ * which the transport starts and stops). The transport keeps the
  * HTTP side: its content-reader callback decides when to wait and drains
  * the buffer in blocks (sse_follow_block_full).
  *
@@ -16,6 +18,7 @@
 #define MCPD_SSE_FOLLOW_H
 
 #include "sse.h"
+#include "token_end.h"
 #include "stream.h"
 
 #include <stddef.h>
@@ -35,6 +38,7 @@ struct sse_follow {
     const char *event_type; /* each message event's "event:" line, or NULL */
     int probe_writes;       /* quick keepalives still to write for a probe */
     int done;               /* nothing more will be framed */
+    struct token_end end;   /* the token this stream lasts as long as */
     struct sse_buf buf;
 };
 
@@ -42,10 +46,13 @@ struct sse_follow {
  * memory. */
 int sse_follow_take(struct sse_follow *f, const struct stream_chunk *ch);
 /* Reads the stream once and frames what it finds: the next message, or a
- * keepalive or the reason it ends. With wait, waits for it until the next
- * keepalive is due; without, only looks: 1 when nothing is there yet.
- * 0 otherwise, -1 when out of memory. */
+ * keepalive or the reason it ends (its token's end comes first). With wait, waits for it until the
+ * next keepalive is due; without, only looks: 1 when nothing is there yet. 0 otherwise, -1 when out
+ * of memory. */
 int sse_follow_step(struct sse_follow *f, int wait);
+/* 1 when the stream's token ended: says why in a final comment (once) and
+ * marks the stream done. s: the stream about to be waited on, or NULL. */
+int sse_follow_token_ended(struct sse_follow *f, struct stream *s);
 /* Moves up to max framed bytes into out; returns how many. */
 ssize_t sse_follow_drain(struct sse_follow *f, char *out, size_t max);
 

@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <sys/uio.h>
+#include <unistd.h>
 #include <microhttpd.h>
 
 #define WS_TRANSPORT "ws"
@@ -171,6 +172,13 @@ struct ws_conn {
     struct MHD_UpgradeResponseHandle *urh;
     unsigned char *extra; /* read past the handshake, parsed first */
     size_t extra_len;
+    /* The token of the handshake, held from the handshake on: when it is
+     * revoked or expires, token_why says so (static text) and wake_fd (an
+     * eventfd the read loop polls) wakes the reading thread, which closes
+     * with 1008. */
+    struct auth_hold hold;
+    _Atomic(const char *) token_why;
+    int wake_fd;
 };
 
 static void set_why(struct ws_conn *c, const char *why, unsigned code)
@@ -257,14 +265,16 @@ static int send_control(struct ws_conn *c, enum ws_opcode op, const void *payloa
 
 /* Sends our close frame (code 0: an empty one) and stops data frames, then
  * half-closes and reads what the client still sends until it closes too
- * (or LINGER_MS pass), so the close frame is not lost to a reset. */
+ * (or LINGER_MS pass), so the close frame is not lost to a reset. Nothing
+ * when a close frame went out already (RFC 6455 5.5.1: one each way). */
 static void close_with(struct ws_conn *c, uint16_t code, const char *reason)
 {
     unsigned char f[WS_MAX_CONTROL_FRAME];
     size_t n = ws_frame_close(f, code, reason);
     pthread_mutex_lock(&c->wmu);
+    int sent_before = c->closing;
     c->closing = 1;
-    int rc = conn_writev(c, &(struct iovec){.iov_base = f, .iov_len = n}, 1);
+    int rc = sent_before ? -1 : conn_writev(c, &(struct iovec){.iov_base = f, .iov_len = n}, 1);
     pthread_mutex_unlock(&c->wmu);
     if (rc != 0)
         return;
@@ -289,23 +299,41 @@ static void close_with(struct ws_conn *c, uint16_t code, const char *reason)
 
 /* push_io.session_ended: the session was deleted, expired or killed
  * elsewhere. Says so with a close frame, then ends the read loop (it sees
- * end of file), which tears the connection down. */
+ * end of file), which tears the connection down. A session ended because
+ * its token was revoked says that (kill_watch ends the token's holds
+ * before its sessions). */
 static void conn_session_ended(void *io)
 {
     struct ws_conn *c = io;
+    const char *token_why = atomic_load(&c->token_why);
+    const char *why = token_why ? token_why : "session ended";
+    unsigned code = token_why ? WS_CLOSE_POLICY_VIOLATION : WS_CLOSE_NORMAL;
     unsigned char f[WS_MAX_CONTROL_FRAME];
-    size_t n = ws_frame_close(f, WS_CLOSE_NORMAL, "session ended");
+    size_t n = ws_frame_close(f, (uint16_t)code, why);
     pthread_mutex_lock(&c->wmu);
     if (!c->closing && c->fd >= 0) {
         c->closing = 1;
         conn_writev(c, &(struct iovec){.iov_base = f, .iov_len = n}, 1);
         if (!c->why) { /* set_why's work: wmu is held */
-            c->why = "session ended";
-            c->why_code = WS_CLOSE_NORMAL;
+            c->why = why;
+            c->why_code = code;
         }
         shutdown(c->fd, SHUT_RD);
     }
     pthread_mutex_unlock(&c->wmu);
+}
+
+/* auth's callback when the handshake's token is revoked or expires (on the
+ * watcher's thread, under its lock): records why and wakes the read loop,
+ * which sends the close frame. */
+static void conn_token_ended(void *ud, const char *why)
+{
+    struct ws_conn *c = ud;
+    atomic_store(&c->token_why, why);
+    uint64_t one = 1;
+    /* Fails only past 2^64 - 2 unread wakes. */
+    ssize_t rc = write(c->wake_fd, &one, sizeof one);
+    (void)rc;
 }
 
 /* Hands one event to push or answers it. Returns 1 when the connection is
@@ -372,6 +400,12 @@ static void conn_run(struct ws_conn *c, const unsigned char *early, size_t early
     for (;;) {
         if (atomic_load(&c->dead))
             break;
+        const char *token_why = atomic_load(&c->token_why);
+        if (token_why) { /* ws_closed logs it */
+            close_with(c, WS_CLOSE_POLICY_VIOLATION, token_why);
+            set_why(c, token_why, WS_CLOSE_POLICY_VIOLATION);
+            break;
+        }
         int64_t now = clock_mono_ms();
         if (awaiting_pong && now - awaiting_pong >= 2 * ws_cfg.ping_ms) {
             log_event(LOG_INFO, push_session_id(c->push), "ws_ping_timeout",
@@ -392,12 +426,15 @@ static void conn_run(struct ws_conn *c, const unsigned char *early, size_t early
             wait = awaiting_pong + 2 * ws_cfg.ping_ms - now;
         if (wait < 0)
             wait = 0;
-        struct pollfd pfd[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = stop_fd, .events = POLLIN}};
-        int r = poll(pfd, stop_fd >= 0 ? 2 : 1, wait > 60000 ? 60000 : (int)wait);
+        /* poll skips a negative descriptor: stop_fd before ws_configure. */
+        struct pollfd pfd[3] = {{.fd = c->fd, .events = POLLIN},
+                                {.fd = stop_fd, .events = POLLIN},
+                                {.fd = c->wake_fd, .events = POLLIN}};
+        int r = poll(pfd, 3, wait > 60000 ? 60000 : (int)wait);
         if (r < 0 && errno != EINTR)
             break;
-        if (r <= 0)
-            continue;
+        if (r <= 0 || (pfd[2].revents & POLLIN))
+            continue; /* a token's end is seen at the top of the loop */
         if (stop_fd >= 0 && (pfd[1].revents & POLLIN)) {
             close_with(c, WS_CLOSE_GOING_AWAY, "server shutting down");
             set_why(c, "server shutting down", WS_CLOSE_GOING_AWAY);
@@ -461,6 +498,9 @@ static int check_handshake(struct MHD_Connection *con, enum MHD_Result *rc)
 
 static void conn_free(struct ws_conn *c)
 {
+    auth_release(&c->hold); /* no token callback runs from here on */
+    if (c->wake_fd >= 0)
+        close(c->wake_fd);
     push_close(c->push);
     ws_parser_free(&c->parser);
     pthread_mutex_destroy(&c->wmu);
@@ -558,11 +598,11 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, struct ws_conn **pending)
     enum MHD_Result rc;
     if (check_handshake(con, &rc) != 0)
         return rc;
-    char principal[AUTH_PRINCIPAL_MAX];
+    struct auth_grant grant;
     const char *why;
     int denied = auth_check(header(con, "Authorization"), header(con, "Sec-WebSocket-Protocol"),
-                            principal, &why);
-    request_log_principal(principal);
+                            &grant, &why);
+    request_log_principal(grant.principal);
     if (denied)
         return fail(con, 401, JSONRPC_SERVER_ERROR, why, "WWW-Authenticate", "Bearer");
     char accept[29];
@@ -572,6 +612,11 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, struct ws_conn **pending)
     if (!c)
         return fail(con, 503, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL, NULL);
     c->fd = -1;
+    c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (c->wake_fd < 0) {
+        free(c);
+        return fail(con, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable", NULL, NULL);
+    }
     pthread_mutex_init(&c->wmu, NULL);
     ws_parser_init(&c->parser, ws_cfg.max_message);
     struct push_io io = {.send = conn_send,
@@ -579,17 +624,21 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, struct ws_conn **pending)
                          .transport = WS_TRANSPORT,
                          .event_ids = 1,
                          .session_ended = conn_session_ended};
-    snprintf(io.principal, sizeof io.principal, "%s", principal);
+    snprintf(io.principal, sizeof io.principal, "%s", grant.principal);
     c->push = push_open(&io);
     if (!c->push) {
         ws_parser_free(&c->parser);
         pthread_mutex_destroy(&c->wmu);
+        close(c->wake_fd);
         free(c);
         return fail(con, 503, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL, NULL);
     }
     /* Resuming hands streams to push's writer at once; the write mutex,
      * held until upgraded(), keeps their frames behind the 101, and lets a
      * refusal still be an ordinary HTTP answer. */
+    /* Held from here, before the 101: a revocation that comes before the
+     * session's thread starts is seen by its first look. */
+    auth_hold(&c->hold, &grant, conn_token_ended, c);
     const char *sid = header(con, "Mcp-Session-Id");
     const char *last = header(con, "Last-Event-ID");
     if (!sid) {

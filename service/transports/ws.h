@@ -34,6 +34,10 @@
  * stream of the session 400, both before the upgrade, so a client learns
  * it from the handshake instead of from a close code.
  *
+ * The handshake's token (auth.h) is held for as long as the connection
+ * lasts: when it is revoked or expires, the connection closes with 1008
+ * and the reason "token revoked" or "token expired", session or not.
+ *
  * Keepalive: the server pings every ping_ms and closes (1001) a
  * connection whose pong has not come within 2 * ping_ms. Bad frames close
  * with 1002 (protocol), 1003 (binary), 1007 (invalid UTF-8) or 1009 (over
