@@ -7,7 +7,10 @@
 //
 // Each client loops over actions, each checked on its own:
 //   sse      countdown over SSE with progress; half the time the connection
-//            is dropped midway and the stream resumed with Last-Event-ID
+//            is dropped midway and the stream resumed with Last-Event-ID,
+//            from the last id read, the priming event's included (as a
+//            2025-11-25 client keeps it: a kill between the priming event
+//            and the first message leaves only that id)
 //   poll     countdown opted in to long-polling, read with mcpd/poll
 //   ws       countdown over WebSocket (mcpd/event-id on every message)
 //   stdio    a short session with `mcpd --stdio` on a database of its own
@@ -16,7 +19,9 @@
 // After each streamed action the client's sequence numbers must be 0..n-1,
 // each once, and the store must hold exactly those n chunks for the stream
 // (a SIGKILL in the middle shows up as the stored prefix plus the restart
-// error, once). Every load loop is bounded in count and time; the only
+// error, once). An action may fail for a SIGKILL during it, and for
+// nothing else: any other error, or one that takes 60 s, is a failure.
+// Every load loop is bounded in count and time; the only
 // processes signalled are the ones this script started, by PID.
 
 import assert from 'node:assert/strict';
@@ -52,7 +57,21 @@ const KILL_EVERY_MS = Number(opt['kill-every-s']) * 1000;
 const CLIENTS = Number(opt.clients);
 const IDLE_MS = 4000;
 
-const stats = { actions: {}, failures: [], restarts: 0, chunksChecked: 0, resumed: 0 };
+const stats = {
+  actions: {},
+  failures: [],
+  kills: 0,
+  restarts: 0,
+  interruptions: {}, // why actions cut by a kill failed, by message
+  streams: {}, // streams checked, by kind
+  chunksChecked: 0,
+  lost: 0, // stored (or implied by a later seq) but never received
+  duplicated: 0, // received more than once
+  unstored: 0, // received but not in the store
+  resumed: 0, // resume GETs sent
+  resumedFromPriming: 0, // SSE calls cut before their first message, resumed from the priming id
+  unresumable: 0, // SSE calls cut before any event id arrived: nothing to resume from
+};
 const count = (k) => (stats.actions[k] = (stats.actions[k] || 0) + 1);
 
 let mcpd;
@@ -69,10 +88,17 @@ function storedSeqs(streamId) {
 /** The client saw each of 0..n-1 once, and the store holds exactly those. */
 function checkStream(kind, streamId, seen) {
   const sorted = [...seen].sort((a, b) => a - b);
-  sorted.forEach((s, i) => assert.equal(s, i, `${kind} ${streamId}: seqs ${JSON.stringify(sorted)} (gap or duplicate)`));
   const stored = storedSeqs(streamId);
-  assert.deepEqual(stored, sorted, `${kind} ${streamId}: stored ${JSON.stringify(stored)} vs seen ${JSON.stringify(sorted)}`);
+  const got = new Set(sorted);
+  const kept = new Set(stored);
+  const top = Math.max(-1, ...sorted, ...stored);
+  for (let i = 0; i <= top; i++) if (!got.has(i)) stats.lost++;
+  stats.duplicated += sorted.length - got.size;
+  stats.unstored += sorted.filter((q) => !kept.has(q)).length;
+  stats.streams[kind] = (stats.streams[kind] || 0) + 1;
   stats.chunksChecked += sorted.length;
+  sorted.forEach((q, i) => assert.equal(q, i, `${kind} ${streamId}: seqs ${JSON.stringify(sorted)} (gap or duplicate)`));
+  assert.deepEqual(stored, sorted, `${kind} ${streamId}: stored ${JSON.stringify(stored)} vs seen ${JSON.stringify(sorted)}`);
 }
 
 const parseId = (id) => {
@@ -80,7 +106,13 @@ const parseId = (id) => {
   return { stream: id.slice(0, at), seq: Number(id.slice(at + 1)) };
 };
 
-/** Reads SSE events until the final response; returns the ids seen. */
+/**
+ * Reads SSE messages until the final response, adding the ids of message
+ * events to `ids`. True once the response came; false if the connection
+ * ended first or `stopAfter` ids were seen. The resume cursor is not taken
+ * from `ids` but from the reader (sse.lastEventId), as a 2025-11-25 client
+ * keeps it: that includes the priming event's id, which nextMessage skips.
+ */
 async function readSse(sse, ids, { stopAfter = Infinity } = {}) {
   for (;;) {
     const r = await sse.nextMessage(15000);
@@ -97,6 +129,7 @@ async function actSse() {
   const s = await openStream(mcpd.port, { method: 'POST', headers: { ...mcpHeaders({ session }), 'Content-Type': 'application/json', Accept: ACCEPT_BOTH }, body });
   assert.equal(s.status, 200);
   const ids = [];
+  let cursor; // the last event id read on any connection of this call
   const drop = Math.random() < 0.5;
   let done = false;
   try {
@@ -104,21 +137,33 @@ async function actSse() {
   } catch {
     /* killed midway: resumed below */
   }
+  cursor = s.sse.lastEventId;
   s.close?.();
+  if (!done && cursor === undefined) {
+    // Cut before even the priming event: the client holds no id, so a real
+    // client cannot resume either. Not a check of the store; counted apart.
+    stats.unresumable++;
+    throw new Error('sse: cut before any event id');
+  }
+  if (!done && ids.length === 0) stats.resumedFromPriming++;
   for (let attempt = 0; !done && attempt < 5; attempt++) {
     await settled();
     stats.resumed++;
+    let r;
     try {
-      const r = await getStream(mcpd.port, session, { lastEventId: ids.at(-1) ?? `${'0'.repeat(32)}:0` });
+      r = await getStream(mcpd.port, session, { lastEventId: cursor });
       if (r.status !== 200) throw new Error(`resume: HTTP ${r.status}`);
       done = await readSse(r.sse, ids);
-      r.close?.();
     } catch {
       await sleep(200);
+    } finally {
+      if (r?.sse?.lastEventId !== undefined) cursor = r.sse.lastEventId;
+      r?.close?.();
     }
   }
-  assert.ok(done, `sse: no final answer after resuming (${ids.length} events)`);
-  const stream = parseId(ids[0]).stream;
+  assert.ok(done, `sse: no final answer after resuming from ${cursor} (${ids.length} message events)`);
+  const stream = parseId(cursor).stream;
+  for (const id of ids) assert.equal(parseId(id).stream, stream, `sse: event ${id} is not from stream ${stream}`);
   checkStream('sse', stream, ids.map((i) => parseId(i).seq));
 }
 
@@ -222,13 +267,21 @@ async function client(deadline) {
   while (Date.now() < deadline) {
     const name = WEIGHTS[Math.floor(Math.random() * WEIGHTS.length)];
     await settled();
+    const kills = stats.kills;
     try {
       await withTimeout(ACTIONS[name](), 60000, name);
       count(name);
     } catch (e) {
-      // A request cut by a SIGKILL is expected; a failed check is not.
-      if (e instanceof assert.AssertionError) stats.failures.push(`${name}: ${e.message.slice(0, 400)}`);
-      else count(`${name}-interrupted`);
+      // A request cut by a SIGKILL is expected; a failed check is not, nor
+      // an error with no kill during the action, nor an action that hangs.
+      const msg = String(e?.message ?? e);
+      if (e instanceof assert.AssertionError || stats.kills === kills || msg.startsWith('timeout after 60000 ms')) {
+        stats.failures.push(`${name}: ${msg.slice(0, 400)}`);
+      } else {
+        count(`${name}-interrupted`);
+        const why = `${name}: ${msg.replace(/[0-9a-f]{32}/g, 'ID').replace(/\d+/g, 'N').slice(0, 80)}`;
+        stats.interruptions[why] = (stats.interruptions[why] || 0) + 1;
+      }
     }
   }
 }
@@ -238,6 +291,7 @@ async function killer(deadline) {
     await sleep(KILL_EVERY_MS);
     let release;
     restarting = new Promise((r) => (release = r));
+    stats.kills++;
     mcpd.kill('SIGKILL');
     await mcpd.exited;
     await mcpd.start();
@@ -269,13 +323,17 @@ try {
   const after = sample();
   const integrity = integrityCheck(mcpd.db);
 
-  console.log(`soak: ${MINUTES} min, ${CLIENTS} clients, ${stats.restarts} SIGKILL-restarts, ${stats.resumed} resumptions`);
+  console.log(`soak: ${MINUTES} min, ${CLIENTS} clients, ${stats.restarts} SIGKILL-restarts, ${stats.resumed} resume GETs`);
   console.log(`soak: actions ${JSON.stringify(stats.actions)}`);
-  console.log(`soak: ${stats.chunksChecked} stored chunks checked against what clients received`);
+  console.log(`soak: actions cut by a kill, by error: ${JSON.stringify(stats.interruptions)}`);
+  console.log(`soak: SSE calls cut before their first message and resumed from the priming id: ${stats.resumedFromPriming}; cut before any id: ${stats.unresumable}`);
+  console.log(`soak: streams checked ${JSON.stringify(stats.streams)}, ${stats.chunksChecked} stored chunks checked against what clients received`);
+  console.log(`soak: lost ${stats.lost}, duplicated ${stats.duplicated}, received but not stored ${stats.unstored}`);
   console.log(`soak: at rest before a 20 s burst: rss ${before.rssKb} KiB, threads ${before.threads}, fds ${before.fds}`);
   console.log(`soak: at rest 35 s after it:     rss ${after.rssKb} KiB, threads ${after.threads}, fds ${after.fds}`);
   console.log(`soak: integrity_check ${integrity}`);
   const problems = [...stats.failures];
+  if (stats.lost || stats.duplicated || stats.unstored) problems.push(`lost ${stats.lost}, duplicated ${stats.duplicated}, unstored ${stats.unstored}`);
   if (integrity !== 'ok') problems.push(`integrity_check: ${integrity}`);
   if (after.threads > before.threads + 2) problems.push(`threads ${before.threads} -> ${after.threads}`);
   if (after.fds > before.fds + 2) problems.push(`fds ${before.fds} -> ${after.fds}`);

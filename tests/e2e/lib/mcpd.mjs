@@ -427,6 +427,14 @@ export async function* parseSse(readable) {
  * Pull-style reader over an SSE response with per-call timeouts.
  * next(ms) → the next event, or null when the stream has ended; throws on
  * timeout. `ended` turns true once the server closed the body.
+ *
+ * `lastEventId` is the resume cursor, as an EventSource keeps it (WHATWG
+ * "last event ID string"): the id of the last event handed out by next(),
+ * nextMessage() or drainMessages() that carried an id field, including the
+ * empty-data events (the 2025-11-25 priming event) that nextMessage skips,
+ * or undefined before any. It follows what the caller has consumed, not
+ * what has arrived, so resuming from it repeats nothing and skips nothing
+ * that the caller has not read.
  */
 export class SseReader {
   constructor(res) {
@@ -436,6 +444,7 @@ export class SseReader {
     this.waiters = [];
     this.ended = false;
     this.all = [];
+    this.lastEventId = undefined;
     res.setEncoding('utf8');
     res.on('data', (d) => {
       for (const ev of this.parser.feed(d)) {
@@ -461,10 +470,17 @@ export class SseReader {
     for (const f of w) f();
   }
 
+  /** The next queued event, moving the resume cursor past it. */
+  _take() {
+    const ev = this.queue.shift();
+    if (ev.id !== undefined) this.lastEventId = ev.id;
+    return ev;
+  }
+
   async next(ms = 5000) {
     const deadline = Date.now() + ms;
     for (;;) {
-      if (this.queue.length) return this.queue.shift();
+      if (this.queue.length) return this._take();
       if (this.ended) return null;
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`timeout after ${ms} ms waiting for an SSE event`);
@@ -484,7 +500,7 @@ export class SseReader {
     for (;;) {
       const ev = await this.next(Math.max(1, deadline - Date.now()));
       if (ev === null) return null;
-      if (ev.data === '' || ev.data === undefined) continue; // priming / retry-only
+      if (ev.data === '' || ev.data === undefined) continue; // priming / retry-only (its id is in lastEventId)
       return { ev, msg: JSON.parse(ev.data) };
     }
   }
@@ -493,7 +509,7 @@ export class SseReader {
   drainMessages() {
     const out = [];
     while (this.queue.length) {
-      const ev = this.queue.shift();
+      const ev = this._take();
       if (ev.data !== '' && ev.data !== undefined) out.push({ ev, msg: JSON.parse(ev.data) });
     }
     return out;
