@@ -11,6 +11,7 @@
 #include "stdio_frame.h"
 #include "table.h"
 #include "token_bucket.h"
+#include "thread_stack.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -453,9 +454,7 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
     struct relay *r = calloc(1, sizeof *r);
     pthread_t t;
     pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
+    int have_attr = thread_stack_attr(&attr, 256 * 1024, 1) == 0;
     if (r) {
         link_ref(l);
         r->link = l;
@@ -464,7 +463,7 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
         r->method = json_string(m->method);
         r->params = m->params ? json_incref(m->params) : NULL;
     }
-    if (!r || pthread_create(&t, &attr, relay_main, r) != 0) {
+    if (!r || !have_attr || pthread_create(&t, &attr, relay_main, r) != 0) {
         if (r) {
             link_unref(l);
             json_decref(r->child_id);
@@ -479,7 +478,8 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
         send_json(l,
                   jsonrpc_error(m->id, JSONRPC_INTERNAL_ERROR, "mcpd is out of resources", NULL));
     }
-    pthread_attr_destroy(&attr);
+    if (have_attr)
+        pthread_attr_destroy(&attr);
 }
 
 /* A message the reader dropped undecoded, with what could still be read of

@@ -7,6 +7,7 @@
 #include "fiber.h"
 #include "clock.h"
 #include "log.h"
+#include "thread_stack.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -45,7 +46,7 @@
  * probes touch every page of a large frame in order; the libraries it
  * calls may not be, and a frame of theirs smaller than this guard faults
  * in it. It costs no memory, and it is one mapping whatever its size. */
-#define GUARD_SIZE (64 * 1024)
+#define GUARD_SIZE STACK_GUARD_SIZE
 
 /* ---- contexts ---- */
 

@@ -8,6 +8,7 @@
 #include "store.h"
 #include "stream.h"
 #include "table.h"
+#include "thread_stack.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -251,10 +252,11 @@ int relay_start(struct store *st)
     relay.waker_ready = 1;
     relay.stopping = 0;
     pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, RELAY_STACK);
-    relay.running = pthread_create(&relay.thread, &attr, relay_main, NULL) == 0;
-    pthread_attr_destroy(&attr);
+    relay.running = 0;
+    if (thread_stack_attr(&attr, RELAY_STACK, 0) == 0) {
+        relay.running = pthread_create(&relay.thread, &attr, relay_main, NULL) == 0;
+        pthread_attr_destroy(&attr);
+    }
     return relay.running ? 0 : -1;
 }
 

@@ -1,6 +1,7 @@
 /* workers — see workers.h. */
 #include "workers.h"
 #include "clock.h"
+#include "thread_stack.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -73,13 +74,12 @@ int workers_start(int max_threads, size_t stack_size)
 static int spawn_locked(void)
 {
     pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pool.stack)
-        pthread_attr_setstacksize(&attr, pool.stack);
     pthread_t t;
-    int rc = pthread_create(&t, &attr, worker_main, NULL);
-    pthread_attr_destroy(&attr);
+    int rc = thread_stack_attr(&attr, pool.stack, 1);
+    if (rc == 0) {
+        rc = pthread_create(&t, &attr, worker_main, NULL);
+        pthread_attr_destroy(&attr);
+    }
     if (rc == 0)
         pool.threads++;
     return rc == 0 ? 0 : -1;

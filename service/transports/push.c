@@ -8,6 +8,7 @@
 #include "log.h"
 #include "longpoll.h"
 #include "stream.h"
+#include "thread_stack.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -456,10 +457,11 @@ struct push *push_open(const struct push_io *io)
     fcond_init(&p->cv);
     stream_waker_init(&p->waker);
     pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, WRITER_STACK);
-    int rc = pthread_create(&p->writer, &attr, writer_main, p);
-    pthread_attr_destroy(&attr);
+    int rc = thread_stack_attr(&attr, WRITER_STACK, 0);
+    if (rc == 0) {
+        rc = pthread_create(&p->writer, &attr, writer_main, p);
+        pthread_attr_destroy(&attr);
+    }
     if (rc != 0) {
         log_event(LOG_ERROR, NULL, "writer_failed", "cannot start a connection's writer thread");
         stream_waker_destroy(&p->waker);

@@ -12,6 +12,7 @@
 #include "stream.h"
 #include "ws_frame.h"
 #include "ws_handshake.h"
+#include "thread_stack.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -563,14 +564,14 @@ static void upgraded(void *cls, struct MHD_Connection *con, void *req_cls, const
     }
     atomic_fetch_add(&running_sessions, 1);
     pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, SESSION_STACK);
+    int have_attr = thread_stack_attr(&attr, SESSION_STACK, 1) == 0;
     pthread_t t;
     /* Frames for a resumed stream may go out now, after the 101. */
     pthread_mutex_unlock(&c->wmu);
-    int started = (!extra_in_size || c->extra) && pthread_create(&t, &attr, session_main, c) == 0;
-    pthread_attr_destroy(&attr);
+    int started = have_attr && (!extra_in_size || c->extra) &&
+                  pthread_create(&t, &attr, session_main, c) == 0;
+    if (have_attr)
+        pthread_attr_destroy(&attr);
     if (!started) {
         log_event(LOG_WARN, push_session_id(c->push), "ws_closed",
                   "no thread for the session: closed");
