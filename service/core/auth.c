@@ -6,6 +6,7 @@
 #include "metrics.h"
 #include "store.h"
 #include "token.h"
+#include "token_bucket.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -21,7 +22,39 @@ static struct {
     struct auth_cache *cache; /* token hash -> the store's answer */
     pthread_mutex_t live_mu;  /* the holds; end callbacks run under it */
     struct auth_hold *live;
-} auth = {.mu = PTHREAD_MUTEX_INITIALIZER, .live_mu = PTHREAD_MUTEX_INITIALIZER};
+    /* A client retrying with a revoked token decides how often mcpd would
+     * warn about it: the warnings past this rate are counted, not written. */
+    pthread_mutex_t warn_mu;
+    struct token_bucket revoked_warnings;
+    int warn_ready;
+} auth = {.mu = PTHREAD_MUTEX_INITIALIZER,
+          .live_mu = PTHREAD_MUTEX_INITIALIZER,
+          .warn_mu = PTHREAD_MUTEX_INITIALIZER};
+
+#define REVOKED_WARN_RATE 1.0 /* a second */
+#define REVOKED_WARN_BURST 5.0
+
+/* Logs that a revoked token was presented, at most REVOKED_WARN_RATE a
+ * second after a burst, with the count of those not logged since. */
+static void warn_revoked_use(const char *name, int64_t now)
+{
+    pthread_mutex_lock(&auth.warn_mu);
+    if (!auth.warn_ready) {
+        token_bucket_init(&auth.revoked_warnings, REVOKED_WARN_RATE, REVOKED_WARN_BURST, now);
+        auth.warn_ready = 1;
+    }
+    int log_it = token_bucket_take(&auth.revoked_warnings, now);
+    uint64_t dropped = log_it ? token_bucket_take_dropped(&auth.revoked_warnings) : 0;
+    pthread_mutex_unlock(&auth.warn_mu);
+    if (!log_it)
+        return;
+    if (dropped)
+        log_event(LOG_WARN, NULL, "token_revoked_used",
+                  "token %s used after revocation (%llu more uses of revoked tokens not logged)",
+                  name, (unsigned long long)dropped);
+    else
+        log_event(LOG_WARN, NULL, "token_revoked_used", "token %s used after revocation", name);
+}
 
 int auth_configure(const char *mode, struct store *st)
 {
@@ -138,8 +171,7 @@ int auth_check(const char *authorization, const char *ws_protocols, struct auth_
     if (seen.revoked_ms) {
         *why = "Unauthorized: the token was revoked";
         metrics_refused("auth_revoked");
-        log_event(LOG_WARN, NULL, "token_revoked_used", "token %s used after revocation",
-                  seen.name);
+        warn_revoked_use(seen.name, now);
         return -1;
     }
     if (seen.expires_ms && wall >= seen.expires_ms) {

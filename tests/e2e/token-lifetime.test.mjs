@@ -335,6 +335,26 @@ test('revoke: a JSON reply still waiting (--reply-mode json), for one request an
   });
 });
 
+test('a client retrying with a revoked token cannot flood the log: 300 refusals, a handful of warnings with the count of the rest', async () => {
+  const { db, dir } = tempDb();
+  // warn: the request lines would push the warnings out of the stderr the helper keeps
+  await withMcpd(['--auth', 'token', '--log-level', 'warn'], { db, dir }, async (m) => {
+    const token = admin(db, 'tokens', 'add', 'alice');
+    admin(db, 'tokens', 'revoke', 'alice');
+    const N = 300;
+    for (let i = 0; i < N; i += 30) {
+      const rs = await Promise.all(Array.from({ length: 30 }, () => post(m.port, token, { jsonrpc: '2.0', id: newId(), method: 'ping' })));
+      for (const r of rs) assert.equal(r.status, 401, r.text);
+    }
+    await sleep(1100); // one more warning is due, carrying the count of those held back
+    assert.equal((await post(m.port, token, { jsonrpc: '2.0', id: newId(), method: 'ping' })).status, 401);
+    const warnings = m.stderr.split('\n').filter((l) => l.includes('event=token_revoked_used'));
+    assert.ok(warnings.length >= 2 && warnings.length <= 20, `${warnings.length} warnings for ${N + 1} uses`);
+    const counted = warnings.map((l) => Number((/\((\d+) more uses/.exec(l) || [0, 0])[1])).reduce((a, b) => a + b, 0);
+    assert.equal(counted + warnings.length, N + 1, `every use is logged or counted: ${warnings.join('\n')}`);
+  });
+});
+
 test('defect 2: 20,000 random bearer values leave RSS within 2 MB, and a valid token is served throughout', async () => {
   const { db, dir } = tempDb();
   await withMcpd(['--auth', 'token'], { db, dir }, async (m) => {
