@@ -17,9 +17,10 @@
 struct builtin_subs;
 
 struct builtin {
-    pthread_mutex_t mu;        /* guards subs */
-    struct builtin_subs *subs; /* resource subscriptions, one node per session */
-    json_t **tool_schemas;     /* parsed inputSchema per tool; read-only after new() */
+    pthread_mutex_t mu;            /* guards subs and watched_updates */
+    struct builtin_subs *subs;     /* resource subscriptions, one node per session */
+    unsigned long watched_updates; /* times test://watched-resource changed */
+    json_t **tool_schemas;         /* parsed inputSchema per tool; read-only after new() */
 };
 
 /* ---- builtin.c: helpers for every family ---- */
@@ -98,6 +99,9 @@ void builtin_resources_read(struct builtin *b, struct call *c);
 void builtin_resources_templates_list(struct builtin *b, struct call *c);
 void builtin_resources_subscribe(struct builtin *b, struct call *c);
 void builtin_resources_unsubscribe(struct builtin *b, struct call *c);
+/* The test_trigger_resource_update tool: changes test://watched-resource
+ * and tells its subscribers, of both eras. */
+void builtin_resources_trigger_update(struct builtin *b, struct call *c);
 /* Forget a session's subscriptions (takes b->mu). */
 void builtin_subs_drop_session(struct builtin *b, const char *session_id);
 /* Free every subscription (destroy; no locking). */

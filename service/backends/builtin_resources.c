@@ -9,17 +9,28 @@
  * URIs} behind b->mu, dropped when the core reports the session closed.
  * Only known URIs (static or matching the template) may be subscribed, at
  * most MAX_SUBS per session, so a client cannot grow the set without bound.
- * Nothing here sends notifications/resources/updated: the resources never
- * change. subscribe/unsubscribe answer exactly {} as the SDK's strict schema
- * requires. */
+ * subscribe/unsubscribe answer exactly {} as the SDK's strict schema
+ * requires.
+ *
+ * One resource changes: test://watched-resource, each time a client calls
+ * the 2026-07-28 tool test_trigger_resource_update, so that resource
+ * subscriptions can be exercised for real. Its text then names the count of
+ * changes (b->watched_updates), and notifications/resources/updated goes to
+ * the 2025 sessions subscribed to it (on their standalone stream, through
+ * call_channel) and to the subscriptions/listen streams that follow it
+ * (core_resource_updated). The other resources never change. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "builtin_int.h"
+#include "core.h"
 
 #define MAX_SUBS 64
 #define TEMPLATE_PREFIX "test://template/"
 #define TEMPLATE_SUFFIX "/data"
+#define WATCHED_URI "test://watched-resource"
+#define WATCHED_TEXT "Watched resource content"
 
 struct resource {
     const char *uri;
@@ -37,9 +48,8 @@ static const struct resource resources[] = {
      "This is the content of the static text resource.", NULL},
     {"test://static-binary", "static-binary", "Static Binary Resource",
      "A static binary resource (image) for testing", "image/png", NULL, builtin_png_base64},
-    {"test://watched-resource", "watched-resource", "Watched Resource",
-     "A resource clients may subscribe to for updates", "text/plain", "Watched resource content",
-     NULL},
+    {WATCHED_URI, "watched-resource", "Watched Resource",
+     "A resource clients may subscribe to for updates", "text/plain", WATCHED_TEXT, NULL},
     {"test://example-resource", "example-resource", "Example Resource",
      "An example resource, e.g. for test_prompt_with_embedded_resource", "text/plain",
      "Embedded resource content for testing.", NULL},
@@ -170,16 +180,36 @@ static json_t *read_template(const char *uri, size_t idlen)
     return result;
 }
 
+/* test://watched-resource as it is now: its first text until it changes. */
+static json_t *read_watched(struct builtin *b)
+{
+    unsigned long updates;
+    json_t *text;
+
+    pthread_mutex_lock(&b->mu);
+    updates = b->watched_updates;
+    pthread_mutex_unlock(&b->mu);
+    text = updates == 0 ? json_string(WATCHED_TEXT)
+                        : json_sprintf(WATCHED_TEXT " (update %lu)", updates);
+    if (text == NULL)
+        return NULL;
+    return json_pack("{s:[{s:s,s:s,s:o}]}", "contents", "uri", WATCHED_URI, "mimeType",
+                     "text/plain", "text", text);
+}
+
 void builtin_resources_read(struct builtin *b, struct call *c)
 {
     const char *uri = param_uri(c);
     const struct resource *r;
     size_t idlen;
 
-    (void)b;
     if (uri == NULL)
         return;
     r = find_resource(uri);
+    if (r != NULL && strcmp(r->uri, WATCHED_URI) == 0) {
+        builtin_reply(c, read_watched(b));
+        return;
+    }
     if (r != NULL) {
         builtin_reply(c, json_pack("{s:[{s:s,s:s,s:s}]}", "contents", "uri", r->uri, "mimeType",
                                    r->mime_type, r->text != NULL ? "text" : "blob",
@@ -346,4 +376,65 @@ void builtin_resources_unsubscribe(struct builtin *b, struct call *c)
     if (sid != NULL)
         subs_remove(b, sid, uri);
     builtin_reply(c, json_object());
+}
+
+/* The ids of the 2025 sessions subscribed to uri (copies; NULL-terminated
+ * array the caller frees with free_ids), under b->mu. NULL when out of
+ * memory: the change then reaches no 2025 session. */
+static char **subscribed_sessions(struct builtin *b, const char *uri)
+{
+    struct builtin_subs *s;
+    size_t n = 0, i, k = 0;
+    char **ids;
+
+    pthread_mutex_lock(&b->mu);
+    for (s = b->subs; s != NULL; s = s->next)
+        n++;
+    ids = calloc(n + 1, sizeof *ids);
+    for (s = b->subs; ids != NULL && s != NULL; s = s->next)
+        for (i = 0; i < s->n; i++)
+            if (strcmp(s->uris[i], uri) == 0) {
+                ids[k] = dupstr(s->session_id);
+                if (ids[k] != NULL)
+                    k++;
+                break;
+            }
+    pthread_mutex_unlock(&b->mu);
+    return ids;
+}
+
+static void free_ids(char **ids)
+{
+    size_t i;
+
+    for (i = 0; ids != NULL && ids[i] != NULL; i++)
+        free(ids[i]);
+    free(ids);
+}
+
+void builtin_resources_trigger_update(struct builtin *b, struct call *c)
+{
+    json_t *note = json_pack("{s:s, s:s, s:{s:s}}", "jsonrpc", "2.0", "method",
+                             "notifications/resources/updated", "params", "uri", WATCHED_URI);
+    char **ids, text[128];
+    unsigned long updates;
+    size_t i;
+
+    pthread_mutex_lock(&b->mu);
+    updates = ++b->watched_updates;
+    pthread_mutex_unlock(&b->mu);
+    ids = subscribed_sessions(b, WATCHED_URI);
+    for (i = 0; note != NULL && ids != NULL && ids[i] != NULL; i++) {
+        struct call *ch = call_channel(ids[i]);
+        if (ch != NULL) {
+            call_send(ch, json_incref(note));
+            call_release(ch);
+        }
+    }
+    free_ids(ids);
+    json_decref(note);
+    core_resource_updated(WATCHED_URI);
+    snprintf(text, sizeof text, WATCHED_URI " changed (update %lu); its subscribers were told",
+             updates);
+    builtin_reply(c, builtin_text_result(text, 0));
 }

@@ -511,6 +511,10 @@ static const struct tool tools[] = {
     {"test_trigger_prompt_change", "Trigger Prompt Change",
      "Tells subscriptions/listen streams that the prompt list changed", NO_ARGS,
      run_trigger_prompt_change, 0, 1, NULL, 0},
+    /* No run: it changes the backend's own state (builtin_tools_call). */
+    {"test_trigger_resource_update", "Trigger Resource Update",
+     "Changes test://watched-resource and tells its subscribers (notifications/resources/updated)",
+     NO_ARGS, NULL, 0, 1, NULL, 0},
     {"test_header_param", "Header Parameter",
      "Its region argument is mirrored in the Mcp-Param-Region header (x-mcp-header)",
      "{\"type\":\"object\",\"properties\":{\"region\":{\"type\":\"string\","
@@ -722,6 +726,8 @@ void builtin_tools_call(struct builtin *b, struct call *c)
     }
     if (builtin_schema_validate(b->tool_schemas[i], args, "arguments", err, sizeof err) != 0)
         reply_textf(c, 1, "Invalid arguments for tool %s: %s", tools[i].name, err);
+    else if (tools[i].run == NULL)
+        builtin_resources_trigger_update(b, c);
     else
         tools[i].run(c, args);
     json_decref(args);

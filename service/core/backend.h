@@ -68,9 +68,11 @@ struct backend_ops {
     json_t *(*header_params)(void *self, const char *method, json_t *params);
 
     /* 1 if the backend calls core_list_changed when its tool or prompt
-     * lists change: 2026-07-28 clients are then told listChanged, and get
-     * the notifications on subscriptions/listen. (2025 sessions are never
-     * sent them, so their capabilities say what the backend says.) */
+     * lists change, and core_resource_updated when a resource changes:
+     * 2026-07-28 clients are then told listChanged, and get the
+     * notifications on subscriptions/listen (resourceSubscriptions too, if
+     * it advertises resources.subscribe). (2025 sessions are never sent
+     * list changes, so their capabilities say what the backend says.) */
     int tells_list_changes;
 
     /* Optional: the protocol extensions it serves to 2026-07-28 clients,

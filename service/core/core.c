@@ -257,6 +257,11 @@ void core_list_changed(const char *what)
     listen_list_changed(what);
 }
 
+void core_resource_updated(const char *uri)
+{
+    listen_resource_updated(uri);
+}
+
 void core_stop(int64_t grace_ms)
 {
     listen_close_all();

@@ -217,6 +217,11 @@ json_t *core_header_params(const char *method, json_t *params);
 /* For backends: a list the clients see changed ("tools", "prompts",
  * "resources"); subscribed stateless clients are told. */
 void core_list_changed(const char *what);
+/* For backends: the resource at uri changed; the stateless clients whose
+ * subscriptions/listen follows it are told (notifications/resources/
+ * updated). 2025 sessions that used resources/subscribe are the backend's
+ * to tell. */
+void core_resource_updated(const char *uri);
 
 /* Ends a session (DELETE or expiry): cancels its requests, tells the
  * backend, forgets it. */
