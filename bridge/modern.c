@@ -105,6 +105,18 @@ static int add(struct curl_slist **list, const char *name, const char *value)
     return 0;
 }
 
+/* 1 when s may go into a header verbatim: visible ASCII only. The client's
+ * revision and method are copied as they are (the server compares them
+ * exactly); a CR or LF there would add headers of the client's choosing. */
+static int token_safe(const char *s)
+{
+    for (; *s; s++) {
+        if ((unsigned char)*s < 0x21 || (unsigned char)*s > 0x7E)
+            return 0;
+    }
+    return 1;
+}
+
 /* The argument at path (an array of property names) in args, or NULL. */
 static json_t *value_at(json_t *args, const json_t *path)
 {
@@ -125,10 +137,12 @@ int modern_headers(const json_t *m, const json_t *param_map, struct curl_slist *
     json_t *params = json_object_get(m, "params");
     const char *version =
         json_string_value(json_object_get(json_object_get(params, "_meta"), PROTOCOL_META_VERSION));
-    if (add(list, "MCP-Protocol-Version", version ? version : MODERN_VERSION) != 0)
+    if (!version || !token_safe(version))
+        version = MODERN_VERSION; /* the server then says the body's is wrong */
+    if (add(list, "MCP-Protocol-Version", version) != 0)
         return -1;
-    if (!method)
-        return 0;
+    if (!method || !token_safe(method))
+        return 0; /* the server answers the missing header with -32020 */
     if (add(list, "Mcp-Method", method) != 0)
         return -1;
     const char *name = mcp_headers_name_of(method, params);

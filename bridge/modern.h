@@ -36,7 +36,10 @@ char *modern_encode_value(const json_t *v);
 /* The request headers of modern message m: MCP-Protocol-Version, Mcp-Method,
  * Mcp-Name when the method names something, and for tools/call the
  * Mcp-Param-* of param_map ({"<Name>": ["prop", …]}, may be NULL), appended
- * to *list. -1 when out of memory (*list keeps what was added). */
+ * to *list. A revision or method that is not visible ASCII is not copied
+ * into a header (the revision goes as MODERN_VERSION, the method not at all:
+ * the server refuses the request). -1 when out of memory (*list keeps what
+ * was added). */
 int modern_headers(const json_t *m, const json_t *param_map, struct curl_slist **list);
 
 /* 1 when error (a JSON-RPC error object answering a probe) comes from a
