@@ -21,8 +21,17 @@ void connection_setup(CURL *e, const struct bridge_options *o, char *errbuf)
 
 int64_t connection_backoff_ms(int attempt, long hint_ms)
 {
-    int64_t base = hint_ms > 0 ? hint_ms : BACKOFF_BASE_MS;
-    int64_t d = base << (attempt < 10 ? attempt : 10);
+    int shift = attempt < 10 ? attempt : 10;
+    if (hint_ms > 0) {
+        /* The server said how long to wait (SSE retry:): never sooner.
+         * Jitter only goes above it; repeated failures still back off. */
+        int64_t d = (int64_t)hint_ms << shift;
+        int64_t cap = hint_ms > BACKOFF_CAP_MS ? hint_ms : BACKOFF_CAP_MS;
+        if (d > cap)
+            d = cap;
+        return d + (int64_t)(random() % (d / 4 + 1));
+    }
+    int64_t d = (int64_t)BACKOFF_BASE_MS << shift;
     if (d > BACKOFF_CAP_MS)
         d = BACKOFF_CAP_MS;
     return d / 2 + (int64_t)(random() % (d / 2 + 1));

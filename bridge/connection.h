@@ -15,8 +15,9 @@
 void connection_setup(CURL *e, const struct bridge_options *o, char *errbuf);
 
 /* Milliseconds to wait before the attempt-th retry (0-based): 250 ms
- * doubling up to 5 s, or hint_ms (the server's SSE retry:) doubling when
- * positive, then a random half to all of it. */
+ * doubling up to 5 s, then a random half to all of it. When hint_ms (the
+ * server's SSE retry:) is positive, it is the floor: hint_ms doubling up to
+ * 5 s (or hint_ms if larger), plus up to a quarter more, never less. */
 int64_t connection_backoff_ms(int attempt, long hint_ms);
 
 #endif

@@ -34,7 +34,7 @@ void http_legacy_open(struct http_remote *r)
     }
     if (r->stopping)
         return;
-    struct xfer *xf = http_xfer_new(r, XF_LEGACY, "GET", NULL, 0, NULL);
+    struct xfer *xf = http_xfer_new(r, XF_LEGACY, "GET", NULL, 0, NULL, NULL);
     if (xf)
         http_xfer_start(r, xf);
 }

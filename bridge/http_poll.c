@@ -77,7 +77,8 @@ void http_poll_next(struct http_remote *r, struct req *q)
                           (json_int_t)q->next_seq, "wait_ms", (int)wait_ms, "max_chunks", 100);
     char *body = m ? json_dumps(m, JSON_COMPACT) : NULL;
     json_decref(m);
-    struct xfer *xf = body ? http_xfer_new(r, XF_POLL, "POST", body, strlen(body), NULL) : NULL;
+    struct xfer *xf =
+        body ? http_xfer_new(r, XF_POLL, "POST", body, strlen(body), NULL, NULL) : NULL;
     if (!xf) {
         free(body);
         http_remote_fail(r, q, "mcp-bridge: out of memory");

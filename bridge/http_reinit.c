@@ -11,7 +11,7 @@ static void rebuild_send(void *ud, enum session_replay what, const char *body, s
 {
     struct http_remote *r = ud;
     if (what == SESSION_REPLAY_INITIALIZED) {
-        http_remote_post_other(r, XF_REINIT_OK, body, len, "notifications/initialized");
+        http_remote_post_other(r, XF_REINIT_OK, body, len, "notifications/initialized", NULL);
         return;
     }
     /* the standalone stream belonged to the old session */
@@ -19,7 +19,7 @@ static void rebuild_send(void *ud, enum session_replay what, const char *body, s
     r->listen_at = 0;
     free(r->listen_last_id);
     r->listen_last_id = NULL;
-    http_remote_post_other(r, XF_REINIT, body, len, "initialize");
+    http_remote_post_other(r, XF_REINIT, body, len, "initialize", NULL);
 }
 
 static void rebuild_end(void *ud, const char *failure)

@@ -6,6 +6,7 @@
 
 #include "bridge_log.h"
 #include "connection.h"
+#include "modern.h"
 #include "remote_error.h"
 #include "rpc_message.h"
 #include "session.h"
@@ -68,6 +69,7 @@ void http_remote_req_free(struct http_remote *r, struct req *q)
     if (!q->answered)
         r->n_pending--;
     json_decref(q->id);
+    json_decref(q->modern);
     free(q->key);
     free(q->body);
     free(q->last_event_id);
@@ -95,6 +97,42 @@ void http_remote_fail(struct http_remote *r, struct req *q, const char *message)
 void http_remote_incoming(struct http_remote *r, struct xfer *xf, const json_t *m, const char *raw,
                           size_t raw_len);
 
+/* A legacy server's refusal of a 2026-07-28 probe (server/discover):
+ * answers q with "method not found", which a dual-era client takes as its
+ * cue to fall back to initialize. status is the HTTP status, or 0 when m
+ * (an error response) says why. Returns 1 when q was answered so. */
+static int answer_legacy(struct http_remote *r, struct req *q, long status)
+{
+    char msg[MSG_CAP];
+    if (status)
+        snprintf(msg, sizeof msg,
+                 "Method not found: %s does not serve MCP 2026-07-28 (HTTP %ld to "
+                 "server/discover); use initialize",
+                 r->host, status);
+    else
+        snprintf(msg, sizeof msg,
+                 "Method not found: %s does not serve MCP 2026-07-28; use initialize", r->host);
+    bridge_log(LOG_INFO, "legacy_remote", "server/discover id=%s: %s", q->key, msg);
+    char *reply = rpc_error_reply(q->id, RPC_METHOD_NOT_FOUND, msg);
+    q->answered = 1;
+    r->n_pending--;
+    if (reply) {
+        http_remote_emit(r, reply, strlen(reply));
+        free(reply);
+    }
+    return 1;
+}
+
+/* m answers the probe q: an error that is not a modern server's becomes
+ * the legacy "method not found". */
+static int refuse_probe(struct http_remote *r, struct req *q, const json_t *m)
+{
+    json_t *error = json_object_get(m, "error");
+    if (!error || modern_error_is_modern(error))
+        return 0;
+    return answer_legacy(r, q, 0);
+}
+
 /* One JSON-RPC message from the server (from xf). */
 void http_remote_incoming(struct http_remote *r, struct xfer *xf, const json_t *m, const char *raw,
                           size_t raw_len)
@@ -104,6 +142,11 @@ void http_remote_incoming(struct http_remote *r, struct xfer *xf, const json_t *
         char *key = rpc_id_key(json_object_get(m, "id"));
         if (!key)
             return;
+        if (http_tools_is_reply(r, key)) {
+            free(key);
+            http_tools_result(r, m);
+            return;
+        }
         if (session_rebuild_is_reply(&r->s, key)) {
             http_reinit_result(r, xf, m);
             free(key);
@@ -122,6 +165,18 @@ void http_remote_incoming(struct http_remote *r, struct xfer *xf, const json_t *
         }
         if (q->streamed && !q->stream_id && http_poll_handle(q, m))
             return; /* the handle is the bridge's business, not the client's */
+        if (q->probe && refuse_probe(r, q, m))
+            return;
+        if (q->modern && strcmp(q->method, "tools/list") == 0) {
+            json_t *kept = http_tools_relay(r, m);
+            if (kept) {
+                q->answered = 1;
+                r->n_pending--;
+                emit_json(r, kept);
+                json_decref(kept);
+                return;
+            }
+        }
         if (q->is_initialize) {
             const char *v =
                 json_string_value(json_object_get(json_object_get(m, "result"), "protocolVersion"));
@@ -172,7 +227,7 @@ void http_remote_post_req(struct http_remote *r, struct req *q)
     /* a new POST of a streamed request gets a new stream */
     free(q->stream_id);
     q->stream_id = NULL;
-    struct xfer *xf = http_xfer_new(r, XF_POST, "POST", q->body, q->body_len, NULL);
+    struct xfer *xf = http_xfer_new(r, XF_POST, "POST", q->body, q->body_len, NULL, q->modern);
     if (!xf) {
         http_remote_fail(r, q, "mcp-bridge: out of memory");
         return;
@@ -190,7 +245,7 @@ static void resume_req(struct http_remote *r, struct req *q)
         return;
     }
     q->resume_at = 0;
-    struct xfer *xf = http_xfer_new(r, XF_RESUME, "GET", NULL, 0, q->last_event_id);
+    struct xfer *xf = http_xfer_new(r, XF_RESUME, "GET", NULL, 0, q->last_event_id, NULL);
     if (!xf) {
         http_remote_fail(r, q, "mcp-bridge: out of memory");
         return;
@@ -201,10 +256,10 @@ static void resume_req(struct http_remote *r, struct req *q)
 }
 
 struct xfer *http_remote_post_other(struct http_remote *r, enum xfer_kind kind, const char *body,
-                                    size_t len, const char *method)
+                                    size_t len, const char *method, const json_t *modern)
 {
     char *copy = http_remote_dup(body, len);
-    struct xfer *xf = copy ? http_xfer_new(r, kind, "POST", copy, len, NULL) : NULL;
+    struct xfer *xf = copy ? http_xfer_new(r, kind, "POST", copy, len, NULL, modern) : NULL;
     if (!xf) {
         free(copy);
         bridge_log(LOG_ERROR, "out_of_memory", "dropping %s", method);
@@ -217,10 +272,12 @@ struct xfer *http_remote_post_other(struct http_remote *r, enum xfer_kind kind, 
 }
 
 /* A client notification or response goes out, unless the session is
- * opening (then it waits its turn). */
-static void post_message(struct http_remote *r, const char *body, size_t len, const char *method)
+ * opening (then it waits its turn; a 2026-07-28 one, modern, needs no
+ * session and never waits). */
+static void post_message(struct http_remote *r, const char *body, size_t len, const char *method,
+                         const json_t *modern)
 {
-    if (http_remote_gated(r)) {
+    if (!modern && http_remote_gated(r)) {
         struct parked *p = calloc(1, sizeof *p);
         if (p && (p->body = http_remote_dup(body, len))) {
             p->len = len;
@@ -236,7 +293,7 @@ static void post_message(struct http_remote *r, const char *body, size_t len, co
         }
         return;
     }
-    struct xfer *xf = http_remote_post_other(r, XF_POST, body, len, method);
+    struct xfer *xf = http_remote_post_other(r, XF_POST, body, len, method, modern);
     if (xf && strcmp(method, "notifications/initialized") == 0) {
         xf->opening = 1;
         r->hold++;
@@ -252,14 +309,14 @@ void http_remote_release(struct http_remote *r)
         r->parked = p->next;
         if (!r->parked)
             r->parked_tail = NULL;
-        post_message(r, p->body, p->len, p->method);
+        post_message(r, p->body, p->len, p->method, NULL);
         free(p->body);
         free(p);
     }
     if (http_remote_gated(r))
         return;
     for (struct req *q = r->reqs; q; q = q->next) {
-        if (q->waiting && !q->answered)
+        if (q->waiting && !q->answered && !q->waiting_tools)
             http_remote_post_req(r, q);
         q->waiting = 0;
     }
@@ -283,7 +340,7 @@ void http_remote_open_listen(struct http_remote *r)
         if (xf->kind == XF_LISTEN)
             return;
     }
-    struct xfer *xf = http_xfer_new(r, XF_LISTEN, "GET", NULL, 0, r->listen_last_id);
+    struct xfer *xf = http_xfer_new(r, XF_LISTEN, "GET", NULL, 0, r->listen_last_id, NULL);
     if (xf)
         http_xfer_start(r, xf);
 }
@@ -348,8 +405,8 @@ static void stream_dropped(struct http_remote *r, struct req *q, struct xfer *xf
         http_remote_fail(r, q, full);
         return;
     }
-    if (q->retry_ms < 0)
-        q->retry_ms = xf->sse.retry_ms;
+    if (xf->sse.retry_ms >= 0)
+        q->retry_ms = xf->sse.retry_ms; /* the latest the server said */
     q->resume_at = now + connection_backoff_ms(q->resume_attempts++, q->retry_ms);
     bridge_log(LOG_INFO, "stream_dropped", "%s id=%s: resuming after %s", q->method, q->key,
                q->stream_id ? "a failed poll" : q->last_event_id);
@@ -400,7 +457,7 @@ static void done_request(struct http_remote *r, struct xfer *xf, CURLcode cc)
         http_remote_fail(r, q, "mcp-bridge: the server's JSON reply did not answer this request");
         return;
     }
-    if (st == 404 && r->s.id && !q->is_initialize && !xf->timed_out) {
+    if (st == 404 && r->s.id && !q->is_initialize && !q->modern && !xf->timed_out) {
         /* the session died (for a resume: while the stream was down) */
         http_reinit_session_gone(r, q, xf->generation);
         return;
@@ -436,6 +493,12 @@ static void done_request(struct http_remote *r, struct xfer *xf, CURLcode cc)
         return;
     }
     if (cc == CURLE_OK && !xf->timed_out && relay_error_body(r, xf) && q->answered)
+        return;
+    /* a legacy server refused the probe without a JSON-RPC answer (a 2025
+     * server without a session, the 2024-11-05 transport's 404 or 405):
+     * the client falls back; auth and server failures are no fall-back */
+    if (q->probe && cc == CURLE_OK && !xf->timed_out && st >= 400 && st < 500 && st != 401 &&
+        st != 403 && st != 407 && st != 408 && st != 429 && answer_legacy(r, q, st))
         return;
     http_remote_describe_failure(r, xf, cc, msg);
     http_remote_fail(r, q, msg);
@@ -504,6 +567,11 @@ static void done_other(struct http_remote *r, struct xfer *xf, CURLcode cc)
     case XF_LEGACY:
         http_legacy_done(r, xf, cc);
         return;
+    case XF_TOOLS:
+        if (ok && xf->is_json && xf->acc.p)
+            http_remote_incoming_text(r, xf, xf->acc.p, xf->acc.len);
+        http_tools_done(r, xf, ok);
+        return;
     case XF_RESUME:
     case XF_POLL:
         return; /* they always serve a request: done_request */
@@ -514,8 +582,8 @@ static void xfer_done(struct http_remote *r, struct xfer *xf, CURLcode cc)
 {
     struct req *q = xf->req;
     int opening = xf->opening;
-    static const char *const kinds[] = {"post",      "resume", "listen",       "reinit",
-                                        "reinit-ok", "poll",   "legacy-stream"};
+    static const char *const kinds[] = {"post",      "resume", "listen",        "reinit",
+                                        "reinit-ok", "poll",   "legacy-stream", "tools"};
     bridge_log(LOG_DEBUG, "transfer_done", "%s %s: HTTP %ld, %s%s", kinds[xf->kind],
                q ? q->method : xf->method, xf->status, curl_easy_strerror(cc),
                xf->timed_out ? " (timed out)" : "");
@@ -541,7 +609,11 @@ struct http_remote *http_remote_new(const struct bridge_options *o, struct remot
     r->sink = sink;
     r->legacy = o->transport == TRANSPORT_SSE;
     r->multi = curl_multi_init();
-    if (!r->multi) {
+    r->tool_maps = json_object();
+    if (!r->multi || !r->tool_maps) {
+        if (r->multi)
+            curl_multi_cleanup(r->multi);
+        json_decref(r->tool_maps);
         free(r);
         return NULL;
     }
@@ -580,6 +652,7 @@ void http_remote_free(struct http_remote *r)
     curl_multi_cleanup(r->multi);
     free(r->listen_last_id);
     free(r->legacy_endpoint);
+    json_decref(r->tool_maps);
     session_free(&r->s);
     free(r);
 }
@@ -616,13 +689,17 @@ void http_remote_send(struct http_remote *r, const char *body, size_t len, json_
             session_remember_initialized(&r->s, body, len);
         if (method && strcmp(method, "notifications/cancelled") == 0)
             forget_cancelled(r, json_object_get(json_object_get(m, "params"), "requestId"));
-        if (r->s.state == SESSION_REINIT)
+        int modern = modern_is(m);
+        if (r->s.state == SESSION_REINIT && !modern)
             return; /* it was meant for the old session: the new one would not know it */
-        post_message(r, body, len, method ? method : "response");
+        post_message(r, body, len, method ? method : "response", modern ? m : NULL);
         return;
     }
-    /* --transport poll: every request but initialize asks for a handle */
-    int streamed = r->o->transport == TRANSPORT_POLL && strcmp(method, "initialize") != 0;
+    int modern = modern_is(m);
+    /* --transport poll: every request but initialize asks for a handle (a
+     * 2026-07-28 request has no session to hold a stream) */
+    int streamed =
+        r->o->transport == TRANSPORT_POLL && strcmp(method, "initialize") != 0 && !modern;
     char *own_body = streamed ? http_poll_body(m, &len) : http_remote_dup(body, len);
     struct req *q = own_body ? calloc(1, sizeof *q) : NULL;
     if (!q || !(q->key = rpc_id_key(json_object_get(m, "id")))) {
@@ -642,6 +719,8 @@ void http_remote_send(struct http_remote *r, const char *body, size_t len, json_
     q->retry_ms = -1;
     snprintf(q->method, sizeof q->method, "%s", method);
     q->is_initialize = strcmp(method, "initialize") == 0;
+    q->modern = modern ? json_incref(m) : NULL;
+    q->probe = strcmp(method, "server/discover") == 0;
     q->prev = r->reqs_tail;
     if (r->reqs_tail)
         r->reqs_tail->next = q;
@@ -662,6 +741,12 @@ void http_remote_send(struct http_remote *r, const char *body, size_t len, json_
             q->xf->opening = 1;
             r->hold++;
         }
+        return;
+    }
+    if (modern) {
+        /* no session to wait for; maybe the tool's headers to learn */
+        if (!http_tools_wait(r, q))
+            http_remote_post_req(r, q);
         return;
     }
     if (http_remote_gated(r)) {
@@ -741,7 +826,7 @@ void http_remote_shutdown(struct http_remote *r, const char *why)
     if (!r->s.id)
         return;
     /* end the session on the server: it frees what it holds for us */
-    struct xfer *xf = http_xfer_new(r, XF_POST, "DELETE", NULL, 0, NULL);
+    struct xfer *xf = http_xfer_new(r, XF_POST, "DELETE", NULL, 0, NULL, NULL);
     if (!xf)
         return;
     curl_easy_setopt(xf->easy, CURLOPT_TIMEOUT_MS, (long)DELETE_TIMEOUT_MS);

@@ -1,7 +1,8 @@
 /* http_remote_int — what the parts of the Streamable HTTP remote share
  * (http_remote.c: requests and completion; http_xfer.c: one curl transfer;
  * http_reinit.c: rebuilding a lost session; http_poll.c: --transport poll;
- * http_legacy.c: the 2024-11-05 HTTP+SSE transport). Internal: only those
+ * http_legacy.c: the 2024-11-05 HTTP+SSE transport; http_tools.c: the
+ * x-mcp-header declarations of 2026-07-28 tools). Internal: only those
  * files include it.
  *
  * A struct req is a client request waiting for its response; it outlives
@@ -32,7 +33,8 @@ enum xfer_kind {
     XF_REINIT,    /* the replayed initialize */
     XF_REINIT_OK, /* the replayed notifications/initialized */
     XF_POLL,      /* mcpd/poll for a request's stream (--transport poll) */
-    XF_LEGACY     /* the 2024-11-05 transport's GET stream (http_legacy.c) */
+    XF_LEGACY,    /* the 2024-11-05 transport's GET stream (http_legacy.c) */
+    XF_TOOLS      /* the bridge's own 2026-07-28 tools/list (http_tools.c) */
 };
 
 struct req {
@@ -57,6 +59,12 @@ struct req {
     char *stream_id;
     long long next_seq;
     struct xfer *xf; /* the transfer serving it now, or NULL */
+    /* a 2026-07-28 message (modern.h): it goes with its own headers, needs
+     * no session, and a server/discover (probe) that a legacy server
+     * refuses is answered -32601 so that the client falls back */
+    json_t *modern;
+    int probe;
+    int waiting_tools; /* parked until the bridge knows the tool's headers */
 };
 
 struct xfer {
@@ -121,14 +129,24 @@ struct http_remote {
     char *legacy_endpoint;
     int legacy_had_session; /* the client initialized over an earlier stream */
     int stopping;
+    /* 2026-07-28 tools: {"<tool>": {"<Name>": [path]}} (tool_headers.h),
+     * and the bridge's own tools/list when a call names a tool it has not
+     * seen listed */
+    json_t *tool_maps;
+    char tools_key[64]; /* the id key of that tools/list, "" when none runs */
+    unsigned tools_count;
+    int tools_pages;
 };
 
 /* A transfer of kind to the server URL (or the legacy endpoint): method_http
  * "POST" (body borrowed: it must outlive the transfer), "GET" or another
- * verb; the session headers, the token and --header lines go with it. NULL
- * when out of memory. */
+ * verb; the session headers, the token and --header lines go with it.
+ * modern (may be NULL) is the body of a 2026-07-28 message: then its own
+ * headers (modern.h) go instead of the session's. NULL when out of
+ * memory. */
 struct xfer *http_xfer_new(struct http_remote *r, enum xfer_kind kind, const char *method_http,
-                           const char *body, size_t body_len, const char *last_event_id);
+                           const char *body, size_t body_len, const char *last_event_id,
+                           const json_t *modern);
 
 /* Links xf into r and hands it to curl. */
 void http_xfer_start(struct http_remote *r, struct xfer *xf);
@@ -188,9 +206,10 @@ int http_remote_incoming_text(struct http_remote *r, struct xfer *xf, const char
 /* POSTs q's body (again). */
 void http_remote_post_req(struct http_remote *r, struct req *q);
 
-/* POSTs a copy of body, owned by the transfer. NULL when out of memory. */
+/* POSTs a copy of body, owned by the transfer; modern as for
+ * http_xfer_new. NULL when out of memory. */
 struct xfer *http_remote_post_other(struct http_remote *r, enum xfer_kind kind, const char *body,
-                                    size_t len, const char *method);
+                                    size_t len, const char *method, const json_t *modern);
 
 /* The session is open: what waited goes out, in the client's order. */
 void http_remote_release(struct http_remote *r);
@@ -205,6 +224,21 @@ int http_remote_gated(struct http_remote *r);
 
 /* Describes why xf failed, for the user (MSG_CAP bytes into msg). */
 void http_remote_describe_failure(struct http_remote *r, struct xfer *xf, CURLcode cc, char *msg);
+
+/* http_tools.c: 1 when q, a 2026-07-28 tools/call, names a tool whose
+ * headers the bridge has not learned: q waits (the bridge lists the tools
+ * itself first). */
+int http_tools_wait(struct http_remote *r, struct req *q);
+/* 1 when key is the id key of the bridge's own tools/list. */
+int http_tools_is_reply(struct http_remote *r, const char *key);
+/* The answer to the bridge's own tools/list. */
+void http_tools_result(struct http_remote *r, const json_t *m);
+/* The bridge's tools/list transfer ended (answered or not). */
+void http_tools_done(struct http_remote *r, struct xfer *xf, int ok);
+/* A tools/list result relayed to a 2026-07-28 client: learned, and
+ * returned without the tools whose x-mcp-header declarations are invalid
+ * (a new reference), or NULL to relay m as it is. */
+json_t *http_tools_relay(struct http_remote *r, const json_t *m);
 
 /* http_legacy.c: switch to the 2024-11-05 transport (the server answered
  * the POST of initialize with 404 or 405, or --transport sse). */

@@ -7,6 +7,7 @@
 #include "connection.h"
 
 #include "bridge_log.h"
+#include "modern.h"
 #include "rpc_message.h"
 
 #include "clock.h"
@@ -128,7 +129,8 @@ static struct curl_slist *add_header(struct curl_slist *l, const char *name, con
 }
 
 struct xfer *http_xfer_new(struct http_remote *r, enum xfer_kind kind, const char *method_http,
-                           const char *body, size_t body_len, const char *last_event_id)
+                           const char *body, size_t body_len, const char *last_event_id,
+                           const json_t *modern)
 {
     struct xfer *xf = calloc(1, sizeof *xf);
     if (!xf)
@@ -170,11 +172,19 @@ struct xfer *http_xfer_new(struct http_remote *r, enum xfer_kind kind, const cha
     } else {
         h = add_header(h, "Accept", "text/event-stream");
     }
-    /* a replayed initialize starts a session: the old id must not go with it */
-    if (r->s.id && kind != XF_REINIT)
+    /* a replayed initialize starts a session: the old id must not go with it;
+     * a 2026-07-28 message belongs to no session and names its revision */
+    if (r->s.id && kind != XF_REINIT && !modern)
         h = add_header(h, "Mcp-Session-Id", r->s.id);
-    if (r->s.protocol_version && kind != XF_REINIT)
+    if (r->s.protocol_version && kind != XF_REINIT && !modern)
         h = add_header(h, "MCP-Protocol-Version", r->s.protocol_version);
+    if (modern) {
+        const char *tool =
+            json_string_value(json_object_get(json_object_get(modern, "params"), "name"));
+        const json_t *map = tool ? json_object_get(r->tool_maps, tool) : NULL;
+        if (modern_headers(modern, map, &h) != 0)
+            bridge_log(LOG_ERROR, "out_of_memory", "the request goes without all its headers");
+    }
     if (last_event_id)
         h = add_header(h, "Last-Event-ID", last_event_id);
     if (o->token) {

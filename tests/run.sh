@@ -199,6 +199,14 @@ f=$(echo "$out" | grep -c '^✗')
 [ "$p" -gt 0 ] || f=$((f + 1))
 count "conformance through mcp-bridge" "$p" "$f"
 
+echo "== client conformance scenarios with mcp-bridge as the client's transport (tests/client-conformance.sh)"
+out="$(MCPD_BIN="$repo/build/bin/mcpd" bash tests/client-conformance.sh 2>&1)"
+echo "$out" | grep -E '✗|Total|^    ' | head -n 40
+p=$(echo "$out" | grep -c '^✓')
+f=$(echo "$out" | grep -c '^✗')
+[ "$p" -gt 0 ] || f=$((f + 1))
+count "client conformance through mcp-bridge" "$p" "$f"
+
 echo "== fuzzing the decoders and parsers (tests/fuzz)"
 if FUZZ_SECONDS="${FUZZ_SECONDS:-30}" bash tests/fuzz/run.sh; then
     count "fuzz" "$(grep -c '^fuzz_target(' tests/fuzz/CMakeLists.txt)" 0
