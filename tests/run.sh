@@ -14,6 +14,8 @@
 #      0.2.0-alpha.12 for 2026-07-28 and again 2025), then through the upstream
 #      gateway (mcpd fronting `mcpd --stdio`) in per-session and shared mode,
 #      and through mcp-bridge (mcpd fronting `mcp-bridge URL` → a second mcpd);
+#      and the suite's client scenarios with mcp-bridge as the client's
+#      transport (tests/client-conformance.sh), at 2025-11-25 and 2026-07-28;
 #   6. the deployment: its files with their own tools, Caddy and nginx in front
 #      of mcpd, and the compose stack on a real Docker engine (compose-e2e.sh);
 #   7. the libFuzzer harnesses in tests/fuzz (decoders and parsers), bounded
