@@ -2,6 +2,7 @@
 #include "mcp_headers.h"
 #include "protocol.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,16 +23,7 @@ const char *mcp_headers_name_of(const char *method, json_t *params)
     return v ? v : key ? "" : NULL;
 }
 
-/* 1 if header, without the optional whitespace around it, equals want. */
-static int equal_ows(const char *header, const char *want)
-{
-    while (*header == ' ' || *header == '\t')
-        header++;
-    size_t n = strlen(header);
-    while (n && (header[n - 1] == ' ' || header[n - 1] == '\t'))
-        n--;
-    return strlen(want) == n && strncmp(header, want, n) == 0;
-}
+static int name_matches(const char *header, const char *want);
 
 const char *mcp_headers_check(const char *version, const char *method, const char *name,
                               json_t *msg)
@@ -53,7 +45,7 @@ const char *mcp_headers_check(const char *version, const char *method, const cha
     const char *want = mcp_headers_name_of(body_method, params);
     if (want && !name)
         return "Bad Request: missing Mcp-Name header";
-    if (want && !equal_ows(name, want))
+    if (want && !name_matches(name, want))
         return "Bad Request: Mcp-Name header does not match the body";
     return NULL;
 }
@@ -100,21 +92,94 @@ static int b64_decode_strict(const char *in, size_t n, char *out, size_t cap, si
     return 0;
 }
 
-/* The header's value as the client meant it, its length in *len: the
- * base64 wrapper decoded (the bytes may include NUL). */
-static int header_value(const char *h, char *out, size_t cap, size_t *len)
+/* The header's value (its first n bytes) as the client meant it, its
+ * length in *len: the base64 wrapper decoded (the bytes may include NUL). */
+static int header_value_n(const char *h, size_t n, char *out, size_t cap, size_t *len)
 {
     static const char pre[] = "=?base64?", suf[] = "?=";
-    size_t n = strlen(h);
     if (n >= sizeof pre - 1 + sizeof suf - 1 && strncmp(h, pre, sizeof pre - 1) == 0 &&
-        strcmp(h + n - (sizeof suf - 1), suf) == 0)
+        memcmp(h + n - (sizeof suf - 1), suf, sizeof suf - 1) == 0)
         return b64_decode_strict(h + sizeof pre - 1, n - (sizeof pre - 1) - (sizeof suf - 1), out,
                                  cap, len);
     if (n >= cap)
         return -1;
-    memcpy(out, h, n + 1);
+    memcpy(out, h, n);
+    out[n] = '\0';
     *len = n;
     return 0;
+}
+
+static int header_value(const char *h, char *out, size_t cap, size_t *len)
+{
+    return header_value_n(h, strlen(h), out, cap, len);
+}
+
+/* 1 if Mcp-Name, without the optional whitespace around it and with its
+ * base64 wrapper decoded (a name or URI a header cannot carry raw), equals
+ * want. */
+static int name_matches(const char *header, const char *want)
+{
+    while (*header == ' ' || *header == '\t')
+        header++;
+    size_t n = strlen(header);
+    while (n && (header[n - 1] == ' ' || header[n - 1] == '\t'))
+        n--;
+    char got[4096];
+    size_t got_len;
+    if (header_value_n(header, n, got, sizeof got, &got_len) != 0)
+        return 0;
+    return strlen(want) == got_len && memcmp(got, want, got_len) == 0;
+}
+
+/* 1 if s is a number as JSON writes one: -?digits(.digits)?([eE][+-]?digits)?
+ * (strtod alone would also take blanks, hex, "inf" and "nan"). */
+static int json_number_text(const char *s)
+{
+    if (*s == '-')
+        s++;
+    if (*s < '0' || *s > '9')
+        return 0;
+    while (*s >= '0' && *s <= '9')
+        s++;
+    if (*s == '.') {
+        s++;
+        if (*s < '0' || *s > '9')
+            return 0;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (*s < '0' || *s > '9')
+            return 0;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    return *s == '\0';
+}
+
+/* 1 if a number argument and the header's text are the same number (the
+ * specification asks servers to compare them as numbers: "42.0" and "4.2e1"
+ * carry 42). */
+static int same_number(json_t *v, const char *got, size_t got_len)
+{
+    if (!json_is_number(v) || strlen(got) != got_len || !json_number_text(got))
+        return 0;
+    char *end;
+    errno = 0;
+    double d = strtod(got, &end);
+    if (*end != '\0' || errno == ERANGE)
+        return 0;
+    if (json_is_integer(v)) {
+        long long want = (long long)json_integer_value(v);
+        long long exact = strtoll(got, &end, 10);
+        if (*end == '\0' && errno != ERANGE)
+            return exact == want;
+        return d == (double)want;
+    }
+    return d == json_real_value(v);
 }
 
 /* An argument as a header carries it, its length in *len. A string is
@@ -162,8 +227,9 @@ const char *mcp_headers_check_params(json_t *map, json_t *args, mcp_headers_get_
         size_t want_len, got_len;
         if (header_value(h, got, sizeof got, &got_len) != 0)
             return "Bad Request: an Mcp-Param header is not valid base64";
-        if (arg_text(v, want, sizeof want, &want_len) != 0 || want_len != got_len ||
-            memcmp(want, got, want_len) != 0)
+        int same = arg_text(v, want, sizeof want, &want_len) == 0 && want_len == got_len &&
+                   memcmp(want, got, want_len) == 0;
+        if (!same && !same_number(v, got, got_len))
             return "Bad Request: an Mcp-Param header does not match its argument";
     }
     return NULL;

@@ -1,7 +1,8 @@
 /* test_mcp_headers — the 2026-07-28 request headers against their body
  * (service/transports/mcp_headers.c): MCP-Protocol-Version, Mcp-Method,
- * Mcp-Name (optional whitespace, case of the value), and the Mcp-Param-*
- * headers of x-mcp-header arguments with their strict base64 form. */
+ * Mcp-Name (optional whitespace, case of the value, its base64 form), and
+ * the Mcp-Param-* headers of x-mcp-header arguments with their strict
+ * base64 form, numbers compared as numbers. */
 #include "check.h"
 #include "mcp_headers.h"
 
@@ -35,6 +36,20 @@ static void test_method_and_name(void)
     CHECK(mcp_headers_check("2026-07-28", "tools/call", "Echo", m) != NULL);
     CHECK(mcp_headers_check("2026-07-28", "tools/call", "echo2", m) != NULL);
     CHECK(mcp_headers_check("2026-07-28", "tools/call", "ech", m) != NULL);
+    json_decref(m);
+
+    /* A name or URI a header cannot carry raw comes base64-wrapped, as
+     * Mcp-Param values do. */
+    m = msg("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/read\",\"params\":{"
+            "\"uri\":\"test://caf\u00e9\",\"_meta\":{"
+            "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}}}");
+    CHECK(mcp_headers_check("2026-07-28", "resources/read", "=?base64?dGVzdDovL2NhZsOp?=", m) ==
+          NULL);
+    CHECK(mcp_headers_check("2026-07-28", "resources/read", " =?base64?dGVzdDovL2NhZsOp?= ", m) ==
+          NULL);
+    CHECK(mcp_headers_check("2026-07-28", "resources/read", "=?base64?dGVzdDovL2NhZg==?=", m) !=
+          NULL); /* test://caf */
+    CHECK(mcp_headers_check("2026-07-28", "resources/read", "=?base64?!!!?=", m) != NULL);
     json_decref(m);
 
     /* What Mcp-Name names, per method. */
@@ -102,6 +117,24 @@ static void test_params(void)
     struct headers four[] = {{"Mcp-Param-N", "4"}, {NULL, NULL}};
     CHECK(mcp_headers_check_params(map, args, get, three) == NULL);
     CHECK(mcp_headers_check_params(map, args, get, four) != NULL);
+    /* ... and is compared as a number: 3.0 and 3e0 carry 3; blanks, hex,
+     * "inf" and a sign alone do not. */
+    static const char *same[] = {"3.0", "3e0", "0.3E1", "=?base64?My4w?="};
+    static const char *other[] = {" 3", "0x3", "3.", "+3", "inf", "nan", "-", "", "3.1", "03x"};
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
+        struct headers h[] = {{"Mcp-Param-N", same[i]}, {NULL, NULL}};
+        CHECK(mcp_headers_check_params(map, args, get, h) == NULL);
+    }
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
+        struct headers h[] = {{"Mcp-Param-N", other[i]}, {NULL, NULL}};
+        CHECK(mcp_headers_check_params(map, args, get, h) != NULL);
+    }
+    json_t *real = json_pack("{s:f}", "n", 2.5);
+    struct headers r_same[] = {{"Mcp-Param-N", "25e-1"}, {NULL, NULL}};
+    struct headers r_other[] = {{"Mcp-Param-N", "2.50001"}, {NULL, NULL}};
+    CHECK(mcp_headers_check_params(map, real, get, r_same) == NULL);
+    CHECK(mcp_headers_check_params(map, real, get, r_other) != NULL);
+    json_decref(real);
     /* A header for an argument the body lacks. */
     json_t *none = json_object();
     CHECK(mcp_headers_check_params(map, none, get, three) != NULL);
