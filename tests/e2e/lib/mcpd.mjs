@@ -26,6 +26,20 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 export const REPO_ROOT = path.resolve(here, '..', '..', '..');
 export const MCPD_BIN = process.env.MCPD_BIN || path.join(REPO_ROOT, 'build', 'bin', 'mcpd');
 
+/**
+ * Whether MCPD_BIN is a ThreadSanitizer build (it names libtsan among the
+ * libraries it needs). TSan keeps the history of every fiber that ever ran,
+ * about 160 KB each, so a test that measures RSS over thousands of requests
+ * measures TSan there, not mcpd.
+ */
+export function builtWithTsan() {
+  try {
+    return fs.readFileSync(MCPD_BIN).includes('libtsan.so');
+  } catch {
+    return false;
+  }
+}
+
 export const LATEST = '2025-11-25';
 export const VERSIONS = ['2025-03-26', '2025-06-18', '2025-11-25'];
 export const ACCEPT_BOTH = 'application/json, text/event-stream';
