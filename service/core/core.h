@@ -108,8 +108,13 @@ struct core_caller {
     const char *session_id; /* the session the client names, or NULL */
     /* A connection that carries one session (WebSocket, stdio): before
      * initialize a ping is answered and other requests are told to
-     * initialize first. Otherwise a message without a session is refused
-     * with `session_required` (400). */
+     * initialize first, except that a 2026-07-28 request (server/discover,
+     * or a revision or capabilities in params._meta) is served statelessly,
+     * as `stateless` below, with a reply of kind CORE_STREAM marked
+     * ephemeral for the connection to follow and end; once the connection
+     * has a session, a request naming 2026-07-28 is refused (-32600).
+     * Otherwise a message without a session is refused with
+     * `session_required` (400). */
     int connection;
     const char *session_required;
     /* The id an initialize is to give its session, when the transport
