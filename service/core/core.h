@@ -112,7 +112,7 @@ struct core_caller {
      * or a revision or capabilities in params._meta) is served statelessly,
      * as `stateless` below, with a reply of kind CORE_STREAM marked
      * ephemeral for the connection to follow and end; once the connection
-     * has a session, a request naming 2026-07-28 is refused (-32600).
+     * has a session, every message is served in it, whatever its _meta.
      * Otherwise a message without a session is refused with
      * `session_required` (400). */
     int connection;

@@ -174,27 +174,19 @@ static int missing_capability(const struct jsonrpc_msg *m, json_t *declared, str
     return 1;
 }
 
-/* The revision a message names in its _meta, or NULL. */
-static const char *stateless_version(const struct jsonrpc_msg *m)
-{
-    return json_string_value(
-        json_object_get(json_object_get(m->params, "_meta"), PROTOCOL_META_VERSION));
-}
-
 /* A message that is served statelessly on a connection (WebSocket,
- * stdio), as a dual-era server does: before initialize, one whose _meta
- * names a revision or declares capabilities (the marks HTTP looks for when
- * a request has no MCP-Protocol-Version header), and the server/discover
- * probe a dual-era client opens with; initialize always picks the legacy
- * era. Once the connection has a session, only a message that names the
- * stateless revision itself (to be refused: the connection is legacy). */
+ * stdio), as a dual-era server does, before the connection has a session:
+ * one whose _meta names a revision or declares capabilities (the marks
+ * HTTP looks for when a request has no MCP-Protocol-Version header), and
+ * the server/discover probe a dual-era client opens with. initialize
+ * always picks the legacy era, and once it has, every message is served in
+ * the connection's session whatever its _meta says, as a 2025 server
+ * serves it: the gateway relays a 2026-07-28 client's requests, _meta and
+ * all, to a 2025 child that way. */
 static int connection_stateless(const struct core_caller *c, const struct jsonrpc_msg *m)
 {
-    if (m->kind == JSONRPC_RESPONSE || is_initialize(m))
+    if (c->session_id || m->kind == JSONRPC_RESPONSE || is_initialize(m))
         return 0;
-    const char *version = stateless_version(m);
-    if (c->session_id)
-        return version && protocol_is_stateless(version);
     json_t *meta = json_object_get(m->params, "_meta");
     return strcmp(m->method, "server/discover") == 0 ||
            json_object_get(meta, PROTOCOL_META_VERSION) != NULL ||
@@ -343,16 +335,7 @@ void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *o
         return;
     }
     if (c->connection && connection_stateless(c, &m)) {
-        if (c->session_id) {
-            /* initialize chose the connection's era (the 2026-07-28 spec:
-             * legacy semantics "scoped to the stdio process"); a modern
-             * request is told so rather than served half in the session. */
-            refuse(out, CORE_BAD_REQUEST, m.id, JSONRPC_INVALID_REQUEST,
-                   "Invalid Request: this connection has a session (it sent initialize); "
-                   "2026-07-28 requests are served on a connection that has not");
-        } else {
-            receive_stateless(c, msg, &m, out);
-        }
+        receive_stateless(c, msg, &m, out);
         out->notification = m.kind == JSONRPC_NOTIFICATION;
         return;
     }
