@@ -99,8 +99,9 @@ void core_reply_clear(struct core_reply *r);
  * (404 for an unknown one or another principal's), routes initialize to a
  * new session and everything else to the session's handler, and applies the
  * rules that hold on every transport: no initialize on a session, no
- * batches outside 2025-03-26, nothing but ping before initialize on a
- * connection. The transport owns only its framing and its socket. */
+ * batches outside 2025-03-26, nothing but ping (and 2026-07-28 requests)
+ * before initialize on a connection. The transport owns only its framing
+ * and its socket. */
 
 struct core_caller {
     const char *principal;  /* the token's name; NULL or "": no authentication */
