@@ -99,8 +99,9 @@ void core_reply_clear(struct core_reply *r);
  * (404 for an unknown one or another principal's), routes initialize to a
  * new session and everything else to the session's handler, and applies the
  * rules that hold on every transport: no initialize on a session, no
- * batches outside 2025-03-26, nothing but ping before initialize on a
- * connection. The transport owns only its framing and its socket. */
+ * batches outside 2025-03-26, nothing but ping (and 2026-07-28 requests)
+ * before initialize on a connection. The transport owns only its framing
+ * and its socket. */
 
 struct core_caller {
     const char *principal;  /* the token's name; NULL or "": no authentication */
@@ -108,8 +109,13 @@ struct core_caller {
     const char *session_id; /* the session the client names, or NULL */
     /* A connection that carries one session (WebSocket, stdio): before
      * initialize a ping is answered and other requests are told to
-     * initialize first. Otherwise a message without a session is refused
-     * with `session_required` (400). */
+     * initialize first, except that a 2026-07-28 request (server/discover,
+     * or a revision or capabilities in params._meta) is served statelessly,
+     * as `stateless` below, with a reply of kind CORE_STREAM marked
+     * ephemeral for the connection to follow and end; once the connection
+     * has a session, every message is served in it, whatever its _meta.
+     * Otherwise a message without a session is refused with
+     * `session_required` (400). */
     int connection;
     const char *session_required;
     /* The id an initialize is to give its session, when the transport

@@ -174,11 +174,23 @@ static int missing_capability(const struct jsonrpc_msg *m, json_t *declared, str
     return 1;
 }
 
-/* The revision a message names in its _meta, or NULL. */
-static const char *stateless_version(const struct jsonrpc_msg *m)
+/* A message that is served statelessly on a connection (WebSocket,
+ * stdio), as a dual-era server does, before the connection has a session:
+ * one whose _meta names a revision or declares capabilities (the marks
+ * HTTP looks for when a request has no MCP-Protocol-Version header), and
+ * the server/discover probe a dual-era client opens with. initialize
+ * always picks the legacy era, and once it has, every message is served in
+ * the connection's session whatever its _meta says, as a 2025 server
+ * serves it: the gateway relays a 2026-07-28 client's requests, _meta and
+ * all, to a 2025 child that way. */
+static int connection_stateless(const struct core_caller *c, const struct jsonrpc_msg *m)
 {
-    return json_string_value(
-        json_object_get(json_object_get(m->params, "_meta"), PROTOCOL_META_VERSION));
+    if (c->session_id || m->kind == JSONRPC_RESPONSE || is_initialize(m))
+        return 0;
+    json_t *meta = json_object_get(m->params, "_meta");
+    return strcmp(m->method, "server/discover") == 0 ||
+           json_object_get(meta, PROTOCOL_META_VERSION) != NULL ||
+           json_object_get(meta, PROTOCOL_META_CAPABILITIES) != NULL;
 }
 
 static void refuse_tasks_missing(const struct jsonrpc_msg *m, struct core_reply *out)
@@ -212,7 +224,8 @@ static void receive_stateless(const struct core_caller *c, json_t *msg, const st
     if (m->kind != JSONRPC_REQUEST) {
         /* Nothing to answer: a stateless server has no requests of its
          * own outstanding, and a request is cancelled by closing its
-         * stream. */
+         * stream (over HTTP) or by a notifications/cancelled that the
+         * connection carrying it acts on (push.c). */
         memset(out, 0, sizeof *out);
         out->kind = CORE_ACCEPTED;
         return;
@@ -276,9 +289,9 @@ static void receive_stateless(const struct core_caller *c, json_t *msg, const st
     /* The request's own session: the store keeps its stream like any
      * other, and the backend sees the capabilities this request declared. */
     json_t *info = json_object_get(meta, PROTOCOL_META_CLIENT_INFO);
-    json_t *params = json_pack("{s:O, s:O, s:O, s:I}", "protocolVersion", version, "capabilities",
-                               caps, "clientInfo", info ? info : json_object(), "mcpd/createdMs",
-                               (json_int_t)clock_wall_ms());
+    json_t *params = json_pack("{s:O, s:O, s:o, s:I}", "protocolVersion", version, "capabilities",
+                               caps, "clientInfo", info ? json_incref(info) : json_object(),
+                               "mcpd/createdMs", (json_int_t)clock_wall_ms());
     struct session_origin origin = {c->principal && *c->principal ? c->principal : NULL,
                                     c->transport, NULL};
     json_t *fields;
@@ -321,16 +334,8 @@ void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *o
         receive_stateless(c, msg, &m, out);
         return;
     }
-    if (c->connection && !c->session_id && stateless_version(&m)) {
-        /* WebSocket and stdio carry sessions: a 2026-07-28 client is told
-         * where it is served rather than to initialize. */
-        json_t *supported = protocol_versions_json();
-        json_array_remove(supported, 0); /* the stateless revision itself */
-        refuse_data(
-            out, CORE_BAD_REQUEST, m.id, JSONRPC_UNSUPPORTED_VERSION,
-            "Unsupported protocol version on this transport: 2026-07-28 is served with "
-            "HTTP POST on /mcp; here, initialize with one of the supported versions",
-            json_pack("{s:o, s:s}", "supported", supported, "requested", stateless_version(&m)));
+    if (c->connection && connection_stateless(c, &m)) {
+        receive_stateless(c, msg, &m, out);
         out->notification = m.kind == JSONRPC_NOTIFICATION;
         return;
     }

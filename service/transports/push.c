@@ -38,7 +38,17 @@ struct follow {
     int chunked;    /* opted in: messages go out as mcpd/chunk */
     int standalone; /* the session's standalone stream: holds its GET slot */
     int announce;   /* initialize's reply: tell the client its session id */
+    /* A 2026-07-28 request's reply: the request's own session (held), which
+     * ends once the reply is out or the client cancels the request; the
+     * request's id, which a notifications/cancelled names; whether it is a
+     * subscriptions/listen (which never ends by itself). */
+    struct session *own;
+    json_t *id;
+    int listen;
+    int cancelled; /* under p->mu: nothing more is sent for it */
+    int own_ended; /* under p->mu: core_end_session was called */
     struct follow *next_f;
+    struct follow *next_own; /* on p->own_list, under p->mu */
 };
 
 struct push {
@@ -52,7 +62,10 @@ struct push {
     pthread_t writer;
     struct session *session;
     struct follow *incoming; /* handed to the writer, not yet taken */
-    int busy;                /* request streams not yet released */
+    /* The 2026-07-28 requests in flight (follows with `own`), for
+     * notifications/cancelled, which arrives on the reading thread. */
+    struct follow *own_list;
+    int busy; /* request streams not yet released */
     int closing;
     int dead; /* the transport could not send */
 };
@@ -127,7 +140,9 @@ static int forward_chunk(struct follow *f, const struct stream_chunk *ch)
     if (f->chunked)
         return send_json(f->p,
                          poll_chunk_notification(f->stream, ch->seq, ch->msg, ch->len, ch->is_end));
-    if (f->p->io.event_ids)
+    /* A stateless request's stream is not resumed (its session ends with
+     * it): no event ids. */
+    if (f->p->io.event_ids && !f->own)
         return send_json(
             f->p, with_event_id(ch, f->stream,
                                 f->announce && ch->is_end ? core_session_id(f->p->session) : NULL));
@@ -144,11 +159,54 @@ static int forward_chunk(struct follow *f, const struct stream_chunk *ch)
 
 enum pump { PUMP_IDLE, PUMP_SENT, PUMP_DONE };
 
+static int cancelled(struct follow *f)
+{
+    pthread_mutex_lock(&f->p->mu);
+    int c = f->cancelled;
+    pthread_mutex_unlock(&f->p->mu);
+    return c;
+}
+
+/* Ends f's own session, once (the reply is out, the client cancelled, or
+ * the connection is gone: a request nobody can read is cancelled, as when
+ * an HTTP client hangs up). */
+static void end_own(struct follow *f)
+{
+    pthread_mutex_lock(&f->p->mu);
+    int ended = f->own_ended;
+    f->own_ended = 1;
+    pthread_mutex_unlock(&f->p->mu);
+    if (!ended)
+        core_end_session(f->own);
+}
+
+/* Frees f, which is on no list of the writer's; off p->own_list. */
+static void follow_free(struct follow *f)
+{
+    struct push *p = f->p;
+    if (f->own) {
+        pthread_mutex_lock(&p->mu);
+        struct follow **fp = &p->own_list;
+        while (*fp && *fp != f)
+            fp = &(*fp)->next_own;
+        if (*fp)
+            *fp = f->next_own;
+        pthread_mutex_unlock(&p->mu);
+        end_own(f);
+        core_session_drop(f->own);
+        json_decref(f->id);
+    }
+    stream_unref(f->stream);
+    free(f);
+}
+
 /* Sends what f has ready, up to PUMP_BURST messages, without waiting. */
 static enum pump pump(struct follow *f)
 {
     struct push *p = f->p;
     enum pump r = PUMP_IDLE;
+    if (f->own && cancelled(f))
+        return PUMP_DONE;
     for (int n = 0; n < PUMP_BURST; n++) {
         struct stream_chunk ch;
         enum stream_wait w = stream_read(f->stream, &f->tok, f->next, 0, &ch);
@@ -158,6 +216,8 @@ static enum pump pump(struct follow *f)
             return PUMP_DONE;
         if (w != STREAM_CHUNK)
             return r;
+        if (f->own && cancelled(f))
+            return PUMP_DONE; /* the spec: nothing more for a cancelled request */
         if (forward_chunk(f, &ch) != 0)
             return PUMP_DONE; /* the connection is dead; the writer stops */
         f->next = ch.seq + 1;
@@ -182,8 +242,7 @@ static void release(struct follow *f)
         fcond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
-    stream_unref(f->stream);
-    free(f);
+    follow_free(f);
 }
 
 /* Moves what push_receive handed over onto the writer's own list, oldest
@@ -309,6 +368,74 @@ static void forward(struct push *p, struct stream *st, int64_t from, int chunked
     stream_waker_signal(&p->waker);
 }
 
+/* Hands a 2026-07-28 request's reply stream to the writer (takes the
+ * references to st and own; id and method borrowed). */
+static void forward_own(struct push *p, struct stream *st, struct session *own, json_t *id,
+                        const char *method)
+{
+    struct follow *f = calloc(1, sizeof *f);
+    if (!f) {
+        log_event(LOG_ERROR, core_session_id(own), "forward_failed",
+                  "out of memory following stream %s", stream_id(st));
+        stream_unref(st);
+        core_end_session(own);
+        core_session_drop(own);
+        return;
+    }
+    f->p = p;
+    f->stream = st;
+    f->own = own;
+    f->id = json_incref(id);
+    f->listen = method && strcmp(method, "subscriptions/listen") == 0;
+    pthread_mutex_lock(&p->mu);
+    p->busy++;
+    f->next_own = p->own_list;
+    p->own_list = f;
+    f->next_f = p->incoming;
+    p->incoming = f;
+    pthread_mutex_unlock(&p->mu);
+    stream_waker_signal(&p->waker);
+}
+
+/* Cancels the 2026-07-28 requests in flight that match: those with the id
+ * `id` (NULL: any), or only subscriptions (listens_only). Their sessions
+ * end, which stops their work; the writer sends nothing more for them and
+ * lets them go. Returns how many matched. */
+static int cancel_own(struct push *p, json_t *id, int listens_only)
+{
+    int n = 0;
+    for (;;) {
+        struct follow *hit = NULL;
+        pthread_mutex_lock(&p->mu);
+        for (struct follow *f = p->own_list; f && !hit; f = f->next_own)
+            if (!f->cancelled && (!id || json_equal(f->id, id)) && (!listens_only || f->listen))
+                hit = f;
+        struct session *s = NULL;
+        if (hit) {
+            hit->cancelled = 1;
+            if (!hit->own_ended) {
+                hit->own_ended = 1;
+                s = hit->own;
+                core_session_hold(s);
+            }
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (!hit)
+            break;
+        n++;
+        /* The follow may be freed meanwhile; s is held. */
+        if (s) {
+            log_event(LOG_INFO, core_session_id(s), "request_cancelled",
+                      "by the client on its connection");
+            core_end_session(s);
+            core_session_drop(s);
+        }
+    }
+    if (n)
+        stream_waker_signal(&p->waker);
+    return n;
+}
+
 /* The connection now serves session s (reference taken): forward its
  * standalone stream, unless another connection already does. */
 static void adopt(struct push *p, struct session *s)
@@ -333,8 +460,16 @@ static void adopt(struct push *p, struct session *s)
 
 /* ---- receiving ---- */
 
-static void deliver(struct push *p, struct core_reply *r)
+static void deliver(struct push *p, struct core_reply *r, json_t *id, const char *method)
 {
+    if (r->kind == CORE_STREAM && r->ephemeral) {
+        /* A 2026-07-28 request: its reply, then its session ends. */
+        forward_own(p, r->stream, r->session, id, method);
+        r->stream = NULL;
+        r->session = NULL;
+        core_reply_clear(r);
+        return;
+    }
     /* initialize made a session: the connection serves it from now on, and
      * the reply tells a client without headers its id. */
     int fresh = !p->session && r->session && r->kind == CORE_STREAM;
@@ -368,7 +503,20 @@ static struct core_caller caller(struct push *p)
 
 static void deliver_each(void *ud, struct core_reply *r)
 {
-    deliver(ud, r);
+    deliver(ud, r, NULL, NULL);
+}
+
+/* A notifications/cancelled naming a 2026-07-28 request of this
+ * connection: there is no stream to close on a connection, so this is how
+ * its client cancels it (and a subscription). Returns 1 when it did. */
+static int cancels_own(struct push *p, json_t *msg)
+{
+    json_t *method = json_object_get(msg, "method");
+    if (!json_is_string(method) || strcmp(json_string_value(method), "notifications/cancelled") ||
+        json_object_get(msg, "id"))
+        return 0;
+    json_t *id = json_object_get(json_object_get(msg, "params"), "requestId");
+    return (json_is_string(id) || json_is_integer(id)) && cancel_own(p, id, 0) > 0;
 }
 
 static int connection_full(struct push *p, json_t *msg)
@@ -395,14 +543,15 @@ void push_receive(struct push *p, const char *buf, size_t len)
     struct core_caller c = caller(p);
     struct core_reply r;
     if (!json_is_array(root)) {
-        if (!connection_full(p, root)) {
+        if (!cancels_own(p, root) && !connection_full(p, root)) {
             core_receive(&c, root, &r);
-            deliver(p, &r);
+            deliver(p, &r, json_object_get(root, "id"),
+                    json_string_value(json_object_get(root, "method")));
         }
     } else if (core_receive_batch(&c, root, deliver_each, p, &r) != 0) {
         /* Each reply of a batch goes out on its own as it is ready: a push
          * connection has no single response to gather them into. */
-        deliver(p, &r);
+        deliver(p, &r, NULL, NULL);
     }
     json_decref(root);
 }
@@ -476,6 +625,9 @@ struct push *push_open(const struct push_io *io)
 
 void push_client_gone(struct push *p)
 {
+    /* A subscription lasts until its client cancels it or goes: this one
+     * can read no more than what is already in flight. */
+    cancel_own(p, NULL, 1);
     pthread_mutex_lock(&p->mu);
     struct session *s = p->session;
     if (s)
@@ -521,8 +673,7 @@ void push_close(struct push *p)
         struct follow *next = in->next_f;
         if (in->standalone)
             core_standalone_release(p->session, -1);
-        stream_unref(in->stream);
-        free(in);
+        follow_free(in);
         in = next;
     }
     core_session_drop(p->session);

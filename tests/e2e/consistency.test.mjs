@@ -134,6 +134,40 @@ test('transcript matcher: variables, wildcards, subset and exact matches', () =>
   );
   assert.equal(tr.timeout, 100);
   assert.deepEqual([...tr.skip], ['ws', 'stdio-ndjson']);
+  const un = parseTranscript('> {"s":1}\n% unordered\n< {"a":1}\n< {"b":2}\n> {"s":2}\n< {"c":3}\n', 'u.txt');
+  assert.deepEqual(
+    un.steps.map((x) => [x.kind, x.group]),
+    [
+      ['send', undefined],
+      ['expect', 1],
+      ['expect', 1],
+      ['send', undefined],
+      ['expect', undefined],
+    ],
+    '% unordered covers the expected lines up to the next sent one',
+  );
   assert.throws(() => parseTranscript('> {bad json}\n', 'b.txt'), /b\.txt:1: bad JSON/);
   assert.throws(() => parseTranscript('what\n', 'c.txt'), /c\.txt:1: cannot parse/);
+});
+
+// An unordered block takes its messages in any order, and normalizes them
+// in the transcript's order (so transports that order them differently
+// still compare equal); a message outside the block fails it.
+test('transcript replay: % unordered', async () => {
+  const tr = parseTranscript('> {"go":1}\n% unordered\n< {"a":"$A"}\n< {"b":2}\n', 'u.txt');
+  const fake = (msgs) => ({
+    name: 'fake',
+    vars: {},
+    send: async () => {},
+    next: async () => {
+      if (!msgs.length) throw new Error('nothing left');
+      return msgs.shift();
+    },
+    tryNext: async () => msgs.shift() ?? null,
+  });
+  const one = await replay(fake([{ b: 2 }, { a: 'x' }]), tr, { quietMs: 0 });
+  const two = await replay(fake([{ a: 'y' }, { b: 2 }]), tr, { quietMs: 0 });
+  assert.deepEqual(one.normalized, [{ a: '$A' }, { b: 2 }]);
+  assert.deepEqual(two.normalized, one.normalized);
+  await assert.rejects(replay(fake([{ b: 2 }, { c: 3 }]), tr, { quietMs: 0 }), /matches no line of the unordered block/);
 });

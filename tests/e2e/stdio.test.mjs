@@ -3,7 +3,8 @@
 // in the same framing), bad input (malformed lines, BOM, oversize) answered
 // without stopping the loop, concurrent requests, EOF and signals ending the
 // process with status 0 after requests in flight finish, a client that goes
-// away or never reads, and stdout carrying nothing but JSON-RPC.
+// away or never reads, and stdout carrying nothing but JSON-RPC; and
+// 2026-07-28 without initialize (lib/stateless-push.mjs), beside 2025.
 //
 // Every byte mcpd writes to stdout is parsed strictly in the framing the
 // test expects (a stray log line or a bad Content-Length fails the test);
@@ -18,6 +19,8 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import { MCPD_BIN, sleep, withTimeout } from './lib/mcpd.mjs';
+import { StdioClient } from './lib/push-clients.mjs';
+import { legacyClient, openSubscription, statelessThenInitialize } from './lib/stateless-push.mjs';
 
 const PROTOCOL = '2025-06-18';
 
@@ -570,4 +573,34 @@ test('stdout carries only JSON-RPC, logs go to stderr (debug level)', async () =
     assert.match(m.stderr, /event=stdio_bad_frame/);
     assert.match(m.stderr, /event=stdio_eof/);
   });
+});
+
+// ------------------------------------------------------------ 2026-07-28
+
+test('2026-07-28 without initialize: server/discover, calls with _meta, input-required, a subscription until cancelled; then initialize picks 2025', async () => {
+  const c = new StdioClient({ args: ['--db', ':memory:'] });
+  try {
+    await statelessThenInitialize(c);
+  } finally {
+    const exit = await c.close();
+    assert.deepEqual(exit, { code: 0, signal: null }, c.stderr);
+    assert.doesNotMatch(c.stderr, /Sanitizer|runtime error:/);
+  }
+  // A 2025 client, which opens with initialize, on a fresh process.
+  const legacy = new StdioClient({ args: ['--db', ':memory:'] });
+  try {
+    await legacyClient(legacy);
+  } finally {
+    assert.deepEqual(await legacy.close(), { code: 0, signal: null }, legacy.stderr);
+  }
+});
+
+test('EOF with a subscription open: it ends with the input, mcpd exits without waiting out the drain', async () => {
+  const c = new StdioClient({ args: ['--db', ':memory:', '--shutdown-grace-ms', '60000'] });
+  await openSubscription(c);
+  const t0 = Date.now();
+  const exit = await c.close(); // 10 s bound, well under the grace
+  assert.deepEqual(exit, { code: 0, signal: null }, c.stderr);
+  assert.ok(Date.now() - t0 < 10000);
+  assert.doesNotMatch(c.stderr, /stdio_drain_timeout|Sanitizer/);
 });

@@ -10,7 +10,8 @@
 //      the rest arrives exactly once, in order;
 //   4. SIGKILL mid-countdown, restart on the same db, reconnect: the stored
 //      messages after the last id, then the "interrupted by server restart"
-//      error, exactly once.
+//      error, exactly once;
+//   5. 2026-07-28 without initialize (lib/stateless-push.mjs), beside 2025.
 //
 // The raw client (RawWs) speaks RFC 6455 on a net.Socket so that it can
 // send frames no WebSocket library would, and read close codes exactly.
@@ -24,6 +25,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { WebSocketClientTransport } from '@modelcontextprotocol/sdk/client/websocket.js';
 
 import { freePort, request, sleep, startMcpd, withTimeout } from './lib/mcpd.mjs';
+import { WsClient } from './lib/push-clients.mjs';
+import { legacyClient, openSubscription, statelessThenInitialize } from './lib/stateless-push.mjs';
 
 const WS_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 const OP = { cont: 0, text: 1, binary: 2, close: 8, ping: 9, pong: 10 };
@@ -728,5 +731,40 @@ test('frames sent in the same packet as the handshake are read, not dropped', as
   } finally {
     await mcpd.stop('SIGTERM', 10000);
     await mcpd.cleanup();
+  }
+});
+
+// ---------------------------------------------------------------- 2026-07-28
+
+test('2026-07-28 without initialize: server/discover, calls with _meta, input-required, a subscription until cancelled; then initialize picks 2025', async () => {
+  const mcpd = await startMcpd();
+  try {
+    const c = await WsClient.open(mcpd.port);
+    try {
+      await statelessThenInitialize(c);
+    } finally {
+      await c.close();
+    }
+    // A 2025 client, which opens with initialize, on a fresh connection.
+    const legacy = await WsClient.open(mcpd.port);
+    try {
+      await legacyClient(legacy);
+    } finally {
+      await legacy.close();
+    }
+    // A subscription left open when its connection closes ends with it.
+    const sub = await WsClient.open(mcpd.port);
+    await openSubscription(sub);
+    await sub.close();
+    const loaded = async () => Number(/^mcpd_sessions_loaded (\d+)$/m.exec((await request(mcpd.port, { method: 'GET', path: '/metrics' })).text)[1]);
+    const deadline = Date.now() + 5000;
+    while ((await loaded()) > 2 && Date.now() < deadline) await sleep(50);
+    assert.equal(await loaded(), 2, 'only the two initialized sessions are left');
+  } finally {
+    const exit = await mcpd.stop('SIGTERM', 10000);
+    const stderr = mcpd.stderr;
+    await mcpd.cleanup();
+    assert.equal(exit?.code, 0, stderr);
+    assert.doesNotMatch(stderr, /Sanitizer|runtime error:/);
   }
 });

@@ -117,6 +117,30 @@ int main(void)
     feed(p, "[]");
     CHECK(push_session_id(p) == NULL);
 
+    /* 2026-07-28 before initialize: served statelessly, the reply on the
+     * connection without an event id (its session ends with it); a
+     * subscription stays in flight until notifications/cancelled names it. */
+#define META_2026                                                                                  \
+    "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","                       \
+    "\"io.modelcontextprotocol/clientCapabilities\":{}}"
+    feed(p, "{\"jsonrpc\":\"2.0\",\"id\":20,\"method\":\"tools/call\",\"params\":{\"name\":"
+            "\"echo\",\"arguments\":{\"message\":\"modern\"}," META_2026 "}}");
+    m = wait_for(&cap, 20, NULL);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(m, "result"), "resultType")),
+              "complete");
+    CHECK(json_object_get(json_object_get(m, "result"), "_meta") == NULL);
+    json_decref(m);
+    feed(p, "{\"jsonrpc\":\"2.0\",\"id\":21,\"method\":\"subscriptions/listen\",\"params\":{"
+            "\"notifications\":{\"toolsListChanged\":true}," META_2026 "}}");
+    m = wait_for(&cap, -1, "notifications/subscriptions/acknowledged");
+    CHECK(m != NULL);
+    json_decref(m);
+    CHECK_INT(push_drain(p, 50), -1); /* the subscription never ends by itself */
+    feed(p, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+            "\"requestId\":21}}");
+    CHECK_INT(push_drain(p, 5000), 0);
+    CHECK(push_session_id(p) == NULL);
+
     feed(p, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"initialize\",\"params\":{"
             "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
             "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}");

@@ -52,6 +52,9 @@ export function parseTranscript(text, file = '<transcript>') {
   const skip = new Set();
   let timeout = 5000;
   let cur = null; // step whose JSON text is being accumulated
+  let groups = 0; // `% unordered` blocks so far
+  let group = 0; // the block the next expected lines belong to (0: none)
+  let pending = false; // `% unordered` seen, its block not started yet
   const finish = () => {
     if (!cur) return;
     try {
@@ -59,6 +62,13 @@ export function parseTranscript(text, file = '<transcript>') {
     } catch (e) {
       throw new Error(`${file}:${cur.line}: bad JSON: ${e.message}\n${cur.text}`);
     }
+    if (cur.kind === 'send') {
+      group = 0;
+    } else if (pending) {
+      group = ++groups;
+      pending = false;
+    }
+    if (cur.kind === 'expect' && group) cur.group = group;
     steps.push(cur);
     cur = null;
   };
@@ -79,6 +89,9 @@ export function parseTranscript(text, file = '<transcript>') {
       cur = { kind, subset: m[1] === '<~', line, text: m[2] };
     } else if ((m = /^%\s*timeout\s+(\d+)\s*$/.exec(s))) {
       timeout = Number(m[1]);
+    } else if (/^%\s*unordered\s*$/.test(s)) {
+      group = 0;
+      pending = true;
     } else if ((m = /^%\s*skip\s+(.+)$/.exec(s))) {
       for (const t of m[1].split(/\s+/)) skip.add(t);
     } else {
@@ -279,11 +292,37 @@ export async function replay(driver, tr, { quietMs = 300 } = {}) {
   const normalized = [];
   const received = [];
   const eventIds = [];
-  for (const step of tr.steps) {
+  for (let i = 0; i < tr.steps.length; i++) {
+    const step = tr.steps[i];
     const at = `${tr.file}:${step.line}`;
     if (step.kind === 'send') {
       const msg = substitute(step.json, vars, at);
       await driver.send(msg);
+      continue;
+    }
+    if (step.group) {
+      // a `% unordered` block: its messages may arrive in any order (they
+      // travel on different streams); normalized in the transcript's order
+      let j = i;
+      while (j < tr.steps.length && tr.steps[j].group === step.group) j++;
+      const block = tr.steps.slice(i, j);
+      const got = new Array(block.length);
+      for (let n = 0; n < block.length; n++) {
+        let raw;
+        try {
+          raw = await driver.next(tr.timeout);
+        } catch (e) {
+          throw new Error(`${at}: [${driver.name}] nothing received in an unordered block: ${e.message}`);
+        }
+        received.push(raw);
+        const { msg, eventId } = stripEventId(raw);
+        if (eventId) eventIds.push(eventId);
+        const k = block.findIndex((b, x) => !got[x] && matchMessage(b.json, msg, new Map(vars), { subset: b.subset }).ok);
+        if (k < 0) throw new Error(`${at}: [${driver.name}] matches no line of the unordered block\n  received: ${show(raw)}`);
+        got[k] = matchMessage(block[k].json, msg, vars, { subset: block[k].subset }).normalized;
+      }
+      normalized.push(...got);
+      i = j - 1;
       continue;
     }
     let raw;
@@ -364,6 +403,40 @@ class Inbox {
 }
 
 const isRequest = (m) => typeof m.method === 'string' && m.id !== undefined;
+
+const META_VERSION = 'io.modelcontextprotocol/protocolVersion';
+const META_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
+/** The revision a stateless (2026-07-28) client speaks. */
+export const STATELESS_VERSION = '2026-07-28';
+
+/**
+ * A message of the stateless revision, as a dual-era server tells it from
+ * a legacy one (tests/transcripts/README.md): the server/discover probe,
+ * or a revision or capabilities in params._meta.
+ */
+export function isStateless(m) {
+  const meta = m.params?._meta;
+  return m.method === 'server/discover' || (meta && (Object.hasOwn(meta, META_VERSION) || Object.hasOwn(meta, META_CAPABILITIES)));
+}
+
+/** The param the Mcp-Name header repeats (2026-07-28), per method. */
+const NAME_PARAM = {
+  'tools/call': 'name',
+  'prompts/get': 'name',
+  'resources/read': 'uri',
+  'tasks/get': 'taskId',
+  'tasks/update': 'taskId',
+  'tasks/cancel': 'taskId',
+};
+
+/** The headers a 2026-07-28 client sends with a request over HTTP. */
+function statelessHeaders(msg) {
+  const v = msg.params?._meta?.[META_VERSION];
+  const extra = { 'Mcp-Method': msg.method };
+  const key = NAME_PARAM[msg.method];
+  if (key && typeof msg.params?.[key] === 'string') extra['Mcp-Name'] = msg.params[key];
+  return mcpHeaders({ version: typeof v === 'string' ? v : STATELESS_VERSION, extra });
+}
 const isNotification = (m) => typeof m.method === 'string' && m.id === undefined;
 
 /** stderr text that says a sanitizer found something. */
@@ -392,6 +465,7 @@ class HttpDriver {
     this.pollId = 0;
     this.pollers = new Set();
     this.cancelled = new Set(); // JSON of request ids the client sent notifications/cancelled for
+    this.stateless = new Map(); // JSON of a stateless request's id → its POST's reply stream
   }
 
   async open() {
@@ -417,6 +491,7 @@ class HttpDriver {
 
   async send(msg) {
     if (!isRequest(msg)) return this._sendOneWay(msg);
+    if (isStateless(msg)) return this._sendStateless(msg);
     const initialize = msg.method === 'initialize';
     const optedIn = msg.params?.stream === true;
     let body = msg;
@@ -447,6 +522,18 @@ class HttpDriver {
     );
   }
 
+  /**
+   * A 2026-07-28 request: POSTed on its own, with the revision's headers
+   * and no session; the reply stream is kept, as closing it is how an HTTP
+   * client cancels the request.
+   */
+  async _sendStateless(msg) {
+    const key = JSON.stringify(msg.id);
+    const s = await openStream(this.port, { method: 'POST', headers: statelessHeaders(msg), body: msg, timeout: 120000 });
+    this.stateless.set(key, s);
+    this._reply(s, msg, msg, false, undefined);
+  }
+
   /** Queue the messages of one POST's reply, in order, as they arrive. */
   _reply(s, msg, body, hidden, initId) {
     this.open_.add(s);
@@ -462,7 +549,8 @@ class HttpDriver {
             this._deliver(m.msg, initId);
           }
         } catch (e) {
-          if (!this.closing) this.inbox.fail(new Error(`${this.name}: SSE reply to ${show(msg.method)}: ${e.message}`));
+          const cancelled = this.cancelled.has(JSON.stringify(msg.id)) && this.stateless.has(JSON.stringify(msg.id));
+          if (!this.closing && !cancelled) this.inbox.fail(new Error(`${this.name}: SSE reply to ${show(msg.method)}: ${e.message}`));
         } finally {
           this.open_.delete(s);
         }
@@ -507,7 +595,15 @@ class HttpDriver {
 
   async _sendOneWay(msg) {
     if (msg.method === 'notifications/cancelled' && msg.params?.requestId !== undefined) {
-      this.cancelled.add(JSON.stringify(msg.params.requestId));
+      const key = JSON.stringify(msg.params.requestId);
+      this.cancelled.add(key);
+      const s = this.stateless.get(key);
+      if (s) {
+        // 2026-07-28 over HTTP: closing the response stream cancels
+        s.close();
+        this.open_.delete(s);
+        return;
+      }
     }
     const r = await request(this.port, { headers: this.headers(), body: msg });
     if (r.status !== 202) {
