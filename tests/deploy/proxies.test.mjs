@@ -42,7 +42,7 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import WebSocket from 'ws';
 
 import { BRIDGE_BIN, BridgeProc, toolCall } from '../e2e/fixtures/bridge-proc.mjs';
-import { LATEST, MCPD_BIN, REPO_ROOT, SseReader, freePort, sleep, startMcpd, withTimeout } from '../e2e/lib/mcpd.mjs';
+import { LATEST, MCPD_BIN, REPO_ROOT, SseReader, freePort, sleep, startMcpd, withTimeout, ADMIN_BIN } from '../e2e/lib/mcpd.mjs';
 
 const DEPLOY = path.join(REPO_ROOT, 'deploy');
 const has = (cmd, args = ['--version']) => spawnSync(cmd, args, { stdio: 'ignore' }).status === 0;
@@ -50,7 +50,6 @@ const haveCaddy = has('caddy', ['version']);
 const haveNginx = has('nginx', ['-v']);
 const haveOpenssl = has('openssl', ['version']);
 const mcpdHelp = spawnSync(MCPD_BIN, ['--help'], { encoding: 'utf8' }).stdout ?? '';
-const ADMIN_BIN = process.env.MCP_ADMIN_BIN || path.join(path.dirname(MCPD_BIN), 'mcp-admin');
 // Token auth is mcp-admin's half of the product: tested here once both exist.
 const withTokens = /--auth\b/.test(mcpdHelp) && fs.existsSync(ADMIN_BIN);
 const trustedProxies = /--trusted-proxies\b/.test(mcpdHelp);

@@ -41,12 +41,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 
-import { MCPD_BIN, initSession, mcpHeaders, request, startMcpd, waitFor } from './lib/mcpd.mjs';
+import { initSession, mcpHeaders, request, startMcpd, waitFor, ADMIN_BIN } from './lib/mcpd.mjs';
 import { WsClient } from './lib/push-clients.mjs';
 import { BridgeProc, toolCall } from './fixtures/bridge-proc.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const ADMIN_BIN = process.env.MCP_ADMIN_BIN || path.join(path.dirname(MCPD_BIN), 'mcp-admin');
 const HOSTILE = path.join(here, 'fixtures', 'hostile-upstream.py');
 const STATELESS = '2026-07-28';
 const META = {

@@ -16,7 +16,6 @@
 // Every process this file signals is one it started.
 
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -26,7 +25,6 @@ import { test } from 'node:test';
 import {
   ACCEPT_BOTH,
   LATEST,
-  MCPD_BIN,
   initSession,
   mcpHeaders,
   request,
@@ -36,22 +34,10 @@ import {
   tempDb,
   waitFor,
   withMcpd,
+  mcpAdmin,
 } from './lib/mcpd.mjs';
 
-const ADMIN_BIN = process.env.MCP_ADMIN_BIN || path.join(path.dirname(MCPD_BIN), 'mcp-admin');
-
-/** Runs mcp-admin; {status, out: Buffer, stdout, stderr, json}. */
-function admin(db, ...args) {
-  const r = spawnSync(ADMIN_BIN, ['--db', db, ...args], { timeout: 30000 });
-  const stdout = r.stdout.toString('utf8');
-  let json;
-  try {
-    json = JSON.parse(stdout);
-  } catch {
-    json = undefined;
-  }
-  return { status: r.status, out: r.stdout, stdout, stderr: r.stderr.toString('utf8'), json };
-}
+const admin = mcpAdmin;
 
 /**
  * The bytes in out a terminal would act on, as "offset: hex" strings: C0

@@ -39,21 +39,11 @@ import {
   waitFor,
   withMcpd,
   withTimeout,
+  ADMIN_BIN,
+  mcpAdmin,
 } from './lib/mcpd.mjs';
 
-const ADMIN_BIN = process.env.MCP_ADMIN_BIN || path.join(path.dirname(MCPD_BIN), 'mcp-admin');
-
-/** Runs mcp-admin; {status, stdout, stderr, json}. */
-function admin(db, ...args) {
-  const r = spawnSync(ADMIN_BIN, ['--db', db, ...args], { encoding: 'utf8', timeout: 30000 });
-  let json;
-  try {
-    json = JSON.parse(r.stdout);
-  } catch {
-    json = undefined;
-  }
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr, json };
-}
+const admin = mcpAdmin;
 
 function addToken(db, name, ...extra) {
   const r = admin(db, 'tokens', 'add', name, ...extra);

@@ -13,13 +13,11 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import path from 'node:path';
 import { test } from 'node:test';
 
-import { MCPD_BIN, startMcpd } from './lib/mcpd.mjs';
+import { startMcpd, ADMIN_BIN } from './lib/mcpd.mjs';
 import { BridgeProc, toolCall } from './fixtures/bridge-proc.mjs';
 
-const ADMIN_BIN = process.env.MCP_ADMIN_BIN || path.join(path.dirname(MCPD_BIN), 'mcp-admin');
 
 const wsUrl = (port) => `ws://127.0.0.1:${port}/mcp/ws`;
 

@@ -9,13 +9,11 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import path from 'node:path';
 import { test } from 'node:test';
 
-import { ACCEPT_BOTH, MCPD_BIN, openStream, request, tempDb, waitFor, withMcpd } from './lib/mcpd.mjs';
+import { ACCEPT_BOTH, MCPD_BIN, openStream, request, tempDb, waitFor, withMcpd, ADMIN_BIN } from './lib/mcpd.mjs';
 
 const V = '2026-07-28';
-const ADMIN_BIN = path.join(path.dirname(MCPD_BIN), 'mcp-admin');
 let nextId = 1;
 
 function meta(extra = {}) {

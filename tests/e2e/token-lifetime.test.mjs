@@ -21,27 +21,25 @@
 // Every process this file signals is one it started.
 
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import http from 'node:http';
-import path from 'node:path';
 import { test } from 'node:test';
 
-import { ACCEPT_BOTH, builtWithTsan, MCPD_BIN, mcpHeaders, newId, request, sleep, tempDb, withMcpd, withTimeout } from './lib/mcpd.mjs';
+import { ACCEPT_BOTH, builtWithTsan, mcpHeaders, newId, request, sleep, tempDb, withMcpd, withTimeout, mcpAdmin } from './lib/mcpd.mjs';
 import { procSample, smallQuarantineEnv } from './lib/push-clients.mjs';
 
 // ASan keeps freed memory in a quarantine (256 MB by default); a small one
 // makes RSS measure mcpd rather than the sanitizer. No effect on a Release build.
 process.env.ASAN_OPTIONS = smallQuarantineEnv().ASAN_OPTIONS;
 
-const ADMIN_BIN = process.env.MCP_ADMIN_BIN || path.join(path.dirname(MCPD_BIN), 'mcp-admin');
 /** The requirement is 1 s; the rest is the test's own scheduling. */
 const WITHIN_MS = 1500;
 /** A token made with --expires 4s. */
 const EXPIRES_MS = 4000;
 
+/** mcp-admin's output, which must succeed. */
 function admin(db, ...args) {
-  const r = spawnSync(ADMIN_BIN, ['--db', db, ...args], { encoding: 'utf8', timeout: 30000 });
+  const r = mcpAdmin(db, ...args);
   assert.equal(r.status, 0, `mcp-admin ${args.join(' ')}: ${r.stderr}`);
   return r.stdout.trim();
 }

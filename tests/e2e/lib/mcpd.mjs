@@ -14,7 +14,7 @@
 // Every wait here has a timeout: a test never hangs on a server that does
 // not answer.
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -38,6 +38,25 @@ export function builtWithTsan() {
   } catch {
     return false;
   }
+}
+
+/** mcp-admin beside MCPD_BIN, unless $MCP_ADMIN_BIN names another. */
+export const ADMIN_BIN = process.env.MCP_ADMIN_BIN || path.join(path.dirname(MCPD_BIN), 'mcp-admin');
+
+/**
+ * Runs `mcp-admin --db DB ARGS…` to the end (30 s at most): {status, out
+ * (stdout's bytes), stdout, stderr, json (stdout parsed, when it is JSON)}.
+ */
+export function mcpAdmin(db, ...args) {
+  const r = spawnSync(ADMIN_BIN, ['--db', db, ...args], { timeout: 30000 });
+  const stdout = r.stdout ? r.stdout.toString('utf8') : '';
+  let json;
+  try {
+    json = JSON.parse(stdout);
+  } catch {
+    json = undefined;
+  }
+  return { status: r.status, out: r.stdout, stdout, stderr: r.stderr ? r.stderr.toString('utf8') : '', json };
 }
 
 export const LATEST = '2025-11-25';
