@@ -365,6 +365,13 @@ static void run_countdown(struct call *c, json_t *args)
 static void run_missing_capability(struct call *c, json_t *args)
 {
     (void)args;
+    /* Refused here too for a session the core does not check up front:
+     * a gateway's 2025 child serving a 2026-07-28 client passes it on. */
+    if (!call_client_has(c, "sampling")) {
+        call_fail(c, JSONRPC_MISSING_CAPABILITY, "Missing required client capability",
+                  json_pack("{s:{s:{}}}", "requiredCapabilities", "sampling"));
+        return;
+    }
     reply_text(c, "the client declared the sampling capability", 0);
 }
 

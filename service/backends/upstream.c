@@ -9,9 +9,11 @@
 #include "log.h"
 #include "metrics.h"
 #include "stdio_frame.h"
+#include "protocol.h"
 #include "table.h"
 #include "token_bucket.h"
 #include "thread_stack.h"
+#include "upstream_catalog.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -23,6 +25,12 @@
 
 #define STOP_GRACE_MS 2000
 #define INIT_ID "mcpd-initialize"
+/* The probe's tools/list requests (upstream_probe). */
+#define PROBE_ID "mcpd-probe-tools"
+/* Pages of tools/list a probe reads at most. */
+#define PROBE_PAGES 20
+/* A probe that failed is not tried again for this long. */
+#define PROBE_RETRY_MS 5000
 /* Longest stderr line or bad-message text logged whole. */
 #define UPSTREAM_LOG_LINE_MAX 1024
 
@@ -43,10 +51,11 @@ struct link {
     struct child *child;
     struct child *dead; /* exited, to be joined and freed off its own thread */
     enum { LINK_DOWN, LINK_STARTING, LINK_READY } state;
-    int closed;          /* its session ended: start no child for it again */
-    char last_exit[64];  /* how the last child ended, for error messages */
-    int64_t closed_ms;   /* when (the tombstone is dropped a while later) */
-    json_t *init_answer; /* the child's initialize response */
+    int closed;           /* its session ended: start no child for it again */
+    char last_exit[64];   /* how the last child ended, for error messages */
+    int64_t closed_ms;    /* when (the tombstone is dropped a while later) */
+    json_t *init_answer;  /* the child's initialize response */
+    json_t *probe_answer; /* a probe link: the answer to its tools/list */
     /* Or why its initialize response could not be taken ("": none). */
     char init_invalid[256];
     struct table *pending;
@@ -72,6 +81,10 @@ struct upstream {
      * concurrent starts. */
     _Atomic int slots;
     _Atomic int64_t swept_ms; /* when idle children were last looked for */
+    /* What children said of themselves, for requests without a session. */
+    struct upstream_catalog *catalog;
+    pthread_mutex_t probe_mu; /* one probe at a time; guards probe_failed_ms */
+    int64_t probe_failed_ms;
 };
 
 /* ---- links ---- */
@@ -110,6 +123,7 @@ static void link_unref(struct link *l)
         return;
     child_stop(l->dead, 0);
     json_decref(l->init_answer);
+    json_decref(l->probe_answer);
     table_free(l->pending);
     table_free(l->sessions);
     pthread_mutex_destroy(&l->mu);
@@ -137,6 +151,14 @@ static int send_json(struct link *l, json_t *msg)
 }
 
 /* ---- what the child says ---- */
+
+/* A call of a 2026-07-28 client (its session's params are the ones
+ * receive_stateless made from the request's _meta). */
+static int stateless_call(struct call *c)
+{
+    return protocol_is_stateless(
+        json_string_value(json_object_get(call_client_init_params(c), "protocolVersion")));
+}
 
 struct collect {
     struct pend *one;
@@ -258,9 +280,19 @@ static void on_response(struct link *l, json_t *msg, const struct jsonrpc_msg *m
         return;
     }
     if (is_init_id(m->id)) {
+        if (m->result)
+            upstream_catalog_set_init(l->up->catalog, m->result);
         pthread_mutex_lock(&l->mu);
         json_decref(l->init_answer);
         l->init_answer = json_incref(msg);
+        fcond_broadcast(&l->cv);
+        pthread_mutex_unlock(&l->mu);
+        return;
+    }
+    if (json_is_string(m->id) && strcmp(json_string_value(m->id), PROBE_ID) == 0) {
+        pthread_mutex_lock(&l->mu);
+        json_decref(l->probe_answer);
+        l->probe_answer = json_incref(msg);
         fcond_broadcast(&l->cv);
         pthread_mutex_unlock(&l->mu);
         return;
@@ -274,6 +306,10 @@ static void on_response(struct link *l, json_t *msg, const struct jsonrpc_msg *m
     }
     if (!p)
         return; /* an answer to something cancelled or never asked */
+    /* Every listing a client gets keeps the catalog current. */
+    if (m->result && strcmp(call_method(p->call), "tools/list") == 0 && stateless_call(p->call))
+        upstream_catalog_add_tools(l->up->catalog, m->result,
+                                   !json_object_get(call_params(p->call), "cursor"));
     if (m->result) {
         call_reply(p->call, json_incref(m->result));
     } else {
@@ -348,6 +384,8 @@ static void on_notification(struct link *l, json_t *msg, const struct jsonrpc_ms
     }
     if (strcmp(m->method, "notifications/cancelled") == 0)
         return; /* the child gave up on a request of its own: nothing to relay */
+    if (strcmp(m->method, "notifications/tools/list_changed") == 0)
+        upstream_catalog_tools_changed(l->up->catalog);
     /* list_changed, resources/updated, ...: for every session it serves. */
     if (l->session[0]) {
         broadcast_one(msg, l->session, NULL);
@@ -874,12 +912,109 @@ static struct link *link_for(struct upstream *up, const char *sid)
     return l;
 }
 
+/* ---- the catalog's probe ---- */
+
+/* The answer to one tools/list sent to a probe link (new reference), or
+ * NULL when none came within --upstream-start-timeout-ms. Steals cursor. */
+static json_t *probe_list(struct link *l, json_t *cursor)
+{
+    pthread_mutex_lock(&l->mu);
+    json_decref(l->probe_answer);
+    l->probe_answer = NULL;
+    pthread_mutex_unlock(&l->mu);
+    json_t *params = cursor ? json_pack("{s:o}", "cursor", cursor) : NULL;
+    if (send_json(l, jsonrpc_request(json_string(PROBE_ID), "tools/list", params)) != 0)
+        return NULL;
+    int64_t deadline = clock_mono_ms() + l->up->cfg.start_timeout_ms;
+    pthread_mutex_lock(&l->mu);
+    while (!l->probe_answer && l->child && fcond_wait_until(&l->cv, &l->mu, deadline) != ETIMEDOUT)
+        ;
+    json_t *answer = l->probe_answer ? json_incref(l->probe_answer) : NULL;
+    pthread_mutex_unlock(&l->mu);
+    return answer;
+}
+
+/* Fills the catalog when it is not current: a child of its own, started
+ * and initialized as a 2026-07-28 client's child is, lists its tools, and
+ * is stopped. Blocks for as long as that takes (each step is bounded by
+ * --upstream-start-timeout-ms); one probe at a time, and none for a while
+ * after one failed, so a broken command is not started for every request. */
+static void upstream_probe(struct upstream *up)
+{
+    if (upstream_catalog_known(up->catalog))
+        return;
+    pthread_mutex_lock(&up->probe_mu);
+    int64_t now = clock_mono_ms();
+    if (upstream_catalog_known(up->catalog) ||
+        (up->probe_failed_ms && now - up->probe_failed_ms < PROBE_RETRY_MS)) {
+        pthread_mutex_unlock(&up->probe_mu);
+        return;
+    }
+    struct link *l = link_new(up, NULL);
+    json_t *params =
+        json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion", PROTOCOL_STATELESS,
+                  "capabilities", "clientInfo", "name", "mcpd-gateway-probe", "version", "1");
+    char *err = l && params ? link_ready(l, params) : strdup("Out of memory");
+    json_decref(params);
+    int ok = err == NULL;
+    free(err);
+    json_t *cursor = NULL;
+    for (int page = 0; ok && page < PROBE_PAGES; page++) {
+        json_t *answer = probe_list(l, cursor);
+        json_t *result = json_object_get(answer, "result");
+        if (json_is_object(result)) {
+            upstream_catalog_add_tools(up->catalog, result, page == 0);
+            json_t *next = json_object_get(result, "nextCursor");
+            cursor = json_is_string(next) ? json_incref(next) : NULL;
+        } else if (answer && page == 0) {
+            /* An error: a child without tools has none to check. */
+            json_t *none = json_pack("{s:[]}", "tools");
+            upstream_catalog_add_tools(up->catalog, none, 1);
+            json_decref(none);
+        }
+        ok = answer != NULL;
+        json_decref(answer);
+        if (!cursor)
+            break;
+    }
+    json_decref(cursor);
+    if (l) {
+        pthread_mutex_lock(&l->mu);
+        struct child *c = l->child;
+        l->child = NULL;
+        l->closed = 1;
+        l->state = LINK_DOWN;
+        pthread_mutex_unlock(&l->mu);
+        child_stop(c, STOP_GRACE_MS);
+        link_unref(l);
+    }
+    up->probe_failed_ms = ok ? 0 : clock_mono_ms();
+    if (!ok)
+        log_event(LOG_WARN, NULL, "upstream_probe_failed",
+                  "the upstream server's capabilities and tools could not be read; "
+                  "server/discover and Mcp-Param checks go without them");
+    pthread_mutex_unlock(&up->probe_mu);
+}
+
 /* ---- backend_ops ---- */
 
+/* Asked for server/discover (2025 sessions get the child's own from
+ * session_open). */
 static json_t *upstream_capabilities(void *self)
 {
-    (void)self;
-    return json_object(); /* the child's own come from session_open */
+    struct upstream *up = self;
+    upstream_probe(up);
+    return upstream_catalog_capabilities(up->catalog);
+}
+
+static json_t *upstream_header_params(void *self, const char *method, json_t *params)
+{
+    struct upstream *up = self;
+    const char *name = json_string_value(json_object_get(params, "name"));
+    if (!method || strcmp(method, "tools/call") != 0 || !name)
+        return NULL;
+    upstream_probe(up);
+    return upstream_catalog_header_params(up->catalog, name);
 }
 
 static int upstream_session_open(void *self, const char *sid, json_t *params, json_t **result,
@@ -1122,6 +1257,8 @@ static void upstream_destroy(void *self)
         free(*e);
     free(up->env);
     free(up->cwd);
+    upstream_catalog_free(up->catalog);
+    pthread_mutex_destroy(&up->probe_mu);
     pthread_mutex_destroy(&up->mu);
     free(up);
 }
@@ -1142,6 +1279,7 @@ static const struct backend_ops ops = {
     .handle = upstream_handle,
     .may_block = upstream_may_block,
     .notify = upstream_notify,
+    .header_params = upstream_header_params,
     .destroy = upstream_destroy,
 };
 
@@ -1179,6 +1317,8 @@ void *upstream_backend_new(const struct upstream_config *cfg, char **err)
     if (up->cfg.pool < 1)
         up->cfg.pool = 1;
     pthread_mutex_init(&up->mu, NULL);
+    pthread_mutex_init(&up->probe_mu, NULL);
+    up->catalog = upstream_catalog_new();
     up->argv = copy_strv(cfg->argv);
     up->env = copy_strv(cfg->env);
     up->cwd = cfg->cwd ? strdup(cfg->cwd) : NULL;
@@ -1191,7 +1331,7 @@ void *upstream_backend_new(const struct upstream_config *cfg, char **err)
         for (int i = 0; up->pool && i < up->cfg.pool; i++)
             up->pool[i] = link_new(up, NULL);
     }
-    if (!up->argv || !up->env || !up->links || (cfg->shared && !up->pool)) {
+    if (!up->argv || !up->env || !up->links || !up->catalog || (cfg->shared && !up->pool)) {
         upstream_destroy(up);
         *err = strdup("out of memory");
         return NULL;
