@@ -1245,6 +1245,7 @@ static void upstream_destroy(void *self)
     free(up->cwd);
     upstream_catalog_free(up->catalog);
     table_free(up->holds);
+    pthread_cond_destroy(&up->retired);
     pthread_mutex_destroy(&up->hold_mu);
     pthread_mutex_destroy(&up->probe_mu);
     pthread_mutex_destroy(&up->mu);
@@ -1307,6 +1308,7 @@ void *upstream_backend_new(const struct upstream_config *cfg, char **err)
     pthread_mutex_init(&up->mu, NULL);
     pthread_mutex_init(&up->probe_mu, NULL);
     pthread_mutex_init(&up->hold_mu, NULL);
+    pthread_cond_init(&up->retired, NULL);
     up->catalog = upstream_catalog_new();
     up->holds = table_new();
     up->argv = copy_strv(cfg->argv);

@@ -79,6 +79,8 @@ struct upstream {
     /* Held calls of 2026-07-28 clients (upstream_mrtr.c): id → hold. */
     pthread_mutex_t hold_mu;
     struct table *holds;
+    int retiring; /* threads stopping held calls' children (hold_mu) */
+    pthread_cond_t retired;
 };
 
 /* References on a link; the last one frees it. */

@@ -71,10 +71,8 @@ struct upstream_hold {
 
 /* ---- holds ---- */
 
-static void *retire_main(void *arg)
+static void retire(struct link *l)
 {
-    pthread_setname_np(pthread_self(), "mcpd-upstream");
-    struct link *l = arg;
     pthread_mutex_lock(&l->mu);
     struct child *c = l->child;
     l->child = NULL;
@@ -83,22 +81,42 @@ static void *retire_main(void *arg)
     pthread_mutex_unlock(&l->mu);
     child_stop(c, STOP_GRACE_MS);
     upstream_link_unref(l);
+}
+
+/* Counted, so that upstream_mrtr_destroy waits for it. */
+static void *retire_main(void *arg)
+{
+    pthread_setname_np(pthread_self(), "mcpd-upstream");
+    struct link *l = arg;
+    struct upstream *up = l->up;
+    retire(l);
+    pthread_mutex_lock(&up->hold_mu);
+    up->retiring--;
+    pthread_cond_broadcast(&up->retired);
+    pthread_mutex_unlock(&up->hold_mu);
     return NULL;
 }
 
 void upstream_link_retire(struct link *l)
 {
+    struct upstream *up = l->up;
+    pthread_mutex_lock(&up->hold_mu);
+    up->retiring++;
+    pthread_mutex_unlock(&up->hold_mu);
     pthread_t t;
     pthread_attr_t attr;
-    if (thread_stack_attr(&attr, 128 * 1024, 1) != 0) {
-        log_event(LOG_WARN, NULL, "upstream_retire_failed",
-                  "no thread to stop a held call's upstream: it runs until mcpd exits");
-        return;
+    int ok = thread_stack_attr(&attr, 128 * 1024, 1) == 0;
+    if (ok) {
+        ok = pthread_create(&t, &attr, retire_main, l) == 0;
+        pthread_attr_destroy(&attr);
     }
-    if (pthread_create(&t, &attr, retire_main, l) != 0)
-        log_event(LOG_WARN, NULL, "upstream_retire_failed",
-                  "no thread to stop a held call's upstream: it runs until mcpd exits");
-    pthread_attr_destroy(&attr);
+    if (ok)
+        return;
+    pthread_mutex_lock(&up->hold_mu);
+    up->retiring--;
+    pthread_mutex_unlock(&up->hold_mu);
+    log_event(LOG_WARN, NULL, "upstream_retire_failed",
+              "no thread to stop a held call's upstream: it runs until mcpd exits");
 }
 
 /* Tells the child its call is over: its questions get an error, the call
@@ -109,8 +127,8 @@ static void abandon(struct link *l, struct pend *p, json_t *asked, const char *w
     json_t *q;
     json_object_foreach(asked, key, q)
     {
-        upstream_send(l, jsonrpc_error(json_incref(json_object_get(q, "id")),
-                                       JSONRPC_INTERNAL_ERROR, why, NULL));
+        upstream_send(l,
+                      jsonrpc_error(json_object_get(q, "id"), JSONRPC_INTERNAL_ERROR, why, NULL));
     }
     json_t *id = json_loads(p->key, JSON_DECODE_ANY, NULL);
     if (id)
@@ -121,8 +139,9 @@ static void abandon(struct link *l, struct pend *p, json_t *asked, const char *w
 }
 
 /* Frees a hold already out of the table: its child's waiting call is
- * abandoned, and a child it took over from a session is stopped (on a
- * thread of its own unless sync). */
+ * abandoned, and a child it took over from a session is stopped: here
+ * when sync or when it has exited already, else on a thread of its own
+ * (this may be the child's reader thread). */
 static void hold_free(struct upstream_hold *h, int sync, const char *why)
 {
     struct link *l = h->link;
@@ -131,9 +150,10 @@ static void hold_free(struct upstream_hold *h, int sync, const char *why)
     json_decref(h->asked);
     pthread_mutex_lock(&l->mu);
     int held = l->held;
+    sync = sync || !l->child;
     pthread_mutex_unlock(&l->mu);
     if (held && sync)
-        retire_main(l);
+        retire(l);
     else if (held)
         upstream_link_retire(l);
     else
@@ -309,7 +329,7 @@ static const char *needed(const char *method, const char **key)
 
 struct find {
     struct link *link;
-    struct upstream_hold *waiting; /* a hold on link between rounds */
+    char waiting[RANDID_LEN + 1]; /* a hold on link between rounds */
     int n;
     struct pend *one;
 };
@@ -320,7 +340,7 @@ static void find_waiting(void *arg, const char *key, void *value)
     struct find *f = arg;
     struct upstream_hold *h = value;
     if (h->link == f->link && h->pend) {
-        f->waiting = h;
+        memcpy(f->waiting, h->id, sizeof f->waiting);
         f->n++;
     }
 }
@@ -370,9 +390,10 @@ int upstream_mrtr_request(struct link *l, const struct jsonrpc_msg *m)
             return 0;
         /* Asked between rounds: it goes out with the next one. */
         pthread_mutex_lock(&up->hold_mu);
-        int still = table_get(up->holds, f.waiting->id) == f.waiting && f.waiting->pend;
+        struct upstream_hold *h = table_get(up->holds, f.waiting);
+        int still = h && h->link == l && h->pend;
         if (still)
-            add_question(f.waiting, m, prefix);
+            add_question(h, m, prefix);
         pthread_mutex_unlock(&up->hold_mu);
         return still;
     }
@@ -383,7 +404,7 @@ int upstream_mrtr_request(struct link *l, const struct jsonrpc_msg *m)
                  "Missing required client capability: the server asked for %s, which the "
                  "request did not declare",
                  cap);
-        upstream_send(l, jsonrpc_error(json_incref(m->id), JSONRPC_METHOD_NOT_FOUND,
+        upstream_send(l, jsonrpc_error(m->id, JSONRPC_METHOD_NOT_FOUND,
                                        "Method not found: the client did not declare the "
                                        "capability",
                                        NULL));
@@ -401,7 +422,7 @@ int upstream_mrtr_request(struct link *l, const struct jsonrpc_msg *m)
     const char *why = NULL;
     struct upstream_hold *h = p->hold ? p->hold : hold_new(l, &why);
     if (!h) {
-        upstream_send(l, jsonrpc_error(json_incref(m->id), JSONRPC_INTERNAL_ERROR, why, NULL));
+        upstream_send(l, jsonrpc_error(m->id, JSONRPC_INTERNAL_ERROR, why, NULL));
         call_fail(c, JSONRPC_SERVER_ERROR, why, NULL);
         p->call = NULL;
         abandon(l, p, NULL, why);
@@ -492,7 +513,7 @@ int upstream_mrtr_resume(struct upstream *up, struct call *c)
         json_object_foreach(h->asked, key, q)
         {
             json_array_append_new(replies,
-                                  jsonrpc_result(json_incref(json_object_get(q, "id")),
+                                  jsonrpc_result(json_object_get(q, "id"),
                                                  json_incref(json_object_get(answers, key))));
         }
         json_object_clear(h->asked);
@@ -537,7 +558,7 @@ int upstream_mrtr_resume(struct upstream *up, struct call *c)
 
 struct expired {
     int64_t now;
-    int all;
+    int all; /* every hold between rounds, expired or not */
     struct upstream_hold **list;
     size_t n, cap;
 };
@@ -547,7 +568,7 @@ static void pick_expired(void *arg, const char *key, void *value)
     (void)key;
     struct expired *e = arg;
     struct upstream_hold *h = value;
-    if (!e->all && (h->running || e->now < h->expires_ms))
+    if (h->running || (!e->all && e->now < h->expires_ms))
         return;
     if (e->n == e->cap) {
         size_t cap = e->cap ? e->cap * 2 : 8;
@@ -578,10 +599,49 @@ void upstream_mrtr_sweep(struct upstream *up)
     drop_picked(up, &e, 0, "The client did not answer in time (--upstream-relay-timeout-ms)");
 }
 
+struct running {
+    struct link **list;
+    size_t n, cap;
+};
+
+/* The links of holds whose round runs (called with hold_mu held). */
+static void pick_running(void *arg, const char *key, void *value)
+{
+    (void)key;
+    struct running *r = arg;
+    struct upstream_hold *h = value;
+    if (!h->running || r->n == r->cap)
+        return;
+    upstream_link_ref(h->link);
+    r->list[r->n++] = h->link;
+}
+
 void upstream_mrtr_destroy(struct upstream *up)
 {
     if (!up->holds)
         return;
     struct expired e = {.all = 1};
     drop_picked(up, &e, 1, "mcpd is shutting down");
+    /* A hold whose round runs goes when its call ends: its child is
+     * stopped here, which ends the call, and so the hold. */
+    pthread_mutex_lock(&up->hold_mu);
+    size_t n = table_count(up->holds);
+    struct running r = {.list = n ? calloc(n, sizeof *r.list) : NULL};
+    r.cap = r.list ? n : 0;
+    table_each(up->holds, pick_running, &r);
+    pthread_mutex_unlock(&up->hold_mu);
+    for (size_t i = 0; i < r.n; i++) {
+        struct link *l = r.list[i];
+        pthread_mutex_lock(&l->mu);
+        struct child *c = l->child;
+        l->child = NULL;
+        pthread_mutex_unlock(&l->mu);
+        child_stop(c, STOP_GRACE_MS);
+        upstream_link_unref(l);
+    }
+    free(r.list);
+    pthread_mutex_lock(&up->hold_mu);
+    while (up->retiring > 0)
+        pthread_cond_wait(&up->retired, &up->hold_mu);
+    pthread_mutex_unlock(&up->hold_mu);
 }
