@@ -30,7 +30,7 @@
 #define PROBE_ID "mcpd-probe-tools"
 /* Pages of tools/list a probe reads at most. */
 #define PROBE_PAGES 20
-/* A probe that failed is not tried again for this long. */
+/* No probe starts sooner than this after the last one ended. */
 #define PROBE_RETRY_MS 5000
 /* Longest stderr line or bad-message text logged whole. */
 #define UPSTREAM_LOG_LINE_MAX 1024
@@ -902,7 +902,8 @@ static json_t *probe_list(struct link *l, json_t *cursor)
  * and initialized as a 2026-07-28 client's child is, lists its tools, and
  * is stopped. Blocks for as long as that takes (each step is bounded by
  * --upstream-start-timeout-ms); one probe at a time, and none for a while
- * after one failed, so a broken command is not started for every request. */
+ * after the last, so neither a broken command nor a child that keeps
+ * saying its tools changed gets a child started for every request. */
 static void upstream_probe(struct upstream *up)
 {
     if (upstream_catalog_known(up->catalog))
@@ -910,7 +911,7 @@ static void upstream_probe(struct upstream *up)
     pthread_mutex_lock(&up->probe_mu);
     int64_t now = clock_mono_ms();
     if (upstream_catalog_known(up->catalog) ||
-        (up->probe_failed_ms && now - up->probe_failed_ms < PROBE_RETRY_MS)) {
+        (up->probed_ms && now - up->probed_ms < PROBE_RETRY_MS)) {
         pthread_mutex_unlock(&up->probe_mu);
         return;
     }
@@ -952,7 +953,7 @@ static void upstream_probe(struct upstream *up)
         child_stop(c, STOP_GRACE_MS);
         upstream_link_unref(l);
     }
-    up->probe_failed_ms = ok ? 0 : clock_mono_ms();
+    up->probed_ms = clock_mono_ms();
     if (!ok)
         log_event(LOG_WARN, NULL, "upstream_probe_failed",
                   "the upstream server's capabilities and tools could not be read; "

@@ -74,8 +74,8 @@ struct upstream {
     _Atomic int64_t swept_ms; /* when idle children were last looked for */
     /* What children said of themselves, for requests without a session. */
     struct upstream_catalog *catalog;
-    pthread_mutex_t probe_mu; /* one probe at a time; guards probe_failed_ms */
-    int64_t probe_failed_ms;
+    pthread_mutex_t probe_mu; /* one probe at a time; guards probed_ms */
+    int64_t probed_ms;        /* when the last probe ended (monotonic), or 0 */
     /* Held calls of 2026-07-28 clients (upstream_mrtr.c): id → hold. */
     pthread_mutex_t hold_mu;
     struct table *holds;
