@@ -686,6 +686,12 @@ void builtin_tools_list(struct builtin *b, struct call *c)
         json_t *t = json_pack("{s:s,s:s,s:s,s:o}", "name", tools[i].name, "title", tools[i].title,
                               "description", tools[i].description, "inputSchema",
                               json_deep_copy(b->tool_schemas[i]));
+        /* The client capability it needs, for a gateway in front of this
+         * server to refuse a request without it before it runs. */
+        if (t && tools[i].requires)
+            json_object_set_new(
+                t, "_meta",
+                json_pack("{s:{s:{}}}", "mcpd/requiredClientCapabilities", tools[i].requires));
         /* 2025-11-25 (experimental tasks) says which tools may run as one. */
         if (t && tools[i].task && experimental_tasks)
             json_object_set_new(

@@ -982,6 +982,17 @@ static json_t *upstream_header_params(void *self, const char *method, json_t *pa
     return upstream_catalog_header_params(up->catalog, name);
 }
 
+/* What a 2026-07-28 request needs of its client, checked before it runs. */
+static json_t *upstream_requires(void *self, const char *method, json_t *params)
+{
+    struct upstream *up = self;
+    const char *name = json_string_value(json_object_get(params, "name"));
+    if (!method || strcmp(method, "tools/call") != 0 || !name)
+        return NULL;
+    upstream_probe(up);
+    return upstream_catalog_requires(up->catalog, name);
+}
+
 static int upstream_session_open(void *self, const char *sid, json_t *params, json_t **result,
                                  char **err)
 {
@@ -1270,6 +1281,7 @@ static const struct backend_ops ops = {
     .may_block = upstream_may_block,
     .notify = upstream_notify,
     .header_params = upstream_header_params,
+    .requires = upstream_requires,
     .destroy = upstream_destroy,
 };
 

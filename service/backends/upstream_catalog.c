@@ -113,6 +113,16 @@ json_t *upstream_catalog_capabilities(struct upstream_catalog *c)
     return caps;
 }
 
+json_t *upstream_catalog_requires(struct upstream_catalog *c, const char *tool)
+{
+    pthread_mutex_lock(&c->mu);
+    json_t *t = tool ? json_object_get(c->tools, tool) : NULL;
+    json_t *needs = json_object_get(json_object_get(t, "_meta"), "mcpd/requiredClientCapabilities");
+    json_t *copy = json_is_object(needs) ? json_deep_copy(needs) : NULL;
+    pthread_mutex_unlock(&c->mu);
+    return copy;
+}
+
 json_t *upstream_catalog_header_params(struct upstream_catalog *c, const char *tool)
 {
     json_t *map = NULL;

@@ -36,6 +36,11 @@ int upstream_catalog_has_tool(struct upstream_catalog *c, const char *name);
  * deliver to stateless clients (2025 tasks, listChanged, subscribe). */
 json_t *upstream_catalog_capabilities(struct upstream_catalog *c);
 
+/* The client capabilities the tool says it needs, in its
+ * _meta["mcpd/requiredClientCapabilities"] (a ClientCapabilities object;
+ * mcpd's own tools say so), as a new reference, or NULL. */
+json_t *upstream_catalog_requires(struct upstream_catalog *c, const char *tool);
+
 /* {"<header name>": "<argument>"} for the tool's x-mcp-header arguments
  * (new reference), or NULL for none or an unknown tool. */
 json_t *upstream_catalog_header_params(struct upstream_catalog *c, const char *tool);

@@ -138,6 +138,11 @@ test('an elicitation from a 2025 child is answered through 2026-07-28 round trip
     const rm = message(refused);
     assert.equal(rm.error.code, -32021);
     assert.deepEqual(rm.error.data.requiredCapabilities, { sampling: {} });
+    // A tool whose listing says it needs sampling is refused before it runs.
+    const upFront = await call(m.port, 'tools/call', { name: 'sample_declared', arguments: {} });
+    assert.equal(upFront.status, 400, upFront.text);
+    assert.equal(upFront.json.error.code, -32021);
+    assert.deepEqual(upFront.json.error.data.requiredCapabilities, { sampling: {} });
     // Declared: asked as an input-required result.
     const sampled = message(await call(m.port, 'tools/call', { name: 'sample', arguments: {} }, { caps: { sampling: {} } })).result;
     const ks = Object.keys(sampled.inputRequests)[0];
