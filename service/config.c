@@ -89,6 +89,10 @@ static const struct setting settings[] = {
     {"upstream-max-pending", K_INT, S(upstream_max_pending), "16",
      "requests (roots, sampling...) an upstream may have waiting for the client at once; "
      "more are refused at once"},
+    {"upstream-relay-timeout-ms", K_INT, S(upstream_relay_timeout_ms), "300000",
+     "how long an upstream's request (roots, sampling, elicitation) waits for the client's "
+     "answer; for a 2026-07-28 client, how long its held call waits for the retry that "
+     "answers"},
     {"stdio", K_FLAG, S(stdio), "0",
      "serve MCP on stdin/stdout (NDJSON or Content-Length, detected) instead of HTTP; "
      "--max-body limits a message"},

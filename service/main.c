@@ -139,7 +139,7 @@ static int start_backend(const struct config *cfg, const struct backend_ops **op
             .max_children = (int)cfg->upstream_max,
             .idle_ms = cfg->upstream_idle_ms,
             .start_timeout_ms = cfg->upstream_start_timeout_ms,
-            .relay_timeout_ms = 300000,
+            .relay_timeout_ms = cfg->upstream_relay_timeout_ms,
             .max_pending = (int)cfg->upstream_max_pending,
             .max_message = (size_t)cfg->max_body,
             .log_rate = (double)cfg->upstream_log_rate,

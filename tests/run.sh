@@ -12,7 +12,8 @@
 #   5. the official conformance suite, --suite all, for 2025-06-18 and
 #      2025-11-25, against the Release mcpd (and the pinned pre-release
 #      0.2.0-alpha.12 for 2026-07-28 and again 2025), then through the upstream
-#      gateway (mcpd fronting `mcpd --stdio`) in per-session and shared mode,
+#      gateway (mcpd fronting `mcpd --stdio`) in per-session and shared mode
+#      (and 0.2.0-alpha.12 at 2025 and at 2026-07-28, per session),
 #      and through mcp-bridge (mcpd fronting `mcp-bridge URL` → a second mcpd);
 #      and the suite's client scenarios with mcp-bridge as the client's
 #      transport (tests/client-conformance.sh), at 2025-11-25 and 2026-07-28;
@@ -188,6 +189,18 @@ out="$(MCPD_BIN="$repo/build/bin/mcpd" GATEWAY_UPSTREAM="$repo/build/bin/mcpd --
         CONFORMANCE_PKG=conformance-next SPEC_VERSIONS="2025-11-25 2025-06-18" \
         bash tests/conformance.sh 2>&1)"
 scenario_counts "conformance 0.2.0-alpha.12 through the gateway" "$out" '✗|Total|FAIL' 40
+
+# 2026-07-28 through the gateway: discover, Mcp-Param checks and
+# input-required results translated from the 2025 child (per session).
+echo "== conformance suite 0.2.0-alpha.12 at 2026-07-28 through the gateway (per-session upstreams)"
+out="$(MCPD_BIN="$repo/build/bin/mcpd" GATEWAY_UPSTREAM="$repo/build/bin/mcpd --stdio --db :memory:" \
+        CONFORMANCE_PKG=conformance-next SPEC_VERSIONS="2026-07-28" \
+        bash tests/conformance.sh 2>&1)"
+echo "$out" | grep -E '✗|Total|FAIL' | head -n 40
+p=$(echo "$out" | grep -c '^✓')
+f=$(echo "$out" | grep -c '^✗')
+[ "$p" -gt 0 ] || f=$((f + 1))
+count "conformance 0.2.0-alpha.12 at 2026-07-28 through the gateway" "$p" "$f"
 
 echo "== conformance suite through mcp-bridge (mcpd --upstream 'mcp-bridge URL' -> mcpd)"
 out="$(MCPD_BIN="$repo/build/bin/mcpd" bash tests/bridge-conformance.sh 2>&1)"

@@ -365,6 +365,13 @@ static void run_countdown(struct call *c, json_t *args)
 static void run_missing_capability(struct call *c, json_t *args)
 {
     (void)args;
+    /* Refused here too for a session the core does not check up front:
+     * a gateway's 2025 child serving a 2026-07-28 client passes it on. */
+    if (!call_client_has(c, "sampling")) {
+        call_fail(c, JSONRPC_MISSING_CAPABILITY, "Missing required client capability",
+                  json_pack("{s:{s:{}}}", "requiredCapabilities", "sampling"));
+        return;
+    }
     reply_text(c, "the client declared the sampling capability", 0);
 }
 
@@ -679,6 +686,12 @@ void builtin_tools_list(struct builtin *b, struct call *c)
         json_t *t = json_pack("{s:s,s:s,s:s,s:o}", "name", tools[i].name, "title", tools[i].title,
                               "description", tools[i].description, "inputSchema",
                               json_deep_copy(b->tool_schemas[i]));
+        /* The client capability it needs, for a gateway in front of this
+         * server to refuse a request without it before it runs. */
+        if (t && tools[i].requires)
+            json_object_set_new(
+                t, "_meta",
+                json_pack("{s:{s:{}}}", "mcpd/requiredClientCapabilities", tools[i].requires));
         /* 2025-11-25 (experimental tasks) says which tools may run as one. */
         if (t && tools[i].task && experimental_tasks)
             json_object_set_new(

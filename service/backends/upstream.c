@@ -1,5 +1,6 @@
 /* upstream — see upstream.h. */
 #include "upstream.h"
+#include "upstream_int.h"
 #include "backend.h"
 #include "call.h"
 #include "child.h"
@@ -9,9 +10,11 @@
 #include "log.h"
 #include "metrics.h"
 #include "stdio_frame.h"
+#include "protocol.h"
 #include "table.h"
 #include "token_bucket.h"
 #include "thread_stack.h"
+#include "upstream_catalog.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -23,56 +26,14 @@
 
 #define STOP_GRACE_MS 2000
 #define INIT_ID "mcpd-initialize"
+/* The probe's tools/list requests (upstream_probe). */
+#define PROBE_ID "mcpd-probe-tools"
+/* Pages of tools/list a probe reads at most. */
+#define PROBE_PAGES 20
+/* No probe starts sooner than this after the last one ended. */
+#define PROBE_RETRY_MS 5000
 /* Longest stderr line or bad-message text logged whole. */
 #define UPSTREAM_LOG_LINE_MAX 1024
-
-/* A request in flight at the child. */
-struct pend {
-    struct call *call; /* held until the child answers */
-    char key[48];      /* jsonrpc_id_key of the id the child sees */
-    char token[32];    /* the progress token the child sees, or "" when the client sent none */
-};
-
-/* One child and what it serves: one session, or (shared) several. */
-struct link {
-    struct upstream *up;
-    char session[64]; /* per-session mode: the session; shared: "" */
-    _Atomic int refs;
-    pthread_mutex_t mu; /* guards everything below */
-    struct fcond cv;    /* initialize answered, or the child exited */
-    struct child *child;
-    struct child *dead; /* exited, to be joined and freed off its own thread */
-    enum { LINK_DOWN, LINK_STARTING, LINK_READY } state;
-    int closed;          /* its session ended: start no child for it again */
-    char last_exit[64];  /* how the last child ended, for error messages */
-    int64_t closed_ms;   /* when (the tombstone is dropped a while later) */
-    json_t *init_answer; /* the child's initialize response */
-    /* Or why its initialize response could not be taken ("": none). */
-    char init_invalid[256];
-    struct table *pending;
-    struct table *sessions; /* shared mode: the sessions using this link */
-    uint64_t next_id;
-    int relays;      /* the child's requests waiting for the client */
-    int64_t used_ms; /* monotonic: the last request or notification sent to it */
-    /* How often the child may make mcpd log (stderr lines, bad messages):
-     * its own lock, since those come from the reader threads. */
-    pthread_mutex_t log_mu;
-    struct token_bucket log_budget;
-};
-
-struct upstream {
-    struct upstream_config cfg;
-    char **argv, **env; /* owned copies */
-    char *cwd;
-    pthread_mutex_t mu;
-    struct table *links; /* per-session: session id → link */
-    struct link **pool;  /* shared mode */
-    /* Children running or being started: a slot is taken before a spawn
-     * and given back when the child has exited, so the cap holds under
-     * concurrent starts. */
-    _Atomic int slots;
-    _Atomic int64_t swept_ms; /* when idle children were last looked for */
-};
 
 /* ---- links ---- */
 
@@ -99,17 +60,18 @@ static struct link *link_new(struct upstream *up, const char *session)
     return l;
 }
 
-static void link_ref(struct link *l)
+void upstream_link_ref(struct link *l)
 {
     atomic_fetch_add(&l->refs, 1);
 }
 
-static void link_unref(struct link *l)
+void upstream_link_unref(struct link *l)
 {
     if (!l || atomic_fetch_sub(&l->refs, 1) != 1)
         return;
     child_stop(l->dead, 0);
     json_decref(l->init_answer);
+    json_decref(l->probe_answer);
     table_free(l->pending);
     table_free(l->sessions);
     pthread_mutex_destroy(&l->mu);
@@ -118,7 +80,7 @@ static void link_unref(struct link *l)
     free(l);
 }
 
-static int send_json(struct link *l, json_t *msg)
+int upstream_send(struct link *l, json_t *msg)
 {
     size_t len;
     char *text = jsonrpc_dump(msg, &len);
@@ -137,6 +99,22 @@ static int send_json(struct link *l, json_t *msg)
 }
 
 /* ---- what the child says ---- */
+
+/* A pend is done with: its hold, if any, is let go too. */
+static void pend_end(struct pend *p)
+{
+    if (p && p->hold)
+        upstream_mrtr_release(p->hold);
+    free(p);
+}
+
+/* A call of a 2026-07-28 client (its session's params are the ones
+ * receive_stateless made from the request's _meta). */
+int upstream_stateless_call(struct call *c)
+{
+    return protocol_is_stateless(
+        json_string_value(json_object_get(call_client_init_params(c), "protocolVersion")));
+}
 
 struct collect {
     struct pend *one;
@@ -248,7 +226,7 @@ static void invalid_response(struct link *l, json_t *id, const char *why)
         return;
     call_fail(p->call, JSONRPC_INTERNAL_ERROR, msg, NULL);
     call_release(p->call);
-    free(p);
+    pend_end(p);
 }
 
 static void on_response(struct link *l, json_t *msg, const struct jsonrpc_msg *m)
@@ -258,9 +236,19 @@ static void on_response(struct link *l, json_t *msg, const struct jsonrpc_msg *m
         return;
     }
     if (is_init_id(m->id)) {
+        if (m->result)
+            upstream_catalog_set_init(l->up->catalog, m->result);
         pthread_mutex_lock(&l->mu);
         json_decref(l->init_answer);
         l->init_answer = json_incref(msg);
+        fcond_broadcast(&l->cv);
+        pthread_mutex_unlock(&l->mu);
+        return;
+    }
+    if (json_is_string(m->id) && strcmp(json_string_value(m->id), PROBE_ID) == 0) {
+        pthread_mutex_lock(&l->mu);
+        json_decref(l->probe_answer);
+        l->probe_answer = json_incref(msg);
         fcond_broadcast(&l->cv);
         pthread_mutex_unlock(&l->mu);
         return;
@@ -274,6 +262,13 @@ static void on_response(struct link *l, json_t *msg, const struct jsonrpc_msg *m
     }
     if (!p)
         return; /* an answer to something cancelled or never asked */
+    /* Every listing a client gets keeps the catalog current. */
+    if (m->result && strcmp(call_method(p->call), "tools/list") == 0 &&
+        upstream_stateless_call(p->call))
+        upstream_catalog_add_tools(l->up->catalog, m->result,
+                                   !json_object_get(call_params(p->call), "cursor"));
+    if (m->result && upstream_stateless_call(p->call) && upstream_mrtr_result(l, p, m->result))
+        return;
     if (m->result) {
         call_reply(p->call, json_incref(m->result));
     } else {
@@ -285,7 +280,7 @@ static void on_response(struct link *l, json_t *msg, const struct jsonrpc_msg *m
                   data ? json_incref(data) : NULL);
     }
     call_release(p->call);
-    free(p);
+    pend_end(p);
 }
 
 static void broadcast_one(void *arg, const char *key, void *value)
@@ -348,6 +343,8 @@ static void on_notification(struct link *l, json_t *msg, const struct jsonrpc_ms
     }
     if (strcmp(m->method, "notifications/cancelled") == 0)
         return; /* the child gave up on a request of its own: nothing to relay */
+    if (strcmp(m->method, "notifications/tools/list_changed") == 0)
+        upstream_catalog_tools_changed(l->up->catalog);
     /* list_changed, resources/updated, ...: for every session it serves. */
     if (l->session[0]) {
         broadcast_one(msg, l->session, NULL);
@@ -380,12 +377,12 @@ static void *relay_main(void *arg)
             ? json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", r->child_id, "error", answer)
             : jsonrpc_error(r->child_id, JSONRPC_INTERNAL_ERROR,
                             "The client did not answer (timeout, cancellation or shutdown)", NULL);
-    send_json(r->link, reply);
+    upstream_send(r->link, reply);
     pthread_mutex_lock(&r->link->mu);
     r->link->relays--;
     pthread_mutex_unlock(&r->link->mu);
     call_release(r->target);
-    link_unref(r->link);
+    upstream_link_unref(r->link);
     json_decref(r->child_id);
     json_decref(r->method);
     json_decref(r->params);
@@ -410,15 +407,17 @@ static const char *needed_capability(const char *method)
 static void on_request(struct link *l, const struct jsonrpc_msg *m)
 {
     if (strcmp(m->method, "ping") == 0) {
-        send_json(l, jsonrpc_result(m->id, json_object()));
+        upstream_send(l, jsonrpc_result(m->id, json_object()));
         return;
     }
+    if (upstream_mrtr_request(l, m))
+        return;
     struct call *target = only_call(l);
     if (!target && l->session[0])
         target = call_channel(l->session);
     if (!target) {
-        send_json(l, jsonrpc_error(m->id, JSONRPC_INTERNAL_ERROR,
-                                   "mcpd cannot tell which client this request is for", NULL));
+        upstream_send(l, jsonrpc_error(m->id, JSONRPC_INTERNAL_ERROR,
+                                       "mcpd cannot tell which client this request is for", NULL));
         return;
     }
     /* The client would not know what to do with it (checked as the
@@ -429,7 +428,7 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
         char why[160];
         snprintf(why, sizeof why, "Method not found: the client did not declare the %s capability",
                  cap);
-        send_json(l, jsonrpc_error(m->id, JSONRPC_METHOD_NOT_FOUND, why, NULL));
+        upstream_send(l, jsonrpc_error(m->id, JSONRPC_METHOD_NOT_FOUND, why, NULL));
         return;
     }
     /* Each relay holds a thread until the client answers, so a child may
@@ -448,7 +447,7 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
                  "mcpd refused this request: %d requests from this server are already waiting "
                  "for the client (--upstream-max-pending)",
                  max);
-        send_json(l, jsonrpc_error(m->id, JSONRPC_UPSTREAM_TOO_MANY_PENDING, why, NULL));
+        upstream_send(l, jsonrpc_error(m->id, JSONRPC_UPSTREAM_TOO_MANY_PENDING, why, NULL));
         return;
     }
     struct relay *r = calloc(1, sizeof *r);
@@ -456,7 +455,7 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
     pthread_attr_t attr;
     int have_attr = thread_stack_attr(&attr, 256 * 1024, 1) == 0;
     if (r) {
-        link_ref(l);
+        upstream_link_ref(l);
         r->link = l;
         r->target = target;
         r->child_id = json_incref(m->id);
@@ -465,7 +464,7 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
     }
     if (!r || !have_attr || pthread_create(&t, &attr, relay_main, r) != 0) {
         if (r) {
-            link_unref(l);
+            upstream_link_unref(l);
             json_decref(r->child_id);
             json_decref(r->method);
             json_decref(r->params);
@@ -475,8 +474,8 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
         l->relays--;
         pthread_mutex_unlock(&l->mu);
         call_release(target);
-        send_json(l,
-                  jsonrpc_error(m->id, JSONRPC_INTERNAL_ERROR, "mcpd is out of resources", NULL));
+        upstream_send(
+            l, jsonrpc_error(m->id, JSONRPC_INTERNAL_ERROR, "mcpd is out of resources", NULL));
     }
     if (have_attr)
         pthread_attr_destroy(&attr);
@@ -500,7 +499,7 @@ static void child_dropped(void *arg, const struct child_dropped *d)
     if (have_id && !d->has_method) {
         invalid_response(l, id, why);
     } else if (have_id) {
-        send_json(l, jsonrpc_error(id, stdio_frame_error_code(d->error), why, NULL));
+        upstream_send(l, jsonrpc_error(id, stdio_frame_error_code(d->error), why, NULL));
         child_log(l, LOG_WARN, "upstream_bad_message", why, strlen(why));
     } else if (d->has_method) {
         child_log(l, LOG_WARN, "upstream_bad_message", why, strlen(why)); /* a notification */
@@ -597,7 +596,7 @@ static void child_exited(void *arg, int status)
         call_fail(d.list[i]->call, JSONRPC_INTERNAL_ERROR, msg,
                   json_pack("{s:s}", "upstream", how));
         call_release(d.list[i]->call);
-        free(d.list[i]);
+        pend_end(d.list[i]);
     }
     free(d.list);
 }
@@ -662,13 +661,13 @@ static void pick_idle(void *arg, const char *key, void *value)
                     newest = i;
             if (ip->list[newest]->used_ms <= used)
                 return;
-            link_unref(ip->list[newest]);
-            link_ref(l);
+            upstream_link_unref(ip->list[newest]);
+            upstream_link_ref(l);
             ip->list[newest] = l;
             return;
         }
     }
-    link_ref(l);
+    upstream_link_ref(l);
     ip->list[ip->n++] = l;
 }
 
@@ -702,7 +701,7 @@ static size_t reclaim_idle(struct upstream *up, int64_t idle_ms, size_t max)
             child_stop(c, STOP_GRACE_MS);
             stopped++;
         }
-        link_unref(l);
+        upstream_link_unref(l);
     }
     free(ip.list);
     return stopped;
@@ -788,6 +787,9 @@ static char *link_ready(struct link *l, json_t *params)
     } else {
         struct child_spec spec = {up->argv, up->env, up->cwd, up->cfg.max_message};
         c = child_spawn(&spec, &child_ops, l, &err);
+        pthread_mutex_lock(&l->mu);
+        l->starts++;
+        pthread_mutex_unlock(&l->mu);
         if (!c)
             atomic_fetch_sub(&up->slots, 1);
     }
@@ -798,7 +800,7 @@ static char *link_ready(struct link *l, json_t *params)
         /* Replays the client's own initialize, then waits for the answer. */
         json_t *init = jsonrpc_request(json_string(INIT_ID), "initialize",
                                        json_deep_copy(params ? params : json_object()));
-        if (send_json(l, init) != 0)
+        if (upstream_send(l, init) != 0)
             err = strdup("Upstream server closed its input");
         pthread_mutex_lock(&l->mu);
         while (!err && !l->init_answer && !l->init_invalid[0] && l->child &&
@@ -824,7 +826,7 @@ static char *link_ready(struct link *l, json_t *params)
         }
         json_decref(answer);
         if (!err)
-            send_json(l, jsonrpc_notification("notifications/initialized", NULL));
+            upstream_send(l, jsonrpc_notification("notifications/initialized", NULL));
     }
     pthread_mutex_lock(&l->mu);
     if (err) {
@@ -859,12 +861,12 @@ static struct link *link_for(struct upstream *up, const char *sid)
     } else {
         l = table_get(up->links, sid);
         if (!l && (l = link_new(up, sid)) && table_put(up->links, sid, l) != 0) {
-            link_unref(l);
+            upstream_link_unref(l);
             l = NULL;
         }
     }
     if (l)
-        link_ref(l);
+        upstream_link_ref(l);
     pthread_mutex_unlock(&up->mu);
     if (l && up->cfg.shared) {
         pthread_mutex_lock(&l->mu);
@@ -874,17 +876,133 @@ static struct link *link_for(struct upstream *up, const char *sid)
     return l;
 }
 
+/* ---- the catalog's probe ---- */
+
+/* The answer to one tools/list sent to a probe link (new reference), or
+ * NULL when none came within --upstream-start-timeout-ms. Steals cursor. */
+static json_t *probe_list(struct link *l, json_t *cursor)
+{
+    pthread_mutex_lock(&l->mu);
+    json_decref(l->probe_answer);
+    l->probe_answer = NULL;
+    pthread_mutex_unlock(&l->mu);
+    json_t *params = cursor ? json_pack("{s:o}", "cursor", cursor) : NULL;
+    if (upstream_send(l, jsonrpc_request(json_string(PROBE_ID), "tools/list", params)) != 0)
+        return NULL;
+    int64_t deadline = clock_mono_ms() + l->up->cfg.start_timeout_ms;
+    pthread_mutex_lock(&l->mu);
+    while (!l->probe_answer && l->child && fcond_wait_until(&l->cv, &l->mu, deadline) != ETIMEDOUT)
+        ;
+    json_t *answer = l->probe_answer ? json_incref(l->probe_answer) : NULL;
+    pthread_mutex_unlock(&l->mu);
+    return answer;
+}
+
+/* Fills the catalog when it is not current: a child of its own, started
+ * and initialized as a 2026-07-28 client's child is, lists its tools, and
+ * is stopped. Blocks for as long as that takes (each step is bounded by
+ * --upstream-start-timeout-ms); one probe at a time, and none for a while
+ * after the last, so neither a broken command nor a child that keeps
+ * saying its tools changed gets a child started for every request. */
+static void upstream_probe(struct upstream *up)
+{
+    if (upstream_catalog_known(up->catalog))
+        return;
+    pthread_mutex_lock(&up->probe_mu);
+    int64_t now = clock_mono_ms();
+    if (upstream_catalog_known(up->catalog) ||
+        (up->probed_ms && now - up->probed_ms < PROBE_RETRY_MS)) {
+        pthread_mutex_unlock(&up->probe_mu);
+        return;
+    }
+    struct link *l = link_new(up, NULL);
+    json_t *params =
+        json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion", PROTOCOL_STATELESS,
+                  "capabilities", "clientInfo", "name", "mcpd-gateway-probe", "version", "1");
+    char *err = l && params ? link_ready(l, params) : strdup("Out of memory");
+    json_decref(params);
+    int ok = err == NULL;
+    free(err);
+    json_t *cursor = NULL;
+    for (int page = 0; ok && page < PROBE_PAGES; page++) {
+        json_t *answer = probe_list(l, cursor);
+        json_t *result = json_object_get(answer, "result");
+        if (json_is_object(result)) {
+            upstream_catalog_add_tools(up->catalog, result, page == 0);
+            json_t *next = json_object_get(result, "nextCursor");
+            cursor = json_is_string(next) ? json_incref(next) : NULL;
+        } else if (answer && page == 0) {
+            /* An error: a child without tools has none to check. */
+            json_t *none = json_pack("{s:[]}", "tools");
+            upstream_catalog_add_tools(up->catalog, none, 1);
+            json_decref(none);
+        }
+        ok = answer != NULL;
+        json_decref(answer);
+        if (!cursor)
+            break;
+    }
+    json_decref(cursor);
+    if (l) {
+        pthread_mutex_lock(&l->mu);
+        struct child *c = l->child;
+        l->child = NULL;
+        l->closed = 1;
+        l->state = LINK_DOWN;
+        pthread_mutex_unlock(&l->mu);
+        child_stop(c, STOP_GRACE_MS);
+        upstream_link_unref(l);
+    }
+    up->probed_ms = clock_mono_ms();
+    if (!ok)
+        log_event(LOG_WARN, NULL, "upstream_probe_failed",
+                  "the upstream server's capabilities and tools could not be read; "
+                  "server/discover and Mcp-Param checks go without them");
+    pthread_mutex_unlock(&up->probe_mu);
+}
+
 /* ---- backend_ops ---- */
 
+/* Asked for server/discover (2025 sessions get the child's own from
+ * session_open). */
 static json_t *upstream_capabilities(void *self)
 {
-    (void)self;
-    return json_object(); /* the child's own come from session_open */
+    struct upstream *up = self;
+    upstream_probe(up);
+    return upstream_catalog_capabilities(up->catalog);
+}
+
+static json_t *upstream_header_params(void *self, const char *method, json_t *params)
+{
+    struct upstream *up = self;
+    const char *name = json_string_value(json_object_get(params, "name"));
+    if (!method || strcmp(method, "tools/call") != 0 || !name)
+        return NULL;
+    upstream_probe(up);
+    return upstream_catalog_header_params(up->catalog, name);
+}
+
+/* What a 2026-07-28 request needs of its client, checked before it runs. */
+static json_t *upstream_requires(void *self, const char *method, json_t *params)
+{
+    struct upstream *up = self;
+    const char *name = json_string_value(json_object_get(params, "name"));
+    if (!method || strcmp(method, "tools/call") != 0 || !name)
+        return NULL;
+    upstream_probe(up);
+    return upstream_catalog_requires(up->catalog, name);
 }
 
 static int upstream_session_open(void *self, const char *sid, json_t *params, json_t **result,
                                  char **err)
 {
+    /* A 2026-07-28 request's session: its child starts when it is served
+     * (a resumed call goes to the child that holds it, and starts none). */
+    if (protocol_is_stateless(json_string_value(json_object_get(params, "protocolVersion")))) {
+        *err = NULL;
+        *result = NULL;
+        return 0;
+    }
     struct link *l = link_for(self, sid);
     if (!l) {
         *err = strdup("Out of memory");
@@ -901,7 +1019,7 @@ static int upstream_session_open(void *self, const char *sid, json_t *params, js
             json_object_set(*result, "instructions", instructions);
         pthread_mutex_unlock(&l->mu);
     }
-    link_unref(l);
+    upstream_link_unref(l);
     return *err ? -1 : 0;
 }
 
@@ -939,13 +1057,14 @@ static void pick_tombs(void *arg, const char *key, void *value)
 static void upstream_session_close(void *self, const char *sid)
 {
     struct upstream *up = self;
+    upstream_mrtr_sweep(up);
     if (up->cfg.shared) {
         struct link *l = link_for(up, sid);
         if (l) {
             pthread_mutex_lock(&l->mu);
             table_del(l->sessions, sid);
             pthread_mutex_unlock(&l->mu);
-            link_unref(l);
+            upstream_link_unref(l);
         }
         return;
     }
@@ -955,13 +1074,13 @@ static void upstream_session_close(void *self, const char *sid)
     pthread_mutex_lock(&up->mu);
     struct link *l = table_get(up->links, sid);
     if (l)
-        link_ref(l);
+        upstream_link_ref(l);
     table_each(up->links, pick_tombs, &sw);
     for (size_t i = 0; i < sw.n; i++)
         table_del(up->links, sw.list[i]->session);
     pthread_mutex_unlock(&up->mu);
     for (size_t i = 0; i < sw.n; i++)
-        link_unref(sw.list[i]);
+        upstream_link_unref(sw.list[i]);
     free(sw.list);
     if (!l)
         return;
@@ -973,13 +1092,14 @@ static void upstream_session_close(void *self, const char *sid)
     l->state = LINK_DOWN;
     pthread_mutex_unlock(&l->mu);
     child_stop(c, STOP_GRACE_MS); /* its exit fails what was still pending */
-    link_unref(l);
+    upstream_link_unref(l);
 }
 
 /* The request as the child should see it: our id, and our progress token. */
-static json_t *rewrite(struct call *c, struct pend *p, json_t *id)
+static json_t *rewrite(struct call *c, struct pend *p, json_t *id, json_t *params)
 {
-    json_t *params = json_deep_copy(call_params(c));
+    if (!params)
+        params = json_deep_copy(call_params(c));
     json_t *meta = json_object_get(params, "_meta");
     json_t *token = json_object_get(meta, "progressToken");
     /* A progress token is a string or an integer; any other value asks for
@@ -992,24 +1112,17 @@ static json_t *rewrite(struct call *c, struct pend *p, json_t *id)
     return jsonrpc_request(id, call_method(c), params);
 }
 
-static void upstream_handle(void *self, struct call *c)
+void upstream_forward(struct link *l, struct call *c, json_t *params, struct upstream_hold *hold)
 {
-    struct upstream *up = self;
-    sweep_idle(up);
-    struct link *l = link_for(up, call_session_id(c));
-    char *err = l ? link_ready(l, call_client_init_params(c)) : strdup("Out of memory");
-    if (err) {
-        call_fail(c, JSONRPC_INTERNAL_ERROR, err, NULL);
-        free(err);
-        link_unref(l);
-        return;
-    }
     struct pend *p = calloc(1, sizeof *p);
     if (!p) {
+        json_decref(params);
         call_fail(c, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
-        link_unref(l);
+        if (hold)
+            upstream_mrtr_release(hold);
         return;
     }
+    p->hold = hold;
     pthread_mutex_lock(&l->mu);
     uint64_t n = ++l->next_id;
     l->used_ms = clock_mono_ms();
@@ -1019,7 +1132,7 @@ static void upstream_handle(void *self, struct call *c)
     snprintf(p->token, sizeof p->token, "mcpd-progress-%llu", (unsigned long long)n);
     json_t *jid = json_string(id);
     jsonrpc_id_key(jid, p->key, sizeof p->key);
-    json_t *req = rewrite(c, p, jid);
+    json_t *req = rewrite(c, p, jid, params);
     call_hold(c);
     p->call = c;
     /* Once p is in the table, the child's exit may fail and free it. */
@@ -1030,14 +1143,15 @@ static void upstream_handle(void *self, struct call *c)
     int down = l->state != LINK_READY;
     pthread_mutex_unlock(&l->mu);
     /* Its child was reclaimed as idle between link_ready and here: start
-     * it again, once. */
-    if (!ok && down && !(err = link_ready(l, call_client_init_params(c)))) {
+     * it again, once (never for a held call: it lived in that child). */
+    char *err = NULL;
+    if (!ok && down && !hold && !(err = link_ready(l, call_client_init_params(c)))) {
         pthread_mutex_lock(&l->mu);
         ok = l->state == LINK_READY && table_put(l->pending, key, p) == 0;
         pthread_mutex_unlock(&l->mu);
     }
     free(err);
-    if (!ok || send_json(l, req) != 0) {
+    if (!ok || upstream_send(l, req) != 0) {
         if (!ok)
             json_decref(req);
         pthread_mutex_lock(&l->mu);
@@ -1046,10 +1160,28 @@ static void upstream_handle(void *self, struct call *c)
         if (still) {
             call_fail(c, JSONRPC_INTERNAL_ERROR, "Upstream server is not running", NULL);
             call_release(c);
-            free(still);
+            pend_end(still);
         }
     }
-    link_unref(l);
+}
+
+static void upstream_handle(void *self, struct call *c)
+{
+    struct upstream *up = self;
+    sweep_idle(up);
+    upstream_mrtr_sweep(up);
+    if (upstream_stateless_call(c) && upstream_mrtr_resume(up, c))
+        return;
+    struct link *l = link_for(up, call_session_id(c));
+    char *err = l ? link_ready(l, call_client_init_params(c)) : strdup("Out of memory");
+    if (err) {
+        call_fail(c, JSONRPC_INTERNAL_ERROR, err, NULL);
+        free(err);
+        upstream_link_unref(l);
+        return;
+    }
+    upstream_forward(l, c, NULL, NULL);
+    upstream_link_unref(l);
 }
 
 static void upstream_notify(void *self, const char *sid, json_t *msg)
@@ -1058,7 +1190,7 @@ static void upstream_notify(void *self, const char *sid, json_t *msg)
     const char *method = json_string_value(json_object_get(msg, "method"));
     struct link *l = link_for(up, sid);
     if (!l || !method) {
-        link_unref(l);
+        upstream_link_unref(l);
         return;
     }
     if (strcmp(method, "notifications/cancelled") == 0) {
@@ -1078,15 +1210,15 @@ static void upstream_notify(void *self, const char *sid, json_t *msg)
             json_t *reason = json_object_get(params, "reason");
             if (reason)
                 json_object_set(fwd, "reason", reason);
-            send_json(l, jsonrpc_notification("notifications/cancelled", fwd));
+            upstream_send(l, jsonrpc_notification("notifications/cancelled", fwd));
             call_fail(p->call, JSONRPC_REQUEST_CANCELLED, "Request cancelled", NULL);
             call_release(p->call);
-            free(p);
+            pend_end(p);
         }
     } else {
-        send_json(l, json_incref(msg));
+        upstream_send(l, json_incref(msg));
     }
-    link_unref(l);
+    upstream_link_unref(l);
 }
 
 static void stop_link(void *arg, const char *key, void *value)
@@ -1099,7 +1231,7 @@ static void stop_link(void *arg, const char *key, void *value)
     l->child = NULL;
     pthread_mutex_unlock(&l->mu);
     child_stop(c, STOP_GRACE_MS);
-    link_unref(l);
+    upstream_link_unref(l);
 }
 
 static void upstream_destroy(void *self)
@@ -1107,6 +1239,7 @@ static void upstream_destroy(void *self)
     struct upstream *up = self;
     if (!up)
         return;
+    upstream_mrtr_destroy(up);
     if (up->links) {
         table_each(up->links, stop_link, NULL);
         table_free(up->links);
@@ -1122,6 +1255,11 @@ static void upstream_destroy(void *self)
         free(*e);
     free(up->env);
     free(up->cwd);
+    upstream_catalog_free(up->catalog);
+    table_free(up->holds);
+    pthread_cond_destroy(&up->retired);
+    pthread_mutex_destroy(&up->hold_mu);
+    pthread_mutex_destroy(&up->probe_mu);
     pthread_mutex_destroy(&up->mu);
     free(up);
 }
@@ -1142,6 +1280,8 @@ static const struct backend_ops ops = {
     .handle = upstream_handle,
     .may_block = upstream_may_block,
     .notify = upstream_notify,
+    .header_params = upstream_header_params,
+    .requires = upstream_requires,
     .destroy = upstream_destroy,
 };
 
@@ -1179,6 +1319,11 @@ void *upstream_backend_new(const struct upstream_config *cfg, char **err)
     if (up->cfg.pool < 1)
         up->cfg.pool = 1;
     pthread_mutex_init(&up->mu, NULL);
+    pthread_mutex_init(&up->probe_mu, NULL);
+    pthread_mutex_init(&up->hold_mu, NULL);
+    pthread_cond_init(&up->retired, NULL);
+    up->catalog = upstream_catalog_new();
+    up->holds = table_new();
     up->argv = copy_strv(cfg->argv);
     up->env = copy_strv(cfg->env);
     up->cwd = cfg->cwd ? strdup(cfg->cwd) : NULL;
@@ -1191,7 +1336,8 @@ void *upstream_backend_new(const struct upstream_config *cfg, char **err)
         for (int i = 0; up->pool && i < up->cfg.pool; i++)
             up->pool[i] = link_new(up, NULL);
     }
-    if (!up->argv || !up->env || !up->links || (cfg->shared && !up->pool)) {
+    if (!up->argv || !up->env || !up->links || !up->catalog || !up->holds ||
+        (cfg->shared && !up->pool)) {
         upstream_destroy(up);
         *err = strdup("out of memory");
         return NULL;

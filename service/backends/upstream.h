@@ -20,6 +20,13 @@
  * cannot pass on (over max_message, an error without an integer code, a
  * result that is not an object) ends its request at once with -32603.
  *
+ * 2026-07-28 clients, which have no session, are served from the same
+ * children: each request gets its session's child (per-session mode) as
+ * initialize'd from its _meta; server/discover and the Mcp-Param-* checks
+ * come from upstream_catalog (a probe child's capabilities and tools); and
+ * the child's requests for input become input-required results whose
+ * retry resumes the held child call (upstream_mrtr.c).
+ *
  * A child that exits fails every request it had with an error naming its
  * exit status; the next request starts a new child and replays the stored
  * initialize first. After mcpd itself restarts, a session's first request
@@ -41,7 +48,8 @@ struct upstream_config {
     int max_children;
     int64_t idle_ms;          /* a per-session child idle this long is stopped; 0: never */
     int64_t start_timeout_ms; /* a child must answer initialize within this */
-    int64_t relay_timeout_ms; /* how long a child's request waits for the client */
+    int64_t relay_timeout_ms; /* how long a child's request waits for the client
+                               * (2026-07-28: how long a held call waits) */
     int max_pending;          /* a child's requests waiting for the client at once */
     size_t max_message;
     double log_rate; /* stderr lines and bad messages logged per second; 0: all */

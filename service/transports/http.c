@@ -324,7 +324,18 @@ static int send_sse_whole(struct _u_response *resp, struct session *s, struct st
 /* Sends one stored message as the JSON body. */
 static int send_chunk_json(struct _u_response *resp, const struct stream_chunk *ch)
 {
-    ulfius_set_binary_body_response(resp, 200, ch->msg, ch->len);
+    /* A capability the client did not declare is a 400 whoever found it
+     * missing (2026-07-28): the core up front, or a backend as it ran. */
+    static const char missing[] = "-32021";
+    int status = 200;
+    if (ch->is_end && memmem(ch->msg, ch->len, missing, sizeof missing - 1)) {
+        json_t *msg = json_loadb(ch->msg, ch->len, 0, NULL);
+        json_t *code = json_object_get(json_object_get(msg, "error"), "code");
+        if (json_integer_value(code) == JSONRPC_MISSING_CAPABILITY)
+            status = 400;
+        json_decref(msg);
+    }
+    ulfius_set_binary_body_response(resp, (unsigned)status, ch->msg, ch->len);
     u_map_put(resp->map_header, "Content-Type", "application/json");
     return U_CALLBACK_COMPLETE;
 }
