@@ -196,11 +196,7 @@ echo "== conformance suite 0.2.0-alpha.12 at 2026-07-28 through the gateway (per
 out="$(MCPD_BIN="$repo/build/bin/mcpd" GATEWAY_UPSTREAM="$repo/build/bin/mcpd --stdio --db :memory:" \
         CONFORMANCE_PKG=conformance-next SPEC_VERSIONS="2026-07-28" \
         bash tests/conformance.sh 2>&1)"
-echo "$out" | grep -E '✗|Total|FAIL' | head -n 40
-p=$(echo "$out" | grep -c '^✓')
-f=$(echo "$out" | grep -c '^✗')
-[ "$p" -gt 0 ] || f=$((f + 1))
-count "conformance 0.2.0-alpha.12 at 2026-07-28 through the gateway" "$p" "$f"
+scenario_counts "conformance 0.2.0-alpha.12 at 2026-07-28 through the gateway" "$out" '✗|Total|FAIL' 40
 
 echo "== conformance suite through mcp-bridge (mcpd --upstream 'mcp-bridge URL' -> mcpd)"
 out="$(MCPD_BIN="$repo/build/bin/mcpd" bash tests/bridge-conformance.sh 2>&1)"
