@@ -80,6 +80,18 @@ void upstream_link_unref(struct link *l)
     free(l);
 }
 
+void upstream_link_stop(struct link *l)
+{
+    pthread_mutex_lock(&l->mu);
+    struct child *c = l->child;
+    l->child = NULL;
+    l->closed = 1;
+    l->state = LINK_DOWN;
+    pthread_mutex_unlock(&l->mu);
+    child_stop(c, STOP_GRACE_MS);
+    upstream_link_unref(l);
+}
+
 int upstream_send(struct link *l, json_t *msg)
 {
     size_t len;
@@ -943,16 +955,8 @@ static void upstream_probe(struct upstream *up)
             break;
     }
     json_decref(cursor);
-    if (l) {
-        pthread_mutex_lock(&l->mu);
-        struct child *c = l->child;
-        l->child = NULL;
-        l->closed = 1;
-        l->state = LINK_DOWN;
-        pthread_mutex_unlock(&l->mu);
-        child_stop(c, STOP_GRACE_MS);
-        upstream_link_unref(l);
-    }
+    if (l)
+        upstream_link_stop(l);
     up->probed_ms = clock_mono_ms();
     if (!ok)
         log_event(LOG_WARN, NULL, "upstream_probe_failed",

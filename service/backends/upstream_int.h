@@ -94,6 +94,10 @@ int upstream_stateless_call(struct call *c);
  * child sees, stolen; NULL: the call's own), tied to hold (may be NULL).
  * Ends the call with an error when it cannot be sent. */
 void upstream_forward(struct link *l, struct call *c, json_t *params, struct upstream_hold *hold);
+/* Ends the link's child now (waiting up to its stop grace) and marks the
+ * link closed; takes over the caller's reference. Not from the link's own
+ * reader thread. */
+void upstream_link_stop(struct link *l);
 /* Ends the link's child, from any thread, off the caller's (a reader
  * thread may not stop its own child): for a held call's link that no
  * session uses. Takes over the caller's reference. */

@@ -71,25 +71,13 @@ struct upstream_hold {
 
 /* ---- holds ---- */
 
-static void retire(struct link *l)
-{
-    pthread_mutex_lock(&l->mu);
-    struct child *c = l->child;
-    l->child = NULL;
-    l->closed = 1;
-    l->state = LINK_DOWN;
-    pthread_mutex_unlock(&l->mu);
-    child_stop(c, STOP_GRACE_MS);
-    upstream_link_unref(l);
-}
-
 /* Counted, so that upstream_mrtr_destroy waits for it. */
 static void *retire_main(void *arg)
 {
     pthread_setname_np(pthread_self(), "mcpd-upstream");
     struct link *l = arg;
     struct upstream *up = l->up;
-    retire(l);
+    upstream_link_stop(l);
     pthread_mutex_lock(&up->hold_mu);
     up->retiring--;
     pthread_cond_broadcast(&up->retired);
@@ -153,7 +141,7 @@ static void hold_free(struct upstream_hold *h, int sync, const char *why)
     sync = sync || !l->child;
     pthread_mutex_unlock(&l->mu);
     if (held && sync)
-        retire(l);
+        upstream_link_stop(l);
     else if (held)
         upstream_link_retire(l);
     else
