@@ -310,6 +310,9 @@ static const struct usage_case usage_cases[] = {
     {{"--max-body="}, "--max-body=: max-body needs a non-negative number, got ''"},
     {{"--max-body=10k"}, "--max-body=10k: max-body needs a non-negative number, got '10k'"},
     {{"--max-body=1.5"}, "--max-body=1.5: max-body needs a non-negative number, got '1.5'"},
+    {{"--upstream-relay-timeout-ms=-5"},
+     "--upstream-relay-timeout-ms=-5: upstream-relay-timeout-ms needs a non-negative number, got "
+     "'-5'"},
     {{"--max-body=9223372036854775808"},
      "--max-body=9223372036854775808: max-body needs a non-negative number, got "
      "'9223372036854775808'"},
