@@ -267,4 +267,108 @@ void store_state_use_free(struct store_state_use *u);
  * snapshot kept it from copying, -1 on error. */
 int store_checkpoint(struct store *st);
 
+/* ---- More than one process on one store (PostgreSQL, issue 30) ----
+ *
+ * store_open takes a path (SQLite, one process) or a libpq connection
+ * string ("postgres://..." or "postgresql://...", PostgreSQL, any number of
+ * mcpd processes: "replicas"). Each process names itself with a run id
+ * (store_set_run before anything else), which the store writes beside what
+ * the process owns. */
+enum store_backend { STORE_SQLITE, STORE_POSTGRES };
+enum store_backend store_backend_of(struct store *st);
+/* 1 when `path` names a PostgreSQL database (a libpq URL or key=value
+ * string). */
+int store_path_is_postgres(const char *path);
+/* The run id (borrowed, copied) of this process: streams it creates are
+ * owned by it, its node row carries it. Call once, before any write. */
+void store_set_run(struct store *st, const char *run);
+
+/* A store call that failed because the database cannot be reached returns
+ * STORE_UNAVAILABLE (instead of -1) and does so at once while the store is
+ * reconnecting, so a request gets 503 + Retry-After, never a hang. */
+#define STORE_UNAVAILABLE (-2)
+
+/* Signals: a short message to every other process on the store
+ * (PostgreSQL LISTEN/NOTIFY; with SQLite, where one process runs, nothing
+ * is sent). A process never receives its own signals. `kind` is one of
+ * the letters below; key and extra are short printable ASCII without
+ * spaces (ids, numbers), extra may be NULL.
+ *
+ *  STORE_SIGNAL_STREAM  key stream id, extra the next seq ("e" appended
+ *                       when it ended): sent by the store itself in the
+ *                       transaction of every stream write that adds a
+ *                       chunk or ends a stream, so it arrives after the
+ *                       commit.
+ *  STORE_SIGNAL_SESSION key session id: its row changed (state, delete).
+ *  STORE_SIGNAL_INBOX   key session id, extra "<inbox id>": a message
+ *                       for whichever process holds that session's call.
+ *  STORE_SIGNAL_NODE    key run id: a process started or stopped.
+ *
+ * The callback runs on the store's listener thread; it must be quick and
+ * must not call the store. After the listener reconnects (signals may have
+ * been lost meanwhile) it is called once with kind STORE_SIGNAL_RESYNC and
+ * key "" so that callers re-read what they follow. */
+#define STORE_SIGNAL_STREAM 's'
+#define STORE_SIGNAL_SESSION 'e'
+#define STORE_SIGNAL_INBOX 'i'
+#define STORE_SIGNAL_NODE 'n'
+#define STORE_SIGNAL_RESYNC 'r'
+typedef void (*store_signal_cb)(void *arg, char kind, const char *key, const char *extra);
+void store_signal_listen(struct store *st, store_signal_cb cb, void *arg);
+/* Async, sent with the commit of the writes queued before it. */
+int store_signal(struct store *st, char kind, const char *key, const char *extra);
+
+/* The inbox: client messages that must reach the process running a call
+ * of their session (a response to a server->client request, a
+ * notifications/cancelled) when they arrive at another process.
+ * store_inbox_put commits the row and signals STORE_SIGNAL_INBOX with its
+ * id; store_inbox_take deletes and returns it (0 taken, *msg malloc'd;
+ * 1 taken already by another process or gone; -1 / STORE_UNAVAILABLE).
+ * Rows nobody takes are purged after STORE_INBOX_KEEP_MS. */
+#define STORE_INBOX_KEEP_MS 60000
+int store_inbox_put(struct store *st, const char *session_id, const char *msg, size_t len,
+                    int64_t now_ms, int64_t *id_out);
+int store_inbox_take(struct store *st, int64_t id, char **msg, size_t *len);
+
+/* Nodes (processes) and leases. Every process beats: store_node_beat
+ * writes its row (run id, now, how many calls it runs) every second or so;
+ * a process whose beat is older than the lease is dead, and what it owned
+ * (streams still active, sessions of an upstream child) may be taken over.
+ * store_node_gone removes this process's row at a clean stop. */
+int store_node_beat(struct store *st, int64_t now_ms, int64_t inflight);
+int store_node_gone(struct store *st);
+/* Calls cb for every node whose beat is at or after alive_since_ms. */
+int store_nodes_alive(struct store *st, int64_t alive_since_ms,
+                      void (*cb)(void *arg, const char *run, int64_t beat_ms, int64_t inflight),
+                      void *arg);
+/* 1 when this process holds the store's leader lock (taking it if free),
+ * 0 when another does, or an error: background work that must run once
+ * (the reaper) runs only on the leader. Always 1 on SQLite. The lock goes
+ * with the process (PostgreSQL session-level advisory lock). */
+int store_leader(struct store *st);
+/* Live sessions counted across every process: all (principal NULL) or one
+ * principal's. -1 / STORE_UNAVAILABLE on error. */
+int64_t store_sessions_count(struct store *st, const char *principal);
+
+/* Streams carry their owner (the run id of the process that writes them).
+ * store_streams_orphaned is store_streams_unfinished for a shared store:
+ * the unfinished request streams whose owner is not this run and has no
+ * beat at or after alive_since_ms. (On SQLite, any other run.) */
+int store_streams_orphaned(struct store *st, int64_t alive_since_ms, store_open_stream_cb cb,
+                           void *arg);
+/* Session ownership, for process-bound state (an upstream child): claims
+ * the session for this run when it has no owner, or its owner has no beat
+ * at or after alive_since_ms. 0 and *owner_out (malloc'd) the owner after
+ * the claim: this run when it won. */
+int store_session_claim(struct store *st, const char *session_id, int64_t alive_since_ms,
+                        char **owner_out);
+/* The standalone GET stream of a session is read by one connection in the
+ * whole deployment: claims it for this run until lease_until_ms (renewed
+ * by calling again), unless another live run holds an unexpired claim.
+ * 0 claimed, 1 held elsewhere. store_standalone_release drops this run's
+ * claim. */
+int store_standalone_claim(struct store *st, const char *session_id, int64_t now_ms,
+                           int64_t lease_until_ms);
+int store_standalone_release(struct store *st, const char *session_id);
+
 #endif
