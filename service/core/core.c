@@ -11,6 +11,7 @@
 #include "longpoll.h"
 #include "protocol.h"
 #include "reaper.h"
+#include "replica.h"
 #include "relay.h"
 #include "request_state.h"
 #include "session.h"
@@ -97,27 +98,26 @@ static void collect_unfinished(void *arg, const char *stream_id, const char *ses
     *head = u;
 }
 
-static void repair_interrupted(void)
+/* Ends each collected stream with an error saying why, so its reader
+ * sees an end instead of waiting for a process that is gone. */
+static void end_interrupted(struct unfinished *list, const char *why, const char *event)
 {
-    struct unfinished *list = NULL, *next;
-    store_streams_unfinished(core.store, collect_unfinished, &list);
-    for (struct unfinished *u = list; u; u = next) {
+    for (struct unfinished *u = list, *next; u; u = next) {
         next = u->next;
         struct stream *st = u->stream_id ? stream_find(u->stream_id) : NULL;
         json_t *id = u->request_id ? json_loads(u->request_id, JSON_DECODE_ANY, NULL) : NULL;
-        if (st) {
-            json_t *err = jsonrpc_error(id, JSONRPC_INTERNAL_ERROR,
-                                        "Request interrupted by server restart; retry it", NULL);
+        if (st && stream_state(st) == STREAM_ACTIVE) {
+            json_t *err = jsonrpc_error(id, JSONRPC_INTERNAL_ERROR, why, NULL);
             size_t len;
             char *text = jsonrpc_dump(err, &len);
             if (text)
                 stream_append(st, text, len, STREAM_ERROR);
             free(text);
             json_decref(err);
-            log_event(LOG_INFO, stream_session(st), "request_interrupted",
-                      "stream=%s ended with an error after restart", u->stream_id);
-            stream_unref(st);
+            log_event(LOG_INFO, stream_session(st), event, "stream=%s ended with an error",
+                      u->stream_id);
         }
+        stream_unref(st);
         json_decref(id);
         free(u->stream_id);
         free(u->request_id);
@@ -125,11 +125,129 @@ static void repair_interrupted(void)
     }
 }
 
+static void repair_interrupted(void)
+{
+    struct unfinished *list = NULL;
+    store_streams_unfinished(core.store, collect_unfinished, &list);
+    end_interrupted(list, "Request interrupted by server restart; retry it", "request_interrupted");
+}
+
+/* ---- several processes on one store (replica.h) ---- */
+
+static void replica_orphans(int64_t alive_since_ms)
+{
+    struct unfinished *list = NULL;
+    store_streams_orphaned(core.store, alive_since_ms, collect_unfinished, &list);
+    end_interrupted(list, "Request interrupted: the server process running it stopped; retry it",
+                    "request_orphaned");
+}
+
+/* Another process changed or ended a session this one holds. */
+static void replica_session_changed(const char *id)
+{
+    struct session *s = session_find_loaded(id);
+    if (!s)
+        return;
+    struct store_session row;
+    int rc = store_session_get(core.store, id, &row);
+    if (rc == 1) {
+        log_event(LOG_INFO, id, "session_ended_elsewhere", "by another mcpd process");
+        core_end_session(s);
+    } else if (rc == 0) {
+        session_apply_stored(s, protocol_log_level(row.log_level), row.initialized,
+                             row.last_active_ms);
+        store_session_free(&row);
+    }
+    session_unref(s);
+}
+
+static void on_response(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
+                        struct core_reply *out);
+static void on_notification(struct session *s, json_t *msg, const struct jsonrpc_msg *m);
+
+static int unhex(const char *in, char *out, size_t cap)
+{
+    size_t n = strlen(in);
+    if (n % 2 || n / 2 >= cap)
+        return -1;
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned v;
+        if (sscanf(in + 2 * i, "%2x", &v) != 1)
+            return -1;
+        out[i] = (char)v;
+    }
+    out[n / 2] = '\0';
+    return 0;
+}
+
+/* A client message another process put in the inbox: taken (by one
+ * process only) when it is for a call of this one. */
+static void replica_inbox(const char *session_id, int64_t inbox_id, const char *target)
+{
+    struct session *s = session_find_loaded(session_id);
+    if (!s)
+        return;
+    char key[96];
+    int mine = target[0] == REPLICA_TO_PROCESS
+                   ? strcmp(target + 1, replica_tag()) == 0
+                   : target[0] == REPLICA_TO_CALL && unhex(target + 1, key, sizeof key) == 0 &&
+                         session_with_tracked(s, key, NULL, NULL) == 0;
+    char *text = NULL;
+    size_t len = 0;
+    if (mine && store_inbox_take(core.store, inbox_id, &text, &len) == 0) {
+        json_t *msg = json_loadb(text, len, 0, NULL);
+        struct jsonrpc_msg m;
+        struct jsonrpc_error jerr;
+        if (msg && jsonrpc_classify(msg, &m, &jerr) == 0) {
+            struct core_reply out = {0};
+            if (m.kind == JSONRPC_RESPONSE)
+                on_response(s, msg, &m, &out);
+            else if (m.kind == JSONRPC_NOTIFICATION)
+                on_notification(s, msg, &m);
+            core_reply_clear(&out);
+        }
+        json_decref(msg);
+        free(text);
+    }
+    session_unref(s);
+}
+
+/* A client message for a call that runs in another process: through the
+ * inbox, to whichever process target names. 0 routed, -1 not. */
+static int route_elsewhere(struct session *s, json_t *msg, char kind, const char *what)
+{
+    char *text = json_dumps(msg, JSON_COMPACT);
+    int64_t id = 0;
+    int rc =
+        text ? store_inbox_put(core.store, session_id(s), text, strlen(text), clock_wall_ms(), &id)
+             : -1;
+    free(text);
+    if (rc != 0)
+        return -1;
+    char extra[256];
+    int n = snprintf(extra, sizeof extra, "%lld.%c", (long long)id, kind);
+    for (const unsigned char *p = (const unsigned char *)what; *p && n + 3 < (int)sizeof extra; p++)
+        n += kind == REPLICA_TO_CALL ? snprintf(extra + n, sizeof extra - (size_t)n, "%02x", *p)
+                                     : snprintf(extra + n, sizeof extra - (size_t)n, "%c", *p);
+    return store_signal(core.store, STORE_SIGNAL_INBOX, session_id(s), extra) == 0 ? 0 : -1;
+}
+
 /* ---- reaper ---- */
 
 static void expire_session(struct session *s, void *arg)
 {
     (void)arg;
+    /* Idle here is not idle everywhere: another process may serve it. */
+    struct store_session row;
+    if (replica_shared() && store_session_get(core.store, session_id(s), &row) == 0) {
+        int64_t last = row.last_active_ms;
+        store_session_free(&row);
+        if (last >= clock_wall_ms() - core.cfg.session_idle_ms) {
+            session_apply_stored(s, -1, 0, last);
+            session_unref(s);
+            return;
+        }
+    }
     log_event(LOG_INFO, session_id(s), "session_expired", "idle past %lld ms",
               (long long)core.cfg.session_idle_ms);
     core_end_session(s);
@@ -152,7 +270,9 @@ static void reap(void *arg)
     session_expire_dormant(session_cutoff);
     struct store_purge_cutoffs cut = {session_cutoff, now - STORE_ENDED_KEEP_MS, stream_cutoff,
                                       now - core.cfg.log_retention_ms, core.cfg.log_max_rows};
-    store_purge(core.store, &cut, freed, NULL);
+    /* Purging is the store's, once for all processes: the leader's. */
+    if (store_leader(core.store) == 1)
+        store_purge(core.store, &cut, freed, NULL);
     store_checkpoint(core.store);
 }
 
@@ -183,7 +303,18 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
         *err = strdup("cannot load or create the requestState key in the store");
         return -1;
     }
-    repair_interrupted();
+    /* On a shared store the streams still active are other processes'
+     * calls: only those whose process died are ended, by the leader. */
+    if (store_backend_of(st) == STORE_POSTGRES) {
+        session_registry_shared(replica_tag());
+        struct replica_hooks hooks = {replica_session_changed, replica_inbox, replica_orphans};
+        if (replica_start(st, cfg->replica_lease_ms, &hooks) != 0) {
+            *err = strdup("cannot start the replica thread");
+            return -1;
+        }
+    } else {
+        repair_interrupted();
+    }
     if (workers_start(cfg->max_workers, WORKER_STACK) != 0 || poll_lot_start() != 0 ||
         relay_start(core.store) != 0) {
         *err = strdup("cannot start the worker pool");
@@ -207,6 +338,11 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
 int core_ready(void)
 {
     return core.accepting && store_ready(core.store);
+}
+
+int core_store_reachable(void)
+{
+    return store_ready(core.store);
 }
 
 char *core_metrics(void)
@@ -272,6 +408,7 @@ void core_stop(int64_t grace_ms)
     int left = workers_stop(grace_ms);
     if (left)
         log_event(LOG_WARN, NULL, "shutdown_handlers_running", "%d handlers still running", left);
+    replica_stop();
     poll_lot_stop();
     stream_registry_detach_all();
 }
@@ -509,10 +646,14 @@ static void on_notification(struct session *s, json_t *msg, const struct jsonrpc
     if (strcmp(m->method, "notifications/cancelled") == 0) {
         char key[96];
         json_t *rid = json_object_get(m->params, "requestId");
-        /* Unknown or finished ids are ignored, as the spec asks. */
-        if (jsonrpc_id_key(rid, key, sizeof key) == 0 &&
-            session_with_tracked(s, key, notify_cancel, NULL) == 0)
-            log_event(LOG_DEBUG, session_id(s), "request_cancelled", "id=%s", key);
+        /* Unknown or finished ids are ignored, as the spec asks; on a
+         * shared store the call may run in another process. */
+        if (jsonrpc_id_key(rid, key, sizeof key) == 0) {
+            if (session_with_tracked(s, key, notify_cancel, NULL) == 0)
+                log_event(LOG_DEBUG, session_id(s), "request_cancelled", "id=%s", key);
+            else if (replica_shared())
+                route_elsewhere(s, msg, REPLICA_TO_CALL, key);
+        }
     }
     if (core.ops->notify)
         core.ops->notify(core.backend, session_id(s), msg);
@@ -525,6 +666,15 @@ static void on_response(struct session *s, json_t *msg, const struct jsonrpc_msg
     struct call *c = NULL;
     if (jsonrpc_id_key(m->id, key, sizeof key) == 0)
         c = session_pending_take(s, key);
+    /* A request another process sent: its id ends with that process's tag. */
+    const char *tag = !c && replica_shared() && json_is_string(m->id)
+                          ? session_request_id_tag(json_string_value(m->id))
+                          : NULL;
+    if (tag && strcmp(tag, replica_tag()) != 0 &&
+        route_elsewhere(s, msg, REPLICA_TO_PROCESS, tag) == 0) {
+        out->kind = CORE_ACCEPTED;
+        return;
+    }
     if (!c) {
         core_reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
                     "Invalid Request: no server request is waiting for a response with this id");

@@ -187,6 +187,20 @@ enum stream_cursor stream_resume(const char *event_id, const char *session_id, s
 int stream_cursor_code(enum stream_cursor c);
 const char *stream_cursor_message(enum stream_cursor c);
 
+/* Several processes on one store (core/replica.h). Another process may
+ * write a stream this one holds in memory: the request stream a reader
+ * here follows, or a session's standalone stream, which every replica
+ * appends to. stream_registry_shared says the store is shared (appends
+ * that lose a race for a seq then take in the other's messages and retry).
+ * stream_refresh re-reads stream `id` if it is in memory and the store
+ * may hold more (next_seq, the count another process signalled, or -1:
+ * unknown; ended: it signalled the end), adds what is new and wakes its
+ * readers. stream_refresh_all does so for every stream in memory that
+ * others write, after signals may have been lost. Both call the store. */
+void stream_registry_shared(int shared);
+void stream_refresh(const char *id, int64_t next_seq, int ended);
+void stream_refresh_all(void);
+
 /* The session ended: its streams expire, readers see the end. */
 void stream_drop_session(const char *session_id);
 /* How many streams are being written (in memory). */
