@@ -40,7 +40,7 @@ struct core_config {
     int64_t log_max_rows;               /* 0: no cap */
     int64_t max_inflight;               /* requests in flight per session; 0: no cap */
     int64_t max_sessions_per_principal; /* 0: no cap */
-    int64_t replica_lease_ms; /* several processes on one store: replica.h */
+    int64_t replica_lease_ms;           /* several processes on one store: replica.h */
     int max_workers;
     const char *server_name;
     const char *server_version;

@@ -169,6 +169,8 @@ static void *replica_main(void *arg)
             int64_t wall = clock_wall_ms();
             if (store_node_beat(rep.store, wall, atomic_load(&rep.inflight)) != 0)
                 log_event(LOG_WARN, NULL, "replica_beat_failed", "store unavailable");
+            if (rep.hooks.beat)
+                rep.hooks.beat();
             if (store_leader(rep.store) == 1 && rep.hooks.orphans)
                 rep.hooks.orphans(wall - rep.lease_ms);
             next_beat = now + REPLICA_BEAT_MS;

@@ -33,6 +33,9 @@ struct store;
  * request id key a notifications/cancelled names. */
 #define REPLICA_TO_PROCESS 'r'
 #define REPLICA_TO_CALL 'c'
+/* 'f' then the id tag of the process that holds a bound session: a request
+ * (with the stream to write) or notification handed over to it. */
+#define REPLICA_HAND_OVER 'f'
 
 struct replica_hooks {
     void (*session_changed)(const char *session_id);
@@ -40,6 +43,8 @@ struct replica_hooks {
     /* The leader's sweep: end the streams of processes dead since before
      * alive_since_ms. */
     void (*orphans)(int64_t alive_since_ms);
+    /* Every beat, to renew what this process holds. */
+    void (*beat)(void);
 };
 
 /* This process's run id: 32 hex digits, made once (static storage). */

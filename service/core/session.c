@@ -40,6 +40,11 @@ struct session {
     struct table *pending; /* server→client requests awaiting answers */
 };
 
+/* How long the store's claim of a GET stream outlives its last renewal
+ * (every beat): a process that dies holding one blocks a new GET on another
+ * process this long at most. */
+#define SESSION_GET_LEASE_MS 5000
+
 static struct {
     pthread_mutex_t mu;
     pthread_mutex_t load_mu; /* held while a stored session is revived */
@@ -559,6 +564,17 @@ int session_get_claim(struct session *s)
     if (rc == 0)
         s->get_claimed = 1;
     pthread_mutex_unlock(&s->mu);
+    /* One GET in the whole deployment: the store's claim, renewed by
+     * session_renew_get_claims while this one is open. */
+    if (rc == 0 && reg.shared) {
+        int64_t now = clock_wall_ms();
+        if (store_standalone_claim(reg.store, s->id, now, now + SESSION_GET_LEASE_MS) != 0) {
+            pthread_mutex_lock(&s->mu);
+            s->get_claimed = 0;
+            pthread_mutex_unlock(&s->mu);
+            rc = -1;
+        }
+    }
     return rc;
 }
 
@@ -568,6 +584,38 @@ void session_get_release(struct session *s)
     s->get_claimed = 0;
     fcond_broadcast(&s->cursor_cv);
     pthread_mutex_unlock(&s->mu);
+    if (reg.shared)
+        store_standalone_release(reg.store, s->id);
+}
+
+static void renew_one(void *arg, const char *key, void *value)
+{
+    (void)key;
+    struct session *s = value;
+    struct session ***out = arg;
+    pthread_mutex_lock(&s->mu);
+    int held = s->get_claimed && !s->ended;
+    pthread_mutex_unlock(&s->mu);
+    if (held) {
+        session_ref(s);
+        *(*out)++ = s;
+    }
+}
+
+void session_renew_get_claims(void)
+{
+    pthread_mutex_lock(&reg.mu);
+    size_t n = reg.sessions ? table_count(reg.sessions) : 0;
+    struct session **list = n ? calloc(n, sizeof *list) : NULL, **end = list;
+    if (list)
+        table_each(reg.sessions, renew_one, &end);
+    pthread_mutex_unlock(&reg.mu);
+    int64_t now = clock_wall_ms();
+    for (struct session **p = list; p < end; p++) {
+        store_standalone_claim(reg.store, (*p)->id, now, now + SESSION_GET_LEASE_MS);
+        session_unref(*p);
+    }
+    free(list);
 }
 
 int64_t session_get_cursor(struct session *s)

@@ -171,6 +171,9 @@ int64_t session_last_active_ms(const struct session *s);
  * of such an id (borrowed from it), or NULL for an id without one. */
 void session_registry_shared(const char *id_tag);
 const char *session_request_id_tag(const char *request_id);
+/* Renews the store's claim of every GET stream open in this process (one
+ * per session deployment-wide; session_get_claim takes it). */
+void session_renew_get_claims(void);
 /* A new reference to the session if it is in this process's memory (never
  * loads it), or NULL. */
 struct session *session_find_loaded(const char *id);

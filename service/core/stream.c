@@ -30,6 +30,7 @@ struct stream {
     int ephemeral;    /* memory only: never written to the store */
     int persisted;    /* its row is in the store (written with its first message) */
     int remote;       /* loaded from the store while active: another process writes it */
+    char *owner;      /* the run that writes it, when another (stream_create_owned) */
     char *request_id; /* JSON text, kept until the row is written */
     _Atomic int refs;
     pthread_mutex_t append_mu; /* serialises appenders, so seqs commit in order */
@@ -127,6 +128,7 @@ static struct stream *stream_alloc(const char *id, const char *session, int stan
 static void stream_free(struct stream *s)
 {
     free(s->request_id);
+    free(s->owner);
     for (int64_t i = 0; i < s->nchunks; i++)
         free(s->chunks[i].msg);
     free(s->chunks);
@@ -217,6 +219,22 @@ static void unregister(struct stream *s)
     pthread_mutex_unlock(&sh->mu);
     if (held)
         stream_unref(s);
+}
+
+struct stream *stream_create_owned(const char *session_id, const json_t *request_id,
+                                   const char *owner)
+{
+    struct stream *s = stream_create(session_id, STREAM_REQUEST, request_id);
+    if (s) {
+        s->remote = 1;
+        s->owner = strdup(owner);
+        if (!s->owner) {
+            stream_end(s, STREAM_ERROR);
+            stream_unref(s);
+            return NULL;
+        }
+    }
+    return s;
 }
 
 struct stream *stream_create(const char *session_id, enum stream_kind kind,
@@ -513,7 +531,7 @@ static int write_through(struct stream *s, int64_t seq, const char *msg, size_t 
     if (s->ephemeral)
         return 0;
     struct store_stream_new create = {s->session, s->standalone ? "standalone" : "request",
-                                      s->request_id};
+                                      s->request_id, s->owner};
     int rc = store_stream_write_relayed(
         reg.store, s->id, s->persisted ? NULL : &create, seq, msg, len,
         end_state != STREAM_ACTIVE ? state_names[end_state] : NULL, now, mark);

@@ -46,6 +46,10 @@ enum stream_kind { STREAM_REQUEST, STREAM_STANDALONE, STREAM_EPHEMERAL };
  * reference the caller owns, or NULL. */
 struct stream *stream_create(const char *session_id, enum stream_kind kind,
                              const json_t *request_id);
+/* A request stream that another process (run `owner`) writes: this one
+ * only follows it (a call handed over, core/replica.h). */
+struct stream *stream_create_owned(const char *session_id, const json_t *request_id,
+                                   const char *owner);
 /* The stream with that id, from memory or the store: a new reference, or
  * NULL if unknown or expired. A stream is stored with its first message
  * (or when stream_persist asks); until then it is only in memory. */

@@ -100,6 +100,8 @@ struct store_stream_new {
     const char *session_id;
     const char *kind;
     const char *request_id;
+    const char *owner; /* the run that writes it (a call handed to another
+                        * process); NULL: this process */
 };
 
 /* Stream ids must begin with 12 lowercase hex digits of their creation
