@@ -165,21 +165,6 @@ static void on_response(struct session *s, json_t *msg, const struct jsonrpc_msg
                         struct core_reply *out);
 static void on_notification(struct session *s, json_t *msg, const struct jsonrpc_msg *m);
 
-static int unhex(const char *in, char *out, size_t cap)
-{
-    size_t n = strlen(in);
-    if (n % 2 || n / 2 >= cap)
-        return -1;
-    for (size_t i = 0; i < n / 2; i++) {
-        unsigned v;
-        if (sscanf(in + 2 * i, "%2x", &v) != 1)
-            return -1;
-        out[i] = (char)v;
-    }
-    out[n / 2] = '\0';
-    return 0;
-}
-
 static int start_call(struct session *s, struct stream *st, json_t *msg,
                       const struct jsonrpc_msg *m, const char *key, struct core_reply *out);
 static int bound_elsewhere(struct session *s, char **owner);
@@ -236,11 +221,11 @@ static void replica_inbox(const char *session_id, int64_t inbox_id, const char *
                : session_find_loaded(session_id);
     if (!s)
         return;
-    int mine =
-        handed || (target[0] == REPLICA_TO_PROCESS
-                       ? strcmp(target + 1, replica_tag()) == 0
-                       : target[0] == REPLICA_TO_CALL && unhex(target + 1, key, sizeof key) == 0 &&
-                             session_with_tracked(s, key, NULL, NULL) == 0);
+    int mine = handed || (target[0] == REPLICA_TO_PROCESS
+                              ? strcmp(target + 1, replica_tag()) == 0
+                              : target[0] == REPLICA_TO_CALL &&
+                                    replica_unhex(target + 1, key, sizeof key) == 0 &&
+                                    session_with_tracked(s, key, NULL, NULL) == 0);
     char *text = NULL;
     size_t len = 0;
     if (mine && store_inbox_take(core.store, inbox_id, &text, &len) == 0) {
@@ -277,9 +262,10 @@ static int route_elsewhere(struct session *s, json_t *msg, char kind, const char
         return -1;
     char extra[256];
     int n = snprintf(extra, sizeof extra, "%lld.%c", (long long)id, kind);
-    for (const unsigned char *p = (const unsigned char *)what; *p && n + 3 < (int)sizeof extra; p++)
-        n += kind == REPLICA_TO_CALL ? snprintf(extra + n, sizeof extra - (size_t)n, "%02x", *p)
-                                     : snprintf(extra + n, sizeof extra - (size_t)n, "%c", *p);
+    if (kind == REPLICA_TO_CALL
+            ? replica_hex(what, extra + n, sizeof extra - (size_t)n) != 0
+            : snprintf(extra + n, sizeof extra - (size_t)n, "%s", what) >= (int)sizeof extra - n)
+        return -1;
     return store_signal(core.store, STORE_SIGNAL_INBOX, session_id(s), extra) == 0 ? 0 : -1;
 }
 
@@ -358,8 +344,9 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
      * calls: only those whose process died are ended, by the leader. */
     if (store_backend_of(st) == STORE_POSTGRES) {
         session_registry_shared(replica_tag());
-        struct replica_hooks hooks = {replica_session_changed, replica_inbox, replica_orphans,
-                                      session_renew_get_claims};
+        struct replica_hooks hooks = {replica_session_changed, replica_inbox,
+                                      replica_orphans,         session_renew_get_claims,
+                                      listen_list_changed,     listen_resource_updated};
         if (replica_start(st, cfg->replica_lease_ms, &hooks) != 0) {
             *err = strdup("cannot start the replica thread");
             return -1;
@@ -440,14 +427,21 @@ static void cancel_session_calls(struct session *s, void *arg)
     session_unref(s);
 }
 
+/* What the backend changes reaches the listeners of every process. */
 void core_list_changed(const char *what)
 {
     listen_list_changed(what);
+    if (replica_shared())
+        store_signal(core.store, STORE_SIGNAL_LIST, what, NULL);
 }
 
 void core_resource_updated(const char *uri)
 {
     listen_resource_updated(uri);
+    /* A signal is short (PostgreSQL's NOTIFY takes 8000 bytes). */
+    char hex[2048];
+    if (replica_shared() && replica_hex(uri, hex, sizeof hex) == 0)
+        store_signal(core.store, STORE_SIGNAL_RESOURCE, hex, NULL);
 }
 
 void core_stop(int64_t grace_ms)

@@ -74,6 +74,32 @@ int replica_shared(void)
     return rep.running;
 }
 
+int replica_hex(const char *text, char *out, size_t cap)
+{
+    size_t n = strlen(text);
+    if (2 * n + 1 > cap)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", (unsigned char)text[i]);
+    out[2 * n] = '\0';
+    return 0;
+}
+
+int replica_unhex(const char *hex, char *out, size_t cap)
+{
+    size_t n = strlen(hex);
+    if (n % 2 || n / 2 + 1 > cap)
+        return -1;
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return -1;
+        out[i] = (char)v;
+    }
+    out[n / 2] = '\0';
+    return 0;
+}
+
 void replica_inflight_add(int delta)
 {
     atomic_fetch_add(&rep.inflight, delta);
@@ -130,6 +156,18 @@ static void handle(const struct signal *sg)
         long long id = sg->extra ? strtoll(sg->extra, &dot, 10) : 0;
         if (rep.hooks.inbox && id > 0 && dot && *dot == '.')
             rep.hooks.inbox(sg->key, id, dot + 1);
+        break;
+    }
+    case STORE_SIGNAL_LIST:
+        if (rep.hooks.list_changed)
+            rep.hooks.list_changed(sg->key);
+        break;
+    case STORE_SIGNAL_RESOURCE: {
+        size_t cap = strlen(sg->key) / 2 + 1;
+        char *uri = malloc(cap);
+        if (uri && replica_unhex(sg->key, uri, cap) == 0 && *uri && rep.hooks.resource_updated)
+            rep.hooks.resource_updated(uri);
+        free(uri);
         break;
     }
     case STORE_SIGNAL_RESYNC:

@@ -23,6 +23,7 @@
 #ifndef MCPD_REPLICA_H
 #define MCPD_REPLICA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct store;
@@ -45,6 +46,9 @@ struct replica_hooks {
     void (*orphans)(int64_t alive_since_ms);
     /* Every beat, to renew what this process holds. */
     void (*beat)(void);
+    /* Another process's backend changed a list, or a resource (its URI). */
+    void (*list_changed)(const char *what);
+    void (*resource_updated)(const char *uri);
 };
 
 /* This process's run id: 32 hex digits, made once (static storage). */
@@ -57,6 +61,10 @@ int replica_start(struct store *st, int64_t lease_ms, const struct replica_hooks
 void replica_stop(void);
 /* 1 when the store is shared with other processes. */
 int replica_shared(void);
+/* Text as hex digits, for what a signal carries (no spaces): 0, or -1 when
+ * out (cap bytes) cannot hold it. replica_unhex undoes it. */
+int replica_hex(const char *text, char *out, size_t cap);
+int replica_unhex(const char *hex, char *out, size_t cap);
 /* Calls running here, reported with the beat. */
 void replica_inflight_add(int delta);
 
