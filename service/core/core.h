@@ -55,6 +55,8 @@ void core_stop(int64_t grace_ms);
 void core_cleanup(void);
 /* Ready to serve: accepting, store writable, migrations applied. */
 int core_ready(void);
+/* 1 when other mcpd processes share the store (core/replica.h). */
+int core_replicated(void);
 /* The store takes writes now (a database that cannot be reached makes it
  * 0 until it is back: requests are answered 503 meanwhile). */
 int core_store_reachable(void);
