@@ -1132,7 +1132,7 @@ int store_stream_write_relayed(struct store *st, const char *stream_id,
     return enqueue_stream(st, create != NULL, seq >= 0, end_state != NULL, mark != NULL,
                           "sibiisssssis", stream_id, seq, msg ? msg : "", msg ? len : 0,
                           (int64_t)(end_state != NULL), now_ms, c->session_id, c->kind,
-                          c->request_id, end_state, m->stream_id, m->copied, st->run);
+                          c->request_id, end_state, m->stream_id, m->copied, c->owner ? c->owner : st->run);
 }
 
 int store_log(struct store *st, int64_t ts_ms, const char *level, const char *session_id,

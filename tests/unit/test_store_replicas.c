@@ -70,7 +70,7 @@ static int put_session(struct store *st, const char *id, const char *principal)
 
 static int put_stream(struct store *st, const char *id, const char *session)
 {
-    struct store_stream_new create = {session, "request", "1"};
+    struct store_stream_new create = {session, "request", "1", NULL};
     return store_stream_write(st, id, &create, 0, "{}", 2, NULL, now_ms());
 }
 
