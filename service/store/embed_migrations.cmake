@@ -1,7 +1,7 @@
-# Writes OUT: a C array of {version, name, sql} from the migration FILES
-# ('|'-separated), in order.
+# Writes OUT: a C array NAME of {version, name, sql} from the migration
+# FILES ('|'-separated), in order, and its length NAME_count.
 string(REPLACE "|" ";" FILES "${FILES}")
-set(body "/* Generated from the migrations folder at build time. Do not edit. */\n#include \"store_migrations.h\"\n\nconst struct store_migration store_migrations[] = {\n")
+set(body "/* Generated from the migrations folder at build time. Do not edit. */\n#include \"store_migrations.h\"\n\nconst struct store_migration ${NAME}[] = {\n")
 set(count 0)
 foreach(f ${FILES})
   get_filename_component(name ${f} NAME_WE)
@@ -14,5 +14,5 @@ foreach(f ${FILES})
   string(APPEND body "    {${version}, \"${name}\", \"${sql}\"},\n")
   math(EXPR count "${count} + 1")
 endforeach()
-string(APPEND body "};\nconst int store_migrations_count = ${count};\n")
+string(APPEND body "};\nconst int ${NAME}_count = ${count};\n")
 file(WRITE ${OUT} "${body}")

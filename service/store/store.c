@@ -1,146 +1,46 @@
-/* store — see store.h. */
+/* store — see store.h. The engines' differences live below this file: the
+ * statements' texts in store_sql.c, each engine's connections in
+ * db_sqlite.c and db_pg.c (db.h). Here: the write queue and its group
+ * commit, the readers, and on PostgreSQL the threads that keep the
+ * connections alive (reconnector) and hear other processes (listener). */
 #include "store.h"
-#include "fiber.h"
-#include "store_migrations.h"
 #include "clock.h"
+#include "db.h"
+#include "fiber.h"
 #include "lock_hold.h"
 #include "log.h"
+#include "store_migrations.h"
+#include "store_sql.h"
 #include "wal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <time.h>
 
-/* The writes the writer thread knows, each one prepared statement. */
-enum write_kind {
-    W_SESSION_PUT,
-    W_SESSION_STATE,
-    W_SESSION_TOUCH,
-    W_SESSION_DELETE,
-    W_SESSION_STREAMS_DELETE,
-    W_ROW,
-    W_CHUNK,
-    W_END,
-    W_UNDO_ROW,
-    W_UNDO_CHUNK,
-    W_BEGIN,
-    W_COMMIT,
-    W_ROLLBACK,
-    W_LOG,
-    W_PURGE_IDLE_SESSIONS,
-    W_PURGE_TOMBSTONES,
-    W_PURGE_STREAMS,
-    W_PURGE_LOGS,
-    W_TOKEN_USED,
-    W_TOKEN_CREATE,
-    W_SECRET_PUT,
-    W_RELAY_MARK,
-    W_STATE_USE_PURGE,
-    W_STATE_USE_CLAIM,
-    W_STATE_USE_DONE,
-    W_STATE_USE_RELEASE,
-    W_COUNT,
-    W_FLUSH = W_COUNT, /* no SQL: a marker whose commit means all before it committed */
-    W_STREAM_WRITE     /* a row, a chunk and/or an end: see store_stream_write */
+/* Queue entries that are no statement of their own. */
+enum {
+    W_FLUSH = SQL_COUNT, /* a marker whose commit means all before it committed */
+    W_STREAM_WRITE       /* a row, a chunk and/or an end: see store_stream_write */
 };
 
-static const char *const write_sql[W_COUNT] = {
-    [W_SESSION_PUT] = "INSERT OR REPLACE INTO sessions(id, protocol_version, init_params, "
-                      "log_level, initialized, created_ms, last_active_ms, principal, transport) "
-                      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    [W_SESSION_STATE] = "UPDATE sessions SET log_level = ?2, initialized = ?3 WHERE id = ?1",
-    [W_SESSION_TOUCH] =
-        "UPDATE sessions SET last_active_ms = MAX(last_active_ms, ?2) WHERE id = ?1",
-    [W_SESSION_DELETE] = "UPDATE sessions SET deleted_ms = ?2 WHERE id = ?1",
-    [W_SESSION_STREAMS_DELETE] = "DELETE FROM streams WHERE session_id = ?1",
-    /* A stream write binds one vector to all three of these: ?1 stream id,
-     * ?2 seq, ?3 message, ?4 is_end, ?5 now, ?6 session id, ?7 kind, ?8
-     * request id, ?9 end state (NULL while the stream goes on). */
-    [W_ROW] = "INSERT INTO streams(id, session_id, kind, request_id, state, created_ms, ended_ms) "
-              "VALUES(?1, ?6, ?7, ?8, COALESCE(?9, 'active'), ?5, "
-              "CASE WHEN ?9 IS NULL THEN NULL ELSE ?5 END)",
-    [W_CHUNK] = "INSERT INTO chunks(stream_id, seq, message, is_end, created_ms) "
-                "VALUES(?1, ?2, ?3, ?4, ?5)",
-    [W_END] = "UPDATE streams SET state = ?9, ended_ms = ?5 WHERE id = ?1",
-    /* The statements of one stream write stand or fall together: when the
-     * second fails, these take back the first (see op_run). */
-    [W_UNDO_ROW] = "DELETE FROM streams WHERE id = ?1",
-    [W_UNDO_CHUNK] = "DELETE FROM chunks WHERE stream_id = ?1 AND seq = ?2",
-    /* Prepared once, unlike sqlite3_exec's parse per commit. */
-    [W_BEGIN] = "BEGIN",
-    [W_COMMIT] = "COMMIT",
-    [W_ROLLBACK] = "ROLLBACK",
-    [W_LOG] = "INSERT INTO logs(ts_ms, level, session_id, event) VALUES(?1, ?2, ?3, ?4)",
-    /* The purges delete one key range [?2, ?3] that a read found (see
-     * store_purge), checking the condition again: a row in the range that
-     * no longer qualifies stays. Their streams and chunks go by cascade. */
-    [W_PURGE_IDLE_SESSIONS] = "DELETE FROM sessions WHERE id >= ?2 AND id <= ?3 "
-                              "AND last_active_ms < ?1",
-    /* Tombstones are few among many live rows: found by their index. */
-    [W_PURGE_TOMBSTONES] = "DELETE FROM sessions INDEXED BY sessions_by_deleted "
-                           "WHERE id >= ?2 AND id <= ?3 AND deleted_ms < ?1",
-    [W_PURGE_STREAMS] = "DELETE FROM streams WHERE id >= ?2 AND id <= ?3 "
-                        "AND ended_ms IS NOT NULL AND ended_ms < ?1",
-    /* Log ids grow by one per row and rows go only from the oldest end, so
-     * the newest ?2 rows are those above max(id) - ?2. */
-    [W_TOKEN_USED] = "UPDATE tokens SET last_used_ms = MAX(COALESCE(last_used_ms, 0), ?2) "
-                     "WHERE name = ?1",
-    /* Never changes a token that exists, of this name or with this hash:
-     * see store_token_create. */
-    [W_TOKEN_CREATE] = "INSERT INTO tokens(name, hash, note, created_ms) VALUES(?1, ?2, ?3, ?4) "
-                       "ON CONFLICT DO NOTHING",
-    [W_SECRET_PUT] = "INSERT INTO secrets(name, value, created_ms) VALUES(?1, ?2, ?3) "
-                     "ON CONFLICT(name) DO NOTHING",
-    [W_PURGE_LOGS] = "DELETE FROM logs WHERE ts_ms < ?1 OR id <= (SELECT max(id) FROM logs) - ?2",
-    /* With a stream write that copies a legacy request's message (?10, the
-     * request's stream; ?11, how many of its messages are copied now): in
-     * the same transaction as the copy, so that a restart neither repeats
-     * nor loses one. Never backwards. */
-    [W_RELAY_MARK] = "UPDATE streams SET relayed = MAX(COALESCE(relayed, 0), ?11) WHERE id = ?10",
-    [W_STATE_USE_PURGE] = "DELETE FROM request_state_uses WHERE expires_ms < ?1",
-    /* A state nobody has claimed is claimed; so is one whose claim a
-     * previous run left unfinished (that process died with the request). */
-    [W_STATE_USE_CLAIM] = "INSERT INTO request_state_uses(nonce, claim, run, answers, expires_ms) "
-                          "VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(nonce) DO UPDATE SET "
-                          "claim = excluded.claim, run = excluded.run, answers = excluded.answers "
-                          "WHERE done = 0 AND run <> excluded.run",
-    [W_STATE_USE_DONE] = "UPDATE request_state_uses SET done = 1, outcome = ?3 "
-                         "WHERE nonce = ?1 AND claim = ?2",
-    [W_STATE_USE_RELEASE] = "DELETE FROM request_state_uses "
-                            "WHERE nonce = ?1 AND claim = ?2 AND done = 0",
-};
-
-/* A chunk's size as a session's storage cap counts it: the message's
- * bytes, not its characters. */
-#define CHUNK_BYTES "LENGTH(CAST(c.message AS BLOB))"
-
-#define MAX_PARAMS 11
-
-struct param {
-    enum { P_NULL, P_INT, P_TEXT } type;
-    int64_t i;
-    char *s;
-    size_t len;
-};
+#define MAX_PARAMS 12
 
 struct write_op {
-    enum write_kind kind;
+    int kind; /* an enum store_sql write, W_FLUSH or W_STREAM_WRITE */
     int nparams;
-    struct param p[MAX_PARAMS];
+    struct db_param p[MAX_PARAMS];
     int waited;                /* the enqueuer waits and frees; else the writer frees */
     int row, chunk, end, mark; /* W_STREAM_WRITE: which statements run */
     sem_t done;                /* a waiting thread's */
     struct fiber *fiber;       /* a waiting fiber's, woken with `committed` set */
     int committed;
     int rc;
+    int64_t changes, value; /* what its (last) statement changed and returned */
     struct write_op *next;
 };
 
@@ -150,17 +50,29 @@ struct write_op {
 /* ...and no more than this many pile up before the writer is woken. */
 #define ASYNC_BATCH 512
 /* The log is checkpointed once it holds this many pages (SQLite's own
- * default), and trimmed to WAL_SIZE_LIMIT bytes when it starts over. */
+ * default). */
 #define WAL_CHECKPOINT_FRAMES 1000
-#define WAL_SIZE_LIMIT "16777216"
+/* PostgreSQL: reader connections unless MCPD_DB_READERS says (1..64). */
+#define PG_READERS 4
+/* Reconnection attempts back off from the first to the last. */
+#define RECONNECT_FIRST_MS 25
+#define RECONNECT_MAX_MS 500
+/* The listener looks at the stop flag this often. */
+#define LISTEN_POLL_MS 200
+/* Nodes whose beat is older than this are removed by store_purge. */
+#define NODE_KEEP_MS 60000
 
 struct store {
-    sqlite3 *wdb;        /* writer's connection */
-    sqlite3 *rdb;        /* readers' connection (== wdb for :memory:) */
-    pthread_mutex_t rmu; /* guards rdb, and wdb too when they are one */
-    sqlite3_stmt *stmt[W_COUNT];
+    enum db_engine engine;
+    struct db *wdb;       /* writer's connection */
+    struct db **readers;  /* the readers' (== &wdb for :memory:, one) */
+    int *rbusy, nreaders; /* guarded by rmu */
+    pthread_mutex_t rmu;
+    pthread_cond_t rcv; /* a reader came free */
+    int shared;         /* :memory:: the writer's connection is the one reader */
+    const char *const *sql;
     pthread_t writer;
-    struct wal *wal;           /* NULL for :memory: */
+    struct wal *wal;           /* SQLite files only */
     pthread_mutex_t commit_mu; /* held by whoever is committing: the writer or a waiter */
     struct lock_hold hold;     /* how long commit_mu is held at a time */
     pthread_mutex_t qmu;
@@ -172,9 +84,23 @@ struct store {
     int stop;
     int healthy;
     int schema_version;
+    /* PostgreSQL: the database is reachable (else calls fail at once with
+     * STORE_UNAVAILABLE and the reconnector works); guarded by qmu. */
+    int available;
+    pthread_cond_t avcv; /* reconnector: available fell to 0, or stop */
+    pthread_t reconnector, listener;
+    int threads; /* 1 when those two run */
+    char *target;
+    struct db *ldb;      /* the listener's connection, its thread's alone */
+    pthread_mutex_t smu; /* guards run, cb, cb_arg */
+    char *run;
+    store_signal_cb cb;
+    void *cb_arg;
+    pthread_mutex_t lmu; /* guards the leader's connection */
+    struct db *leader_db;
+    int leader_held;
+    int beaten; /* store_node_beat wrote this run's row once */
 };
-
-static int migrate_all(struct store *st, char **err);
 
 static char *fmt_err(const char *fmt, ...)
 {
@@ -187,170 +113,162 @@ static char *fmt_err(const char *fmt, ...)
     return s;
 }
 
-static int mkdirs_for(const char *path)
+static void sleep_ms(int64_t ms)
 {
-    char *dup = strdup(path);
-    if (!dup)
-        return -1;
-    for (char *p = dup + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(dup, 0700) != 0 && errno != EEXIST) {
-            free(dup);
-            return -1;
-        }
-        *p = '/';
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* ---- availability (PostgreSQL) ---- */
+
+static int available(struct store *st)
+{
+    if (st->engine != DB_PG)
+        return 1;
+    pthread_mutex_lock(&st->qmu);
+    int ok = st->available;
+    pthread_mutex_unlock(&st->qmu);
+    return ok;
+}
+
+/* A connection was found lost: until the reconnector has every connection
+ * back, calls fail at once. */
+static void mark_unavailable(struct store *st)
+{
+    pthread_mutex_lock(&st->qmu);
+    if (st->available)
+        log_local(LOG_WARN, NULL, "store_unavailable",
+                  "lost the connection to PostgreSQL; reconnecting");
+    st->available = 0;
+    pthread_cond_signal(&st->avcv);
+    pthread_mutex_unlock(&st->qmu);
+}
+
+/* ---- readers ---- */
+
+static struct db *reader_get(struct store *st, int *slot)
+{
+    pthread_mutex_lock(&st->rmu);
+    for (;;) {
+        for (int i = 0; i < st->nreaders; i++)
+            if (!st->rbusy[i]) {
+                st->rbusy[i] = 1;
+                *slot = i;
+                pthread_mutex_unlock(&st->rmu);
+                return st->readers[i];
+            }
+        pthread_cond_wait(&st->rcv, &st->rmu);
     }
-    free(dup);
+}
+
+static void reader_put(struct store *st, int slot)
+{
+    pthread_mutex_lock(&st->rmu);
+    st->rbusy[slot] = 0;
+    pthread_cond_signal(&st->rcv);
+    pthread_mutex_unlock(&st->rmu);
+}
+
+/* A read on a reader connection. */
+struct rd {
+    struct store *st;
+    struct db_rows r;
+    int slot;
+};
+
+/* The result of a failed read: a lost connection makes the store
+ * unavailable. */
+static int read_failed(struct store *st, struct db *c, int rc)
+{
+    if (rc == DB_UNAVAILABLE || db_broken(c)) {
+        mark_unavailable(st);
+        return STORE_UNAVAILABLE;
+    }
+    return -1;
+}
+
+/* Starts statement k on a free reader; 0, then rd_next and rd_end, or -1 /
+ * STORE_UNAVAILABLE. A reader whose connection the server dropped while
+ * it was idle (a restart) reconnects once at once, so that the first read
+ * after a restart is no failure. */
+static int rd_begin(struct store *st, struct rd *q, int k, const struct db_param *p, int n)
+{
+    if (!available(st))
+        return STORE_UNAVAILABLE;
+    q->st = st;
+    struct db *c = reader_get(st, &q->slot);
+    int rc = db_query(c, k, p, n, &q->r);
+    if (rc == DB_UNAVAILABLE && db_reset(c) == 0)
+        rc = db_query(c, k, p, n, &q->r);
+    if (rc != 0) {
+        rc = read_failed(st, c, rc);
+        reader_put(st, q->slot);
+        q->r.c = NULL;
+        return rc;
+    }
     return 0;
 }
 
-/* A store file that others may read or write loses those bits, with a
- * warning: it was made by an older mcpd (under the umask) or by hand. */
-static void narrow_mode(int fd, const char *name)
+/* 1 a row, 0 done, -1 / STORE_UNAVAILABLE. */
+static int rd_next(struct rd *q)
 {
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || !(sb.st_mode & 077))
+    int rc = db_next(&q->r);
+    return rc >= 0 ? rc : read_failed(q->st, q->r.c, rc);
+}
+
+static void rd_end(struct rd *q)
+{
+    if (!q->r.c)
         return;
-    unsigned was = (unsigned)(sb.st_mode & 0777), now = was & 0700;
-    if (fchmod(fd, (mode_t)now) == 0)
-        log_event(LOG_WARN, NULL, "store_file_mode",
-                  "%s was open to other users (mode %03o); narrowed to %03o", name, was, now);
-    else
-        log_event(LOG_WARN, NULL, "store_file_mode",
-                  "%s is open to other users (mode %03o) and could not be narrowed: %s", name, was,
-                  strerror(errno));
+    db_rows_end(&q->r);
+    reader_put(q->st, q->slot);
 }
 
-/* The database holds token hashes, the request_state key and every
- * conversation, so only its owner may read it, whatever the umask. The
- * file is created 0600 here, before SQLite opens it (setting the umask
- * instead would change it for every thread of the process); SQLite gives
- * the -wal and -shm files it creates the main file's mode. Files that
- * exist already, these three, are narrowed to their owner's bits. The
- * folder is left alone: mkdirs_for makes a new one 0700, and an existing
- * one may be shared on purpose (/tmp). */
-static int own_files(const char *path, char **err)
+static char *col_dup(struct rd *q, int col)
 {
-    int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        *err = fmt_err("cannot open database %s: %s", path, strerror(errno));
-        return -1;
-    }
-    narrow_mode(fd, path);
-    close(fd);
-    static const char *const sides[] = {"-wal", "-shm"};
-    for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++) {
-        char *side = NULL;
-        if (asprintf(&side, "%s%s", path, sides[i]) < 0)
-            side = NULL;
-        fd = side ? open(side, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
-        if (fd >= 0) {
-            narrow_mode(fd, side);
-            close(fd);
-        }
-        free(side);
-    }
-    return 0;
+    const char *t = db_text(&q->r, col);
+    return t ? strdup(t) : NULL;
 }
 
-static int exec_sql(sqlite3 *db, const char *sql, char **err)
-{
-    char *msg = NULL;
-    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        *err = fmt_err("%s", msg ? msg : sqlite3_errmsg(db));
-        sqlite3_free(msg);
-        return -1;
+#define P_TEXT(v)                                                                                  \
+    {                                                                                              \
+        .type = (v) ? DB_TEXT : DB_NULL, .s = (v), .len = (v) ? strlen(v) : 0                      \
     }
-    return 0;
-}
+#define P_INT(v)                                                                                   \
+    {                                                                                              \
+        .type = DB_INT, .i = (v)                                                                   \
+    }
 
-static int open_conn(const char *path, sqlite3 **db, char **err)
-{
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-    if (sqlite3_open_v2(path, db, flags, NULL) != SQLITE_OK) {
-        *err = fmt_err("cannot open database %s: %s", path,
-                       *db ? sqlite3_errmsg(*db) : "out of memory");
-        sqlite3_close(*db);
-        *db = NULL;
-        return -1;
-    }
-    sqlite3_busy_timeout(*db, 5000);
-    /* NORMAL in WAL mode: a commit survives the process being killed
-     * (SIGKILL); only an OS crash can lose the last commits. */
-    /* Checkpoints run in wal.c, off the writer's commit path: the fsync
-     * they need would otherwise stall every appender. A log that a burst
-     * made large is cut back when it starts over. */
-    return exec_sql(*db,
-                    "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
-                    "PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint=0; "
-                    "PRAGMA journal_size_limit=" WAL_SIZE_LIMIT ";",
-                    err);
-}
-
-static int migrate(struct store *st, char **err)
-{
-    /* A migration may rebuild a table; with foreign keys on, dropping the
-     * old one would cascade-delete everything that refers to it. */
-    char *ignored = NULL;
-    exec_sql(st->wdb, "PRAGMA foreign_keys=OFF", &ignored);
-    free(ignored);
-    int rc = migrate_all(st, err);
-    ignored = NULL;
-    exec_sql(st->wdb, "PRAGMA foreign_keys=ON", &ignored);
-    free(ignored);
-    return rc;
-}
-
-static int migrate_all(struct store *st, char **err)
-{
-    sqlite3_stmt *q;
-    int version = 0;
-    if (sqlite3_prepare_v2(st->wdb, "PRAGMA user_version", -1, &q, NULL) == SQLITE_OK) {
-        if (sqlite3_step(q) == SQLITE_ROW)
-            version = sqlite3_column_int(q, 0);
-        sqlite3_finalize(q);
-    }
-    for (int i = 0; i < store_migrations_count; i++) {
-        const struct store_migration *m = &store_migrations[i];
-        if (m->version <= version)
-            continue;
-        char *e = NULL;
-        char pragma[64];
-        snprintf(pragma, sizeof pragma, "PRAGMA user_version=%d;", m->version);
-        if (exec_sql(st->wdb, "BEGIN IMMEDIATE", &e) || exec_sql(st->wdb, m->sql, &e) ||
-            exec_sql(st->wdb, pragma, &e) || exec_sql(st->wdb, "COMMIT", &e)) {
-            char *ignored = NULL;
-            exec_sql(st->wdb, "ROLLBACK", &ignored);
-            free(ignored);
-            *err = fmt_err("migration %s failed: %s", m->name, e ? e : "?");
-            free(e);
-            return -1;
-        }
-        version = m->version;
-    }
-    st->schema_version = version;
-    return 0;
-}
+/* ---- the write queue ---- */
 
 static void op_free(struct write_op *op)
 {
     free(op); /* its texts live in the same allocation (op_new) */
 }
 
-static int run_stmt(struct store *st, struct write_op *op, enum write_kind kind);
+/* One statement of a write; a chunk whose stream is gone is
+ * STORE_STREAM_GONE (its only parent is the stream's row: a request racing
+ * its session's DELETE writes after the row is gone). */
+static int run_stmt(struct store *st, struct write_op *op, int kind, int64_t *changes)
+{
+    int rc = db_exec(st->wdb, kind, op->p, op->nparams, changes, &op->value);
+    if (rc == DB_FOREIGN_KEY)
+        return kind == W_CHUNK ? STORE_STREAM_GONE : -1;
+    return rc;
+}
 
 /* op_run's result when a stream write failed halfway and what it had
  * written could not be taken back: the transaction must not commit. */
-#define OP_HALF_WRITTEN (-2)
+#define OP_HALF_WRITTEN (-3)
 
+/* SQLite: one write, statement by statement. */
 static int op_run(struct store *st, struct write_op *op)
 {
     if (op->kind == W_FLUSH)
         return 0;
     if (op->kind != W_STREAM_WRITE)
-        return run_stmt(st, op, op->kind);
+        return run_stmt(st, op, op->kind, &op->changes);
     /* At most two statements run (the row carries the end when there is a
      * row). When the second fails (a statement that fails changes nothing
      * itself), a delete takes the first back. A SAVEPOINT around them did
@@ -358,64 +276,33 @@ static int op_run(struct store *st, struct write_op *op)
      * statements, and SQLite's bookkeeping for a savepoint's pages). */
     int rc = 0;
     if (op->row)
-        rc = run_stmt(st, op, W_ROW);
+        rc = run_stmt(st, op, W_ROW, NULL);
     if (rc == 0 && op->chunk) {
-        rc = run_stmt(st, op, W_CHUNK);
-        if (rc != 0 && op->row && run_stmt(st, op, W_UNDO_ROW) != 0)
+        rc = run_stmt(st, op, W_CHUNK, NULL);
+        if (rc != 0 && op->row && run_stmt(st, op, W_UNDO_ROW, NULL) != 0)
             return OP_HALF_WRITTEN;
     }
     if (rc == 0 && op->end && !op->row) {
-        rc = run_stmt(st, op, W_END);
-        if (rc == 0 && sqlite3_changes(st->wdb) != 1)
+        int64_t changed = 0;
+        rc = run_stmt(st, op, W_END, &changed);
+        if (rc == 0 && changed != 1)
             rc = STORE_STREAM_GONE;
-        if (rc != 0 && op->chunk && run_stmt(st, op, W_UNDO_CHUNK) != 0)
+        if (rc != 0 && op->chunk && run_stmt(st, op, W_UNDO_CHUNK, NULL) != 0)
             return OP_HALF_WRITTEN;
     }
     /* A mark that fails (it updates one row by its key; the log says why)
      * leaves the copy in place: a later catch-up copies that message again
      * rather than losing it. Unless SQLite rolled the whole transaction
      * back with it (I/O, a full disk): then the batch has failed. */
-    if (rc == 0 && op->mark && run_stmt(st, op, W_RELAY_MARK) != 0 &&
-        sqlite3_get_autocommit(st->wdb))
+    if (rc == 0 && op->mark && run_stmt(st, op, W_RELAY_MARK, NULL) != 0 &&
+        !db_in_transaction(st->wdb))
         return -1;
     return rc;
 }
 
-static int run_stmt(struct store *st, struct write_op *op, enum write_kind kind)
+static int is_purge(int kind)
 {
-    sqlite3_stmt *s = st->stmt[kind];
-    int nbind = sqlite3_bind_parameter_count(s);
-    for (int i = 0; i < op->nparams && i < nbind; i++) {
-        const struct param *p = &op->p[i];
-        if (p->type == P_INT)
-            sqlite3_bind_int64(s, i + 1, p->i);
-        else if (p->type == P_TEXT)
-            sqlite3_bind_text(s, i + 1, p->s, (int)p->len, SQLITE_STATIC);
-        else
-            sqlite3_bind_null(s, i + 1);
-    }
-    int rc = sqlite3_step(s);
-    int ext = rc == SQLITE_DONE ? SQLITE_OK : sqlite3_extended_errcode(st->wdb);
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
-    /* A chunk's only parent is its stream's row: a request racing its
-     * session's DELETE writes after the row is gone. */
-    if (kind == W_CHUNK && ext == SQLITE_CONSTRAINT_FOREIGNKEY)
-        return STORE_STREAM_GONE;
-    if (rc != SQLITE_DONE) {
-        log_local(LOG_ERROR, NULL, "store_write_failed", "kind=%d: %s", kind,
-                  sqlite3_errmsg(st->wdb));
-        return -1;
-    }
-    return 0;
-}
-
-/* A statement without parameters. */
-static int step_plain(struct store *st, enum write_kind kind)
-{
-    int rc = sqlite3_step(st->stmt[kind]);
-    sqlite3_reset(st->stmt[kind]);
-    return rc == SQLITE_DONE ? 0 : -1;
+    return kind == W_PURGE_IDLE_SESSIONS || kind == W_PURGE_TOMBSTONES || kind == W_PURGE_STREAMS;
 }
 
 /* Where a commit that held the lock long spent it (microseconds), for the
@@ -424,6 +311,156 @@ struct slow_commit {
     int64_t held, statements, commit, log_copy;
     uint64_t writes;
 };
+
+/* What running a batch came to: `fail` 0 when each op's rc is its own,
+ * else the rc of every op (the transaction failed); the times split the
+ * hold for the slow-commit warning. */
+struct batch_result {
+    int fail;
+    uint64_t purged;
+    int64_t t_statements, t_commit;
+};
+
+/* SQLite: BEGIN, each op, COMMIT, on the writer's connection. */
+static void commit_sqlite(struct store *st, struct write_op *batch, struct batch_result *res)
+{
+    int began = db_exec(st->wdb, W_BEGIN, NULL, 0, NULL, NULL) == 0, failed = !began;
+    for (struct write_op *op = batch; op && !failed; op = op->next) {
+        op->rc = op_run(st, op);
+        /* SQLite itself rolls the whole transaction back after some
+         * failures (I/O, full disk, no memory, a trigger's ROLLBACK): what
+         * ran before is gone, and what follows would commit alone. */
+        failed = op->rc == OP_HALF_WRITTEN || (op->rc != 0 && !db_in_transaction(st->wdb));
+        if (op->rc == 0 && is_purge(op->kind))
+            res->purged += (uint64_t)op->changes;
+    }
+    res->t_statements = clock_mono_us();
+    if (!failed && db_exec(st->wdb, W_COMMIT, NULL, 0, NULL, NULL) != 0)
+        failed = 1;
+    res->t_commit = clock_mono_us();
+    /* (SQLite may have rolled it back already.) */
+    if (failed && began && db_in_transaction(st->wdb))
+        db_exec(st->wdb, W_ROLLBACK, NULL, 0, NULL, NULL);
+    res->fail = failed ? -1 : 0;
+}
+
+/* PostgreSQL: the statements op adds to a pipelined batch. A stream
+ * write's chunk and end are followed by its signal (pg_notify), which
+ * PostgreSQL delivers at the commit. */
+static int pg_calls_of(struct store *st, struct write_op *op, struct db_call *calls,
+                       struct db_param *sig, char **payload)
+{
+    int n = 0;
+#define CALL(k_) (calls[n++] = (struct db_call){.k = (k_), .p = op->p, .n = op->nparams})
+    if (op->kind == W_FLUSH)
+        return 0;
+    if (op->kind != W_STREAM_WRITE) {
+        CALL(op->kind);
+        return n;
+    }
+    if (op->row)
+        CALL(W_ROW);
+    if (op->chunk)
+        CALL(W_CHUNK);
+    if (op->end && !op->row)
+        CALL(W_END);
+    if (op->mark)
+        CALL(W_RELAY_MARK);
+#undef CALL
+    if (op->chunk || op->end) {
+        char next[32] = "";
+        if (op->chunk)
+            snprintf(next, sizeof next, "%lld", (long long)op->p[1].i + 1);
+        pthread_mutex_lock(&st->smu);
+        if (asprintf(payload, "%c %s %s %s%s", STORE_SIGNAL_STREAM, st->run ? st->run : "-",
+                     op->p[0].s, next, op->end ? "e" : "") < 0)
+            *payload = NULL;
+        pthread_mutex_unlock(&st->smu);
+        if (*payload) {
+            *sig = (struct db_param){.type = DB_TEXT, .s = *payload, .len = strlen(*payload)};
+            calls[n++] = (struct db_call){.k = W_NOTIFY, .p = sig, .n = 1};
+        }
+    }
+    return n;
+}
+
+/* Runs the ops from `first` up to `end` (exclusive) as one pipelined
+ * transaction and gives each its rc: 0 when committed (a chunk or end
+ * that found no stream: STORE_STREAM_GONE), else the batch's failure. */
+static int pg_run(struct store *st, struct write_op *first, struct write_op *end,
+                  struct batch_result *res)
+{
+    int nops = 0;
+    for (struct write_op *op = first; op != end; op = op->next)
+        nops++;
+    /* At most five statements an op (a stream write), and its signal. */
+    struct db_call *calls = calloc((size_t)nops * 5 + 1, sizeof *calls);
+    struct db_param *sig = calloc((size_t)nops + 1, sizeof *sig);
+    char **payload = calloc((size_t)nops + 1, sizeof *payload);
+    int *at = calloc((size_t)nops + 1, sizeof *at);
+    int rc = -1, n = 0, i = 0;
+    if (calls && sig && payload && at) {
+        for (struct write_op *op = first; op != end; op = op->next, i++) {
+            at[i] = n;
+            n += pg_calls_of(st, op, calls + n, &sig[i], &payload[i]);
+        }
+        at[i] = n;
+        rc = n > 0 ? db_batch(st->wdb, calls, n) : 0;
+    }
+    res->t_statements = res->t_commit = clock_mono_us();
+    i = 0;
+    for (struct write_op *op = first; op != end; op = op->next, i++) {
+        op->rc = rc;
+        if (rc == -1 && calls) {
+            /* The call that failed says why (a chunk's missing stream). */
+            for (int c = at[i]; c < at[i + 1]; c++)
+                if (calls[c].rc == DB_FOREIGN_KEY && calls[c].k == W_CHUNK)
+                    op->rc = STORE_STREAM_GONE;
+        }
+        if (rc != 0)
+            continue;
+        for (int c = at[i]; c < at[i + 1]; c++) {
+            const struct db_call *call = &calls[c];
+            if ((call->k == W_CHUNK || (call->k == W_END && !op->row)) && call->changes == 0)
+                op->rc = STORE_STREAM_GONE;
+            if (call->k == op->kind) {
+                op->changes = call->changes;
+                op->value = call->value;
+            }
+        }
+        if (is_purge(op->kind))
+            res->purged += (uint64_t)op->changes;
+    }
+    for (int k = 0; payload && k < nops; k++)
+        free(payload[k]);
+    free(calls);
+    free(sig);
+    free(payload);
+    free(at);
+    return rc;
+}
+
+/* PostgreSQL: the whole queue in one round trip. A failed statement
+ * aborts a PostgreSQL transaction, so when one op fails the others run
+ * again each in a transaction of its own, where only it fails. A lost
+ * connection fails every op not yet committed with STORE_UNAVAILABLE (a
+ * COMMIT whose answer never came is not claimed). */
+static void commit_pg(struct store *st, struct write_op *batch, struct batch_result *res)
+{
+    res->fail = 0;
+    int rc = available(st) ? pg_run(st, batch, NULL, res) : STORE_UNAVAILABLE;
+    if (rc == STORE_UNAVAILABLE)
+        res->fail = rc;
+    else if (rc == -1 && batch->next)
+        for (struct write_op *op = batch; op; op = op->next) {
+            if (rc == STORE_UNAVAILABLE)
+                op->rc = rc;
+            else
+                rc = pg_run(st, op, op->next, res);
+        }
+    if (rc == STORE_UNAVAILABLE)
+        mark_unavailable(st);
+}
 
 /* Commits everything queued as one transaction and hands each waited write
  * its result. Called with commit_mu held; its time is the lock's hold (a
@@ -442,39 +479,28 @@ static int commit_queue(struct store *st, struct slow_commit *slow)
     if (!batch)
         return 0;
 
-    int shared = st->rdb == st->wdb; /* :memory: has one connection */
-    if (shared)
-        pthread_mutex_lock(&st->rmu);
-    int began = step_plain(st, W_BEGIN) == 0, failed = !began;
-    uint64_t purged = 0;
-    for (struct write_op *op = batch; op && !failed; op = op->next) {
-        op->rc = op_run(st, op);
-        /* SQLite itself rolls the whole transaction back after some
-         * failures (I/O, full disk, no memory, a trigger's ROLLBACK): what
-         * ran before is gone, and what follows would commit alone. */
-        failed = op->rc == OP_HALF_WRITTEN || (op->rc != 0 && sqlite3_get_autocommit(st->wdb));
-        if (op->rc == 0 && (op->kind == W_PURGE_IDLE_SESSIONS || op->kind == W_PURGE_TOMBSTONES ||
-                            op->kind == W_PURGE_STREAMS))
-            purged += (uint64_t)sqlite3_changes(st->wdb);
-    }
-    int64_t t1 = clock_mono_us();
-    if (!failed && step_plain(st, W_COMMIT) != 0)
-        failed = 1;
-    int64_t t2 = clock_mono_us(), copy_us = wal_take_hook_us(st->wal);
-    if (failed && began)
-        step_plain(st, W_ROLLBACK);
-    if (shared)
-        pthread_mutex_unlock(&st->rmu);
+    /* :memory: has one connection, the one reader's. */
+    int slot = 0;
+    if (st->shared)
+        reader_get(st, &slot);
+    struct batch_result res = {0};
+    if (st->engine == DB_PG)
+        commit_pg(st, batch, &res);
+    else
+        commit_sqlite(st, batch, &res);
+    int64_t copy_us = wal_take_hook_us(st->wal);
+    if (st->shared)
+        reader_put(st, slot);
 
     /* store_flush reports the failures nobody else heard of: a waited
      * write's failure went back to its caller. */
-    int unheard_failed = failed;
+    int unheard_failed = res.fail != 0, committed = res.fail == 0;
     uint64_t nops = 0, nfailed = 0;
     struct write_op *next;
     for (struct write_op *op = batch; op; op = next) {
         next = op->next;
-        if (failed)
-            op->rc = -1;
+        if (res.fail)
+            op->rc = res.fail;
         unheard_failed |= op->rc < 0 && !op->waited;
         nops += op->kind != W_FLUSH;
         nfailed += op->rc < 0;
@@ -490,15 +516,16 @@ static int commit_queue(struct store *st, struct slow_commit *slow)
     int64_t t3 = clock_mono_us();
     int logged = lock_hold_record(&st->hold, t3 - t0);
     if (logged)
-        *slow = (struct slow_commit){t3 - t0, t1 - t0, t2 - t1, copy_us, nops};
+        *slow = (struct slow_commit){t3 - t0, res.t_statements - t0,
+                                     res.t_commit - res.t_statements, copy_us, nops};
     pthread_mutex_lock(&st->qmu);
     if (unheard_failed)
         st->failed_since_flush = 1;
-    st->healthy = !failed;
-    st->stats.commits += !failed;
+    st->healthy = res.fail != -1;
+    st->stats.commits += (uint64_t)committed;
     st->stats.writes += nops;
     st->stats.failures += nfailed;
-    st->stats.purged += failed ? 0 : purged;
+    st->stats.purged += committed ? res.purged : 0;
     pthread_mutex_unlock(&st->qmu);
     return logged;
 }
@@ -559,22 +586,22 @@ static void *writer_main(void *arg)
 /* Builds an op from a format: 'i' int64, 's' text (NULL allowed), 'b' text
  * and its length, 'n' null. One allocation holds the op and a copy of every
  * text, where one each cost a malloc per parameter of every message. */
-static struct write_op *op_new(enum write_kind kind, const char *fmt, va_list ap)
+static struct write_op *op_new(int kind, const char *fmt, va_list ap)
 {
-    struct param p[MAX_PARAMS];
+    struct db_param p[MAX_PARAMS];
     const char *text[MAX_PARAMS];
     int n = 0;
     size_t bytes = 0;
     for (const char *f = fmt; *f && n < MAX_PARAMS; f++, n++) {
-        p[n] = (struct param){.type = P_NULL};
+        p[n] = (struct db_param){.type = DB_NULL};
         if (*f == 'i') {
-            p[n].type = P_INT;
+            p[n].type = DB_INT;
             p[n].i = va_arg(ap, int64_t);
         } else if (*f == 's' || *f == 'b') {
             text[n] = va_arg(ap, const char *);
             size_t len = *f == 'b' ? va_arg(ap, size_t) : (text[n] ? strlen(text[n]) : 0);
             if (text[n]) {
-                p[n].type = P_TEXT;
+                p[n].type = DB_TEXT;
                 p[n].len = len;
                 bytes += len + 1;
             }
@@ -588,7 +615,7 @@ static struct write_op *op_new(enum write_kind kind, const char *fmt, va_list ap
     char *at = (char *)(op + 1);
     for (int i = 0; i < n; i++) {
         op->p[i] = p[i];
-        if (p[i].type == P_TEXT) {
+        if (p[i].type == DB_TEXT) {
             memcpy(at, text[i], p[i].len);
             at[p[i].len] = '\0';
             op->p[i].s = at;
@@ -596,21 +623,6 @@ static struct write_op *op_new(enum write_kind kind, const char *fmt, va_list ap
         }
     }
     return op;
-}
-
-/* Enqueues a write; with wait, blocks until it is committed and returns its
- * result. */
-static int submit(struct store *st, struct write_op *op, int wait);
-
-static int enqueue(struct store *st, int wait, enum write_kind kind, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    struct write_op *op = op_new(kind, fmt, ap);
-    va_end(ap);
-    if (!op)
-        return -1;
-    return submit(st, op, wait);
 }
 
 /* Until the writer has handed op back. A fiber whose connection is going
@@ -633,8 +645,10 @@ static void wait_committed(struct write_op *op)
 }
 
 /* Queues op; with wait, blocks until it is committed and returns its
- * result (and frees it). */
-static int submit(struct store *st, struct write_op *op, int wait)
+ * result, with what its statement changed and returned in *changes and
+ * *value (may be NULL), and frees it. While PostgreSQL cannot be reached,
+ * fails at once. */
+static int submit(struct store *st, struct write_op *op, int wait, int64_t *changes, int64_t *value)
 {
     op->waited = wait;
     /* A fiber (an HTTP request on a pool thread) parks instead of
@@ -643,12 +657,13 @@ static int submit(struct store *st, struct write_op *op, int wait)
     if (wait && !op->fiber)
         sem_init(&op->done, 0, 0);
     pthread_mutex_lock(&st->qmu);
-    if (st->stop) {
+    if (st->stop || (st->engine == DB_PG && !st->available)) {
+        int rc = st->stop ? -1 : STORE_UNAVAILABLE;
         pthread_mutex_unlock(&st->qmu);
         if (wait && !op->fiber)
             sem_destroy(&op->done);
         op_free(op);
-        return -1;
+        return rc;
     }
     if (st->tail)
         st->tail->next = op;
@@ -695,11 +710,31 @@ static int submit(struct store *st, struct write_op *op, int wait)
     }
     wait_committed(op);
     int rc = op->rc;
+    if (changes)
+        *changes = op->changes;
+    if (value)
+        *value = op->value;
     if (!op->fiber)
         sem_destroy(&op->done);
     op_free(op);
     return rc;
 }
+
+/* Queues a write of statement `kind` with the parameters fmt says; with
+ * wait, returns its result (submit). */
+static int enqueue_out(struct store *st, int wait, int64_t *changes, int64_t *value, int kind,
+                       const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    struct write_op *op = op_new(kind, fmt, ap);
+    va_end(ap);
+    if (!op)
+        return -1;
+    return submit(st, op, wait, changes, value);
+}
+
+#define enqueue(st, wait, ...) enqueue_out(st, wait, NULL, NULL, __VA_ARGS__)
 
 /* A waited W_STREAM_WRITE with its statement flags. */
 static int enqueue_stream(struct store *st, int row, int chunk, int end, int mark, const char *fmt,
@@ -715,20 +750,199 @@ static int enqueue_stream(struct store *st, int row, int chunk, int end, int mar
     op->chunk = chunk;
     op->end = end;
     op->mark = mark;
-    return submit(st, op, 1);
+    return submit(st, op, 1, NULL, NULL);
+}
+
+/* ---- PostgreSQL: reconnecting and listening ---- */
+
+static int stopping(struct store *st)
+{
+    pthread_mutex_lock(&st->qmu);
+    int s = st->stop;
+    pthread_mutex_unlock(&st->qmu);
+    return s;
+}
+
+/* Every connection anew (after an outage all are stale, even those that
+ * have not found out yet): the writer's between commits, each reader's
+ * between reads. */
+static int reconnect_all(struct store *st)
+{
+    pthread_mutex_lock(&st->commit_mu);
+    int ok = db_reset(st->wdb) == 0;
+    pthread_mutex_unlock(&st->commit_mu);
+    for (int i = 0; i < st->nreaders && ok; i++) {
+        pthread_mutex_lock(&st->rmu);
+        while (st->rbusy[i])
+            pthread_cond_wait(&st->rcv, &st->rmu);
+        st->rbusy[i] = 1;
+        pthread_mutex_unlock(&st->rmu);
+        ok = db_reset(st->readers[i]) == 0;
+        reader_put(st, i);
+    }
+    return ok ? 0 : -1;
+}
+
+/* Waits for the store to become unavailable, then reconnects with a
+ * backoff until every connection is back. */
+static void *reconnector_main(void *arg)
+{
+    struct store *st = arg;
+    pthread_setname_np(pthread_self(), "mcpd-store-re");
+    for (;;) {
+        pthread_mutex_lock(&st->qmu);
+        while (st->available && !st->stop)
+            pthread_cond_wait(&st->avcv, &st->qmu);
+        int stop = st->stop;
+        pthread_mutex_unlock(&st->qmu);
+        if (stop)
+            break;
+        int64_t wait = RECONNECT_FIRST_MS;
+        while (!stopping(st)) {
+            if (reconnect_all(st) == 0) {
+                pthread_mutex_lock(&st->qmu);
+                st->available = 1;
+                st->healthy = 1;
+                pthread_mutex_unlock(&st->qmu);
+                log_local(LOG_INFO, NULL, "store_available", "reconnected to PostgreSQL");
+                break;
+            }
+            sleep_ms(wait);
+            wait = wait * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : wait * 2;
+        }
+    }
+    return NULL;
+}
+
+/* Calls the callback (under smu, so store_signal_listen never races it). */
+static void deliver(struct store *st, char kind, const char *run, const char *key,
+                    const char *extra)
+{
+    pthread_mutex_lock(&st->smu);
+    int own = run && st->run && strcmp(run, st->run) == 0;
+    if (!own && st->cb)
+        st->cb(st->cb_arg, kind, key, extra);
+    pthread_mutex_unlock(&st->smu);
+}
+
+/* "<kind> <run> <key> [<extra>]" */
+static void on_payload(void *arg, const char *payload)
+{
+    char run[128], key[256], extra[256];
+    extra[0] = '\0';
+    if (!payload[0] || payload[1] != ' ' ||
+        sscanf(payload + 2, "%127s %255s %255s", run, key, extra) < 2)
+        return;
+    deliver(arg, payload[0], run, key, extra[0] ? extra : NULL);
+}
+
+/* Hears the other processes' signals. Its connection is also the first to
+ * see the server go: then the store becomes unavailable at once. */
+static void *listener_main(void *arg)
+{
+    struct store *st = arg;
+    pthread_setname_np(pthread_self(), "mcpd-store-ls");
+    int64_t wait = RECONNECT_FIRST_MS;
+    int lost = 0;
+    while (!stopping(st)) {
+        if (lost) {
+            if (db_reset(st->ldb) != 0 || db_listen(st->ldb, STORE_SQL_CHANNEL) != 0) {
+                sleep_ms(wait);
+                wait = wait * 2 > RECONNECT_MAX_MS ? RECONNECT_MAX_MS : wait * 2;
+                continue;
+            }
+            wait = RECONNECT_FIRST_MS;
+            lost = 0;
+            /* Signals sent meanwhile are lost: followers read again. */
+            deliver(st, STORE_SIGNAL_RESYNC, NULL, "", NULL);
+        }
+        if (db_notify_wait(st->ldb, LISTEN_POLL_MS, on_payload, st) != 0) {
+            lost = 1;
+            mark_unavailable(st);
+        }
+    }
+    return NULL;
+}
+
+/* ---- opening and closing ---- */
+
+int store_path_is_postgres(const char *path)
+{
+    if (!path)
+        return 0;
+    return strncmp(path, "postgres://", 11) == 0 || strncmp(path, "postgresql://", 13) == 0 ||
+           strstr(path, "dbname=") != NULL || strstr(path, "host=") != NULL;
+}
+
+static const struct store_migration *migrations_of(enum db_engine e, int *count)
+{
+    *count = e == DB_PG ? store_migrations_pg_count : store_migrations_count;
+    return e == DB_PG ? store_migrations_pg : store_migrations;
+}
+
+/* The bound on PostgreSQL reader connections: MCPD_DB_READERS, 1..64. */
+static int pg_readers(void)
+{
+    const char *v = getenv("MCPD_DB_READERS");
+    int n = v ? atoi(v) : PG_READERS;
+    return n < 1 ? 1 : n > 64 ? 64 : n;
+}
+
+static void close_all(struct store *st)
+{
+    wal_stop(st->wal);
+    for (int i = 0; st->readers && i < st->nreaders; i++)
+        if (!st->shared)
+            db_close(st->readers[i]);
+    free(st->readers);
+    free(st->rbusy);
+    db_close(st->wdb);
+    db_close(st->ldb);
+    db_close(st->leader_db);
+    pthread_mutex_destroy(&st->rmu);
+    pthread_mutex_destroy(&st->qmu);
+    pthread_mutex_destroy(&st->commit_mu);
+    pthread_mutex_destroy(&st->smu);
+    pthread_mutex_destroy(&st->lmu);
+    pthread_cond_destroy(&st->qcv);
+    pthread_cond_destroy(&st->rcv);
+    pthread_cond_destroy(&st->avcv);
+    free(st->target);
+    free(st->run);
+    free(st);
+}
+
+/* The readers: the writer's own connection for :memory:, one more for a
+ * SQLite file (WAL lets it read while the writer commits), a pool for
+ * PostgreSQL. */
+static int open_readers(struct store *st, const char *path, char **err)
+{
+    int n = st->engine == DB_PG ? pg_readers() : 1;
+    st->shared = st->engine == DB_SQLITE && strcmp(path, ":memory:") == 0;
+    st->readers = calloc((size_t)n, sizeof *st->readers);
+    st->rbusy = calloc((size_t)n, sizeof *st->rbusy);
+    if (!st->readers || !st->rbusy) {
+        *err = fmt_err("out of memory");
+        return -1;
+    }
+    if (st->shared) {
+        st->readers[0] = st->wdb;
+        st->nreaders = 1;
+        return 0;
+    }
+    for (; st->nreaders < n; st->nreaders++)
+        if (db_open(st->engine, path, &st->readers[st->nreaders], err) != 0 ||
+            db_prepare(st->readers[st->nreaders], st->sql, SQL_COUNT, err) != 0) {
+            db_close(st->readers[st->nreaders]);
+            return -1;
+        }
+    return 0;
 }
 
 int store_open(const char *path, struct store **out, char **err)
 {
     *out = NULL;
     *err = NULL;
-    int memory = strcmp(path, ":memory:") == 0;
-    if (!memory && mkdirs_for(path) != 0) {
-        *err = fmt_err("cannot create the folder for %s: %s", path, strerror(errno));
-        return -1;
-    }
-    if (!memory && own_files(path, err) != 0)
-        return -1;
     struct store *st = calloc(1, sizeof *st);
     if (!st) {
         *err = fmt_err("out of memory");
@@ -737,38 +951,70 @@ int store_open(const char *path, struct store **out, char **err)
     pthread_mutex_init(&st->rmu, NULL);
     pthread_mutex_init(&st->qmu, NULL);
     pthread_mutex_init(&st->commit_mu, NULL);
+    pthread_mutex_init(&st->smu, NULL);
+    pthread_mutex_init(&st->lmu, NULL);
     clock_cond_init(&st->qcv);
-    if (open_conn(path, &st->wdb, err) || migrate(st, err))
+    pthread_cond_init(&st->rcv, NULL);
+    pthread_cond_init(&st->avcv, NULL);
+    st->engine = store_path_is_postgres(path) ? DB_PG : DB_SQLITE;
+    st->sql = store_sql_table(st->engine);
+    st->target = strdup(path);
+    int nmig;
+    const struct store_migration *mig = migrations_of(st->engine, &nmig);
+    if (!st->target) {
+        *err = fmt_err("out of memory");
         goto fail;
-    if (memory)
-        st->rdb = st->wdb;
-    else if (open_conn(path, &st->rdb, err))
+    }
+    if (db_open(st->engine, path, &st->wdb, err) ||
+        db_migrate(st->wdb, mig, nmig, &st->schema_version, err) ||
+        db_prepare(st->wdb, st->sql, SQL_COUNT, err) || open_readers(st, path, err))
         goto fail;
-    for (int k = 0; k < W_COUNT; k++) {
-        if (sqlite3_prepare_v3(st->wdb, write_sql[k], -1, SQLITE_PREPARE_PERSISTENT, &st->stmt[k],
-                               NULL) != SQLITE_OK) {
-            *err = fmt_err("prepare failed: %s", sqlite3_errmsg(st->wdb));
+    if (st->engine == DB_SQLITE && !st->shared &&
+        !(st->wal = wal_start(path, db_sqlite_handle(st->wdb), &st->commit_mu, &st->hold,
+                              WAL_CHECKPOINT_FRAMES, err)))
+        goto fail;
+    if (st->engine == DB_PG) {
+        /* Listening before store_open returns: no signal sent after it is
+         * missed. */
+        if (db_open(DB_PG, path, &st->ldb, err) != 0)
+            goto fail;
+        if (db_listen(st->ldb, STORE_SQL_CHANNEL) != 0) {
+            *err = fmt_err("cannot LISTEN on PostgreSQL");
             goto fail;
         }
+        st->available = 1;
+        if (pthread_create(&st->reconnector, NULL, reconnector_main, st) != 0) {
+            *err = fmt_err("cannot start the store's reconnector thread");
+            goto fail;
+        }
+        if (pthread_create(&st->listener, NULL, listener_main, st) != 0) {
+            pthread_mutex_lock(&st->qmu);
+            st->stop = 1;
+            pthread_cond_signal(&st->avcv);
+            pthread_mutex_unlock(&st->qmu);
+            pthread_join(st->reconnector, NULL);
+            *err = fmt_err("cannot start the store's listener thread");
+            goto fail;
+        }
+        st->threads = 1;
     }
-    if (!memory && !(st->wal = wal_start(path, st->wdb, &st->commit_mu, &st->hold,
-                                         WAL_CHECKPOINT_FRAMES, err)))
-        goto fail;
     if (pthread_create(&st->writer, NULL, writer_main, st) != 0) {
         *err = fmt_err("cannot start the store writer thread");
+        pthread_mutex_lock(&st->qmu);
+        st->stop = 1;
+        pthread_cond_signal(&st->avcv);
+        pthread_mutex_unlock(&st->qmu);
+        if (st->threads) {
+            pthread_join(st->reconnector, NULL);
+            pthread_join(st->listener, NULL);
+        }
         goto fail;
     }
     st->healthy = 1;
     *out = st;
     return 0;
 fail:
-    wal_stop(st->wal);
-    for (int k = 0; k < W_COUNT; k++)
-        sqlite3_finalize(st->stmt[k]);
-    if (st->rdb && st->rdb != st->wdb)
-        sqlite3_close(st->rdb);
-    sqlite3_close(st->wdb);
-    free(st);
+    close_all(st);
     return -1;
 }
 
@@ -779,26 +1025,23 @@ void store_close(struct store *st)
     pthread_mutex_lock(&st->qmu);
     st->stop = 1;
     pthread_cond_signal(&st->qcv);
+    pthread_cond_signal(&st->avcv);
     pthread_mutex_unlock(&st->qmu);
     pthread_join(st->writer, NULL);
-    wal_stop(st->wal);
-    for (int k = 0; k < W_COUNT; k++)
-        sqlite3_finalize(st->stmt[k]);
-    if (st->rdb != st->wdb)
-        sqlite3_close(st->rdb);
-    sqlite3_close(st->wdb);
-    pthread_mutex_destroy(&st->rmu);
-    pthread_mutex_destroy(&st->qmu);
-    pthread_mutex_destroy(&st->commit_mu);
-    pthread_cond_destroy(&st->qcv);
-    free(st);
+    if (st->threads) {
+        pthread_join(st->reconnector, NULL);
+        pthread_join(st->listener, NULL);
+    }
+    close_all(st);
 }
 
 int store_ready(struct store *st)
 {
+    int nmig;
+    const struct store_migration *mig = migrations_of(st->engine, &nmig);
     pthread_mutex_lock(&st->qmu);
-    int ok = st->healthy && !st->stop &&
-             st->schema_version == store_migrations[store_migrations_count - 1].version;
+    int ok = st->healthy && !st->stop && (st->engine != DB_PG || st->available) &&
+             st->schema_version == mig[nmig - 1].version;
     pthread_mutex_unlock(&st->qmu);
     return ok;
 }
@@ -808,11 +1051,34 @@ int store_schema_version(struct store *st)
     return st->schema_version;
 }
 
+enum store_backend store_backend_of(struct store *st)
+{
+    return st->engine == DB_PG ? STORE_POSTGRES : STORE_SQLITE;
+}
+
+void store_set_run(struct store *st, const char *run)
+{
+    char *dup = run ? strdup(run) : NULL;
+    pthread_mutex_lock(&st->smu);
+    free(st->run);
+    st->run = dup;
+    pthread_mutex_unlock(&st->smu);
+}
+
+/* This run's id (malloc'd copy, NULL when unset). */
+static char *run_of(struct store *st)
+{
+    pthread_mutex_lock(&st->smu);
+    char *r = st->run ? strdup(st->run) : NULL;
+    pthread_mutex_unlock(&st->smu);
+    return r;
+}
+
 int store_flush(struct store *st)
 {
     int rc = enqueue(st, 1, W_FLUSH, "");
     pthread_mutex_lock(&st->qmu);
-    if (st->failed_since_flush)
+    if (st->failed_since_flush && rc == 0)
         rc = -1;
     st->failed_since_flush = 0;
     pthread_mutex_unlock(&st->qmu);
@@ -841,9 +1107,8 @@ int store_session_touch(struct store *st, const char *id, int64_t now_ms)
 
 int store_session_delete(struct store *st, const char *id, int64_t now_ms)
 {
-    if (enqueue(st, 0, W_SESSION_DELETE, "si", id, now_ms))
-        return -1;
-    return enqueue(st, 1, W_SESSION_STREAMS_DELETE, "s", id);
+    int rc = enqueue(st, 0, W_SESSION_DELETE, "si", id, now_ms);
+    return rc ? rc : enqueue(st, 1, W_SESSION_STREAMS_DELETE, "s", id);
 }
 
 int store_stream_write(struct store *st, const char *stream_id,
@@ -863,10 +1128,11 @@ int store_stream_write_relayed(struct store *st, const char *stream_id,
     const struct store_stream_new *c = create ? create : &none;
     struct store_relay_mark no_mark = {0};
     const struct store_relay_mark *m = mark ? mark : &no_mark;
+    /* The run is read unlocked: store_set_run comes before any write. */
     return enqueue_stream(st, create != NULL, seq >= 0, end_state != NULL, mark != NULL,
-                          "sibiisssssi", stream_id, seq, msg ? msg : "", msg ? len : 0,
+                          "sibiisssssis", stream_id, seq, msg ? msg : "", msg ? len : 0,
                           (int64_t)(end_state != NULL), now_ms, c->session_id, c->kind,
-                          c->request_id, end_state, m->stream_id, m->copied);
+                          c->request_id, end_state, m->stream_id, m->copied, st->run);
 }
 
 int store_log(struct store *st, int64_t ts_ms, const char *level, const char *session_id,
@@ -877,35 +1143,12 @@ int store_log(struct store *st, int64_t ts_ms, const char *level, const char *se
 
 int store_checkpoint(struct store *st)
 {
+    if (st->engine == DB_PG)
+        return 1; /* PostgreSQL checkpoints by itself */
     return st->wal ? wal_checkpoint(st->wal) : 0;
 }
 
 /* ---- reads ---- */
-
-static char *col_dup(sqlite3_stmt *q, int col)
-{
-    const unsigned char *t = sqlite3_column_text(q, col);
-    return t ? strdup((const char *)t) : NULL;
-}
-
-/* Prepares a read on rdb with the lock held; the caller must call
- * read_end. */
-static sqlite3_stmt *read_begin(struct store *st, const char *sql)
-{
-    pthread_mutex_lock(&st->rmu);
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(st->rdb, sql, -1, &q, NULL) != SQLITE_OK) {
-        pthread_mutex_unlock(&st->rmu);
-        return NULL;
-    }
-    return q;
-}
-
-static void read_end(struct store *st, sqlite3_stmt *q)
-{
-    sqlite3_finalize(q);
-    pthread_mutex_unlock(&st->rmu);
-}
 
 /* Rows per purge transaction, and the pause after each. A purge batch
  * shares its commit with live writes, and back to back the batches would
@@ -919,20 +1162,6 @@ static void read_end(struct store *st, sqlite3_stmt *q)
 #define PURGE_STREAMS_PER_BATCH 128
 #define PURGE_PAUSE 3
 
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static void pause_us(int64_t us)
-{
-    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 /* What the streams of one purge batch held, by session (see
  * store_freed_cb). */
 struct freed {
@@ -943,10 +1172,10 @@ struct freed {
     } v[PURGE_STREAMS_PER_BATCH];
 };
 
-static void freed_add(struct freed *f, sqlite3_stmt *q)
+static void freed_add(struct freed *f, struct rd *q)
 {
-    const char *sid = (const char *)sqlite3_column_text(q, 1);
-    int64_t bytes = sqlite3_column_int64(q, 2);
+    const char *sid = db_text(&q->r, 1);
+    int64_t bytes = db_int(&q->r, 2);
     if (!sid || bytes <= 0)
         return;
     for (size_t i = 0; i < f->n; i++)
@@ -968,29 +1197,28 @@ static void freed_clear(struct freed *f)
 }
 
 /* The next key range of rows to purge, after *after: reads up to `batch`
- * ids matching the query (?1 cutoff, ?2 after, ?3 limit, ?4 an optional
+ * ids matching statement k (?1 cutoff, ?2 after, ?3 limit, ?4 an optional
  * text bound) and puts the first and last in first/last (malloc'd). With
  * f, each row also names its session and bytes (columns 1 and 2), summed
- * into f. Returns how many ids it read, or -1. */
-static int purge_range(struct store *st, const char *sql, int64_t cutoff, const char *after,
-                       int batch, const char *bound, char **first, char **last, struct freed *f)
+ * into f. Returns how many ids it read, or -1 / STORE_UNAVAILABLE. */
+static int purge_range(struct store *st, int k, int64_t cutoff, const char *after, int batch,
+                       const char *bound, char **first, char **last, struct freed *f)
 {
     *first = *last = NULL;
-    sqlite3_stmt *q = read_begin(st, sql);
-    if (!q)
-        return -1;
-    sqlite3_bind_int64(q, 1, cutoff);
-    sqlite3_bind_text(q, 2, after, -1, SQLITE_STATIC);
-    sqlite3_bind_int(q, 3, batch);
-    if (bound)
-        sqlite3_bind_text(q, 4, bound, -1, SQLITE_STATIC);
-    int n = 0, rc;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        char *id = col_dup(q, 0);
-        if (!id)
+    struct db_param p[] = {P_INT(cutoff), P_TEXT(after), P_INT(batch), P_TEXT(bound)};
+    struct rd q;
+    int rc = rd_begin(st, &q, k, p, bound ? 4 : 3);
+    if (rc != 0)
+        return rc;
+    int n = 0;
+    while ((rc = rd_next(&q)) == 1) {
+        char *id = col_dup(&q, 0);
+        if (!id) {
+            rc = -1;
             break;
+        }
         if (f)
-            freed_add(f, q);
+            freed_add(f, &q);
         if (n++ == 0) {
             *first = id;
         } else {
@@ -998,12 +1226,12 @@ static int purge_range(struct store *st, const char *sql, int64_t cutoff, const 
             *last = id;
         }
     }
-    read_end(st, q);
-    if (rc != SQLITE_DONE) {
+    rd_end(&q);
+    if (rc != 0) {
         free(*first);
         free(*last);
         *first = *last = NULL;
-        return -1;
+        return rc;
     }
     if (n == 1)
         *last = strdup(*first);
@@ -1016,17 +1244,16 @@ static int purge_range(struct store *st, const char *sql, int64_t cutoff, const 
  * the range's delete has committed. The rows read are the rows deleted:
  * an ended stream's end time never changes, and one still running at the
  * read can only end after the cutoff, which the delete checks again. */
-static int purge_batches(struct store *st, const char *select_sql, enum write_kind kind,
-                         int64_t cutoff, int batch, const char *bound, store_freed_cb freed,
-                         void *arg)
+static int purge_batches(struct store *st, int select_k, int kind, int64_t cutoff, int batch,
+                         const char *bound, store_freed_cb freed, void *arg)
 {
     struct freed f = {0};
     char *after = strdup("");
     int rc = after ? 0 : -1;
     while (rc == 0) {
         char *first, *last;
-        int64_t t0 = mono_us();
-        int n = purge_range(st, select_sql, cutoff, after, batch, bound, &first, &last,
+        int64_t t0 = clock_mono_us();
+        int n = purge_range(st, select_k, cutoff, after, batch, bound, &first, &last,
                             freed ? &f : NULL);
         if (n <= 0) {
             rc = n;
@@ -1036,7 +1263,10 @@ static int purge_batches(struct store *st, const char *select_sql, enum write_ki
         for (size_t i = 0; rc == 0 && i < f.n; i++)
             freed(arg, f.v[i].session_id, f.v[i].bytes);
         freed_clear(&f);
-        pause_us((mono_us() - t0) * PURGE_PAUSE);
+        int64_t pause = (clock_mono_us() - t0) * PURGE_PAUSE;
+        struct timespec ts = {(time_t)(pause / 1000000), (long)(pause % 1000000) * 1000};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
         free(first);
         free(after);
         after = last;
@@ -1058,23 +1288,21 @@ int store_purge(struct store *st, const struct store_purge_cutoffs *c, store_fre
     char id_prefix[16];
     snprintf(id_prefix, sizeof id_prefix, "%012llx",
              (unsigned long long)(c->stream_ms > 0 ? c->stream_ms : 0) & 0xffffffffffffULL);
-    if (purge_batches(st,
-                      "SELECT id FROM sessions WHERE id > ?2 AND last_active_ms < ?1 "
-                      "ORDER BY id LIMIT ?3",
-                      W_PURGE_IDLE_SESSIONS, c->idle_ms, PURGE_SESSIONS_PER_BATCH, NULL, NULL,
-                      NULL) != 0 ||
-        purge_batches(st,
-                      "SELECT id FROM sessions INDEXED BY sessions_by_deleted WHERE id > ?2 "
-                      "AND deleted_ms < ?1 ORDER BY id LIMIT ?3",
-                      W_PURGE_TOMBSTONES, c->ended_ms, PURGE_SESSIONS_PER_BATCH, NULL, NULL,
-                      NULL) != 0 ||
-        purge_batches(st,
-                      "SELECT s.id, s.session_id, (SELECT SUM(" CHUNK_BYTES ") FROM chunks c "
-                      "WHERE c.stream_id = s.id) FROM streams s WHERE s.id > ?2 AND s.id < ?4 "
-                      "AND s.ended_ms IS NOT NULL AND s.ended_ms < ?1 ORDER BY s.id LIMIT ?3",
-                      W_PURGE_STREAMS, c->stream_ms, PURGE_STREAMS_PER_BATCH, id_prefix, freed,
-                      arg) != 0)
-        return -1;
+    int rc;
+    if ((rc = purge_batches(st, R_PURGE_IDLE, W_PURGE_IDLE_SESSIONS, c->idle_ms,
+                            PURGE_SESSIONS_PER_BATCH, NULL, NULL, NULL)) != 0 ||
+        (rc = purge_batches(st, R_PURGE_TOMBSTONES, W_PURGE_TOMBSTONES, c->ended_ms,
+                            PURGE_SESSIONS_PER_BATCH, NULL, NULL, NULL)) != 0 ||
+        (rc = purge_batches(st, R_PURGE_STREAMS, W_PURGE_STREAMS, c->stream_ms,
+                            PURGE_STREAMS_PER_BATCH, id_prefix, freed, arg)) != 0)
+        return rc;
+    /* Inbox rows nobody took, the rows of nodes long dead, and standalone
+     * claims whose lease ran out go with the log lines. */
+    int64_t now = clock_wall_ms();
+    if ((rc = enqueue(st, 0, W_PURGE_INBOX, "i", now - STORE_INBOX_KEEP_MS)) != 0 ||
+        (rc = enqueue(st, 0, W_PURGE_NODES, "i", now - NODE_KEEP_MS)) != 0 ||
+        (rc = enqueue(st, 0, W_PURGE_CLAIMS, "i", now)) != 0)
+        return rc;
     return enqueue(st, 1, W_PURGE_LOGS, "ii", c->log_ms,
                    c->log_max_rows > 0 ? c->log_max_rows : INT64_MAX);
 }
@@ -1093,58 +1321,75 @@ void store_session_free(struct store_session *s)
 int store_session_get(struct store *st, const char *id, struct store_session *out)
 {
     memset(out, 0, sizeof *out);
-    sqlite3_stmt *q = read_begin(st, "SELECT id, protocol_version, init_params, log_level, "
-                                     "initialized, created_ms, last_active_ms, principal, "
-                                     "transport FROM sessions "
-                                     "WHERE id = ?1 AND deleted_ms IS NULL");
-    if (!q)
-        return -1;
-    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(q);
-    int result = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? 1 : -1;
+    struct db_param p[] = {P_TEXT(id)};
+    struct rd q;
+    int rc = rd_begin(st, &q, R_SESSION_GET, p, 1);
+    if (rc != 0)
+        return rc;
+    rc = rd_next(&q);
+    int result = rc == 1 ? 0 : rc == 0 ? 1 : rc;
     if (result == 0) {
-        out->id = col_dup(q, 0);
-        out->protocol_version = col_dup(q, 1);
-        out->init_params = col_dup(q, 2);
-        out->log_level = col_dup(q, 3);
-        out->initialized = sqlite3_column_int(q, 4);
-        out->created_ms = sqlite3_column_int64(q, 5);
-        out->last_active_ms = sqlite3_column_int64(q, 6);
-        out->principal = col_dup(q, 7);
-        out->transport = col_dup(q, 8);
+        out->id = col_dup(&q, 0);
+        out->protocol_version = col_dup(&q, 1);
+        out->init_params = col_dup(&q, 2);
+        out->log_level = col_dup(&q, 3);
+        out->initialized = (int)db_int(&q.r, 4);
+        out->created_ms = db_int(&q.r, 5);
+        out->last_active_ms = db_int(&q.r, 6);
+        out->principal = col_dup(&q, 7);
+        out->transport = col_dup(&q, 8);
         if (!out->id || !out->protocol_version || !out->init_params || !out->log_level) {
             store_session_free(out);
             result = -1;
         }
     }
-    read_end(st, q);
+    rd_end(&q);
     return result;
+}
+
+/* A read of one integer (the first column of the first row), or def when
+ * there is no row. */
+static int64_t read_int(struct store *st, int k, const struct db_param *p, int n, int64_t def)
+{
+    struct rd q;
+    int rc = rd_begin(st, &q, k, p, n);
+    if (rc != 0)
+        return rc;
+    rc = rd_next(&q);
+    int64_t v = rc == 1 ? db_int(&q.r, 0) : rc == 0 ? def : rc;
+    rd_end(&q);
+    return v;
 }
 
 int64_t store_session_bytes(struct store *st, const char *id)
 {
-    sqlite3_stmt *q = read_begin(st, "SELECT COALESCE(SUM(" CHUNK_BYTES "), 0) FROM chunks c "
-                                     "JOIN streams s ON s.id = c.stream_id "
-                                     "WHERE s.session_id = ?1");
-    if (!q)
-        return -1;
-    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
-    int64_t n = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
-    read_end(st, q);
-    return n;
+    struct db_param p[] = {P_TEXT(id)};
+    return read_int(st, R_SESSION_BYTES, p, 1, -1);
+}
+
+/* Runs statement k and calls row(q, cb, arg) for each row: 0, or -1 /
+ * STORE_UNAVAILABLE. */
+static int read_each(struct store *st, int k, const struct db_param *p, int n,
+                     void (*row)(struct rd *q, void *cb, void *arg), void *cb, void *arg)
+{
+    struct rd q;
+    int rc = rd_begin(st, &q, k, p, n);
+    if (rc != 0)
+        return rc;
+    while ((rc = rd_next(&q)) == 1)
+        row(&q, cb, arg);
+    rd_end(&q);
+    return rc;
+}
+
+static void row_live(struct rd *q, void *cb, void *arg)
+{
+    ((void (*)(void *, int64_t))cb)(arg, db_int(&q->r, 0));
 }
 
 int store_sessions_live(struct store *st, void (*cb)(void *arg, int64_t last_active_ms), void *arg)
 {
-    sqlite3_stmt *q =
-        read_begin(st, "SELECT last_active_ms FROM sessions WHERE deleted_ms IS NULL");
-    if (!q)
-        return -1;
-    int rc;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
-        cb(arg, sqlite3_column_int64(q, 0));
-    read_end(st, q);
-    return rc == SQLITE_DONE ? 0 : -1;
+    return read_each(st, R_SESSIONS_LIVE, NULL, 0, row_live, (void *)cb, arg);
 }
 
 void store_stream_free(struct store_stream *s)
@@ -1157,117 +1402,109 @@ void store_stream_free(struct store_stream *s)
     memset(s, 0, sizeof *s);
 }
 
+struct chunk_each {
+    store_chunk_cb cb;
+    void *arg;
+};
+
+static void row_chunk(struct rd *q, void *cb, void *arg)
+{
+    (void)cb;
+    struct chunk_each *e = arg;
+    e->cb(e->arg, db_int(&q->r, 0), db_text(&q->r, 1), db_bytes(&q->r, 1), (int)db_int(&q->r, 2));
+}
+
 int store_stream_get(struct store *st, const char *id, struct store_stream *out,
                      store_chunk_cb chunk_cb, void *arg)
 {
     memset(out, 0, sizeof *out);
-    sqlite3_stmt *q = read_begin(st, "SELECT id, session_id, kind, request_id, state, "
-                                     "COALESCE(ended_ms, 0) FROM streams WHERE id = ?1");
-    if (!q)
-        return -1;
-    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(q);
-    if (rc != SQLITE_ROW) {
-        read_end(st, q);
-        return rc == SQLITE_DONE ? 1 : -1;
+    struct db_param p[] = {P_TEXT(id)};
+    struct rd q;
+    int rc = rd_begin(st, &q, R_STREAM_ROW, p, 1);
+    if (rc != 0)
+        return rc;
+    rc = rd_next(&q);
+    if (rc != 1) {
+        rd_end(&q);
+        return rc == 0 ? 1 : rc;
     }
-    out->id = col_dup(q, 0);
-    out->session_id = col_dup(q, 1);
-    out->kind = col_dup(q, 2);
-    out->request_id = col_dup(q, 3);
-    out->state = col_dup(q, 4);
-    out->ended_ms = sqlite3_column_int64(q, 5);
-    sqlite3_finalize(q);
-    int result = 0;
-    if (sqlite3_prepare_v2(st->rdb,
-                           "SELECT seq, message, is_end FROM chunks WHERE stream_id = ?1 "
-                           "ORDER BY seq",
-                           -1, &q, NULL) != SQLITE_OK) {
-        pthread_mutex_unlock(&st->rmu);
+    out->id = col_dup(&q, 0);
+    out->session_id = col_dup(&q, 1);
+    out->kind = col_dup(&q, 2);
+    out->request_id = col_dup(&q, 3);
+    out->state = col_dup(&q, 4);
+    out->ended_ms = db_int(&q.r, 5);
+    rd_end(&q);
+    struct chunk_each e = {chunk_cb, arg};
+    rc = read_each(st, R_STREAM_CHUNKS, p, 1, row_chunk, NULL, &e);
+    if (rc != 0)
         store_stream_free(out);
-        return -1;
-    }
-    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
-        chunk_cb(arg, sqlite3_column_int64(q, 0), (const char *)sqlite3_column_text(q, 1),
-                 (size_t)sqlite3_column_bytes(q, 1), sqlite3_column_int(q, 2));
-    if (rc != SQLITE_DONE)
-        result = -1;
-    read_end(st, q);
-    if (result)
-        store_stream_free(out);
-    return result;
+    return rc;
+}
+
+static void row_open_stream(struct rd *q, void *cb, void *arg)
+{
+    ((store_open_stream_cb)cb)(arg, db_text(&q->r, 0), db_text(&q->r, 1), db_text(&q->r, 2),
+                               db_int(&q->r, 3));
 }
 
 int store_streams_unfinished(struct store *st, store_open_stream_cb cb, void *arg)
 {
-    sqlite3_stmt *q = read_begin(st, "SELECT s.id, s.session_id, s.request_id, "
-                                     "COALESCE((SELECT MAX(seq) + 1 FROM chunks c "
-                                     "WHERE c.stream_id = s.id), 0) "
-                                     "FROM streams s WHERE s.kind = 'request' AND "
-                                     "s.state = 'active'");
-    if (!q)
-        return -1;
-    int rc;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
-        cb(arg, (const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1),
-           (const char *)sqlite3_column_text(q, 2), sqlite3_column_int64(q, 3));
-    read_end(st, q);
-    return rc == SQLITE_DONE ? 0 : -1;
+    return read_each(st, R_UNFINISHED, NULL, 0, row_open_stream, (void *)cb, arg);
+}
+
+static void row_relayed(struct rd *q, void *cb, void *arg)
+{
+    ((store_relayed_cb)cb)(arg, db_text(&q->r, 0), db_int(&q->r, 1));
 }
 
 int store_streams_relayed(struct store *st, const char *session_id, int64_t created_before_ms,
                           store_relayed_cb cb, void *arg)
 {
-    sqlite3_stmt *q = read_begin(st, "SELECT s.id, COALESCE(s.relayed, 0) FROM streams s "
-                                     "JOIN sessions e ON e.id = s.session_id "
-                                     "WHERE s.session_id = ?1 AND s.kind = 'request' AND "
-                                     "s.created_ms < ?2 AND e.transport = 'sse' AND "
-                                     "(SELECT COUNT(*) FROM chunks c WHERE c.stream_id = s.id) > "
-                                     "COALESCE(s.relayed, 0) ORDER BY s.id");
-    if (!q)
-        return -1;
-    sqlite3_bind_text(q, 1, session_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 2, created_before_ms);
-    int rc;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
-        cb(arg, (const char *)sqlite3_column_text(q, 0), sqlite3_column_int64(q, 1));
-    read_end(st, q);
-    return rc == SQLITE_DONE ? 0 : -1;
+    struct db_param p[] = {P_TEXT(session_id), P_INT(created_before_ms)};
+    return read_each(st, R_RELAYED, p, 2, row_relayed, (void *)cb, arg);
+}
+
+/* A read of one text (the first column of the first row): 0 and *out
+ * (malloc'd, NULL for a NULL column), 1 no row, or -1 / STORE_UNAVAILABLE. */
+static int read_text(struct store *st, int k, const struct db_param *p, int n, char **out)
+{
+    *out = NULL;
+    struct rd q;
+    int rc = rd_begin(st, &q, k, p, n);
+    if (rc != 0)
+        return rc;
+    rc = rd_next(&q);
+    int result = rc == 1 ? 0 : rc == 0 ? 1 : rc;
+    if (result == 0 && db_text(&q.r, 0) && !(*out = col_dup(&q, 0)))
+        result = -1;
+    rd_end(&q);
+    return result;
 }
 
 int store_session_standalone(struct store *st, const char *session_id, char **id_out)
 {
-    *id_out = NULL;
-    sqlite3_stmt *q = read_begin(st, "SELECT id FROM streams WHERE session_id = ?1 AND "
-                                     "kind = 'standalone' ORDER BY created_ms LIMIT 1");
-    if (!q)
-        return -1;
-    sqlite3_bind_text(q, 1, session_id, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(q);
-    int result = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? 1 : -1;
-    if (result == 0 && !(*id_out = col_dup(q, 0)))
-        result = -1;
-    read_end(st, q);
-    return result;
+    struct db_param p[] = {P_TEXT(session_id)};
+    int rc = read_text(st, R_STANDALONE, p, 1, id_out);
+    return rc == 0 && !*id_out ? -1 : rc;
 }
 
 int store_token_lookup(struct store *st, const char *hash, struct store_token *out)
 {
     memset(out, 0, sizeof *out);
-    sqlite3_stmt *q = read_begin(st, "SELECT name, expires_ms, revoked_ms FROM tokens "
-                                     "WHERE hash = ?1");
-    if (!q)
-        return -1;
-    sqlite3_bind_text(q, 1, hash, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(q);
-    int result = rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? 1 : -1;
+    struct db_param p[] = {P_TEXT(hash)};
+    struct rd q;
+    int rc = rd_begin(st, &q, R_TOKEN_LOOKUP, p, 1);
+    if (rc != 0)
+        return rc;
+    rc = rd_next(&q);
+    int result = rc == 1 ? 0 : rc == 0 ? 1 : rc;
     if (result == 0) {
-        snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(q, 0));
-        out->expires_ms = sqlite3_column_type(q, 1) == SQLITE_NULL ? 0 : sqlite3_column_int64(q, 1);
-        out->revoked_ms = sqlite3_column_type(q, 2) == SQLITE_NULL ? 0 : sqlite3_column_int64(q, 2);
+        snprintf(out->name, sizeof out->name, "%s", db_text(&q.r, 0));
+        out->expires_ms = db_is_null(&q.r, 1) ? 0 : db_int(&q.r, 1);
+        out->revoked_ms = db_is_null(&q.r, 2) ? 0 : db_int(&q.r, 2);
     }
-    read_end(st, q);
+    rd_end(&q);
     return result;
 }
 
@@ -1276,38 +1513,29 @@ int store_token_used(struct store *st, const char *name, int64_t now_ms)
     return enqueue(st, 0, W_TOKEN_USED, "si", name, now_ms);
 }
 
+static void row_name(struct rd *q, void *cb, void *arg)
+{
+    ((void (*)(void *, const char *))cb)(arg, db_text(&q->r, 0));
+}
+
 int store_tokens_revoked_since(struct store *st, int64_t since_ms,
                                void (*cb)(void *arg, const char *name), void *arg)
 {
-    sqlite3_stmt *q = read_begin(st, "SELECT name FROM tokens WHERE revoked_ms >= ?1");
-    if (!q)
-        return -1;
-    sqlite3_bind_int64(q, 1, since_ms);
-    int rc;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
-        cb(arg, (const char *)sqlite3_column_text(q, 0));
-    read_end(st, q);
-    return rc == SQLITE_DONE ? 0 : -1;
+    struct db_param p[] = {P_INT(since_ms)};
+    return read_each(st, R_TOKENS_REVOKED, p, 1, row_name, (void *)cb, arg);
+}
+
+static void row_ended(struct rd *q, void *cb, void *arg)
+{
+    ((void (*)(void *, const char *, const char *))cb)(arg, db_text(&q->r, 0), db_text(&q->r, 1));
 }
 
 int store_sessions_ended_by_operator(struct store *st, int64_t since_ms,
                                      void (*cb)(void *arg, const char *id, const char *why),
                                      void *arg)
 {
-    /* Killed by mcp-admin, or belonging to a token revoked since. */
-    sqlite3_stmt *q = read_begin(
-        st, "SELECT id, kill_reason FROM sessions WHERE deleted_ms >= ?1 AND kill_reason IS NOT "
-            "NULL UNION ALL SELECT s.id, 'token ' || t.name || ' revoked' FROM sessions s "
-            "JOIN tokens t ON t.name = s.principal WHERE t.revoked_ms >= ?1 AND s.deleted_ms IS "
-            "NULL");
-    if (!q)
-        return -1;
-    sqlite3_bind_int64(q, 1, since_ms);
-    int rc;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
-        cb(arg, (const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1));
-    read_end(st, q);
-    return rc == SQLITE_DONE ? 0 : -1;
+    struct db_param p[] = {P_INT(since_ms)};
+    return read_each(st, R_ENDED_BY_OPERATOR, p, 1, row_ended, (void *)cb, arg);
 }
 
 int store_secret(struct store *st, const char *name, const char *candidate, int64_t now_ms,
@@ -1315,21 +1543,20 @@ int store_secret(struct store *st, const char *name, const char *candidate, int6
 {
     /* The first value stored wins, so every process (and every start) reads
      * the same key back. */
-    if (enqueue(st, 1, W_SECRET_PUT, "ssi", name, candidate, now_ms) != 0)
-        return -1;
-    sqlite3_stmt *q = read_begin(st, "SELECT value FROM secrets WHERE name = ?1");
-    if (!q)
-        return -1;
-    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
-    int rc = -1;
-    if (sqlite3_step(q) == SQLITE_ROW) {
-        const char *v = (const char *)sqlite3_column_text(q, 0);
-        if (v && strlen(v) < cap) {
+    int rc = enqueue(st, 1, W_SECRET_PUT, "ssi", name, candidate, now_ms);
+    if (rc != 0)
+        return rc;
+    struct db_param p[] = {P_TEXT(name)};
+    char *v = NULL;
+    rc = read_text(st, R_SECRET, p, 1, &v);
+    if (rc == 0) {
+        rc = v && strlen(v) < cap ? 0 : -1;
+        if (rc == 0)
             snprintf(out, cap, "%s", v);
-            rc = 0;
-        }
+    } else if (rc == 1) {
+        rc = -1;
     }
-    read_end(st, q);
+    free(v);
     return rc;
 }
 
@@ -1338,33 +1565,35 @@ int store_secret(struct store *st, const char *name, const char *candidate, int6
 static int token_state(struct store *st, const char *name, const char *hash,
                        enum store_token_create_result *out)
 {
-    sqlite3_stmt *q = read_begin(st, "SELECT hash, revoked_ms FROM tokens WHERE name = ?1");
-    if (!q)
-        return -1;
-    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(q);
-    if (rc == SQLITE_ROW) {
-        const char *have = (const char *)sqlite3_column_text(q, 0);
-        *out = sqlite3_column_type(q, 1) != SQLITE_NULL ? STORE_TOKEN_REVOKED
-               : have && strcmp(have, hash) == 0        ? STORE_TOKEN_EXISTS
-                                                        : STORE_TOKEN_OTHER_HASH;
+    struct db_param p[] = {P_TEXT(name)};
+    struct rd q;
+    int rc = rd_begin(st, &q, R_TOKEN_STATE, p, 1);
+    if (rc != 0)
+        return rc;
+    rc = rd_next(&q);
+    if (rc == 1) {
+        const char *have = db_text(&q.r, 0);
+        *out = !db_is_null(&q.r, 1)              ? STORE_TOKEN_REVOKED
+               : have && strcmp(have, hash) == 0 ? STORE_TOKEN_EXISTS
+                                                 : STORE_TOKEN_OTHER_HASH;
     } else {
         *out = STORE_TOKEN_HASH_TAKEN;
     }
-    read_end(st, q);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+    rd_end(&q);
+    return rc >= 0 ? 0 : rc;
 }
 
 int store_token_create(struct store *st, const char *name, const char *hash, const char *note,
                        int64_t now_ms, enum store_token_create_result *out)
 {
-    if (token_state(st, name, hash, out) != 0)
-        return -1;
+    int rc = token_state(st, name, hash, out);
+    if (rc != 0)
+        return rc;
     if (*out != STORE_TOKEN_HASH_TAKEN)
         return 0; /* a token of that name exists: it stays as it is */
-    if (enqueue(st, 1, W_TOKEN_CREATE, "sssi", name, hash, note, now_ms) != 0 ||
-        token_state(st, name, hash, out) != 0)
-        return -1;
+    if ((rc = enqueue(st, 1, W_TOKEN_CREATE, "sssi", name, hash, note, now_ms)) != 0 ||
+        (rc = token_state(st, name, hash, out)) != 0)
+        return rc;
     /* The row is ours unless mcp-admin added one of that name in between;
      * no row: the hash is another name's, and nothing was added. */
     if (*out == STORE_TOKEN_EXISTS)
@@ -1377,25 +1606,27 @@ int store_state_use_claim(struct store *st, const struct store_state_use *u, int
 {
     memset(out, 0, sizeof *out);
     /* Expired uses go in the same commit: the table holds live states only. */
-    if (enqueue(st, 0, W_STATE_USE_PURGE, "i", now_ms) != 0 ||
-        enqueue(st, 1, W_STATE_USE_CLAIM, "ssssi", u->nonce, u->claim, u->run, u->answers,
-                u->expires_ms) != 0)
-        return -1;
-    sqlite3_stmt *q = read_begin(st, "SELECT claim, run, answers, done, outcome "
-                                     "FROM request_state_uses WHERE nonce = ?1");
-    if (!q)
-        return -1;
-    sqlite3_bind_text(q, 1, u->nonce, -1, SQLITE_STATIC);
-    int rc = -1;
-    if (sqlite3_step(q) == SQLITE_ROW) {
-        out->claim = col_dup(q, 0);
-        out->run = col_dup(q, 1);
-        out->answers = col_dup(q, 2);
-        out->done = sqlite3_column_int(q, 3);
-        out->outcome = col_dup(q, 4);
+    int rc;
+    if ((rc = enqueue(st, 0, W_STATE_USE_PURGE, "i", now_ms)) != 0 ||
+        (rc = enqueue(st, 1, W_STATE_USE_CLAIM, "ssssi", u->nonce, u->claim, u->run, u->answers,
+                      u->expires_ms)) != 0)
+        return rc;
+    struct db_param p[] = {P_TEXT(u->nonce)};
+    struct rd q;
+    if ((rc = rd_begin(st, &q, R_STATE_USE, p, 1)) != 0)
+        return rc;
+    rc = rd_next(&q);
+    if (rc == 1) {
+        out->claim = col_dup(&q, 0);
+        out->run = col_dup(&q, 1);
+        out->answers = col_dup(&q, 2);
+        out->done = (int)db_int(&q.r, 3);
+        out->outcome = col_dup(&q, 4);
         rc = out->claim && out->run && out->answers ? 0 : -1;
+    } else if (rc == 0) {
+        rc = -1;
     }
-    read_end(st, q);
+    rd_end(&q);
     if (rc != 0)
         store_state_use_free(out);
     return rc;
@@ -1419,4 +1650,212 @@ void store_state_use_free(struct store_state_use *u)
     free(u->answers);
     free(u->outcome);
     memset(u, 0, sizeof *u);
+}
+
+/* ---- more than one process ---- */
+
+void store_signal_listen(struct store *st, store_signal_cb cb, void *arg)
+{
+    pthread_mutex_lock(&st->smu);
+    st->cb = cb;
+    st->cb_arg = arg;
+    pthread_mutex_unlock(&st->smu);
+}
+
+int store_signal(struct store *st, char kind, const char *key, const char *extra)
+{
+    if (st->engine != DB_PG)
+        return 0; /* one process: nobody to tell */
+    char *run = run_of(st), *payload = NULL;
+    if (asprintf(&payload, "%c %s %s%s%s", kind, run ? run : "-", key, extra ? " " : "",
+                 extra ? extra : "") < 0)
+        payload = NULL;
+    free(run);
+    if (!payload)
+        return -1;
+    int rc = enqueue(st, 0, W_NOTIFY, "s", payload);
+    free(payload);
+    return rc;
+}
+
+int store_inbox_put(struct store *st, const char *session_id, const char *msg, size_t len,
+                    int64_t now_ms, int64_t *id_out)
+{
+    char *run = run_of(st);
+    int64_t id = 0;
+    int rc = enqueue_out(st, 1, NULL, &id, W_INBOX_PUT, "sbis", session_id, msg, len, now_ms,
+                         run ? run : "-");
+    free(run);
+    if (rc == 0 && id_out)
+        *id_out = id;
+    return rc;
+}
+
+int store_inbox_take(struct store *st, int64_t id, char **msg, size_t *len)
+{
+    *msg = NULL;
+    *len = 0;
+    struct db_param p[] = {P_INT(id)};
+    struct rd q;
+    int rc = rd_begin(st, &q, R_INBOX_TAKE, p, 1);
+    if (rc != 0)
+        return rc;
+    rc = rd_next(&q);
+    int result = rc == 1 ? 0 : rc == 0 ? 1 : rc;
+    if (result == 0) {
+        const char *t = db_text(&q.r, 0);
+        size_t n = db_bytes(&q.r, 0);
+        if (!t || !(*msg = malloc(n + 1))) {
+            result = -1;
+        } else {
+            memcpy(*msg, t, n);
+            (*msg)[n] = '\0';
+            *len = n;
+        }
+    }
+    rd_end(&q);
+    return result;
+}
+
+int store_node_beat(struct store *st, int64_t now_ms, int64_t inflight)
+{
+    char *run = run_of(st);
+    int rc = run ? enqueue(st, 1, W_NODE_BEAT, "sii", run, now_ms, inflight) : -1;
+    if (rc == 0 && !st->beaten) {
+        st->beaten = 1;
+        store_signal(st, STORE_SIGNAL_NODE, run, "up");
+    }
+    free(run);
+    return rc;
+}
+
+int store_node_gone(struct store *st)
+{
+    char *run = run_of(st);
+    int rc = -1;
+    if (run) {
+        store_signal(st, STORE_SIGNAL_NODE, run, "down");
+        rc = enqueue(st, 1, W_NODE_GONE, "s", run);
+    }
+    free(run);
+    return rc;
+}
+
+struct node_each {
+    void (*cb)(void *arg, const char *run, int64_t beat_ms, int64_t inflight);
+    void *arg;
+};
+
+static void row_node(struct rd *q, void *cb, void *arg)
+{
+    (void)cb;
+    struct node_each *e = arg;
+    e->cb(e->arg, db_text(&q->r, 0), db_int(&q->r, 1), db_int(&q->r, 2));
+}
+
+int store_nodes_alive(struct store *st, int64_t alive_since_ms,
+                      void (*cb)(void *arg, const char *run, int64_t beat_ms, int64_t inflight),
+                      void *arg)
+{
+    struct db_param p[] = {P_INT(alive_since_ms)};
+    struct node_each e = {cb, arg};
+    return read_each(st, R_NODES_ALIVE, p, 1, row_node, NULL, &e);
+}
+
+/* The leader's lock is a session-level advisory lock on a connection of
+ * its own, kept for the process's life: when that connection drops, the
+ * server releases the lock and this process is no longer the leader until
+ * it takes the lock again. Each call checks the connection. */
+int store_leader(struct store *st)
+{
+    if (st->engine != DB_PG)
+        return 1;
+    if (!available(st))
+        return STORE_UNAVAILABLE;
+    pthread_mutex_lock(&st->lmu);
+    int rc = 0;
+    if (st->leader_db && st->leader_held) {
+        int64_t one = 0;
+        if (db_exec(st->leader_db, R_PING, NULL, 0, NULL, &one) != 0 || one != 1) {
+            log_local(LOG_WARN, NULL, "store_leader_lost",
+                      "the leader's connection to PostgreSQL dropped: leadership lost");
+            db_close(st->leader_db);
+            st->leader_db = NULL;
+            st->leader_held = 0;
+        }
+    }
+    if (st->leader_db && db_broken(st->leader_db)) {
+        db_close(st->leader_db);
+        st->leader_db = NULL;
+    }
+    char *err = NULL;
+    if (!st->leader_db && (db_open(DB_PG, st->target, &st->leader_db, &err) != 0 ||
+                           db_prepare(st->leader_db, st->sql, SQL_COUNT, &err) != 0)) {
+        db_close(st->leader_db);
+        st->leader_db = NULL;
+        rc = STORE_UNAVAILABLE;
+    }
+    free(err);
+    if (rc == 0 && !st->leader_held) {
+        int64_t got = 0;
+        int e = db_exec(st->leader_db, R_LEADER, NULL, 0, NULL, &got);
+        if (e != 0)
+            rc = e == DB_UNAVAILABLE ? STORE_UNAVAILABLE : -1;
+        st->leader_held = e == 0 && got == 1;
+    }
+    if (rc == 0)
+        rc = st->leader_held;
+    pthread_mutex_unlock(&st->lmu);
+    return rc;
+}
+
+int64_t store_sessions_count(struct store *st, const char *principal)
+{
+    struct db_param p[] = {P_TEXT(principal)};
+    return read_int(st, R_SESSIONS_COUNT, p, 1, -1);
+}
+
+int store_streams_orphaned(struct store *st, int64_t alive_since_ms, store_open_stream_cb cb,
+                           void *arg)
+{
+    char *run = run_of(st);
+    struct db_param p[] = {P_TEXT(run), P_INT(alive_since_ms)};
+    int rc = read_each(st, R_ORPHANED, p, 2, row_open_stream, (void *)cb, arg);
+    free(run);
+    return rc;
+}
+
+int store_session_claim(struct store *st, const char *session_id, int64_t alive_since_ms,
+                        char **owner_out)
+{
+    *owner_out = NULL;
+    char *run = run_of(st);
+    int rc = run ? enqueue(st, 1, W_SESSION_CLAIM, "ssi", session_id, run, alive_since_ms) : -1;
+    free(run);
+    if (rc != 0)
+        return rc;
+    struct db_param p[] = {P_TEXT(session_id)};
+    rc = read_text(st, R_SESSION_OWNER, p, 1, owner_out);
+    /* A session that is gone, or deleted before anyone claimed it: 1. */
+    return rc == 0 && !*owner_out ? 1 : rc;
+}
+
+int store_standalone_claim(struct store *st, const char *session_id, int64_t now_ms,
+                           int64_t lease_until_ms)
+{
+    char *run = run_of(st);
+    int64_t changed = 0;
+    int rc = run ? enqueue_out(st, 1, &changed, NULL, W_STANDALONE_CLAIM, "ssii", session_id, run,
+                               now_ms, lease_until_ms)
+                 : -1;
+    free(run);
+    return rc != 0 ? rc : changed == 1 ? 0 : 1;
+}
+
+int store_standalone_release(struct store *st, const char *session_id)
+{
+    char *run = run_of(st);
+    int rc = run ? enqueue(st, 0, W_STANDALONE_RELEASE, "ss", session_id, run) : -1;
+    free(run);
+    return rc;
 }

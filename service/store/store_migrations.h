@@ -13,5 +13,9 @@ struct store_migration {
 
 extern const struct store_migration store_migrations[];
 extern const int store_migrations_count;
+/* The same for PostgreSQL, from migrations/postgres/NNNN_name.sql (the
+ * same version numbers). */
+extern const struct store_migration store_migrations_pg[];
+extern const int store_migrations_pg_count;
 
 #endif

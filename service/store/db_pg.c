@@ -1,0 +1,512 @@
+/* db_pg — the store's PostgreSQL driver (db.h), through libpq.
+ *
+ * Each connection prepares every statement once (PQprepare, named "s<k>")
+ * and again after a reconnect (db_reset). Parameters go as text, which
+ * PostgreSQL converts to each one's inferred type. db_batch sends BEGIN,
+ * the calls and COMMIT in pipeline mode and reads their results after one
+ * Sync: a transaction costs one round trip however many statements it
+ * holds. Migrations run in one transaction under an advisory lock, so
+ * replicas starting together apply them once; the version is kept in
+ * mcpd_schema. A connection whose server went away is marked broken, and
+ * every call on it returns DB_UNAVAILABLE at once until db_reset. */
+#include "db.h"
+#include "log.h"
+
+#include <libpq-fe.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* pg_type's oid of text (catalog/pg_type_d.h is not in libpq-dev). */
+#define TEXT_OID 25
+
+/* The advisory lock that serializes migrations across replicas. */
+#define MIGRATION_LOCK "7163102501"
+
+struct db_pg {
+    struct db base;
+    PGconn *conn;
+    const char *const *sql; /* borrowed: store_sql's table */
+    int *nparams;
+    int nsql;
+    int broken;
+};
+
+static struct db_pg *pg(struct db *c)
+{
+    return (struct db_pg *)c;
+}
+
+static char *fmt_err(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
+}
+
+/* The first line of libpq's message, for logs and errors. */
+static const char *conn_err(PGconn *conn)
+{
+    const char *m = conn ? PQerrorMessage(conn) : "out of memory";
+    return m && *m ? m : "unknown error";
+}
+
+/* Ours come first so that the user's connection string overrides them: a
+ * connection attempt is bounded, and a server that vanished without
+ * closing the socket is noticed by TCP within seconds, not hours. */
+static PGconn *connect_to(const char *target)
+{
+    const char *const keys[] = {"connect_timeout",
+                                "keepalives_idle",
+                                "keepalives_interval",
+                                "keepalives_count",
+                                "tcp_user_timeout",
+                                "application_name",
+                                "dbname",
+                                NULL};
+    const char *const vals[] = {"2", "5", "2", "3", "10000", "mcpd", target, NULL};
+    return PQconnectdbParams(keys, vals, 1);
+}
+
+static int pg_open(const char *target, struct db **out, char **err)
+{
+    struct db_pg *c = calloc(1, sizeof *c);
+    if (!c) {
+        *err = fmt_err("out of memory");
+        return -1;
+    }
+    c->conn = connect_to(target);
+    if (!c->conn || PQstatus(c->conn) != CONNECTION_OK) {
+        *err = fmt_err("cannot connect to PostgreSQL: %s", conn_err(c->conn));
+        PQfinish(c->conn);
+        free(c);
+        return -1;
+    }
+    /* The store's times are ms since the epoch, never the server's clock,
+     * and nothing depends on the session's time zone. */
+    PQclear(PQexec(c->conn, "SET client_min_messages = warning"));
+    *out = &c->base;
+    return 0;
+}
+
+static void pg_close(struct db *base)
+{
+    struct db_pg *c = pg(base);
+    PQfinish(c->conn);
+    free(c->nparams);
+    free(c);
+}
+
+/* A failed call's connection: lost when libpq says so or the server is
+ * shutting down (SQLSTATE class 08, 57P). */
+static int lost(struct db_pg *c, const PGresult *res)
+{
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    if (PQstatus(c->conn) == CONNECTION_BAD ||
+        (state && (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0)))
+        c->broken = 1;
+    return c->broken;
+}
+
+static int pg_exec_text(struct db *base, const char *sql, char **err)
+{
+    struct db_pg *c = pg(base);
+    PGresult *res = PQexec(c->conn, sql);
+    ExecStatusType s = PQresultStatus(res);
+    int rc = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK ? 0 : -1;
+    if (rc != 0) {
+        *err = fmt_err("%s", res ? PQresultErrorMessage(res) : conn_err(c->conn));
+        if (lost(c, res))
+            rc = DB_UNAVAILABLE;
+    }
+    PQclear(res);
+    return rc;
+}
+
+/* One integer a query returns, or -1. */
+static long long query_int(PGconn *conn, const char *sql)
+{
+    PGresult *res = PQexec(conn, sql);
+    long long v =
+        PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)
+            ? strtoll(PQgetvalue(res, 0, 0), NULL, 10)
+            : -1;
+    PQclear(res);
+    return v;
+}
+
+static int pg_migrate(struct db *c, const struct store_migration *m, int count, int *version,
+                      char **err)
+{
+    char *e = NULL;
+    if (pg_exec_text(c, "BEGIN", &e) != 0 ||
+        pg_exec_text(c, "SELECT pg_advisory_xact_lock(" MIGRATION_LOCK ")", &e) != 0 ||
+        pg_exec_text(c, "CREATE TABLE IF NOT EXISTS mcpd_schema (version INTEGER NOT NULL)", &e) !=
+            0) {
+        *err = fmt_err("cannot start the migrations: %s", e ? e : "?");
+        goto fail;
+    }
+    long long v = query_int(pg(c)->conn, "SELECT COALESCE(MAX(version), 0) FROM mcpd_schema");
+    if (v < 0) {
+        *err = fmt_err("cannot read the schema version: %s", conn_err(pg(c)->conn));
+        goto fail;
+    }
+    int latest = count > 0 ? m[count - 1].version : 0;
+    if (v > latest) {
+        *err = fmt_err("the database's schema is version %lld, newer than this mcpd knows (%d): "
+                       "upgrade mcpd",
+                       v, latest);
+        goto fail;
+    }
+    for (int i = 0; i < count; i++) {
+        if (m[i].version <= v)
+            continue;
+        char set[96];
+        snprintf(set, sizeof set, "DELETE FROM mcpd_schema; INSERT INTO mcpd_schema VALUES(%d)",
+                 m[i].version);
+        if (pg_exec_text(c, m[i].sql, &e) != 0 || pg_exec_text(c, set, &e) != 0) {
+            *err = fmt_err("migration %s failed: %s", m[i].name, e ? e : "?");
+            goto fail;
+        }
+        v = m[i].version;
+    }
+    if (pg_exec_text(c, "COMMIT", &e) != 0) {
+        *err = fmt_err("the migrations' commit failed: %s", e ? e : "?");
+        goto fail;
+    }
+    *version = (int)v;
+    return 0;
+fail:
+    free(e);
+    PQclear(PQexec(pg(c)->conn, "ROLLBACK"));
+    return -1;
+}
+
+/* How many parameters a statement takes (its highest $N); *unused gets a
+ * bit for each $N (up to 32) that it never names. */
+static int count_params(const char *sql, uint32_t *unused)
+{
+    int most = 0;
+    uint32_t seen = 0;
+    for (const char *p = sql; (p = strchr(p, '$')) != NULL; p++) {
+        int v = atoi(p + 1);
+        if (v > most)
+            most = v;
+        if (v >= 1 && v <= 32)
+            seen |= 1u << (v - 1);
+    }
+    *unused = ~seen & (most >= 32 ? ~0u : (1u << most) - 1);
+    return most;
+}
+
+/* The statements share one vector of parameters (store.c binds a stream
+ * write's to each of its statements), so a statement may skip some:
+ * PostgreSQL cannot infer their type, and is told they are text. */
+static int prepare_all(struct db_pg *c, char **err)
+{
+    for (int k = 0; k < c->nsql; k++) {
+        if (!c->sql[k])
+            continue;
+        char name[16];
+        snprintf(name, sizeof name, "s%d", k);
+        uint32_t unused;
+        int n = count_params(c->sql[k], &unused);
+        Oid types[32] = {0};
+        for (int i = 0; i < n && i < 32; i++)
+            types[i] = unused & (1u << i) ? TEXT_OID : 0;
+        PGresult *res = PQprepare(c->conn, name, c->sql[k], n, types);
+        int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+        if (!ok && err)
+            *err = fmt_err("prepare failed (%d): %s", k,
+                           res ? PQresultErrorMessage(res) : conn_err(c->conn));
+        if (!ok)
+            lost(c, res);
+        PQclear(res);
+        if (!ok)
+            return -1;
+    }
+    return 0;
+}
+
+static int pg_prepare(struct db *base, const char *const *sql, int n, char **err)
+{
+    struct db_pg *c = pg(base);
+    c->sql = sql;
+    c->nsql = n;
+    if (!(c->nparams = calloc((size_t)n, sizeof *c->nparams))) {
+        *err = fmt_err("out of memory");
+        return -1;
+    }
+    uint32_t unused;
+    for (int k = 0; k < n; k++)
+        c->nparams[k] = sql[k] ? count_params(sql[k], &unused) : 0;
+    return prepare_all(c, err);
+}
+
+static int pg_broken(struct db *c)
+{
+    return pg(c)->broken || PQstatus(pg(c)->conn) == CONNECTION_BAD;
+}
+
+static int pg_reset(struct db *base)
+{
+    struct db_pg *c = pg(base);
+    PQreset(c->conn);
+    if (PQstatus(c->conn) != CONNECTION_OK)
+        return -1;
+    PQclear(PQexec(c->conn, "SET client_min_messages = warning"));
+    c->broken = 0;
+    if (c->sql && prepare_all(c, NULL) != 0) {
+        c->broken = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* Parameters as text: integers printed into buf. */
+struct texts {
+    const char *v[16];
+    int len[16];
+    char buf[16][24];
+};
+
+static int to_texts(struct db_pg *c, int k, const struct db_param *p, int n, struct texts *t)
+{
+    int want = k >= 0 && k < c->nsql ? c->nparams[k] : 0;
+    for (int i = 0; i < want && i < 16; i++) {
+        const struct db_param *q = i < n ? &p[i] : NULL;
+        if (!q || q->type == DB_NULL) {
+            t->v[i] = NULL;
+            t->len[i] = 0;
+        } else if (q->type == DB_INT) {
+            t->len[i] = snprintf(t->buf[i], sizeof t->buf[i], "%lld", (long long)q->i);
+            t->v[i] = t->buf[i];
+        } else {
+            t->v[i] = q->s;
+            t->len[i] = (int)q->len;
+        }
+    }
+    return want > 16 ? 16 : want;
+}
+
+/* A result's outcome as db_exec reports it. */
+static int outcome(struct db_pg *c, PGresult *res, int k, int64_t *changes, int64_t *value)
+{
+    ExecStatusType s = PQresultStatus(res);
+    if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) {
+        if (changes)
+            *changes = strtoll(PQcmdTuples(res), NULL, 10);
+        if (value && PQntuples(res) > 0 && PQnfields(res) > 0 && !PQgetisnull(res, 0, 0))
+            *value = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        return 0;
+    }
+    if (s == PGRES_PIPELINE_ABORTED)
+        return -1;
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    if (state && strcmp(state, "23503") == 0)
+        return DB_FOREIGN_KEY;
+    if (lost(c, res))
+        return DB_UNAVAILABLE;
+    log_local(LOG_ERROR, NULL, "store_write_failed", "statement %d: %s", k,
+              res ? PQresultErrorMessage(res) : conn_err(c->conn));
+    return -1;
+}
+
+static int pg_exec(struct db *base, int k, const struct db_param *p, int n, int64_t *changes,
+                   int64_t *value)
+{
+    struct db_pg *c = pg(base);
+    if (c->broken)
+        return DB_UNAVAILABLE;
+    struct texts t;
+    int np = to_texts(c, k, p, n, &t);
+    char name[16];
+    snprintf(name, sizeof name, "s%d", k);
+    PGresult *res = PQexecPrepared(c->conn, name, np, t.v, t.len, NULL, 0);
+    int rc = outcome(c, res, k, changes, value);
+    PQclear(res);
+    return rc;
+}
+
+static int pg_in_transaction(struct db *c)
+{
+    return PQtransactionStatus(pg(c)->conn) != PQTRANS_IDLE;
+}
+
+static int pg_query(struct db *base, int k, const struct db_param *p, int n, struct db_rows *r)
+{
+    struct db_pg *c = pg(base);
+    if (c->broken)
+        return DB_UNAVAILABLE;
+    struct texts t;
+    int np = to_texts(c, k, p, n, &t);
+    char name[16];
+    snprintf(name, sizeof name, "s%d", k);
+    PGresult *res = PQexecPrepared(c->conn, name, np, t.v, t.len, NULL, 0);
+    ExecStatusType s = PQresultStatus(res);
+    if (s != PGRES_TUPLES_OK && s != PGRES_COMMAND_OK) {
+        int rc = lost(c, res) ? DB_UNAVAILABLE : -1;
+        if (rc == -1)
+            log_local(LOG_ERROR, NULL, "store_read_failed", "statement %d: %s", k,
+                      res ? PQresultErrorMessage(res) : conn_err(c->conn));
+        PQclear(res);
+        return rc;
+    }
+    r->h = res;
+    r->nrows = PQntuples(res);
+    r->row = -1;
+    return 0;
+}
+
+static int pg_next(struct db_rows *r)
+{
+    return ++r->row < r->nrows ? 1 : 0;
+}
+
+static const char *pg_text(struct db_rows *r, int col)
+{
+    return PQgetisnull(r->h, r->row, col) ? NULL : PQgetvalue(r->h, r->row, col);
+}
+
+static size_t pg_bytes(struct db_rows *r, int col)
+{
+    return (size_t)PQgetlength(r->h, r->row, col);
+}
+
+static int64_t pg_int(struct db_rows *r, int col)
+{
+    return PQgetisnull(r->h, r->row, col) ? 0 : strtoll(PQgetvalue(r->h, r->row, col), NULL, 10);
+}
+
+static int pg_is_null(struct db_rows *r, int col)
+{
+    return PQgetisnull(r->h, r->row, col);
+}
+
+static void pg_rows_end(struct db_rows *r)
+{
+    PQclear(r->h);
+    r->h = NULL;
+}
+
+static int send_text(PGconn *conn, const char *sql)
+{
+    return PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 0);
+}
+
+/* The next result of the pipeline, and the NULL that ends it. NULL when
+ * the connection is lost. */
+static PGresult *next_result(struct db_pg *c)
+{
+    PGresult *res = PQgetResult(c->conn);
+    if (!res)
+        return NULL;
+    if (PQresultStatus(res) != PGRES_PIPELINE_SYNC) {
+        PGresult *end = PQgetResult(c->conn);
+        PQclear(end);
+    }
+    return res;
+}
+
+static int pg_batch(struct db *base, struct db_call *calls, int n)
+{
+    struct db_pg *c = pg(base);
+    if (c->broken)
+        return DB_UNAVAILABLE;
+    PGconn *conn = c->conn;
+    if (!PQenterPipelineMode(conn)) {
+        lost(c, NULL);
+        return DB_UNAVAILABLE;
+    }
+    int sent = send_text(conn, "BEGIN");
+    for (int i = 0; i < n && sent; i++) {
+        struct texts t;
+        int np = to_texts(c, calls[i].k, calls[i].p, calls[i].n, &t);
+        char name[16];
+        snprintf(name, sizeof name, "s%d", calls[i].k);
+        sent = PQsendQueryPrepared(conn, name, np, t.v, t.len, NULL, 0);
+        calls[i].rc = -1;
+        calls[i].changes = calls[i].value = 0;
+    }
+    sent = sent && send_text(conn, "COMMIT") && PQpipelineSync(conn);
+    int failed = !sent, committed = 0, gone = !sent;
+    /* BEGIN, the calls, COMMIT, then the Sync. */
+    for (int i = -1; i <= n + 1 && !gone; i++) {
+        PGresult *res = next_result(c);
+        if (!res) {
+            gone = 1;
+            break;
+        }
+        if (i >= 0 && i < n) {
+            calls[i].rc = outcome(c, res, calls[i].k, &calls[i].changes, &calls[i].value);
+            failed |= calls[i].rc != 0;
+        } else if (i == n) {
+            committed = PQresultStatus(res) == PGRES_COMMAND_OK;
+        }
+        ExecStatusType s = PQresultStatus(res);
+        PQclear(res);
+        if (s == PGRES_FATAL_ERROR && PQstatus(conn) == CONNECTION_BAD)
+            gone = 1;
+    }
+    if (gone || PQstatus(conn) == CONNECTION_BAD) {
+        /* Whether COMMIT was reached is unknown unless its result came. */
+        c->broken = 1;
+        return committed ? 0 : DB_UNAVAILABLE;
+    }
+    PQexitPipelineMode(conn);
+    if (PQtransactionStatus(conn) != PQTRANS_IDLE)
+        PQclear(PQexec(conn, "ROLLBACK"));
+    if (committed)
+        return 0;
+    return c->broken ? DB_UNAVAILABLE : failed ? -1 : DB_UNAVAILABLE;
+}
+
+static int pg_listen(struct db *base, const char *channel)
+{
+    struct db_pg *c = pg(base);
+    char *q = PQescapeIdentifier(c->conn, channel, strlen(channel));
+    char *sql = NULL;
+    if (!q || asprintf(&sql, "LISTEN %s", q) < 0)
+        sql = NULL;
+    PQfreemem(q);
+    char *e = NULL;
+    int rc = sql ? pg_exec_text(base, sql, &e) : -1;
+    free(sql);
+    free(e);
+    return rc == 0 ? 0 : DB_UNAVAILABLE;
+}
+
+static int pg_notify_wait(struct db *base, int timeout_ms, void (*cb)(void *, const char *),
+                          void *arg)
+{
+    struct db_pg *c = pg(base);
+    if (c->broken)
+        return DB_UNAVAILABLE;
+    struct pollfd pfd = {.fd = PQsocket(c->conn), .events = POLLIN};
+    if (pfd.fd < 0 || poll(&pfd, 1, timeout_ms) < 0) {
+        c->broken = pfd.fd < 0;
+        return c->broken ? DB_UNAVAILABLE : 0;
+    }
+    if (!PQconsumeInput(c->conn) || PQstatus(c->conn) == CONNECTION_BAD) {
+        c->broken = 1;
+        return DB_UNAVAILABLE;
+    }
+    PGnotify *n;
+    while ((n = PQnotifies(c->conn)) != NULL) {
+        cb(arg, n->extra);
+        PQfreemem(n);
+    }
+    return 0;
+}
+
+const struct db_driver db_pg_driver = {
+    pg_open,      pg_close,          pg_migrate, pg_prepare, pg_broken,      pg_reset, pg_exec,
+    pg_exec_text, pg_in_transaction, pg_query,   pg_next,    pg_text,        pg_bytes, pg_int,
+    pg_is_null,   pg_rows_end,       pg_batch,   pg_listen,  pg_notify_wait,
+};
