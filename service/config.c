@@ -93,6 +93,9 @@ static const struct setting settings[] = {
      "how long an upstream's request (roots, sampling, elicitation) waits for the client's "
      "answer; for a 2026-07-28 client, how long its held call waits for the retry that "
      "answers"},
+    {"replica-lease-ms", K_INT, S(replica_lease_ms), "5000",
+     "with several mcpd on one PostgreSQL database: a process silent this long is dead, and "
+     "another ends its running calls (their streams get an error) and takes over its sessions"},
     {"stdio", K_FLAG, S(stdio), "0",
      "serve MCP on stdin/stdout (NDJSON or Content-Length, detected) instead of HTTP; "
      "--max-body limits a message"},

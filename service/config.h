@@ -49,6 +49,7 @@ struct config {
     int64_t upstream_start_timeout_ms;
     int64_t upstream_max_pending;
     int64_t upstream_relay_timeout_ms;
+    int64_t replica_lease_ms;
     int64_t upstream_log_rate;
     int64_t log_retention_ms;
     int64_t log_max_rows;

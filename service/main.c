@@ -178,6 +178,7 @@ static int start_core(const struct config *cfg, struct store *st, const struct b
         .max_init_params = cfg->max_init_params,
         .log_retention_ms = cfg->log_retention_ms,
         .log_max_rows = cfg->log_max_rows,
+        .replica_lease_ms = cfg->replica_lease_ms,
         .max_workers = (int)cfg->max_workers,
         .max_inflight = cfg->max_inflight_per_session,
         .max_sessions_per_principal = cfg->max_sessions_per_principal,

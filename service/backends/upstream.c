@@ -1276,6 +1276,13 @@ static int upstream_may_block(void *self, const char *method, json_t *params)
     return 1; /* everything waits on the child */
 }
 
+/* A per-session child lives in one process; a shared pool serves any. */
+static int upstream_session_bound(void *self)
+{
+    struct upstream *u = self;
+    return !u->cfg.shared;
+}
+
 static const struct backend_ops ops = {
     .name = "upstream",
     .capabilities = upstream_capabilities,
@@ -1286,6 +1293,7 @@ static const struct backend_ops ops = {
     .notify = upstream_notify,
     .header_params = upstream_header_params,
     .requires = upstream_requires,
+    .session_bound = upstream_session_bound,
     .destroy = upstream_destroy,
 };
 

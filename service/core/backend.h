@@ -86,6 +86,13 @@ struct backend_ops {
      * refused with -32021). */
     int (*task_support)(void *self, const char *method, json_t *params);
 
+    /* Optional: 1 when what serves a session lives in one process (an
+     * upstream child of its own): with several processes on one store,
+     * the session's requests and notifications are then handed to the
+     * process that holds it (core/replica.h), which another takes over
+     * once that one dies. NULL or 0: any process serves any request. */
+    int (*session_bound)(void *self);
+
     void (*destroy)(void *self);
 };
 

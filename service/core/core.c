@@ -11,6 +11,7 @@
 #include "longpoll.h"
 #include "protocol.h"
 #include "reaper.h"
+#include "replica.h"
 #include "relay.h"
 #include "request_state.h"
 #include "session.h"
@@ -97,27 +98,26 @@ static void collect_unfinished(void *arg, const char *stream_id, const char *ses
     *head = u;
 }
 
-static void repair_interrupted(void)
+/* Ends each collected stream with an error saying why, so its reader
+ * sees an end instead of waiting for a process that is gone. */
+static void end_interrupted(struct unfinished *list, const char *why, const char *event)
 {
-    struct unfinished *list = NULL, *next;
-    store_streams_unfinished(core.store, collect_unfinished, &list);
-    for (struct unfinished *u = list; u; u = next) {
+    for (struct unfinished *u = list, *next; u; u = next) {
         next = u->next;
         struct stream *st = u->stream_id ? stream_find(u->stream_id) : NULL;
         json_t *id = u->request_id ? json_loads(u->request_id, JSON_DECODE_ANY, NULL) : NULL;
-        if (st) {
-            json_t *err = jsonrpc_error(id, JSONRPC_INTERNAL_ERROR,
-                                        "Request interrupted by server restart; retry it", NULL);
+        if (st && stream_state(st) == STREAM_ACTIVE) {
+            json_t *err = jsonrpc_error(id, JSONRPC_INTERNAL_ERROR, why, NULL);
             size_t len;
             char *text = jsonrpc_dump(err, &len);
             if (text)
                 stream_append(st, text, len, STREAM_ERROR);
             free(text);
             json_decref(err);
-            log_event(LOG_INFO, stream_session(st), "request_interrupted",
-                      "stream=%s ended with an error after restart", u->stream_id);
-            stream_unref(st);
+            log_event(LOG_INFO, stream_session(st), event, "stream=%s ended with an error",
+                      u->stream_id);
         }
+        stream_unref(st);
         json_decref(id);
         free(u->stream_id);
         free(u->request_id);
@@ -125,11 +125,166 @@ static void repair_interrupted(void)
     }
 }
 
+static void repair_interrupted(void)
+{
+    struct unfinished *list = NULL;
+    store_streams_unfinished(core.store, collect_unfinished, &list);
+    end_interrupted(list, "Request interrupted by server restart; retry it", "request_interrupted");
+}
+
+/* ---- several processes on one store (replica.h) ---- */
+
+static void replica_orphans(int64_t alive_since_ms)
+{
+    struct unfinished *list = NULL;
+    store_streams_orphaned(core.store, alive_since_ms, collect_unfinished, &list);
+    end_interrupted(list, "Request interrupted: the server process running it stopped; retry it",
+                    "request_orphaned");
+}
+
+/* Another process changed or ended a session this one holds. */
+static void replica_session_changed(const char *id)
+{
+    struct session *s = session_find_loaded(id);
+    if (!s)
+        return;
+    struct store_session row;
+    int rc = store_session_get(core.store, id, &row);
+    if (rc == 1) {
+        log_event(LOG_INFO, id, "session_ended_elsewhere", "by another mcpd process");
+        core_end_session(s);
+    } else if (rc == 0) {
+        session_apply_stored(s, protocol_log_level(row.log_level), row.initialized,
+                             row.last_active_ms);
+        store_session_free(&row);
+    }
+    session_unref(s);
+}
+
+static void on_response(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
+                        struct core_reply *out);
+static void on_notification(struct session *s, json_t *msg, const struct jsonrpc_msg *m);
+
+static int start_call(struct session *s, struct stream *st, json_t *msg,
+                      const struct jsonrpc_msg *m, const char *key, struct core_reply *out);
+static int bound_elsewhere(struct session *s, char **owner);
+static int hand_over(struct session *s, json_t *msg, struct stream *st, const char *owner);
+
+/* A request another process handed over (its session is bound to this
+ * one): run on the stream that process made for it, where its client
+ * reads. A refusal ends the stream with it. */
+static void run_handed_over(struct session *s, json_t *fw)
+{
+    json_t *msg = json_object_get(fw, "message");
+    const char *sid = json_string_value(json_object_get(fw, "stream"));
+    struct jsonrpc_msg m;
+    struct jsonrpc_error jerr;
+    if (!msg || jsonrpc_classify(msg, &m, &jerr) != 0)
+        return;
+    if (!sid) {
+        if (m.kind == JSONRPC_NOTIFICATION && core.ops->notify)
+            core.ops->notify(core.backend, session_id(s), msg);
+        return;
+    }
+    struct stream *st = stream_find(sid);
+    if (!st)
+        return;
+    char key[96];
+    struct core_reply out = {0};
+    if (m.kind != JSONRPC_REQUEST || jsonrpc_id_key(m.id, key, sizeof key) != 0 ||
+        start_call(s, st, msg, &m, key, &out) != 0) {
+        json_t *err = out.error ? json_pack("{s:s,s:O,s:O}", "jsonrpc", "2.0", "id",
+                                            m.id ? m.id : json_null(), "error", out.error)
+                                : NULL;
+        size_t len = 0;
+        char *text = err ? jsonrpc_dump(err, &len) : NULL;
+        if (text)
+            stream_append(st, text, len, STREAM_ERROR);
+        else
+            stream_end(st, STREAM_ERROR);
+        free(text);
+        json_decref(err);
+    }
+    core_reply_clear(&out);
+    stream_unref(st);
+}
+
+/* A client message another process put in the inbox: taken (by one
+ * process only) when it is for this one. */
+static void replica_inbox(const char *session_id, int64_t inbox_id, const char *target)
+{
+    char key[96];
+    int handed = target[0] == REPLICA_HAND_OVER;
+    /* A session bound here may not be in memory (after a restart). */
+    struct session *s =
+        handed ? (strcmp(target + 1, replica_tag()) == 0 ? session_find(session_id) : NULL)
+               : session_find_loaded(session_id);
+    if (!s)
+        return;
+    int mine = handed || (target[0] == REPLICA_TO_PROCESS
+                              ? strcmp(target + 1, replica_tag()) == 0
+                              : target[0] == REPLICA_TO_CALL &&
+                                    replica_unhex(target + 1, key, sizeof key) == 0 &&
+                                    session_with_tracked(s, key, NULL, NULL) == 0);
+    char *text = NULL;
+    size_t len = 0;
+    if (mine && store_inbox_take(core.store, inbox_id, &text, &len) == 0) {
+        json_t *msg = json_loadb(text, len, 0, NULL);
+        struct jsonrpc_msg m;
+        struct jsonrpc_error jerr;
+        if (handed && msg) {
+            run_handed_over(s, msg);
+        } else if (msg && jsonrpc_classify(msg, &m, &jerr) == 0) {
+            struct core_reply out = {0};
+            if (m.kind == JSONRPC_RESPONSE)
+                on_response(s, msg, &m, &out);
+            else if (m.kind == JSONRPC_NOTIFICATION)
+                on_notification(s, msg, &m);
+            core_reply_clear(&out);
+        }
+        json_decref(msg);
+        free(text);
+    }
+    session_unref(s);
+}
+
+/* A client message for a call that runs in another process: through the
+ * inbox, to whichever process target names. 0 routed, -1 not. */
+static int route_elsewhere(struct session *s, json_t *msg, char kind, const char *what)
+{
+    char *text = json_dumps(msg, JSON_COMPACT);
+    int64_t id = 0;
+    int rc =
+        text ? store_inbox_put(core.store, session_id(s), text, strlen(text), clock_wall_ms(), &id)
+             : -1;
+    free(text);
+    if (rc != 0)
+        return -1;
+    char extra[256];
+    int n = snprintf(extra, sizeof extra, "%lld.%c", (long long)id, kind);
+    if (kind == REPLICA_TO_CALL
+            ? replica_hex(what, extra + n, sizeof extra - (size_t)n) != 0
+            : snprintf(extra + n, sizeof extra - (size_t)n, "%s", what) >= (int)sizeof extra - n)
+        return -1;
+    return store_signal(core.store, STORE_SIGNAL_INBOX, session_id(s), extra) == 0 ? 0 : -1;
+}
+
 /* ---- reaper ---- */
 
 static void expire_session(struct session *s, void *arg)
 {
     (void)arg;
+    /* Idle here is not idle everywhere: another process may serve it. */
+    struct store_session row;
+    if (replica_shared() && store_session_get(core.store, session_id(s), &row) == 0) {
+        int64_t last = row.last_active_ms;
+        store_session_free(&row);
+        if (last >= clock_wall_ms() - core.cfg.session_idle_ms) {
+            session_apply_stored(s, -1, 0, last);
+            session_unref(s);
+            return;
+        }
+    }
     log_event(LOG_INFO, session_id(s), "session_expired", "idle past %lld ms",
               (long long)core.cfg.session_idle_ms);
     core_end_session(s);
@@ -152,7 +307,9 @@ static void reap(void *arg)
     session_expire_dormant(session_cutoff);
     struct store_purge_cutoffs cut = {session_cutoff, now - STORE_ENDED_KEEP_MS, stream_cutoff,
                                       now - core.cfg.log_retention_ms, core.cfg.log_max_rows};
-    store_purge(core.store, &cut, freed, NULL);
+    /* Purging is the store's, once for all processes: the leader's. */
+    if (store_leader(core.store) == 1)
+        store_purge(core.store, &cut, freed, NULL);
     store_checkpoint(core.store);
 }
 
@@ -183,7 +340,20 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
         *err = strdup("cannot load or create the requestState key in the store");
         return -1;
     }
-    repair_interrupted();
+    /* On a shared store the streams still active are other processes'
+     * calls: only those whose process died are ended, by the leader. */
+    if (store_backend_of(st) == STORE_POSTGRES) {
+        session_registry_shared(replica_tag());
+        struct replica_hooks hooks = {replica_session_changed, replica_inbox,
+                                      replica_orphans,         session_renew_get_claims,
+                                      listen_list_changed,     listen_resource_updated};
+        if (replica_start(st, cfg->replica_lease_ms, &hooks) != 0) {
+            *err = strdup("cannot start the replica thread");
+            return -1;
+        }
+    } else {
+        repair_interrupted();
+    }
     if (workers_start(cfg->max_workers, WORKER_STACK) != 0 || poll_lot_start() != 0 ||
         relay_start(core.store) != 0) {
         *err = strdup("cannot start the worker pool");
@@ -207,6 +377,16 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
 int core_ready(void)
 {
     return core.accepting && store_ready(core.store);
+}
+
+int core_replicated(void)
+{
+    return replica_shared();
+}
+
+int core_store_reachable(void)
+{
+    return store_ready(core.store);
 }
 
 char *core_metrics(void)
@@ -252,14 +432,21 @@ static void cancel_session_calls(struct session *s, void *arg)
     session_unref(s);
 }
 
+/* What the backend changes reaches the listeners of every process. */
 void core_list_changed(const char *what)
 {
     listen_list_changed(what);
+    if (replica_shared())
+        store_signal(core.store, STORE_SIGNAL_LIST, what, NULL);
 }
 
 void core_resource_updated(const char *uri)
 {
     listen_resource_updated(uri);
+    /* A signal is short (PostgreSQL's NOTIFY takes 8000 bytes). */
+    char hex[2048];
+    if (replica_shared() && replica_hex(uri, hex, sizeof hex) == 0)
+        store_signal(core.store, STORE_SIGNAL_RESOURCE, hex, NULL);
 }
 
 void core_stop(int64_t grace_ms)
@@ -272,6 +459,7 @@ void core_stop(int64_t grace_ms)
     int left = workers_stop(grace_ms);
     if (left)
         log_event(LOG_WARN, NULL, "shutdown_handlers_running", "%d handlers still running", left);
+    replica_stop();
     poll_lot_stop();
     stream_registry_detach_all();
 }
@@ -438,6 +626,10 @@ struct session *core_open_session(const char *version, json_t *params,
     }
     char *why = NULL;
     *fields = NULL;
+    /* A session bound to a process is this one's, which opens its child. */
+    char *owner = NULL;
+    bound_elsewhere(s, &owner);
+    free(owner);
     if (core.ops->session_open &&
         core.ops->session_open(core.backend, session_id(s), params, fields, &why) != 0) {
         core_reject(out, CORE_UNAVAILABLE, id, JSONRPC_INTERNAL_ERROR,
@@ -509,13 +701,21 @@ static void on_notification(struct session *s, json_t *msg, const struct jsonrpc
     if (strcmp(m->method, "notifications/cancelled") == 0) {
         char key[96];
         json_t *rid = json_object_get(m->params, "requestId");
-        /* Unknown or finished ids are ignored, as the spec asks. */
-        if (jsonrpc_id_key(rid, key, sizeof key) == 0 &&
-            session_with_tracked(s, key, notify_cancel, NULL) == 0)
-            log_event(LOG_DEBUG, session_id(s), "request_cancelled", "id=%s", key);
+        /* Unknown or finished ids are ignored, as the spec asks; on a
+         * shared store the call may run in another process. */
+        if (jsonrpc_id_key(rid, key, sizeof key) == 0) {
+            if (session_with_tracked(s, key, notify_cancel, NULL) == 0)
+                log_event(LOG_DEBUG, session_id(s), "request_cancelled", "id=%s", key);
+            else if (replica_shared() && route_elsewhere(s, msg, REPLICA_TO_CALL, key) == 0)
+                return; /* whoever runs the call tells its backend */
+        }
     }
-    if (core.ops->notify)
+    char *owner = NULL;
+    if (core.ops->notify && bound_elsewhere(s, &owner))
+        hand_over(s, msg, NULL, owner);
+    else if (core.ops->notify)
         core.ops->notify(core.backend, session_id(s), msg);
+    free(owner);
 }
 
 static void on_response(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
@@ -525,6 +725,15 @@ static void on_response(struct session *s, json_t *msg, const struct jsonrpc_msg
     struct call *c = NULL;
     if (jsonrpc_id_key(m->id, key, sizeof key) == 0)
         c = session_pending_take(s, key);
+    /* A request another process sent: its id ends with that process's tag. */
+    const char *tag = !c && replica_shared() && json_is_string(m->id)
+                          ? session_request_id_tag(json_string_value(m->id))
+                          : NULL;
+    if (tag && strcmp(tag, replica_tag()) != 0 &&
+        route_elsewhere(s, msg, REPLICA_TO_PROCESS, tag) == 0) {
+        out->kind = CORE_ACCEPTED;
+        return;
+    }
     if (!c) {
         core_reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
                     "Invalid Request: no server request is waiting for a response with this id");
@@ -748,47 +957,17 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
 /* A request for the backend: a stream, a call, and a worker (or the
  * caller's thread, for a handler that never blocks). key: the id's
  * jsonrpc_id_key, NULL when it did not fit. */
-static void submit_to_backend(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
-                              const char *key, const char *transport, struct core_reply *out)
+/* Runs the request on stream st (the caller's reference stays the
+ * caller's). 0, or -1 with *out the refusal. */
+static int start_call(struct session *s, struct stream *st, json_t *msg,
+                      const struct jsonrpc_msg *m, const char *key, struct core_reply *out)
 {
-    const char *method = m->method;
-    if (!key) { /* a call is tracked by its id's key */
-        core_reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
-                    "Invalid Request: id is too long");
-        return;
-    }
-    struct stream *st = stream_create(session_id(s), STREAM_REQUEST, m->id);
-    if (!st) {
-        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
-                    "Could not open a stream");
-        return;
-    }
-    if (session_ended(s)) {
-        /* Ended (DELETE, expiry) while this request was on its way. */
-        stream_end(st, STREAM_EXPIRED);
-        stream_unref(st);
-        core_reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
-        return;
-    }
-    int opted_in = poll_opted_in(m->params);
-    /* The ack names the stream before it has a message: its row must be
-     * committed first, or a SIGKILL would leave the client a stream id that
-     * no longer exists. */
-    if (opted_in && stream_persist(st) != 0) {
-        stream_end(st, STREAM_ERROR);
-        stream_unref(st);
-        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
-                    "The store is not writable");
-        return;
-    }
-    json_t *request = opted_in ? without_opt_in(msg) : json_incref(msg);
-    int inline_ok = core.ops->may_block && !core.ops->may_block(core.backend, method, m->params);
+    json_t *request = poll_opted_in(m->params) ? without_opt_in(msg) : json_incref(msg);
+    int inline_ok = core.ops->may_block && !core.ops->may_block(core.backend, m->method, m->params);
     enum session_track_rc why;
     struct call *c = call_new(s, st, request, inline_ok ? NULL : key, &why);
     json_decref(request);
     if (!c) {
-        stream_end(st, STREAM_ERROR);
-        stream_unref(st);
         if (why == SESSION_TRACK_ENDED)
             core_reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
         else if (why == SESSION_TRACK_DUP)
@@ -797,7 +976,7 @@ static void submit_to_backend(struct session *s, json_t *msg, const struct jsonr
             refuse_busy(out, m->id);
         else
             core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR, "Out of memory");
-        return;
+        return -1;
     }
     call_ref(c); /* the runner's */
     if (inline_ok) {
@@ -805,6 +984,105 @@ static void submit_to_backend(struct session *s, json_t *msg, const struct jsonr
     } else if (workers_submit(run_call, c) != 0) {
         call_fail(c, JSONRPC_SERVER_ERROR, "Server busy: too many requests in flight", NULL);
         call_unref(c);
+    }
+    return 0;
+}
+
+/* The process that holds the session, when it is bound to one
+ * (backend_ops.session_bound) and that is another: *owner (caller frees).
+ * This process claims a session whose holder died. */
+static int bound_elsewhere(struct session *s, char **owner)
+{
+    *owner = NULL;
+    if (!replica_shared() || !core.ops->session_bound || !core.ops->session_bound(core.backend))
+        return 0;
+    char *o = NULL;
+    if (store_session_claim(core.store, session_id(s), clock_wall_ms() - core.cfg.replica_lease_ms,
+                            &o) != 0 ||
+        !o || strcmp(o, replica_run()) == 0) {
+        free(o);
+        return 0;
+    }
+    *owner = o;
+    return 1;
+}
+
+/* Hands msg to the process `owner` through the inbox: with a stream
+ * (st, persisted as owner's) for a request, NULL for a notification. */
+static int hand_over(struct session *s, json_t *msg, struct stream *st, const char *owner)
+{
+    json_t *fw = json_pack("{s:O}", "message", msg);
+    if (fw && st)
+        json_object_set_new(fw, "stream", json_string(stream_id(st)));
+    char *text = fw ? json_dumps(fw, JSON_COMPACT) : NULL;
+    json_decref(fw);
+    int64_t id = 0;
+    int rc =
+        text ? store_inbox_put(core.store, session_id(s), text, strlen(text), clock_wall_ms(), &id)
+             : -1;
+    free(text);
+    if (rc != 0)
+        return -1;
+    char extra[64];
+    snprintf(extra, sizeof extra, "%lld.%c%.12s", (long long)id, REPLICA_HAND_OVER, owner);
+    return store_signal(core.store, STORE_SIGNAL_INBOX, session_id(s), extra) == 0 ? 0 : -1;
+}
+
+/* A request for the backend: a stream, a call, and a worker (or the
+ * caller's thread, for a handler that never blocks). key: the id's
+ * jsonrpc_id_key, NULL when it did not fit. */
+static void submit_to_backend(struct session *s, json_t *msg, const struct jsonrpc_msg *m,
+                              const char *key, const char *transport, struct core_reply *out)
+{
+    if (!key) { /* a call is tracked by its id's key */
+        core_reject(out, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
+                    "Invalid Request: id is too long");
+        return;
+    }
+    char *owner = NULL;
+    int elsewhere = bound_elsewhere(s, &owner);
+    struct stream *st = elsewhere ? stream_create_owned(session_id(s), m->id, owner)
+                                  : stream_create(session_id(s), STREAM_REQUEST, m->id);
+    if (!st) {
+        free(owner);
+        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
+                    "Could not open a stream");
+        return;
+    }
+    if (session_ended(s)) {
+        /* Ended (DELETE, expiry) while this request was on its way. */
+        free(owner);
+        stream_end(st, STREAM_EXPIRED);
+        stream_unref(st);
+        core_reject(out, CORE_NOT_FOUND, m->id, JSONRPC_SESSION_NOT_FOUND, "Session not found");
+        return;
+    }
+    int opted_in = poll_opted_in(m->params);
+    /* The ack names the stream before it has a message: its row must be
+     * committed first, or a SIGKILL would leave the client a stream id that
+     * no longer exists. A stream handed over is committed before the
+     * owner hears of it, so that its owner's death ends it (the leader's
+     * sweep) instead of leaving this reader waiting. */
+    if ((opted_in || elsewhere) && stream_persist(st) != 0) {
+        free(owner);
+        stream_end(st, STREAM_ERROR);
+        stream_unref(st);
+        core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
+                    "The store is not writable");
+        return;
+    }
+    int rc = elsewhere ? hand_over(s, msg, st, owner) : start_call(s, st, msg, m, key, out);
+    free(owner);
+    if (rc != 0) {
+        if (elsewhere) {
+            /* Never taken: nobody else will write it. Ends in the store,
+             * where its owner's sweep would have. */
+            core_reject(out, CORE_UNAVAILABLE, m->id, JSONRPC_INTERNAL_ERROR,
+                        "Could not hand the request to the process that holds the session");
+        }
+        stream_end(st, STREAM_ERROR);
+        stream_unref(st);
+        return;
     }
     out->kind = CORE_STREAM;
     out->stream = st;

@@ -40,6 +40,7 @@ struct core_config {
     int64_t log_max_rows;               /* 0: no cap */
     int64_t max_inflight;               /* requests in flight per session; 0: no cap */
     int64_t max_sessions_per_principal; /* 0: no cap */
+    int64_t replica_lease_ms;           /* several processes on one store: replica.h */
     int max_workers;
     const char *server_name;
     const char *server_version;
@@ -54,6 +55,11 @@ void core_stop(int64_t grace_ms);
 void core_cleanup(void);
 /* Ready to serve: accepting, store writable, migrations applied. */
 int core_ready(void);
+/* 1 when other mcpd processes share the store (core/replica.h). */
+int core_replicated(void);
+/* The store takes writes now (a database that cannot be reached makes it
+ * 0 until it is back: requests are answered 503 meanwhile). */
+int core_store_reachable(void);
 /* The /metrics page (Prometheus text); caller frees. */
 char *core_metrics(void);
 

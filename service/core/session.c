@@ -40,6 +40,11 @@ struct session {
     struct table *pending; /* server→client requests awaiting answers */
 };
 
+/* How long the store's claim of a GET stream outlives its last renewal
+ * (every beat): a process that dies holding one blocks a new GET on another
+ * process this long at most. */
+#define SESSION_GET_LEASE_MS 5000
+
 static struct {
     pthread_mutex_t mu;
     pthread_mutex_t load_mu; /* held while a stored session is revived */
@@ -52,6 +57,8 @@ static struct {
     int64_t *dormant;          /* last activity of stored sessions not in memory, ascending */
     size_t ndormant;
     int dormant_incomplete; /* the list may miss some: session_find asks the store */
+    int shared;             /* other processes share the store (session_registry_shared) */
+    char id_tag[16];        /* ends server->client request ids: which process asked */
 } reg = {.mu = PTHREAD_MUTEX_INITIALIZER, .load_mu = PTHREAD_MUTEX_INITIALIZER};
 
 struct dormant_list {
@@ -171,14 +178,27 @@ static void creating_by_add(const char *principal, int delta)
  * it is used again). Returns 0 or the refusal. */
 static int reserve_place(const char *principal)
 {
+    /* On a shared store every process's sessions count: the store holds
+     * them all (this process's too, each persisted before its id is out).
+     * Two processes reserving the last place at once may both get it. */
+    int64_t stored = 0, stored_by = 0;
+    if (reg.shared && reg.limits.max_sessions > 0 &&
+        (stored = store_sessions_count(reg.store, NULL)) < 0)
+        return SESSION_FAILED;
+    if (reg.shared && principal && *principal && reg.limits.max_per_principal > 0 &&
+        (stored_by = store_sessions_count(reg.store, principal)) < 0)
+        return SESSION_FAILED;
     pthread_mutex_lock(&reg.mu);
-    int64_t live = (reg.sessions ? (int64_t)table_count(reg.sessions) : 0) + reg.creating +
-                   (int64_t)reg.ndormant;
+    int64_t live = reg.shared ? stored + reg.creating
+                              : (reg.sessions ? (int64_t)table_count(reg.sessions) : 0) +
+                                    reg.creating + (int64_t)reg.ndormant;
     int rc = reg.limits.max_sessions > 0 && live >= reg.limits.max_sessions ? SESSION_AT_CAP : 0;
     if (rc == 0 && principal && *principal && reg.limits.max_per_principal > 0) {
         struct principal_count pc = {
             principal, reg.creating_by ? (intptr_t)table_get(reg.creating_by, principal) : 0};
-        if (reg.sessions)
+        if (reg.shared)
+            pc.n += stored_by;
+        else if (reg.sessions)
             table_each(reg.sessions, count_principal, &pc);
         if (pc.n >= reg.limits.max_per_principal)
             rc = SESSION_PRINCIPAL_AT_CAP;
@@ -412,7 +432,7 @@ struct session *session_find(const char *id)
      * revived: once none is left, an id that is not in memory is gone or
      * never was, and a stranger sending made-up ids costs no store read. */
     pthread_mutex_lock(&reg.mu);
-    int revivable = reg.ndormant > 0 || reg.dormant_incomplete;
+    int revivable = reg.ndormant > 0 || reg.dormant_incomplete || reg.shared;
     pthread_mutex_unlock(&reg.mu);
     /* A revival puts a session in the table and takes it off the dormant
      * count at once: one that just revived this id is in memory now. */
@@ -481,6 +501,7 @@ void session_set_log_level(struct session *s, int level)
     int init = s->initialized;
     pthread_mutex_unlock(&s->mu);
     store_session_set_state(reg.store, s->id, protocol_log_level_name(level), init);
+    store_signal(reg.store, STORE_SIGNAL_SESSION, s->id, NULL);
 }
 
 int session_initialized(struct session *s)
@@ -498,8 +519,10 @@ void session_set_initialized(struct session *s)
     s->initialized = 1;
     int level = s->log_level;
     pthread_mutex_unlock(&s->mu);
-    if (!was)
+    if (!was) {
         store_session_set_state(reg.store, s->id, protocol_log_level_name(level), 1);
+        store_signal(reg.store, STORE_SIGNAL_SESSION, s->id, NULL);
+    }
 }
 
 void session_touch(struct session *s)
@@ -541,6 +564,17 @@ int session_get_claim(struct session *s)
     if (rc == 0)
         s->get_claimed = 1;
     pthread_mutex_unlock(&s->mu);
+    /* One GET in the whole deployment: the store's claim, renewed by
+     * session_renew_get_claims while this one is open. */
+    if (rc == 0 && reg.shared) {
+        int64_t now = clock_wall_ms();
+        if (store_standalone_claim(reg.store, s->id, now, now + SESSION_GET_LEASE_MS) != 0) {
+            pthread_mutex_lock(&s->mu);
+            s->get_claimed = 0;
+            pthread_mutex_unlock(&s->mu);
+            rc = -1;
+        }
+    }
     return rc;
 }
 
@@ -550,6 +584,38 @@ void session_get_release(struct session *s)
     s->get_claimed = 0;
     fcond_broadcast(&s->cursor_cv);
     pthread_mutex_unlock(&s->mu);
+    if (reg.shared)
+        store_standalone_release(reg.store, s->id);
+}
+
+static void renew_one(void *arg, const char *key, void *value)
+{
+    (void)key;
+    struct session *s = value;
+    struct session ***out = arg;
+    pthread_mutex_lock(&s->mu);
+    int held = s->get_claimed && !s->ended;
+    pthread_mutex_unlock(&s->mu);
+    if (held) {
+        session_ref(s);
+        *(*out)++ = s;
+    }
+}
+
+void session_renew_get_claims(void)
+{
+    pthread_mutex_lock(&reg.mu);
+    size_t n = reg.sessions ? table_count(reg.sessions) : 0;
+    struct session **list = n ? calloc(n, sizeof *list) : NULL, **end = list;
+    if (list)
+        table_each(reg.sessions, renew_one, &end);
+    pthread_mutex_unlock(&reg.mu);
+    int64_t now = clock_wall_ms();
+    for (struct session **p = list; p < end; p++) {
+        store_standalone_claim(reg.store, (*p)->id, now, now + SESSION_GET_LEASE_MS);
+        session_unref(*p);
+    }
+    free(list);
 }
 
 int64_t session_get_cursor(struct session *s)
@@ -695,8 +761,41 @@ void session_next_request_id(struct session *s, char *out, size_t cap)
     uint64_t n = ++s->next_out_id;
     pthread_mutex_unlock(&s->mu);
     /* The stream id part keeps ids unique across restarts of the process. */
-    snprintf(out, cap, "mcpd-%llu-%08lx", (unsigned long long)n,
-             (unsigned long)(clock_wall_ms() & 0xffffffff));
+    snprintf(out, cap, "mcpd-%llu-%08lx%s", (unsigned long long)n,
+             (unsigned long)(clock_wall_ms() & 0xffffffff), reg.id_tag);
+}
+
+void session_registry_shared(const char *id_tag)
+{
+    pthread_mutex_lock(&reg.mu);
+    reg.shared = 1;
+    snprintf(reg.id_tag, sizeof reg.id_tag, "-%s", id_tag);
+    pthread_mutex_unlock(&reg.mu);
+}
+
+const char *session_request_id_tag(const char *request_id)
+{
+    const char *dash = strrchr(request_id, '-');
+    return strncmp(request_id, "mcpd-", 5) == 0 && dash && strchr(request_id + 5, '-') != dash
+               ? dash + 1
+               : NULL;
+}
+
+struct session *session_find_loaded(const char *id)
+{
+    return in_memory(id);
+}
+
+void session_apply_stored(struct session *s, int log_level, int initialized, int64_t last_active_ms)
+{
+    pthread_mutex_lock(&s->mu);
+    if (log_level >= 0)
+        s->log_level = log_level;
+    s->initialized = s->initialized || initialized;
+    pthread_mutex_unlock(&s->mu);
+    int64_t mine = atomic_load(&s->last_active_ms);
+    if (last_active_ms > mine)
+        atomic_store(&s->last_active_ms, last_active_ms);
 }
 
 int session_pending_add(struct session *s, const char *key, void *value)
@@ -755,8 +854,8 @@ void session_end(struct session *s)
     /* The store's tombstone first: while it is being written the registry
      * still answers with this (ended) session, and once the session leaves
      * the registry a lookup finds the tombstone, never a row to revive. */
-    if (reg.store)
-        store_session_delete(reg.store, s->id, clock_wall_ms());
+    if (reg.store && store_session_delete(reg.store, s->id, clock_wall_ms()) == 0)
+        store_signal(reg.store, STORE_SIGNAL_SESSION, s->id, NULL);
     pthread_mutex_lock(&reg.mu);
     struct session *held = reg.sessions ? table_del(reg.sessions, s->id) : NULL;
     pthread_mutex_unlock(&reg.mu);

@@ -162,6 +162,26 @@ int session_pending_has(struct session *s, const char *key);
 /* Wall-clock ms of the last activity. */
 int64_t session_last_active_ms(const struct session *s);
 
+/* Several processes on one store (core/replica.h). After
+ * session_registry_shared, the caps count every process's sessions (the
+ * store's), an id not in memory is always looked up in the store (another
+ * process may have created it), and the ids of server->client requests end
+ * in "-<id_tag>" (this process's), so that an answer arriving at another
+ * process can be sent to this one: session_request_id_tag returns the tag
+ * of such an id (borrowed from it), or NULL for an id without one. */
+void session_registry_shared(const char *id_tag);
+const char *session_request_id_tag(const char *request_id);
+/* Renews the store's claim of every GET stream open in this process (one
+ * per session deployment-wide; session_get_claim takes it). */
+void session_renew_get_claims(void);
+/* A new reference to the session if it is in this process's memory (never
+ * loads it), or NULL. */
+struct session *session_find_loaded(const char *id);
+/* Takes in what another process changed in the session's stored row: its
+ * log level (< 0: unchanged), initialized, and its last activity. */
+void session_apply_stored(struct session *s, int log_level, int initialized,
+                          int64_t last_active_ms);
+
 /* Ends the session: gone from memory and store, streams expired. The
  * caller still holds (and releases) its reference. */
 void session_end(struct session *s);

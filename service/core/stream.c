@@ -29,6 +29,8 @@ struct stream {
     int standalone;
     int ephemeral;    /* memory only: never written to the store */
     int persisted;    /* its row is in the store (written with its first message) */
+    int remote;       /* loaded from the store while active: another process writes it */
+    char *owner;      /* the run that writes it, when another (stream_create_owned) */
     char *request_id; /* JSON text, kept until the row is written */
     _Atomic int refs;
     pthread_mutex_t append_mu; /* serialises appenders, so seqs commit in order */
@@ -58,6 +60,7 @@ struct shard {
 static struct {
     struct shard shards[SHARDS];
     struct store *_Atomic store;
+    _Atomic int shared;   /* other processes write to the store too (stream_registry_shared) */
     _Atomic int detached; /* shutting down: every read returns STREAM_DETACHED */
 } reg;
 
@@ -125,6 +128,7 @@ static struct stream *stream_alloc(const char *id, const char *session, int stan
 static void stream_free(struct stream *s)
 {
     free(s->request_id);
+    free(s->owner);
     for (int64_t i = 0; i < s->nchunks; i++)
         free(s->chunks[i].msg);
     free(s->chunks);
@@ -217,6 +221,22 @@ static void unregister(struct stream *s)
         stream_unref(s);
 }
 
+struct stream *stream_create_owned(const char *session_id, const json_t *request_id,
+                                   const char *owner)
+{
+    struct stream *s = stream_create(session_id, STREAM_REQUEST, request_id);
+    if (s) {
+        s->remote = 1;
+        s->owner = strdup(owner);
+        if (!s->owner) {
+            stream_end(s, STREAM_ERROR);
+            stream_unref(s);
+            return NULL;
+        }
+    }
+    return s;
+}
+
 struct stream *stream_create(const char *session_id, enum stream_kind kind,
                              const json_t *request_id)
 {
@@ -241,28 +261,48 @@ struct stream *stream_create(const char *session_id, enum stream_kind kind,
     return s;
 }
 
-static void load_chunk(void *arg, int64_t seq, const char *msg, size_t len, int is_end)
+/* Chunks read from the store: those from seq `from` on, in order. */
+struct fresh {
+    int64_t from;
+    struct chunk *v;
+    int64_t n, cap;
+    int oom;
+};
+
+static void fresh_chunk(void *arg, int64_t seq, const char *msg, size_t len, int is_end)
 {
     (void)is_end;
-    struct stream *s = arg;
-    if (seq != s->nchunks)
-        return; /* a gap cannot happen with ordered appends; never expose one */
-    if (s->nchunks == s->cap) {
-        int64_t cap = s->cap ? s->cap * 2 : 8;
-        struct chunk *c = realloc(s->chunks, (size_t)cap * sizeof *c);
-        if (!c)
+    struct fresh *f = arg;
+    /* A gap cannot happen with ordered appends; never expose one. */
+    if (f->oom || seq != f->from + f->n)
+        return;
+    if (f->n == f->cap) {
+        int64_t cap = f->cap ? f->cap * 2 : 8;
+        struct chunk *c = realloc(f->v, (size_t)cap * sizeof *c);
+        if (!c) {
+            f->oom = 1;
             return;
-        s->chunks = c;
-        s->cap = cap;
+        }
+        f->v = c;
+        f->cap = cap;
     }
     char *copy = malloc(len + 1);
-    if (!copy)
+    if (!copy) {
+        f->oom = 1;
         return;
+    }
     memcpy(copy, msg, len);
     copy[len] = '\0';
-    s->chunks[s->nchunks].msg = copy;
-    s->chunks[s->nchunks].len = len;
-    s->nchunks++;
+    f->v[f->n].msg = copy;
+    f->v[f->n].len = len;
+    f->n++;
+}
+
+static void fresh_free(struct fresh *f)
+{
+    for (int64_t i = 0; i < f->n; i++)
+        free(f->v[i].msg);
+    free(f->v);
 }
 
 struct stream *stream_find(const char *id)
@@ -279,17 +319,19 @@ struct stream *stream_find(const char *id)
      * still being written from making two copies of it. */
     struct store *st = reg.store;
     struct store_stream row;
-    struct stream tmp = {0}, *loaded = NULL;
-    if (st && store_stream_get(st, id, &row, load_chunk, &tmp) == 0) {
+    struct fresh f = {0};
+    struct stream *loaded = NULL;
+    if (st && store_stream_get(st, id, &row, fresh_chunk, &f) == 0) {
         loaded = stream_alloc(row.id, row.session_id, strcmp(row.kind, "standalone") == 0);
         if (loaded) {
-            loaded->chunks = tmp.chunks;
-            loaded->nchunks = tmp.nchunks;
-            loaded->cap = tmp.cap;
-            tmp.chunks = NULL;
-            tmp.nchunks = 0;
+            loaded->chunks = f.v;
+            loaded->nchunks = f.n;
+            loaded->cap = f.cap;
+            f.v = NULL;
+            f.n = 0;
             loaded->state = state_parse(row.state);
             loaded->persisted = 1;
+            loaded->remote = 1;
             loaded->ended_wall_ms = row.ended_ms;
             /* Only a stream still being written needs one shared copy. */
             if (loaded->state == STREAM_ACTIVE && sh->streams &&
@@ -298,9 +340,7 @@ struct stream *stream_find(const char *id)
         }
         store_stream_free(&row);
     }
-    for (int64_t i = 0; i < tmp.nchunks; i++)
-        free(tmp.chunks[i].msg);
-    free(tmp.chunks);
+    fresh_free(&f);
     pthread_mutex_unlock(&sh->mu);
     return loaded;
 }
@@ -336,6 +376,152 @@ int64_t stream_next_seq(struct stream *s)
     return n;
 }
 
+/* Makes room for `need` chunks (s->mu held). 0, or -1 out of memory. */
+static int grow(struct stream *s, int64_t need)
+{
+    if (need <= s->cap)
+        return 0;
+    int64_t cap = s->cap ? s->cap : 4;
+    while (cap < need)
+        cap *= 2;
+    struct chunk *c = realloc(s->chunks, (size_t)cap * sizeof *c);
+    if (!c)
+        return -1;
+    s->chunks = c;
+    s->cap = cap;
+    return 0;
+}
+
+/* Adds what another process wrote to s since memory last looked: the
+ * chunks past nchunks and the end. Called with append_mu held, so no
+ * append of this process interleaves. Returns 1 if anything was new, 0 if
+ * not, -1 if the store could not be read. */
+static int refresh_locked(struct stream *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int64_t have = s->nchunks;
+    int active = s->state == STREAM_ACTIVE;
+    pthread_mutex_unlock(&s->mu);
+    if (!active || !s->persisted || s->ephemeral || !reg.store)
+        return 0;
+    struct store_stream row;
+    struct fresh f = {.from = have};
+    int rc = store_stream_get(reg.store, s->id, &row, fresh_chunk, &f);
+    if (rc != 0) {
+        fresh_free(&f);
+        /* Gone from the store: its session was deleted elsewhere. */
+        if (rc == 1) {
+            pthread_mutex_lock(&s->mu);
+            s->state = STREAM_EXPIRED;
+            broadcast(s);
+            pthread_mutex_unlock(&s->mu);
+            return 1;
+        }
+        return -1;
+    }
+    enum stream_state state = state_parse(row.state);
+    int changed = 0;
+    pthread_mutex_lock(&s->mu);
+    if (f.n > 0 && grow(s, s->nchunks + f.n) == 0) {
+        memcpy(s->chunks + s->nchunks, f.v, (size_t)f.n * sizeof *f.v);
+        s->nchunks += f.n;
+        f.n = 0;
+        changed = 1;
+    }
+    /* The end only with every chunk before it, so no reader sees an end
+     * that skips a message. */
+    if (state != STREAM_ACTIVE && f.n == 0 && !f.oom) {
+        s->state = state;
+        s->ended_wall_ms = row.ended_ms;
+        changed = 1;
+    }
+    if (changed)
+        broadcast(s);
+    pthread_mutex_unlock(&s->mu);
+    store_stream_free(&row);
+    fresh_free(&f);
+    return changed;
+}
+
+static struct stream *registered(const char *id)
+{
+    struct shard *sh = shard_of(id);
+    pthread_mutex_lock(&sh->mu);
+    struct stream *s = sh->streams ? table_get(sh->streams, id) : NULL;
+    if (s)
+        stream_ref(s);
+    pthread_mutex_unlock(&sh->mu);
+    return s;
+}
+
+static void refresh(struct stream *s)
+{
+    pthread_mutex_lock(&s->append_mu);
+    refresh_locked(s);
+    int ended = stream_state(s) != STREAM_ACTIVE;
+    pthread_mutex_unlock(&s->append_mu);
+    if (ended)
+        unregister(s);
+}
+
+void stream_registry_shared(int shared)
+{
+    reg.shared = shared;
+}
+
+void stream_refresh(const char *id, int64_t next_seq, int ended)
+{
+    struct stream *s = registered(id);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    int behind = next_seq < 0 || next_seq > s->nchunks || (ended && s->state == STREAM_ACTIVE);
+    pthread_mutex_unlock(&s->mu);
+    if (behind)
+        refresh(s);
+    stream_unref(s);
+}
+
+struct refresh_list {
+    struct stream **v;
+    size_t n, cap;
+};
+
+static void pick_shared(void *arg, const char *key, void *value)
+{
+    (void)key;
+    struct refresh_list *l = arg;
+    struct stream *s = value;
+    if (!s->remote && !s->standalone)
+        return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        struct stream **v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return;
+        l->v = v;
+        l->cap = cap;
+    }
+    stream_ref(s);
+    l->v[l->n++] = s;
+}
+
+void stream_refresh_all(void)
+{
+    struct refresh_list l = {0};
+    for (int i = 0; i < SHARDS; i++) {
+        pthread_mutex_lock(&reg.shards[i].mu);
+        if (reg.shards[i].streams)
+            table_each(reg.shards[i].streams, pick_shared, &l);
+        pthread_mutex_unlock(&reg.shards[i].mu);
+    }
+    for (size_t i = 0; i < l.n; i++) {
+        refresh(l.v[i]);
+        stream_unref(l.v[i]);
+    }
+    free(l.v);
+}
+
 /* Writes seq (or no chunk when seq < 0) and/or the end to the store, with
  * the stream's row when this is its first write. Called with append_mu. */
 static int write_through(struct stream *s, int64_t seq, const char *msg, size_t len,
@@ -345,7 +531,7 @@ static int write_through(struct stream *s, int64_t seq, const char *msg, size_t 
     if (s->ephemeral)
         return 0;
     struct store_stream_new create = {s->session, s->standalone ? "standalone" : "request",
-                                      s->request_id};
+                                      s->request_id, s->owner};
     int rc = store_stream_write_relayed(
         reg.store, s->id, s->persisted ? NULL : &create, seq, msg, len,
         end_state != STREAM_ACTIVE ? state_names[end_state] : NULL, now, mark);
@@ -374,21 +560,23 @@ static int64_t append(struct stream *s, const char *msg, size_t len, enum stream
     pthread_mutex_lock(&s->append_mu);
     pthread_mutex_lock(&s->mu);
     int64_t seq = s->nchunks;
-    int ended = s->state != STREAM_ACTIVE;
-    if (!ended && s->nchunks == s->cap) {
-        int64_t cap = s->cap ? s->cap * 2 : 4;
-        struct chunk *c = realloc(s->chunks, (size_t)cap * sizeof *c);
-        if (c) {
-            s->chunks = c;
-            s->cap = cap;
-        } else {
-            ended = 1;
-        }
-    }
+    int ended = s->state != STREAM_ACTIVE || grow(s, seq + 1) != 0;
     pthread_mutex_unlock(&s->mu);
 
     int64_t now = clock_wall_ms();
     int rc = ended ? 0 : write_through(s, seq, copy, len, end_state, now, mark);
+    /* Another process may have written this seq first (a session's
+     * standalone stream takes messages from every replica): take in what
+     * it wrote and try the next free seq. */
+    for (int tries = 0; rc < 0 && rc != STORE_UNAVAILABLE && reg.shared && tries < 8; tries++) {
+        if (refresh_locked(s) != 1)
+            break;
+        pthread_mutex_lock(&s->mu);
+        seq = s->nchunks;
+        ended = s->state != STREAM_ACTIVE || grow(s, seq + 1) != 0;
+        pthread_mutex_unlock(&s->mu);
+        rc = ended ? 0 : write_through(s, seq, copy, len, end_state, now, mark);
+    }
     if (ended || rc != 0) {
         pthread_mutex_unlock(&s->append_mu);
         free(copy);

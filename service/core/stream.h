@@ -46,6 +46,10 @@ enum stream_kind { STREAM_REQUEST, STREAM_STANDALONE, STREAM_EPHEMERAL };
  * reference the caller owns, or NULL. */
 struct stream *stream_create(const char *session_id, enum stream_kind kind,
                              const json_t *request_id);
+/* A request stream that another process (run `owner`) writes: this one
+ * only follows it (a call handed over, core/replica.h). */
+struct stream *stream_create_owned(const char *session_id, const json_t *request_id,
+                                   const char *owner);
 /* The stream with that id, from memory or the store: a new reference, or
  * NULL if unknown or expired. A stream is stored with its first message
  * (or when stream_persist asks); until then it is only in memory. */
@@ -186,6 +190,20 @@ enum stream_cursor stream_resume(const char *event_id, const char *session_id, s
  * same on every transport (HTTP answers them with 400). */
 int stream_cursor_code(enum stream_cursor c);
 const char *stream_cursor_message(enum stream_cursor c);
+
+/* Several processes on one store (core/replica.h). Another process may
+ * write a stream this one holds in memory: the request stream a reader
+ * here follows, or a session's standalone stream, which every replica
+ * appends to. stream_registry_shared says the store is shared (appends
+ * that lose a race for a seq then take in the other's messages and retry).
+ * stream_refresh re-reads stream `id` if it is in memory and the store
+ * may hold more (next_seq, the count another process signalled, or -1:
+ * unknown; ended: it signalled the end), adds what is new and wakes its
+ * readers. stream_refresh_all does so for every stream in memory that
+ * others write, after signals may have been lost. Both call the store. */
+void stream_registry_shared(int shared);
+void stream_refresh(const char *id, int64_t next_seq, int ended);
+void stream_refresh_all(void);
 
 /* The session ended: its streams expire, readers see the end. */
 void stream_drop_session(const char *session_id);

@@ -100,6 +100,8 @@ struct store_stream_new {
     const char *session_id;
     const char *kind;
     const char *request_id;
+    const char *owner; /* the run that writes it (a call handed to another
+                        * process); NULL: this process */
 };
 
 /* Stream ids must begin with 12 lowercase hex digits of their creation
@@ -303,6 +305,8 @@ void store_set_run(struct store *st, const char *run);
  *  STORE_SIGNAL_INBOX   key session id, extra "<inbox id>": a message
  *                       for whichever process holds that session's call.
  *  STORE_SIGNAL_NODE    key run id: a process started or stopped.
+ *  STORE_SIGNAL_LIST    key "tools", "prompts"...: a list changed.
+ *  STORE_SIGNAL_RESOURCE key the hex of a resource's URI: it changed.
  *
  * The callback runs on the store's listener thread; it must be quick and
  * must not call the store. After the listener reconnects (signals may have
@@ -312,6 +316,8 @@ void store_set_run(struct store *st, const char *run);
 #define STORE_SIGNAL_SESSION 'e'
 #define STORE_SIGNAL_INBOX 'i'
 #define STORE_SIGNAL_NODE 'n'
+#define STORE_SIGNAL_LIST 'l'
+#define STORE_SIGNAL_RESOURCE 'u'
 #define STORE_SIGNAL_RESYNC 'r'
 typedef void (*store_signal_cb)(void *arg, char kind, const char *key, const char *extra);
 void store_signal_listen(struct store *st, store_signal_cb cb, void *arg);

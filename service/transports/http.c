@@ -102,6 +102,14 @@ static int admitted(const struct _u_request *req, struct _u_response *resp,
         fail(resp, 403, JSONRPC_SERVER_ERROR, forbidden);
         return 0;
     }
+    /* At once, not after a wait for a database that is down: the client
+     * (or the proxy in front) retries, and maybe another replica. */
+    if (!core_store_reachable()) {
+        u_map_put(resp->map_header, "Retry-After", "1");
+        fail(resp, 503, JSONRPC_SERVER_ERROR,
+             "Service Unavailable: the database cannot be reached; retry shortly");
+        return 0;
+    }
     const char *why;
     int rc = auth_check(header(req, "Authorization"), NULL, grant, &why);
     request_log_principal(grant->principal);

@@ -289,12 +289,23 @@ static void wait_bound(struct conn *c)
         c->f.done = 1;
         return;
     }
-    if (st == RESV_BOUND) {
+    /* With several processes on one store the initialize may reach
+     * another one, which creates the session with this id: it is then in
+     * the store. */
+    struct session *elsewhere = NULL;
+    if (st >= 0 && st != RESV_BOUND && gen == c->gen && core_replicated()) {
+        struct core_caller k = caller_for(c->principal, c->sid);
+        struct core_reply r;
+        elsewhere = core_session_open(&k, &r);
+        if (!elsewhere)
+            core_reply_clear(&r);
+    }
+    if (st == RESV_BOUND || elsewhere) {
         resv_detach(c->sid);
         c->waiting = 0;
         struct core_caller k = caller_for(c->principal, c->sid);
-        struct core_reply refused;
-        struct session *s = core_session_open(&k, &refused);
+        struct core_reply refused = {0};
+        struct session *s = elsewhere ? elsewhere : core_session_open(&k, &refused);
         if (!s || follow_session(c, s, -1, &refused) != 0) {
             sse_comment(&c->f.buf, refused.reason == CORE_CONFLICT
                                        ? "another connection follows this session"
@@ -496,14 +507,25 @@ static int post_initialize(struct _u_response *resp, const char *sid, const char
     int claim = strlen(sid) == RANDID_LEN ? resv_claim(sid, principal) : -1;
     if (claim != 0) {
         /* Not a reservation waiting for its initialize: a session of this
-         * principal (which refuses a second initialize), or nothing (404). */
+         * principal (which refuses a second initialize), or nothing (404)
+         * — unless several processes share the store, where the /sse
+         * connection that reserved the id may be another's: the session is
+         * then created with it, and that connection finds it there. */
         struct core_caller k = caller_for(principal, sid);
         struct core_reply r;
         struct session *s = core_session_open(&k, &r);
-        if (!s)
+        if (!s && !(claim == -1 && strlen(sid) == RANDID_LEN && core_replicated() &&
+                    r.reason == CORE_NOT_FOUND))
             return http_refused(resp, &r);
-        core_session_drop(s);
-        core_receive(&k, root, &r);
+        if (s) {
+            core_session_drop(s);
+            core_receive(&k, root, &r);
+            return deliver(resp, &r);
+        }
+        core_reply_clear(&r);
+        struct core_caller fresh = caller_for(principal, NULL);
+        fresh.new_session_id = sid;
+        core_receive(&fresh, root, &r);
         return deliver(resp, &r);
     }
     struct core_caller k = caller_for(principal, NULL);

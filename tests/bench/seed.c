@@ -57,7 +57,7 @@ static int seed_session(long i, int64_t when, int64_t session_when)
     for (long k = 0; k < per; k += 2) {
         char stid[33];
         make_id(stid, (uint64_t)when, (uint64_t)k, ((uint64_t)i << 24) ^ run_tag);
-        struct store_stream_new create = {sid, "request", "42"};
+        struct store_stream_new create = {sid, "request", "42", NULL};
         int n = snprintf(msg, sizeof msg,
                          "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":"
                          "{\"progressToken\":\"p-%ld\",\"progress\":1,\"total\":2,\"message\":"

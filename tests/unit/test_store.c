@@ -27,7 +27,7 @@
 static int put_stream(struct store *st, const char *id, const char *session, const char *kind,
                       const char *request_id, int64_t now)
 {
-    struct store_stream_new create = {session, kind, request_id};
+    struct store_stream_new create = {session, kind, request_id, NULL};
     return store_stream_write(st, id, &create, -1, NULL, 0, NULL, now);
 }
 
@@ -849,7 +849,7 @@ static void test_write_atomic(const char *path)
                      NULL, NULL, NULL) == SQLITE_OK);
     sqlite3_close(db);
 
-    struct store_stream_new create = {"sess-a", "request", "1"};
+    struct store_stream_new create = {"sess-a", "request", "1", NULL};
     CHECK_INT(store_stream_write(st, SID("atomic-a"), &create, 0, "FAIL", 4, "finished", 10), -1);
     CHECK_INT(raw_count(path, "SELECT count(*) FROM streams WHERE id = ?1", SID("atomic-a")), 0);
     CHECK_INT(store_stream_write(st, SID("atomic-a"), &create, 0, "{}", 2, "finished", 10), 0);

@@ -1,0 +1,265 @@
+/* replica — see replica.h. */
+#include "replica.h"
+#include "clock.h"
+#include "log.h"
+#include "store.h"
+#include "stream.h"
+
+#include <gnutls/crypto.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Signals waiting for the replica thread. Beyond this many the oldest are
+ * dropped and the thread re-reads everything it follows instead. */
+#define QUEUE_MAX 4096
+/* Every stream others write is re-read at least this often, so that a lost
+ * signal delays a reader by this much at worst. */
+#define RESYNC_MS 2000
+
+struct signal {
+    char kind;
+    char *key, *extra;
+    struct signal *next;
+};
+
+static struct {
+    struct store *store;
+    struct replica_hooks hooks;
+    int64_t lease_ms;
+    pthread_t thread;
+    int running;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct signal *head, *tail;
+    int queued;
+    int overflow; /* signals were dropped: resync */
+    int stop;
+    _Atomic int64_t inflight;
+} rep = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_once_t run_once = PTHREAD_ONCE_INIT;
+static char run[33], tag[13];
+
+static void make_run(void)
+{
+    unsigned char raw[16];
+    if (gnutls_rnd(GNUTLS_RND_NONCE, raw, sizeof raw) != 0) {
+        /* Unique enough for a tag: time and pid. */
+        int64_t t = clock_wall_ms();
+        memcpy(raw, &t, sizeof t);
+        memset(raw + sizeof t, 0, sizeof raw - sizeof t);
+    }
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(run + 2 * i, 3, "%02x", raw[i]);
+    memcpy(tag, run, 12);
+}
+
+const char *replica_run(void)
+{
+    pthread_once(&run_once, make_run);
+    return run;
+}
+
+const char *replica_tag(void)
+{
+    pthread_once(&run_once, make_run);
+    return tag;
+}
+
+int replica_shared(void)
+{
+    return rep.running;
+}
+
+int replica_hex(const char *text, char *out, size_t cap)
+{
+    size_t n = strlen(text);
+    if (2 * n + 1 > cap)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", (unsigned char)text[i]);
+    out[2 * n] = '\0';
+    return 0;
+}
+
+int replica_unhex(const char *hex, char *out, size_t cap)
+{
+    size_t n = strlen(hex);
+    if (n % 2 || n / 2 + 1 > cap)
+        return -1;
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return -1;
+        out[i] = (char)v;
+    }
+    out[n / 2] = '\0';
+    return 0;
+}
+
+void replica_inflight_add(int delta)
+{
+    atomic_fetch_add(&rep.inflight, delta);
+}
+
+/* On the store's listener thread: queue and wake, nothing more. */
+static void on_signal(void *arg, char kind, const char *key, const char *extra)
+{
+    (void)arg;
+    struct signal *sg = calloc(1, sizeof *sg);
+    if (sg) {
+        sg->kind = kind;
+        sg->key = strdup(key ? key : "");
+        sg->extra = extra ? strdup(extra) : NULL;
+    }
+    pthread_mutex_lock(&rep.mu);
+    if (!sg || !sg->key || rep.queued >= QUEUE_MAX) {
+        rep.overflow = 1;
+        if (sg) {
+            free(sg->key);
+            free(sg->extra);
+            free(sg);
+        }
+    } else {
+        if (rep.tail)
+            rep.tail->next = sg;
+        else
+            rep.head = sg;
+        rep.tail = sg;
+        rep.queued++;
+    }
+    pthread_cond_signal(&rep.cv);
+    pthread_mutex_unlock(&rep.mu);
+}
+
+static void handle(const struct signal *sg)
+{
+    switch (sg->kind) {
+    case STORE_SIGNAL_STREAM: {
+        /* extra: the next seq, with 'e' appended when the stream ended. */
+        char *end = NULL;
+        long long next = sg->extra ? strtoll(sg->extra, &end, 10) : -1;
+        int ended = end && *end == 'e';
+        stream_refresh(sg->key, end && end != sg->extra ? next : -1, ended);
+        break;
+    }
+    case STORE_SIGNAL_SESSION:
+        if (rep.hooks.session_changed)
+            rep.hooks.session_changed(sg->key);
+        break;
+    case STORE_SIGNAL_INBOX: {
+        /* extra: "<inbox id>.<target>" */
+        char *dot = NULL;
+        long long id = sg->extra ? strtoll(sg->extra, &dot, 10) : 0;
+        if (rep.hooks.inbox && id > 0 && dot && *dot == '.')
+            rep.hooks.inbox(sg->key, id, dot + 1);
+        break;
+    }
+    case STORE_SIGNAL_LIST:
+        if (rep.hooks.list_changed)
+            rep.hooks.list_changed(sg->key);
+        break;
+    case STORE_SIGNAL_RESOURCE: {
+        size_t cap = strlen(sg->key) / 2 + 1;
+        char *uri = malloc(cap);
+        if (uri && replica_unhex(sg->key, uri, cap) == 0 && *uri && rep.hooks.resource_updated)
+            rep.hooks.resource_updated(uri);
+        free(uri);
+        break;
+    }
+    case STORE_SIGNAL_RESYNC:
+        stream_refresh_all();
+        break;
+    default:
+        break;
+    }
+}
+
+static void *replica_main(void *arg)
+{
+    (void)arg;
+    int64_t next_beat = 0, next_resync = clock_mono_ms() + RESYNC_MS;
+    pthread_mutex_lock(&rep.mu);
+    while (!rep.stop) {
+        struct signal *list = rep.head;
+        int overflow = rep.overflow;
+        rep.head = rep.tail = NULL;
+        rep.queued = 0;
+        rep.overflow = 0;
+        pthread_mutex_unlock(&rep.mu);
+
+        for (struct signal *sg = list, *next; sg; sg = next) {
+            next = sg->next;
+            handle(sg);
+            free(sg->key);
+            free(sg->extra);
+            free(sg);
+        }
+        int64_t now = clock_mono_ms();
+        if (overflow || now >= next_resync) {
+            stream_refresh_all();
+            next_resync = now + RESYNC_MS;
+        }
+        if (now >= next_beat) {
+            int64_t wall = clock_wall_ms();
+            if (store_node_beat(rep.store, wall, atomic_load(&rep.inflight)) != 0)
+                log_event(LOG_WARN, NULL, "replica_beat_failed", "store unavailable");
+            if (rep.hooks.beat)
+                rep.hooks.beat();
+            if (store_leader(rep.store) == 1 && rep.hooks.orphans)
+                rep.hooks.orphans(wall - rep.lease_ms);
+            next_beat = now + REPLICA_BEAT_MS;
+        }
+
+        pthread_mutex_lock(&rep.mu);
+        if (!rep.stop && !rep.head && !rep.overflow)
+            clock_cond_wait_until(&rep.cv, &rep.mu,
+                                  next_beat < next_resync ? next_beat : next_resync);
+    }
+    pthread_mutex_unlock(&rep.mu);
+    return NULL;
+}
+
+int replica_start(struct store *st, int64_t lease_ms, const struct replica_hooks *hooks)
+{
+    if (store_backend_of(st) != STORE_POSTGRES)
+        return 0;
+    rep.store = st;
+    rep.hooks = *hooks;
+    rep.lease_ms = lease_ms;
+    rep.stop = 0;
+    clock_cond_init(&rep.cv);
+    stream_registry_shared(1);
+    store_signal_listen(st, on_signal, NULL);
+    if (pthread_create(&rep.thread, NULL, replica_main, NULL) != 0)
+        return -1;
+    rep.running = 1;
+    log_event(LOG_INFO, NULL, "replica_started", "run=%s lease_ms=%lld", replica_run(),
+              (long long)lease_ms);
+    return 0;
+}
+
+void replica_stop(void)
+{
+    if (!rep.running)
+        return;
+    pthread_mutex_lock(&rep.mu);
+    rep.stop = 1;
+    pthread_cond_signal(&rep.cv);
+    pthread_mutex_unlock(&rep.mu);
+    pthread_join(rep.thread, NULL);
+    store_signal_listen(rep.store, NULL, NULL);
+    store_node_gone(rep.store);
+    rep.running = 0;
+    for (struct signal *sg = rep.head, *next; sg; sg = next) {
+        next = sg->next;
+        free(sg->key);
+        free(sg->extra);
+        free(sg);
+    }
+    rep.head = rep.tail = NULL;
+    rep.queued = 0;
+}
