@@ -142,6 +142,23 @@ static void replica_orphans(int64_t alive_since_ms)
                     "request_orphaned");
 }
 
+void core_probe_elsewhere(struct session *s)
+{
+    if (replica_shared())
+        store_signal(core.store, STORE_SIGNAL_PROBE, session_id(s), NULL);
+}
+
+/* Another process wants the GET stream of a session whose reader is here. */
+static void replica_probe(const char *id)
+{
+    struct session *s = session_find_loaded(id);
+    struct stream *st = s ? session_standalone(s) : NULL;
+    if (st)
+        stream_probe_readers(st);
+    stream_unref(st);
+    session_unref(s);
+}
+
 /* Another process changed or ended a session this one holds. */
 static void replica_session_changed(const char *id)
 {
@@ -346,9 +363,15 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
      * calls: only those whose process died are ended, by the leader. */
     if (store_backend_of(st) == STORE_POSTGRES) {
         session_registry_shared(replica_tag());
-        struct replica_hooks hooks = {replica_session_changed, replica_inbox,
-                                      replica_orphans,         session_renew_get_claims,
-                                      listen_list_changed,     listen_resource_updated};
+        struct replica_hooks hooks = {
+            .session_changed = replica_session_changed,
+            .inbox = replica_inbox,
+            .orphans = replica_orphans,
+            .beat = session_renew_get_claims,
+            .list_changed = listen_list_changed,
+            .resource_updated = listen_resource_updated,
+            .probe = replica_probe,
+        };
         if (replica_start(st, cfg->replica_lease_ms, &hooks) != 0) {
             *err = strdup("cannot start the replica thread");
             return -1;

@@ -42,6 +42,9 @@ void core_submit(struct session *s, json_t *msg, const struct jsonrpc_msg *m, co
  * same commit records it); NULL otherwise. */
 int64_t core_relay_to_standalone(struct session *s, const char *msg, size_t len,
                                  const char *source_id, int64_t copied);
+/* Asks the other processes to probe the reader of the session's GET
+ * stream, if one of them holds it (a no-op with one process). */
+void core_probe_elsewhere(struct session *s);
 /* A refusal counted in /metrics (also for the entry's own refusals). */
 void core_reject(struct core_reply *out, enum core_reason why, json_t *id, int code,
                  const char *message);

@@ -466,6 +466,8 @@ int core_standalone_claim(struct session *s, int64_t probe_ms, struct stream **s
     if (!claimed && probe_ms > 0) {
         struct stream *held = session_standalone(s);
         if (held) {
+            /* The holder may be another process: it probes its own. */
+            core_probe_elsewhere(s);
             stream_probe_readers(held);
             stream_unref(held);
             int64_t deadline = clock_mono_ms() + probe_ms;

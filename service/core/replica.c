@@ -158,6 +158,10 @@ static void handle(const struct signal *sg)
             rep.hooks.inbox(sg->key, id, dot + 1);
         break;
     }
+    case STORE_SIGNAL_PROBE:
+        if (rep.hooks.probe)
+            rep.hooks.probe(sg->key);
+        break;
     case STORE_SIGNAL_LIST:
         if (rep.hooks.list_changed)
             rep.hooks.list_changed(sg->key);

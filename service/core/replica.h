@@ -49,6 +49,8 @@ struct replica_hooks {
     /* Another process's backend changed a list, or a resource (its URI). */
     void (*list_changed)(const char *what);
     void (*resource_updated)(const char *uri);
+    /* Another process wants this session's GET stream (its reader here). */
+    void (*probe)(const char *session_id);
 };
 
 /* This process's run id: 32 hex digits, made once (static storage). */

@@ -426,6 +426,12 @@ struct session *session_find(const char *id)
     if (strlen(id) != RANDID_LEN)
         return NULL;
     struct session *s = in_memory(id);
+    /* Another process may have ended it a moment ago (a DELETE there):
+     * its signal may not have arrived yet, the store knows. */
+    if (s && reg.shared && store_session_live(reg.store, id) == 0) {
+        session_unref(s);
+        return NULL;
+    }
     if (s)
         return s;
     /* Only a session a previous process left (a dormant one) can be
@@ -500,8 +506,10 @@ void session_set_log_level(struct session *s, int level)
     s->log_level = level;
     int init = s->initialized;
     pthread_mutex_unlock(&s->mu);
-    store_session_set_state(reg.store, s->id, protocol_log_level_name(level), init);
+    /* The signal first: queued together, both go in one commit, and
+     * PostgreSQL delivers a NOTIFY at its commit. */
     store_signal(reg.store, STORE_SIGNAL_SESSION, s->id, NULL);
+    store_session_set_state(reg.store, s->id, protocol_log_level_name(level), init);
 }
 
 int session_initialized(struct session *s)
@@ -520,8 +528,8 @@ void session_set_initialized(struct session *s)
     int level = s->log_level;
     pthread_mutex_unlock(&s->mu);
     if (!was) {
-        store_session_set_state(reg.store, s->id, protocol_log_level_name(level), 1);
         store_signal(reg.store, STORE_SIGNAL_SESSION, s->id, NULL);
+        store_session_set_state(reg.store, s->id, protocol_log_level_name(level), 1);
     }
 }
 
@@ -854,8 +862,10 @@ void session_end(struct session *s)
     /* The store's tombstone first: while it is being written the registry
      * still answers with this (ended) session, and once the session leaves
      * the registry a lookup finds the tombstone, never a row to revive. */
-    if (reg.store && store_session_delete(reg.store, s->id, clock_wall_ms()) == 0)
+    if (reg.store) {
         store_signal(reg.store, STORE_SIGNAL_SESSION, s->id, NULL);
+        store_session_delete(reg.store, s->id, clock_wall_ms());
+    }
     pthread_mutex_lock(&reg.mu);
     struct session *held = reg.sessions ? table_del(reg.sessions, s->id) : NULL;
     pthread_mutex_unlock(&reg.mu);

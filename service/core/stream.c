@@ -787,11 +787,23 @@ void stream_event_id(const struct stream *s, int64_t seq, char *out, size_t cap)
     snprintf(out, cap, "%s:%lld", s->id, (long long)seq);
 }
 
-enum stream_cursor stream_cursor_check(struct stream *s, int64_t next)
+static int cursor_ok(struct stream *s, int64_t next)
 {
     pthread_mutex_lock(&s->mu);
     int ok = next >= 0 && (next <= s->nchunks || s->state != STREAM_ACTIVE);
     pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+enum stream_cursor stream_cursor_check(struct stream *s, int64_t next)
+{
+    int ok = cursor_ok(s, next);
+    /* Another process may have handed out a position this one has not
+     * read yet: read the store before calling it bad. */
+    if (!ok && next > 0 && reg.shared) {
+        refresh(s);
+        ok = cursor_ok(s, next);
+    }
     if (ok)
         return STREAM_CURSOR_OK;
     metrics_refused("bad_cursor");

@@ -1361,6 +1361,13 @@ static int64_t read_int(struct store *st, int k, const struct db_param *p, int n
     return v;
 }
 
+int store_session_live(struct store *st, const char *id)
+{
+    struct db_param p[] = {P_TEXT(id)};
+    int64_t n = read_int(st, R_SESSION_LIVE, p, 1, 0);
+    return n < 0 ? (int)n : n > 0;
+}
+
 int64_t store_session_bytes(struct store *st, const char *id)
 {
     struct db_param p[] = {P_TEXT(id)};

@@ -88,6 +88,10 @@ int store_session_delete(struct store *st, const char *id, int64_t now_ms);
 /* 0 found (fields filled, caller frees with store_session_free), 1 not
  * found, -1 error. */
 int store_session_get(struct store *st, const char *id, struct store_session *out);
+/* 1 when the session is stored and not deleted, 0 when not, or -1 /
+ * STORE_UNAVAILABLE: one key lookup, for a process that must not serve a
+ * session another process ended a moment ago. */
+int store_session_live(struct store *st, const char *id);
 /* Bytes of chunk text stored for the session, or -1. */
 int64_t store_session_bytes(struct store *st, const char *id);
 /* Calls cb with the last activity time of every live (not deleted)
@@ -305,6 +309,8 @@ void store_set_run(struct store *st, const char *run);
  *  STORE_SIGNAL_INBOX   key session id, extra "<inbox id>": a message
  *                       for whichever process holds that session's call.
  *  STORE_SIGNAL_NODE    key run id: a process started or stopped.
+ *  STORE_SIGNAL_PROBE   key session id: another process wants the session's
+ *                       GET stream; its holder checks its client is alive.
  *  STORE_SIGNAL_LIST    key "tools", "prompts"...: a list changed.
  *  STORE_SIGNAL_RESOURCE key the hex of a resource's URI: it changed.
  *
@@ -316,6 +322,7 @@ void store_set_run(struct store *st, const char *run);
 #define STORE_SIGNAL_SESSION 'e'
 #define STORE_SIGNAL_INBOX 'i'
 #define STORE_SIGNAL_NODE 'n'
+#define STORE_SIGNAL_PROBE 'p'
 #define STORE_SIGNAL_LIST 'l'
 #define STORE_SIGNAL_RESOURCE 'u'
 #define STORE_SIGNAL_RESYNC 'r'

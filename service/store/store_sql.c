@@ -154,6 +154,7 @@ static const char *const sqlite_sql[SQL_COUNT] = {
                    "(s.owner IS NULL OR s.owner <> ?1) AND NOT EXISTS (SELECT 1 FROM nodes n "
                    "WHERE n.run = s.owner AND n.beat_ms >= ?2)",
     [R_SESSION_OWNER] = "SELECT owner FROM sessions WHERE id = ?1",
+    [R_SESSION_LIVE] = "SELECT COUNT(*) FROM sessions WHERE id = ?1 AND deleted_ms IS NULL",
     /* One process: always the leader. */
     [R_LEADER] = "SELECT 1",
     [R_PING] = "SELECT 1",

@@ -71,6 +71,7 @@ enum store_sql {
     R_SESSIONS_COUNT,
     R_ORPHANED,
     R_SESSION_OWNER,
+    R_SESSION_LIVE,
     R_LEADER,
     R_PING,
     SQL_COUNT
