@@ -2,6 +2,7 @@
 #include "session.h"
 #include "clock.h"
 #include "fcond.h"
+#include "fiber.h"
 #include "log.h"
 #include "protocol.h"
 #include "randid.h"
@@ -395,7 +396,15 @@ static struct session *load(const char *id)
         if (s->bytes < 0)
             s->bytes = 0;
         char *sid = NULL;
-        if (store_session_standalone(reg.store, s->id, &sid) == 0)
+        int found = store_session_standalone(reg.store, s->id, &sid);
+        /* Another process creating the session commits its standalone
+         * stream just after its row: give it that moment, rather than make
+         * a second standalone stream. */
+        for (int i = 0; reg.shared && found == 1 && i < 20; i++) {
+            fiber_sleep_ms(25);
+            found = store_session_standalone(reg.store, s->id, &sid);
+        }
+        if (found == 0)
             s->standalone = stream_find(sid);
         free(sid);
         if (!s->standalone && (s->standalone = stream_create(s->id, STREAM_STANDALONE, NULL)))

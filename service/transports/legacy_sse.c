@@ -301,12 +301,16 @@ static void wait_bound(struct conn *c)
             core_reply_clear(&r);
     }
     if (st == RESV_BOUND || elsewhere) {
+        if (elsewhere)
+            resv_settle(c->sid, 1); /* its POSTs here name the session now */
         resv_detach(c->sid);
         c->waiting = 0;
         struct core_caller k = caller_for(c->principal, c->sid);
         struct core_reply refused = {0};
         struct session *s = elsewhere ? elsewhere : core_session_open(&k, &refused);
-        if (!s || follow_session(c, s, -1, &refused) != 0) {
+        /* A session another process created: from its stream's start,
+         * where that process relayed the initialize result. */
+        if (!s || follow_session(c, s, elsewhere ? 0 : -1, &refused) != 0) {
             sse_comment(&c->f.buf, refused.reason == CORE_CONFLICT
                                        ? "another connection follows this session"
                                        : "session ended");
@@ -587,6 +591,20 @@ static int on_messages(const struct _u_request *req, struct _u_response *resp, v
         /* A reservation not yet initialized names no session: the core
          * says to initialize first. */
         int pending = strlen(sid) == RANDID_LEN && resv_pending(sid, principal);
+        if (pending && core_replicated()) {
+            /* Initialized through another process, before the /sse
+             * connection here has noticed. */
+            struct core_caller probe = caller_for(principal, sid);
+            struct core_reply r;
+            struct session *s = core_session_open(&probe, &r);
+            if (s) {
+                resv_settle(sid, 1);
+                pending = 0;
+                core_session_drop(s);
+            } else {
+                core_reply_clear(&r);
+            }
+        }
         struct core_caller k = caller_for(principal, pending ? NULL : sid);
         if (pending)
             k.session_required = "Invalid Request: send initialize first";
