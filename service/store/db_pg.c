@@ -14,7 +14,6 @@
 
 #include <libpq-fe.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,17 +36,6 @@ struct db_pg {
 static struct db_pg *pg(struct db *c)
 {
     return (struct db_pg *)c;
-}
-
-static char *fmt_err(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
-    va_end(ap);
-    return s;
 }
 
 /* The first line of libpq's message, for logs and errors. */
@@ -85,12 +73,12 @@ static int pg_open(const char *target, struct db **out, char **err)
 {
     struct db_pg *c = calloc(1, sizeof *c);
     if (!c) {
-        *err = fmt_err("out of memory");
+        *err = db_fmt_err("out of memory");
         return -1;
     }
     c->conn = connect_to(target);
     if (!c->conn || PQstatus(c->conn) != CONNECTION_OK) {
-        *err = fmt_err("cannot connect to PostgreSQL: %s", conn_err(c->conn));
+        *err = db_fmt_err("cannot connect to PostgreSQL: %s", conn_err(c->conn));
         PQfinish(c->conn);
         free(c);
         return -1;
@@ -126,7 +114,7 @@ static int pg_exec_text(struct db *base, const char *sql, char **err)
     ExecStatusType s = PQresultStatus(res);
     int rc = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK ? 0 : -1;
     if (rc != 0) {
-        *err = fmt_err("%s", res ? PQresultErrorMessage(res) : conn_err(c->conn));
+        *err = db_fmt_err("%s", res ? PQresultErrorMessage(res) : conn_err(c->conn));
         if (lost(c, res))
             rc = DB_UNAVAILABLE;
     }
@@ -154,19 +142,19 @@ static int pg_migrate(struct db *c, const struct store_migration *m, int count, 
         pg_exec_text(c, "SELECT pg_advisory_xact_lock(" MIGRATION_LOCK ")", &e) != 0 ||
         pg_exec_text(c, "CREATE TABLE IF NOT EXISTS mcpd_schema (version INTEGER NOT NULL)", &e) !=
             0) {
-        *err = fmt_err("cannot start the migrations: %s", e ? e : "?");
+        *err = db_fmt_err("cannot start the migrations: %s", e ? e : "?");
         goto fail;
     }
     long long v = query_int(pg(c)->conn, "SELECT COALESCE(MAX(version), 0) FROM mcpd_schema");
     if (v < 0) {
-        *err = fmt_err("cannot read the schema version: %s", conn_err(pg(c)->conn));
+        *err = db_fmt_err("cannot read the schema version: %s", conn_err(pg(c)->conn));
         goto fail;
     }
     int latest = count > 0 ? m[count - 1].version : 0;
     if (v > latest) {
-        *err = fmt_err("the database's schema is version %lld, newer than this mcpd knows (%d): "
-                       "upgrade mcpd",
-                       v, latest);
+        *err = db_fmt_err("the database's schema is version %lld, newer than this mcpd knows (%d): "
+                          "upgrade mcpd",
+                          v, latest);
         goto fail;
     }
     for (int i = 0; i < count; i++) {
@@ -176,13 +164,13 @@ static int pg_migrate(struct db *c, const struct store_migration *m, int count, 
         snprintf(set, sizeof set, "DELETE FROM mcpd_schema; INSERT INTO mcpd_schema VALUES(%d)",
                  m[i].version);
         if (pg_exec_text(c, m[i].sql, &e) != 0 || pg_exec_text(c, set, &e) != 0) {
-            *err = fmt_err("migration %s failed: %s", m[i].name, e ? e : "?");
+            *err = db_fmt_err("migration %s failed: %s", m[i].name, e ? e : "?");
             goto fail;
         }
         v = m[i].version;
     }
     if (pg_exec_text(c, "COMMIT", &e) != 0) {
-        *err = fmt_err("the migrations' commit failed: %s", e ? e : "?");
+        *err = db_fmt_err("the migrations' commit failed: %s", e ? e : "?");
         goto fail;
     }
     *version = (int)v;
@@ -228,8 +216,8 @@ static int prepare_all(struct db_pg *c, char **err)
         PGresult *res = PQprepare(c->conn, name, c->sql[k], n, types);
         int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
         if (!ok && err)
-            *err = fmt_err("prepare failed (%d): %s", k,
-                           res ? PQresultErrorMessage(res) : conn_err(c->conn));
+            *err = db_fmt_err("prepare failed (%d): %s", k,
+                              res ? PQresultErrorMessage(res) : conn_err(c->conn));
         if (!ok)
             lost(c, res);
         PQclear(res);
@@ -245,7 +233,7 @@ static int pg_prepare(struct db *base, const char *const *sql, int n, char **err
     c->sql = sql;
     c->nsql = n;
     if (!(c->nparams = calloc((size_t)n, sizeof *c->nparams))) {
-        *err = fmt_err("out of memory");
+        *err = db_fmt_err("out of memory");
         return -1;
     }
     uint32_t unused;
@@ -323,17 +311,24 @@ static int outcome(struct db_pg *c, PGresult *res, int k, int64_t *changes, int6
     return -1;
 }
 
+/* Runs prepared statement k with p as text; its result (NULL: out of
+ * memory), which the caller clears. */
+static PGresult *exec_prepared(struct db_pg *c, int k, const struct db_param *p, int n)
+{
+    struct texts t;
+    int np = to_texts(c, k, p, n, &t);
+    char name[16];
+    snprintf(name, sizeof name, "s%d", k);
+    return PQexecPrepared(c->conn, name, np, t.v, t.len, NULL, 0);
+}
+
 static int pg_exec(struct db *base, int k, const struct db_param *p, int n, int64_t *changes,
                    int64_t *value)
 {
     struct db_pg *c = pg(base);
     if (c->broken)
         return DB_UNAVAILABLE;
-    struct texts t;
-    int np = to_texts(c, k, p, n, &t);
-    char name[16];
-    snprintf(name, sizeof name, "s%d", k);
-    PGresult *res = PQexecPrepared(c->conn, name, np, t.v, t.len, NULL, 0);
+    PGresult *res = exec_prepared(c, k, p, n);
     int rc = outcome(c, res, k, changes, value);
     PQclear(res);
     return rc;
@@ -349,11 +344,7 @@ static int pg_query(struct db *base, int k, const struct db_param *p, int n, str
     struct db_pg *c = pg(base);
     if (c->broken)
         return DB_UNAVAILABLE;
-    struct texts t;
-    int np = to_texts(c, k, p, n, &t);
-    char name[16];
-    snprintf(name, sizeof name, "s%d", k);
-    PGresult *res = PQexecPrepared(c->conn, name, np, t.v, t.len, NULL, 0);
+    PGresult *res = exec_prepared(c, k, p, n);
     ExecStatusType s = PQresultStatus(res);
     if (s != PGRES_TUPLES_OK && s != PGRES_COMMAND_OK) {
         int rc = lost(c, res) ? DB_UNAVAILABLE : -1;

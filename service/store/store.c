@@ -102,17 +102,6 @@ struct store {
     int beaten; /* store_node_beat wrote this run's row once */
 };
 
-static char *fmt_err(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
-    va_end(ap);
-    return s;
-}
-
 static void sleep_ms(int64_t ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
@@ -922,7 +911,7 @@ static int open_readers(struct store *st, const char *path, char **err)
     st->readers = calloc((size_t)n, sizeof *st->readers);
     st->rbusy = calloc((size_t)n, sizeof *st->rbusy);
     if (!st->readers || !st->rbusy) {
-        *err = fmt_err("out of memory");
+        *err = db_fmt_err("out of memory");
         return -1;
     }
     if (st->shared) {
@@ -945,7 +934,7 @@ int store_open(const char *path, struct store **out, char **err)
     *err = NULL;
     struct store *st = calloc(1, sizeof *st);
     if (!st) {
-        *err = fmt_err("out of memory");
+        *err = db_fmt_err("out of memory");
         return -1;
     }
     pthread_mutex_init(&st->rmu, NULL);
@@ -962,7 +951,7 @@ int store_open(const char *path, struct store **out, char **err)
     int nmig;
     const struct store_migration *mig = migrations_of(st->engine, &nmig);
     if (!st->target) {
-        *err = fmt_err("out of memory");
+        *err = db_fmt_err("out of memory");
         goto fail;
     }
     if (db_open(st->engine, path, &st->wdb, err) ||
@@ -979,12 +968,12 @@ int store_open(const char *path, struct store **out, char **err)
         if (db_open(DB_PG, path, &st->ldb, err) != 0)
             goto fail;
         if (db_listen(st->ldb, STORE_SQL_CHANNEL) != 0) {
-            *err = fmt_err("cannot LISTEN on PostgreSQL");
+            *err = db_fmt_err("cannot LISTEN on PostgreSQL");
             goto fail;
         }
         st->available = 1;
         if (pthread_create(&st->reconnector, NULL, reconnector_main, st) != 0) {
-            *err = fmt_err("cannot start the store's reconnector thread");
+            *err = db_fmt_err("cannot start the store's reconnector thread");
             goto fail;
         }
         if (pthread_create(&st->listener, NULL, listener_main, st) != 0) {
@@ -993,13 +982,13 @@ int store_open(const char *path, struct store **out, char **err)
             pthread_cond_signal(&st->avcv);
             pthread_mutex_unlock(&st->qmu);
             pthread_join(st->reconnector, NULL);
-            *err = fmt_err("cannot start the store's listener thread");
+            *err = db_fmt_err("cannot start the store's listener thread");
             goto fail;
         }
         st->threads = 1;
     }
     if (pthread_create(&st->writer, NULL, writer_main, st) != 0) {
-        *err = fmt_err("cannot start the store writer thread");
+        *err = db_fmt_err("cannot start the store writer thread");
         pthread_mutex_lock(&st->qmu);
         st->stop = 1;
         pthread_cond_signal(&st->avcv);

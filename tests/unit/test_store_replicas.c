@@ -25,8 +25,6 @@
 
 #define SID(name) "000000000000" name
 
-static char tmpdir[64];
-
 static int64_t now_ms(void)
 {
     struct timespec ts;
@@ -555,14 +553,15 @@ static void run_pair(const char *path_a, const char *path_b, int pg)
 
 int main(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/mcpd-test-replicas-XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 2;
-    }
-    char path[256];
-    snprintf(path, sizeof path, "%s/mcpd.db", tmpdir);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/mcpd-test-replicas-%d.db", (int)getpid());
     run_pair(path, path, 0);
+    static const char *const sides[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        char side[80];
+        snprintf(side, sizeof side, "%s%s", path, sides[i]);
+        unlink(side);
+    }
 
     if (!pg_test_url()) {
         printf("SKIP PostgreSQL runs: MCPD_TEST_PG_URL is unset\n");
@@ -584,9 +583,5 @@ int main(void)
         }
         pg_test_drop_all();
     }
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        printf("note: could not remove %s\n", tmpdir);
     return check_summary();
 }
