@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libulfius-dev libmicrohttpd-dev libjansson-dev libcurl4-gnutls-dev
-          libsqlite3-dev)
+          libsqlite3-dev libpq-dev)
 if [ "${1:-}" = "--test" ]; then
     # Node runs npm ci; the tests themselves run on the Node 22 that
     # tests/package.json pins. wrk drives the benchmark.
@@ -17,6 +17,9 @@ if [ "${1:-}" = "--test" ]; then
     packages+=(caddy)
     # sqlite3: the abuse tests run PRAGMA integrity_check on mcpd's database.
     packages+=(sqlite3)
+    # postgresql-15: the throwaway server (tests/pg/pg-server.sh) of the
+    # tests that run mcpd and its store on PostgreSQL.
+    packages+=(postgresql-15)
     # devscripts: hardening-check, on the binaries the build hardens.
     packages+=(devscripts)
     # The deployment files are checked with their own tools and run in front

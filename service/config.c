@@ -22,7 +22,9 @@ struct setting {
 static const struct setting settings[] = {
     {"listen", K_STR, S(listen), "127.0.0.1:8080", "HOST:PORT to serve HTTP on"},
     {"db", K_STR, S(db), "./data/mcpd.db",
-     "SQLite database file (created with its folder); :memory: for a throwaway store"},
+     "SQLite database file (created with its folder); :memory: for a throwaway store; or a "
+     "PostgreSQL connection string (postgres://user@host:port/db, or key=value with host= or "
+     "dbname=) shared by several mcpd"},
     {"config", K_STR, S(config_file), NULL, "config file of `key = value` lines"},
     {"log-level", K_STR, S(log_level), "info", "debug, info, warn or error"},
     {"reply-mode", K_STR, S(reply_mode), "auto",

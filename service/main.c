@@ -11,6 +11,7 @@
 #include "log.h"
 #include "malloc_tune.h"
 #include "origin.h"
+#include "randid.h"
 #include "stdio_transport.h"
 #include "store.h"
 #include "upstream.h"
@@ -201,6 +202,24 @@ static int serve_stdio(const struct config *cfg, const sigset_t *sigs)
 }
 
 /* HTTP (and WebSocket) until SIGTERM or SIGINT. */
+
+/* The --db value as logs show it: a PostgreSQL connection string may hold
+ * a password, so of a URL only its host, port and database (between '@'
+ * or "://" and '?'), and of a key=value string nothing. */
+static const char *db_shown(const char *db)
+{
+    static char shown[256];
+    if (!store_path_is_postgres(db))
+        return db;
+    const char *from = strstr(db, "://");
+    if (!from)
+        return "(a PostgreSQL key=value connection string)";
+    const char *at = strrchr(db, '@');
+    from = at ? at + 1 : from + 3;
+    snprintf(shown, sizeof shown, "postgres://%.*s", (int)strcspn(from, "?"), from);
+    return shown;
+}
+
 static int serve_http(const struct config *cfg, struct origin_policy *origins, const sigset_t *sigs,
                       char **why)
 {
@@ -227,7 +246,7 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
         return 1;
     }
     log_event(LOG_INFO, NULL, "listening", "http://%s/mcp db=%s reply-mode=%s", cfg->listen,
-              cfg->db, cfg->reply_mode);
+              db_shown(cfg->db), cfg->reply_mode);
     int sig = 0;
     sigwait(sigs, &sig);
     log_event(LOG_INFO, NULL, "shutting_down", "signal %d", sig);
@@ -282,6 +301,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "mcpd: %s\n", why ? why : "cannot open the store");
         goto out;
     }
+    /* This process's run id: what it writes into a shared store (the
+     * streams it owns, its node row) and what its signals carry. */
+    char run[RANDID_LEN + 1];
+    if (randid_make(run) != 0) {
+        fprintf(stderr, "mcpd: cannot make a run id\n");
+        goto out;
+    }
+    store_set_run(st, run);
     log_set_sink(log_to_store, st);
     if (auth_configure(cfg.auth, st) != 0 ||
         (cfg.bootstrap_token_file && auth_bootstrap(cfg.bootstrap_token_file, &why) != 0)) {

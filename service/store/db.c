@@ -1,6 +1,8 @@
 /* db — see db.h: each call goes to the driver of its connection. */
 #include "db.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 int db_open(enum db_engine e, const char *target, struct db **out, char **err)
@@ -114,4 +116,15 @@ int db_notify_wait(struct db *c, int timeout_ms, void (*cb)(void *arg, const cha
                    void *arg)
 {
     return c->drv->notify_wait(c, timeout_ms, cb, arg);
+}
+
+char *db_fmt_err(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
 }

@@ -133,6 +133,10 @@ int db_listen(struct db *c, const char *channel);
 int db_notify_wait(struct db *c, int timeout_ms, void (*cb)(void *arg, const char *payload),
                    void *arg);
 
+/* A malloc'd message, printf-style (NULL when out of memory): the
+ * drivers' and the store's *err. */
+char *db_fmt_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* The SQLite handle (wal.c needs it); NULL on PostgreSQL. */
 struct sqlite3 *db_sqlite_handle(struct db *c);
 

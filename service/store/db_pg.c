@@ -1,7 +1,7 @@
 /* db_pg — the store's PostgreSQL driver (db.h), through libpq.
  *
- * Each connection prepares every statement once (PQprepare, named "s<k>")
- * and again after a reconnect (db_reset). Parameters go as text, which
+ * Each connection prepares every statement once (PQprepare, named "s<k>"),
+ * and after a reconnect (db_reset) each again when it is next used. Parameters go as text, which
  * PostgreSQL converts to each one's inferred type. db_batch sends BEGIN,
  * the calls and COMMIT in pipeline mode and reads their results after one
  * Sync: a transaction costs one round trip however many statements it
@@ -14,7 +14,6 @@
 
 #include <libpq-fe.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +29,7 @@ struct db_pg {
     PGconn *conn;
     const char *const *sql; /* borrowed: store_sql's table */
     int *nparams;
+    unsigned char *ready; /* statement k is prepared on this connection */
     int nsql;
     int broken;
 };
@@ -37,17 +37,6 @@ struct db_pg {
 static struct db_pg *pg(struct db *c)
 {
     return (struct db_pg *)c;
-}
-
-static char *fmt_err(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
-    va_end(ap);
-    return s;
 }
 
 /* The first line of libpq's message, for logs and errors. */
@@ -85,12 +74,12 @@ static int pg_open(const char *target, struct db **out, char **err)
 {
     struct db_pg *c = calloc(1, sizeof *c);
     if (!c) {
-        *err = fmt_err("out of memory");
+        *err = db_fmt_err("out of memory");
         return -1;
     }
     c->conn = connect_to(target);
     if (!c->conn || PQstatus(c->conn) != CONNECTION_OK) {
-        *err = fmt_err("cannot connect to PostgreSQL: %s", conn_err(c->conn));
+        *err = db_fmt_err("cannot connect to PostgreSQL: %s", conn_err(c->conn));
         PQfinish(c->conn);
         free(c);
         return -1;
@@ -105,6 +94,7 @@ static void pg_close(struct db *base)
     struct db_pg *c = pg(base);
     PQfinish(c->conn);
     free(c->nparams);
+    free(c->ready);
     free(c);
 }
 
@@ -126,7 +116,7 @@ static int pg_exec_text(struct db *base, const char *sql, char **err)
     ExecStatusType s = PQresultStatus(res);
     int rc = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK ? 0 : -1;
     if (rc != 0) {
-        *err = fmt_err("%s", res ? PQresultErrorMessage(res) : conn_err(c->conn));
+        *err = db_fmt_err("%s", res ? PQresultErrorMessage(res) : conn_err(c->conn));
         if (lost(c, res))
             rc = DB_UNAVAILABLE;
     }
@@ -154,19 +144,19 @@ static int pg_migrate(struct db *c, const struct store_migration *m, int count, 
         pg_exec_text(c, "SELECT pg_advisory_xact_lock(" MIGRATION_LOCK ")", &e) != 0 ||
         pg_exec_text(c, "CREATE TABLE IF NOT EXISTS mcpd_schema (version INTEGER NOT NULL)", &e) !=
             0) {
-        *err = fmt_err("cannot start the migrations: %s", e ? e : "?");
+        *err = db_fmt_err("cannot start the migrations: %s", e ? e : "?");
         goto fail;
     }
     long long v = query_int(pg(c)->conn, "SELECT COALESCE(MAX(version), 0) FROM mcpd_schema");
     if (v < 0) {
-        *err = fmt_err("cannot read the schema version: %s", conn_err(pg(c)->conn));
+        *err = db_fmt_err("cannot read the schema version: %s", conn_err(pg(c)->conn));
         goto fail;
     }
     int latest = count > 0 ? m[count - 1].version : 0;
     if (v > latest) {
-        *err = fmt_err("the database's schema is version %lld, newer than this mcpd knows (%d): "
-                       "upgrade mcpd",
-                       v, latest);
+        *err = db_fmt_err("the database's schema is version %lld, newer than this mcpd knows (%d): "
+                          "upgrade mcpd",
+                          v, latest);
         goto fail;
     }
     for (int i = 0; i < count; i++) {
@@ -176,13 +166,13 @@ static int pg_migrate(struct db *c, const struct store_migration *m, int count, 
         snprintf(set, sizeof set, "DELETE FROM mcpd_schema; INSERT INTO mcpd_schema VALUES(%d)",
                  m[i].version);
         if (pg_exec_text(c, m[i].sql, &e) != 0 || pg_exec_text(c, set, &e) != 0) {
-            *err = fmt_err("migration %s failed: %s", m[i].name, e ? e : "?");
+            *err = db_fmt_err("migration %s failed: %s", m[i].name, e ? e : "?");
             goto fail;
         }
         v = m[i].version;
     }
     if (pg_exec_text(c, "COMMIT", &e) != 0) {
-        *err = fmt_err("the migrations' commit failed: %s", e ? e : "?");
+        *err = db_fmt_err("the migrations' commit failed: %s", e ? e : "?");
         goto fail;
     }
     *version = (int)v;
@@ -213,30 +203,32 @@ static int count_params(const char *sql, uint32_t *unused)
 /* The statements share one vector of parameters (store.c binds a stream
  * write's to each of its statements), so a statement may skip some:
  * PostgreSQL cannot infer their type, and is told they are text. */
-static int prepare_all(struct db_pg *c, char **err)
+static int prepare_one(struct db_pg *c, int k, char **err)
 {
-    for (int k = 0; k < c->nsql; k++) {
-        if (!c->sql[k])
-            continue;
-        char name[16];
-        snprintf(name, sizeof name, "s%d", k);
-        uint32_t unused;
-        int n = count_params(c->sql[k], &unused);
-        Oid types[32] = {0};
-        for (int i = 0; i < n && i < 32; i++)
-            types[i] = unused & (1u << i) ? TEXT_OID : 0;
-        PGresult *res = PQprepare(c->conn, name, c->sql[k], n, types);
-        int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-        if (!ok && err)
-            *err = fmt_err("prepare failed (%d): %s", k,
-                           res ? PQresultErrorMessage(res) : conn_err(c->conn));
-        if (!ok)
-            lost(c, res);
-        PQclear(res);
-        if (!ok)
-            return -1;
-    }
-    return 0;
+    if (k < 0 || k >= c->nsql || !c->sql[k])
+        return -1;
+    if (c->ready[k])
+        return 0;
+    char name[16];
+    snprintf(name, sizeof name, "s%d", k);
+    uint32_t unused;
+    int n = count_params(c->sql[k], &unused);
+    Oid types[32] = {0};
+    for (int i = 0; i < n && i < 32; i++)
+        types[i] = unused & (1u << i) ? TEXT_OID : 0;
+    PGresult *res = PQprepare(c->conn, name, c->sql[k], n, types);
+    int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    if (!ok && err)
+        *err = db_fmt_err("prepare failed (%d): %s", k,
+                          res ? PQresultErrorMessage(res) : conn_err(c->conn));
+    else if (!ok && !lost(c, res))
+        log_local(LOG_ERROR, NULL, "store_prepare_failed", "statement %d: %s", k,
+                  res ? PQresultErrorMessage(res) : conn_err(c->conn));
+    if (!ok)
+        lost(c, res);
+    PQclear(res);
+    c->ready[k] = (unsigned char)ok;
+    return ok ? 0 : -1;
 }
 
 static int pg_prepare(struct db *base, const char *const *sql, int n, char **err)
@@ -244,14 +236,20 @@ static int pg_prepare(struct db *base, const char *const *sql, int n, char **err
     struct db_pg *c = pg(base);
     c->sql = sql;
     c->nsql = n;
-    if (!(c->nparams = calloc((size_t)n, sizeof *c->nparams))) {
-        *err = fmt_err("out of memory");
+    if (!(c->nparams = calloc((size_t)n, sizeof *c->nparams)) ||
+        !(c->ready = calloc((size_t)n, 1))) {
+        *err = db_fmt_err("out of memory");
         return -1;
     }
     uint32_t unused;
     for (int k = 0; k < n; k++)
         c->nparams[k] = sql[k] ? count_params(sql[k], &unused) : 0;
-    return prepare_all(c, err);
+    /* All at once here, so that a statement the server refuses stops
+     * store_open; after a reconnect each is prepared again on first use. */
+    for (int k = 0; k < n; k++)
+        if (sql[k] && prepare_one(c, k, err) != 0)
+            return -1;
+    return 0;
 }
 
 static int pg_broken(struct db *c)
@@ -267,10 +265,8 @@ static int pg_reset(struct db *base)
         return -1;
     PQsetNoticeProcessor(c->conn, drop_notice, NULL);
     c->broken = 0;
-    if (c->sql && prepare_all(c, NULL) != 0) {
-        c->broken = 1;
-        return -1;
-    }
+    if (c->ready)
+        memset(c->ready, 0, (size_t)c->nsql);
     return 0;
 }
 
@@ -323,17 +319,26 @@ static int outcome(struct db_pg *c, PGresult *res, int k, int64_t *changes, int6
     return -1;
 }
 
+/* Runs prepared statement k with p as text; its result (NULL: out of
+ * memory), which the caller clears. */
+static PGresult *exec_prepared(struct db_pg *c, int k, const struct db_param *p, int n)
+{
+    if (prepare_one(c, k, NULL) != 0)
+        return NULL;
+    struct texts t;
+    int np = to_texts(c, k, p, n, &t);
+    char name[16];
+    snprintf(name, sizeof name, "s%d", k);
+    return PQexecPrepared(c->conn, name, np, t.v, t.len, NULL, 0);
+}
+
 static int pg_exec(struct db *base, int k, const struct db_param *p, int n, int64_t *changes,
                    int64_t *value)
 {
     struct db_pg *c = pg(base);
     if (c->broken)
         return DB_UNAVAILABLE;
-    struct texts t;
-    int np = to_texts(c, k, p, n, &t);
-    char name[16];
-    snprintf(name, sizeof name, "s%d", k);
-    PGresult *res = PQexecPrepared(c->conn, name, np, t.v, t.len, NULL, 0);
+    PGresult *res = exec_prepared(c, k, p, n);
     int rc = outcome(c, res, k, changes, value);
     PQclear(res);
     return rc;
@@ -349,11 +354,7 @@ static int pg_query(struct db *base, int k, const struct db_param *p, int n, str
     struct db_pg *c = pg(base);
     if (c->broken)
         return DB_UNAVAILABLE;
-    struct texts t;
-    int np = to_texts(c, k, p, n, &t);
-    char name[16];
-    snprintf(name, sizeof name, "s%d", k);
-    PGresult *res = PQexecPrepared(c->conn, name, np, t.v, t.len, NULL, 0);
+    PGresult *res = exec_prepared(c, k, p, n);
     ExecStatusType s = PQresultStatus(res);
     if (s != PGRES_TUPLES_OK && s != PGRES_COMMAND_OK) {
         int rc = lost(c, res) ? DB_UNAVAILABLE : -1;
@@ -425,6 +426,11 @@ static int pg_batch(struct db *base, struct db_call *calls, int n)
     if (c->broken)
         return DB_UNAVAILABLE;
     PGconn *conn = c->conn;
+    for (int i = 0; i < n; i++)
+        if (prepare_one(c, calls[i].k, NULL) != 0) {
+            calls[i].rc = -1;
+            return c->broken ? DB_UNAVAILABLE : -1;
+        }
     if (!PQenterPipelineMode(conn)) {
         lost(c, NULL);
         return DB_UNAVAILABLE;

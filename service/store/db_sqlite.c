@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,17 +26,6 @@ struct db_sqlite {
 static struct db_sqlite *sq(struct db *c)
 {
     return (struct db_sqlite *)c;
-}
-
-static char *fmt_err(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
-    va_end(ap);
-    return s;
 }
 
 static int mkdirs_for(const char *path)
@@ -88,7 +76,7 @@ static int own_files(const char *path, char **err)
 {
     int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) {
-        *err = fmt_err("cannot open database %s: %s", path, strerror(errno));
+        *err = db_fmt_err("cannot open database %s: %s", path, strerror(errno));
         return -1;
     }
     narrow_mode(fd, path);
@@ -112,7 +100,7 @@ static int sq_exec_text(struct db *c, const char *sql, char **err)
 {
     char *msg = NULL;
     if (sqlite3_exec(sq(c)->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        *err = fmt_err("%s", msg ? msg : sqlite3_errmsg(sq(c)->db));
+        *err = db_fmt_err("%s", msg ? msg : sqlite3_errmsg(sq(c)->db));
         sqlite3_free(msg);
         return -1;
     }
@@ -123,20 +111,20 @@ static int sq_open(const char *path, struct db **out, char **err)
 {
     int memory = strcmp(path, ":memory:") == 0;
     if (!memory && mkdirs_for(path) != 0) {
-        *err = fmt_err("cannot create the folder for %s: %s", path, strerror(errno));
+        *err = db_fmt_err("cannot create the folder for %s: %s", path, strerror(errno));
         return -1;
     }
     if (!memory && own_files(path, err) != 0)
         return -1;
     struct db_sqlite *c = calloc(1, sizeof *c);
     if (!c) {
-        *err = fmt_err("out of memory");
+        *err = db_fmt_err("out of memory");
         return -1;
     }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(path, &c->db, flags, NULL) != SQLITE_OK) {
-        *err = fmt_err("cannot open database %s: %s", path,
-                       c->db ? sqlite3_errmsg(c->db) : "out of memory");
+        *err = db_fmt_err("cannot open database %s: %s", path,
+                          c->db ? sqlite3_errmsg(c->db) : "out of memory");
         sqlite3_close(c->db);
         free(c);
         return -1;
@@ -192,7 +180,7 @@ static int migrate_all(struct db *c, const struct store_migration *m, int count,
             char *ignored = NULL;
             sq_exec_text(c, "ROLLBACK", &ignored);
             free(ignored);
-            *err = fmt_err("migration %s failed: %s", m[i].name, e ? e : "?");
+            *err = db_fmt_err("migration %s failed: %s", m[i].name, e ? e : "?");
             free(e);
             return -1;
         }
@@ -221,14 +209,14 @@ static int sq_prepare(struct db *base, const char *const *sql, int n, char **err
 {
     struct db_sqlite *c = sq(base);
     if (!(c->stmt = calloc((size_t)n, sizeof *c->stmt))) {
-        *err = fmt_err("out of memory");
+        *err = db_fmt_err("out of memory");
         return -1;
     }
     c->nstmt = n;
     for (int k = 0; k < n; k++) {
         if (sql[k] && sqlite3_prepare_v3(c->db, sql[k], -1, SQLITE_PREPARE_PERSISTENT, &c->stmt[k],
                                          NULL) != SQLITE_OK) {
-            *err = fmt_err("prepare failed: %s", sqlite3_errmsg(c->db));
+            *err = db_fmt_err("prepare failed: %s", sqlite3_errmsg(c->db));
             return -1;
         }
     }

@@ -52,8 +52,12 @@ struct write_op {
 /* The log is checkpointed once it holds this many pages (SQLite's own
  * default). */
 #define WAL_CHECKPOINT_FRAMES 1000
-/* PostgreSQL: reader connections unless MCPD_DB_READERS says (1..64). */
+/* PostgreSQL: reader connections and write queues unless MCPD_DB_READERS
+ * and MCPD_DB_WRITERS say (1..64). Two writers let one commit's flush
+ * overlap the next one's statements; more only multiplied the commits
+ * (each an fsync) on a small machine. */
 #define PG_READERS 4
+#define PG_WRITERS 2
 /* Reconnection attempts back off from the first to the last. */
 #define RECONNECT_FIRST_MS 25
 #define RECONNECT_MAX_MS 500
@@ -62,30 +66,44 @@ struct write_op {
 /* Nodes whose beat is older than this are removed by store_purge. */
 #define NODE_KEEP_MS 60000
 
+/* One write queue: its connection, its writer thread, its group commit.
+ * SQLite has one. PostgreSQL has several, so that commits are not
+ * serialized through one connection: a stream's writes all go to the queue
+ * its id hashes to (its row before its chunks, in order), every other
+ * write to the first. */
+struct wq {
+    struct store *st;
+    struct db *db;
+    pthread_t writer;
+    int started;               /* writer runs */
+    pthread_mutex_t commit_mu; /* held by whoever is committing: the writer or a waiter */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv; /* writer: a waited write (or many async ones) arrived */
+    struct write_op *head, *tail;
+    int queued, waited_queued;
+    int stop;
+};
+
 struct store {
     enum db_engine engine;
-    struct db *wdb;       /* writer's connection */
-    struct db **readers;  /* the readers' (== &wdb for :memory:, one) */
+    struct wq *wq;
+    int nwq;
+    struct db **readers;  /* the readers' (the first queue's for :memory:, one) */
     int *rbusy, nreaders; /* guarded by rmu */
     pthread_mutex_t rmu;
     pthread_cond_t rcv; /* a reader came free */
     int shared;         /* :memory:: the writer's connection is the one reader */
     const char *const *sql;
-    pthread_t writer;
-    struct wal *wal;           /* SQLite files only */
-    pthread_mutex_t commit_mu; /* held by whoever is committing: the writer or a waiter */
-    struct lock_hold hold;     /* how long commit_mu is held at a time */
-    pthread_mutex_t qmu;
-    pthread_cond_t qcv; /* writer: a waited write (or many async ones) arrived */
-    struct write_op *head, *tail;
-    int queued, waited_queued;
+    struct wal *wal;       /* SQLite files only */
+    struct lock_hold hold; /* how long a commit_mu is held at a time */
+    pthread_mutex_t qmu;   /* guards what follows, to avcv */
     int failed_since_flush;
-    struct store_stats stats; /* guarded by qmu */
+    struct store_stats stats;
     int stop;
     int healthy;
     int schema_version;
     /* PostgreSQL: the database is reachable (else calls fail at once with
-     * STORE_UNAVAILABLE and the reconnector works); guarded by qmu. */
+     * STORE_UNAVAILABLE and the reconnector works). */
     int available;
     pthread_cond_t avcv; /* reconnector: available fell to 0, or stop */
     pthread_t reconnector, listener;
@@ -101,17 +119,6 @@ struct store {
     int leader_held;
     int beaten; /* store_node_beat wrote this run's row once */
 };
-
-static char *fmt_err(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *s = NULL;
-    if (vasprintf(&s, fmt, ap) < 0)
-        s = NULL;
-    va_end(ap);
-    return s;
-}
 
 static void sleep_ms(int64_t ms)
 {
@@ -250,9 +257,9 @@ static void op_free(struct write_op *op)
 /* One statement of a write; a chunk whose stream is gone is
  * STORE_STREAM_GONE (its only parent is the stream's row: a request racing
  * its session's DELETE writes after the row is gone). */
-static int run_stmt(struct store *st, struct write_op *op, int kind, int64_t *changes)
+static int run_stmt(struct db *db, struct write_op *op, int kind, int64_t *changes)
 {
-    int rc = db_exec(st->wdb, kind, op->p, op->nparams, changes, &op->value);
+    int rc = db_exec(db, kind, op->p, op->nparams, changes, &op->value);
     if (rc == DB_FOREIGN_KEY)
         return kind == W_CHUNK ? STORE_STREAM_GONE : -1;
     return rc;
@@ -263,12 +270,12 @@ static int run_stmt(struct store *st, struct write_op *op, int kind, int64_t *ch
 #define OP_HALF_WRITTEN (-3)
 
 /* SQLite: one write, statement by statement. */
-static int op_run(struct store *st, struct write_op *op)
+static int op_run(struct db *db, struct write_op *op)
 {
     if (op->kind == W_FLUSH)
         return 0;
     if (op->kind != W_STREAM_WRITE)
-        return run_stmt(st, op, op->kind, &op->changes);
+        return run_stmt(db, op, op->kind, &op->changes);
     /* At most two statements run (the row carries the end when there is a
      * row). When the second fails (a statement that fails changes nothing
      * itself), a delete takes the first back. A SAVEPOINT around them did
@@ -276,26 +283,25 @@ static int op_run(struct store *st, struct write_op *op)
      * statements, and SQLite's bookkeeping for a savepoint's pages). */
     int rc = 0;
     if (op->row)
-        rc = run_stmt(st, op, W_ROW, NULL);
+        rc = run_stmt(db, op, W_ROW, NULL);
     if (rc == 0 && op->chunk) {
-        rc = run_stmt(st, op, W_CHUNK, NULL);
-        if (rc != 0 && op->row && run_stmt(st, op, W_UNDO_ROW, NULL) != 0)
+        rc = run_stmt(db, op, W_CHUNK, NULL);
+        if (rc != 0 && op->row && run_stmt(db, op, W_UNDO_ROW, NULL) != 0)
             return OP_HALF_WRITTEN;
     }
     if (rc == 0 && op->end && !op->row) {
         int64_t changed = 0;
-        rc = run_stmt(st, op, W_END, &changed);
+        rc = run_stmt(db, op, W_END, &changed);
         if (rc == 0 && changed != 1)
             rc = STORE_STREAM_GONE;
-        if (rc != 0 && op->chunk && run_stmt(st, op, W_UNDO_CHUNK, NULL) != 0)
+        if (rc != 0 && op->chunk && run_stmt(db, op, W_UNDO_CHUNK, NULL) != 0)
             return OP_HALF_WRITTEN;
     }
     /* A mark that fails (it updates one row by its key; the log says why)
      * leaves the copy in place: a later catch-up copies that message again
      * rather than losing it. Unless SQLite rolled the whole transaction
      * back with it (I/O, a full disk): then the batch has failed. */
-    if (rc == 0 && op->mark && run_stmt(st, op, W_RELAY_MARK, NULL) != 0 &&
-        !db_in_transaction(st->wdb))
+    if (rc == 0 && op->mark && run_stmt(db, op, W_RELAY_MARK, NULL) != 0 && !db_in_transaction(db))
         return -1;
     return rc;
 }
@@ -322,25 +328,25 @@ struct batch_result {
 };
 
 /* SQLite: BEGIN, each op, COMMIT, on the writer's connection. */
-static void commit_sqlite(struct store *st, struct write_op *batch, struct batch_result *res)
+static void commit_sqlite(struct db *db, struct write_op *batch, struct batch_result *res)
 {
-    int began = db_exec(st->wdb, W_BEGIN, NULL, 0, NULL, NULL) == 0, failed = !began;
+    int began = db_exec(db, W_BEGIN, NULL, 0, NULL, NULL) == 0, failed = !began;
     for (struct write_op *op = batch; op && !failed; op = op->next) {
-        op->rc = op_run(st, op);
+        op->rc = op_run(db, op);
         /* SQLite itself rolls the whole transaction back after some
          * failures (I/O, full disk, no memory, a trigger's ROLLBACK): what
          * ran before is gone, and what follows would commit alone. */
-        failed = op->rc == OP_HALF_WRITTEN || (op->rc != 0 && !db_in_transaction(st->wdb));
+        failed = op->rc == OP_HALF_WRITTEN || (op->rc != 0 && !db_in_transaction(db));
         if (op->rc == 0 && is_purge(op->kind))
             res->purged += (uint64_t)op->changes;
     }
     res->t_statements = clock_mono_us();
-    if (!failed && db_exec(st->wdb, W_COMMIT, NULL, 0, NULL, NULL) != 0)
+    if (!failed && db_exec(db, W_COMMIT, NULL, 0, NULL, NULL) != 0)
         failed = 1;
     res->t_commit = clock_mono_us();
     /* (SQLite may have rolled it back already.) */
-    if (failed && began && db_in_transaction(st->wdb))
-        db_exec(st->wdb, W_ROLLBACK, NULL, 0, NULL, NULL);
+    if (failed && began && db_in_transaction(db))
+        db_exec(db, W_ROLLBACK, NULL, 0, NULL, NULL);
     res->fail = failed ? -1 : 0;
 }
 
@@ -387,7 +393,7 @@ static int pg_calls_of(struct store *st, struct write_op *op, struct db_call *ca
 /* Runs the ops from `first` up to `end` (exclusive) as one pipelined
  * transaction and gives each its rc: 0 when committed (a chunk or end
  * that found no stream: STORE_STREAM_GONE), else the batch's failure. */
-static int pg_run(struct store *st, struct write_op *first, struct write_op *end,
+static int pg_run(struct store *st, struct db *db, struct write_op *first, struct write_op *end,
                   struct batch_result *res)
 {
     int nops = 0;
@@ -405,7 +411,7 @@ static int pg_run(struct store *st, struct write_op *first, struct write_op *end
             n += pg_calls_of(st, op, calls + n, &sig[i], &payload[i]);
         }
         at[i] = n;
-        rc = n > 0 ? db_batch(st->wdb, calls, n) : 0;
+        rc = n > 0 ? db_batch(db, calls, n) : 0;
     }
     res->t_statements = res->t_commit = clock_mono_us();
     i = 0;
@@ -445,10 +451,11 @@ static int pg_run(struct store *st, struct write_op *first, struct write_op *end
  * again each in a transaction of its own, where only it fails. A lost
  * connection fails every op not yet committed with STORE_UNAVAILABLE (a
  * COMMIT whose answer never came is not claimed). */
-static void commit_pg(struct store *st, struct write_op *batch, struct batch_result *res)
+static void commit_pg(struct store *st, struct db *db, struct write_op *batch,
+                      struct batch_result *res)
 {
     res->fail = 0;
-    int rc = available(st) ? pg_run(st, batch, NULL, res) : STORE_UNAVAILABLE;
+    int rc = available(st) ? pg_run(st, db, batch, NULL, res) : STORE_UNAVAILABLE;
     if (rc == STORE_UNAVAILABLE)
         res->fail = rc;
     else if (rc == -1 && batch->next)
@@ -456,7 +463,7 @@ static void commit_pg(struct store *st, struct write_op *batch, struct batch_res
             if (rc == STORE_UNAVAILABLE)
                 op->rc = rc;
             else
-                rc = pg_run(st, op, op->next, res);
+                rc = pg_run(st, db, op, op->next, res);
         }
     if (rc == STORE_UNAVAILABLE)
         mark_unavailable(st);
@@ -468,14 +475,15 @@ static void commit_pg(struct store *st, struct write_op *batch, struct batch_res
  * counting). Returns 1 when the hold was slow enough to log (*slow says
  * why): the caller logs after unlocking, so that a slow stderr does not
  * lengthen the very stall it reports. */
-static int commit_queue(struct store *st, struct slow_commit *slow)
+static int commit_queue(struct wq *q, struct slow_commit *slow)
 {
+    struct store *st = q->st;
     int64_t t0 = clock_mono_us();
-    pthread_mutex_lock(&st->qmu);
-    struct write_op *batch = st->head;
-    st->head = st->tail = NULL;
-    st->queued = st->waited_queued = 0;
-    pthread_mutex_unlock(&st->qmu);
+    pthread_mutex_lock(&q->qmu);
+    struct write_op *batch = q->head;
+    q->head = q->tail = NULL;
+    q->queued = q->waited_queued = 0;
+    pthread_mutex_unlock(&q->qmu);
     if (!batch)
         return 0;
 
@@ -485,9 +493,9 @@ static int commit_queue(struct store *st, struct slow_commit *slow)
         reader_get(st, &slot);
     struct batch_result res = {0};
     if (st->engine == DB_PG)
-        commit_pg(st, batch, &res);
+        commit_pg(st, q->db, batch, &res);
     else
-        commit_sqlite(st, batch, &res);
+        commit_sqlite(q->db, batch, &res);
     int64_t copy_us = wal_take_hook_us(st->wal);
     if (st->shared)
         reader_put(st, slot);
@@ -554,29 +562,29 @@ void store_stats(struct store *st, struct store_stats *out)
  * not alone in the queue or found a commit running. */
 static void *writer_main(void *arg)
 {
-    struct store *st = arg;
+    struct wq *q = arg;
     pthread_setname_np(pthread_self(), "mcpd-store");
     for (;;) {
-        pthread_mutex_lock(&st->qmu);
-        while (!st->waited_queued && !st->stop && st->queued < ASYNC_BATCH) {
-            if (!st->head) {
-                pthread_cond_wait(&st->qcv, &st->qmu);
-            } else if (clock_cond_wait_until(&st->qcv, &st->qmu,
-                                             clock_mono_ms() + ASYNC_DELAY_MS) == ETIMEDOUT) {
+        pthread_mutex_lock(&q->qmu);
+        while (!q->waited_queued && !q->stop && q->queued < ASYNC_BATCH) {
+            if (!q->head) {
+                pthread_cond_wait(&q->qcv, &q->qmu);
+            } else if (clock_cond_wait_until(&q->qcv, &q->qmu, clock_mono_ms() + ASYNC_DELAY_MS) ==
+                       ETIMEDOUT) {
                 break;
             }
         }
-        int have = st->head != NULL, stopping = st->stop;
-        pthread_mutex_unlock(&st->qmu);
+        int have = q->head != NULL, stopping = q->stop;
+        pthread_mutex_unlock(&q->qmu);
         if (!have) {
             if (stopping)
                 break;
             continue;
         }
         struct slow_commit slow;
-        pthread_mutex_lock(&st->commit_mu);
-        int slowed = commit_queue(st, &slow);
-        pthread_mutex_unlock(&st->commit_mu);
+        pthread_mutex_lock(&q->commit_mu);
+        int slowed = commit_queue(q, &slow);
+        pthread_mutex_unlock(&q->commit_mu);
         if (slowed)
             report_slow(&slow);
     }
@@ -625,6 +633,18 @@ static struct write_op *op_new(int kind, const char *fmt, va_list ap)
     return op;
 }
 
+/* The queue of an op: a stream write's by its stream id (FNV-1a), so that
+ * a stream's writes keep their order; any other, the first. */
+static struct wq *queue_of(struct store *st, const struct write_op *op)
+{
+    if (st->nwq == 1 || op->kind != W_STREAM_WRITE || !op->p[0].s)
+        return &st->wq[0];
+    uint32_t h = 2166136261u;
+    for (const char *c = op->p[0].s; *c; c++)
+        h = (h ^ (unsigned char)*c) * 16777619u;
+    return &st->wq[h % (uint32_t)st->nwq];
+}
+
 /* Until the writer has handed op back. A fiber whose connection is going
  * away (cancelled) still needs its answer: it polls, which only shutdown
  * does. */
@@ -648,7 +668,8 @@ static void wait_committed(struct write_op *op)
  * result, with what its statement changed and returned in *changes and
  * *value (may be NULL), and frees it. While PostgreSQL cannot be reached,
  * fails at once. */
-static int submit(struct store *st, struct write_op *op, int wait, int64_t *changes, int64_t *value)
+static int submit_to(struct store *st, struct wq *q, struct write_op *op, int wait,
+                     int64_t *changes, int64_t *value)
 {
     op->waited = wait;
     /* A fiber (an HTTP request on a pool thread) parks instead of
@@ -656,34 +677,35 @@ static int submit(struct store *st, struct write_op *op, int wait, int64_t *chan
     op->fiber = wait ? fiber_current() : NULL;
     if (wait && !op->fiber)
         sem_init(&op->done, 0, 0);
-    pthread_mutex_lock(&st->qmu);
-    if (st->stop || (st->engine == DB_PG && !st->available)) {
-        int rc = st->stop ? -1 : STORE_UNAVAILABLE;
-        pthread_mutex_unlock(&st->qmu);
+    int up = available(st);
+    pthread_mutex_lock(&q->qmu);
+    if (q->stop || !up) {
+        int rc = q->stop ? -1 : STORE_UNAVAILABLE;
+        pthread_mutex_unlock(&q->qmu);
         if (wait && !op->fiber)
             sem_destroy(&op->done);
         op_free(op);
         return rc;
     }
-    if (st->tail)
-        st->tail->next = op;
+    if (q->tail)
+        q->tail->next = op;
     else
-        st->head = op;
-    st->tail = op;
-    st->queued++;
+        q->head = op;
+    q->tail = op;
+    q->queued++;
     if (wait)
-        st->waited_queued++;
+        q->waited_queued++;
     /* A fiber's write always goes to the writer thread: committed inline
      * it would hold the pool thread, and every connection on it, for the
      * whole commit, and commits would no longer gather many writes. */
-    int alone = st->waited_queued == 1 && !op->fiber;
+    int alone = q->waited_queued == 1 && !op->fiber;
     /* Async writes wake the writer only in bulk; otherwise they ride along
      * with the next waited write or the writer's short timer. A waited
      * write that is not alone wakes it now, under the lock it holds
      * anyway. */
-    if (wait ? !alone : st->queued == 1 || st->queued >= ASYNC_BATCH)
-        pthread_cond_signal(&st->qcv);
-    pthread_mutex_unlock(&st->qmu);
+    if (wait ? !alone : q->queued == 1 || q->queued >= ASYNC_BATCH)
+        pthread_cond_signal(&q->qcv);
+    pthread_mutex_unlock(&q->qmu);
     if (!wait)
         return 0;
     /* A waited write alone in the queue, with no commit running, is
@@ -695,18 +717,18 @@ static int submit(struct store *st, struct write_op *op, int wait, int64_t *chan
      * request when the holder was also a connection's thread. (A fiber
      * never gets here: see `alone` above.) */
     if (alone) {
-        if (pthread_mutex_trylock(&st->commit_mu) == 0) {
+        if (pthread_mutex_trylock(&q->commit_mu) == 0) {
             struct slow_commit slow;
-            int slowed = commit_queue(st, &slow);
-            pthread_mutex_unlock(&st->commit_mu);
+            int slowed = commit_queue(q, &slow);
+            pthread_mutex_unlock(&q->commit_mu);
             if (slowed)
                 report_slow(&slow);
         }
         /* Our write, or writes queued during our commit, may still wait. */
-        pthread_mutex_lock(&st->qmu);
-        if (st->waited_queued)
-            pthread_cond_signal(&st->qcv);
-        pthread_mutex_unlock(&st->qmu);
+        pthread_mutex_lock(&q->qmu);
+        if (q->waited_queued)
+            pthread_cond_signal(&q->qcv);
+        pthread_mutex_unlock(&q->qmu);
     }
     wait_committed(op);
     int rc = op->rc;
@@ -718,6 +740,12 @@ static int submit(struct store *st, struct write_op *op, int wait, int64_t *chan
         sem_destroy(&op->done);
     op_free(op);
     return rc;
+}
+
+/* submit_to op's queue (queue_of). */
+static int submit(struct store *st, struct write_op *op, int wait, int64_t *changes, int64_t *value)
+{
+    return submit_to(st, queue_of(st, op), op, wait, changes, value);
 }
 
 /* Queues a write of statement `kind` with the parameters fmt says; with
@@ -768,9 +796,12 @@ static int stopping(struct store *st)
  * between reads. */
 static int reconnect_all(struct store *st)
 {
-    pthread_mutex_lock(&st->commit_mu);
-    int ok = db_reset(st->wdb) == 0;
-    pthread_mutex_unlock(&st->commit_mu);
+    int ok = 1;
+    for (int i = 0; i < st->nwq && ok; i++) {
+        pthread_mutex_lock(&st->wq[i].commit_mu);
+        ok = db_reset(st->wq[i].db) == 0;
+        pthread_mutex_unlock(&st->wq[i].commit_mu);
+    }
     for (int i = 0; i < st->nreaders && ok; i++) {
         pthread_mutex_lock(&st->rmu);
         while (st->rbusy[i])
@@ -880,12 +911,29 @@ static const struct store_migration *migrations_of(enum db_engine e, int *count)
     return e == DB_PG ? store_migrations_pg : store_migrations;
 }
 
-/* The bound on PostgreSQL reader connections: MCPD_DB_READERS, 1..64. */
-static int pg_readers(void)
+/* A bound on PostgreSQL connections: the environment's `name`, 1..64, or
+ * def. */
+static int pg_bound(const char *name, int def)
 {
-    const char *v = getenv("MCPD_DB_READERS");
-    int n = v ? atoi(v) : PG_READERS;
+    const char *v = getenv(name);
+    int n = v ? atoi(v) : def;
     return n < 1 ? 1 : n > 64 ? 64 : n;
+}
+
+/* Stops the writers, each once it has committed what its queue holds. */
+static void stop_writers(struct store *st)
+{
+    for (int i = 0; i < st->nwq; i++) {
+        struct wq *q = &st->wq[i];
+        if (!q->started)
+            continue;
+        pthread_mutex_lock(&q->qmu);
+        q->stop = 1;
+        pthread_cond_signal(&q->qcv);
+        pthread_mutex_unlock(&q->qmu);
+        pthread_join(q->writer, NULL);
+        q->started = 0;
+    }
 }
 
 static void close_all(struct store *st)
@@ -896,15 +944,19 @@ static void close_all(struct store *st)
             db_close(st->readers[i]);
     free(st->readers);
     free(st->rbusy);
-    db_close(st->wdb);
+    for (int i = 0; i < st->nwq; i++) {
+        db_close(st->wq[i].db);
+        pthread_mutex_destroy(&st->wq[i].commit_mu);
+        pthread_mutex_destroy(&st->wq[i].qmu);
+        pthread_cond_destroy(&st->wq[i].qcv);
+    }
+    free(st->wq);
     db_close(st->ldb);
     db_close(st->leader_db);
     pthread_mutex_destroy(&st->rmu);
     pthread_mutex_destroy(&st->qmu);
-    pthread_mutex_destroy(&st->commit_mu);
     pthread_mutex_destroy(&st->smu);
     pthread_mutex_destroy(&st->lmu);
-    pthread_cond_destroy(&st->qcv);
     pthread_cond_destroy(&st->rcv);
     pthread_cond_destroy(&st->avcv);
     free(st->target);
@@ -912,21 +964,47 @@ static void close_all(struct store *st)
     free(st);
 }
 
+/* The write queues and their connections; the first brings the schema up
+ * to date before any other connection prepares a statement. */
+static int open_queues(struct store *st, const char *path, char **err)
+{
+    int n = st->engine == DB_PG ? pg_bound("MCPD_DB_WRITERS", PG_WRITERS) : 1;
+    if (!(st->wq = calloc((size_t)n, sizeof *st->wq))) {
+        *err = db_fmt_err("out of memory");
+        return -1;
+    }
+    for (; st->nwq < n; st->nwq++) {
+        struct wq *q = &st->wq[st->nwq];
+        q->st = st;
+        pthread_mutex_init(&q->commit_mu, NULL);
+        pthread_mutex_init(&q->qmu, NULL);
+        clock_cond_init(&q->qcv);
+    }
+    int nmig;
+    const struct store_migration *mig = migrations_of(st->engine, &nmig);
+    for (int i = 0; i < n; i++)
+        if (db_open(st->engine, path, &st->wq[i].db, err) != 0 ||
+            (i == 0 && db_migrate(st->wq[i].db, mig, nmig, &st->schema_version, err) != 0) ||
+            db_prepare(st->wq[i].db, st->sql, SQL_COUNT, err) != 0)
+            return -1;
+    return 0;
+}
+
 /* The readers: the writer's own connection for :memory:, one more for a
  * SQLite file (WAL lets it read while the writer commits), a pool for
  * PostgreSQL. */
 static int open_readers(struct store *st, const char *path, char **err)
 {
-    int n = st->engine == DB_PG ? pg_readers() : 1;
+    int n = st->engine == DB_PG ? pg_bound("MCPD_DB_READERS", PG_READERS) : 1;
     st->shared = st->engine == DB_SQLITE && strcmp(path, ":memory:") == 0;
     st->readers = calloc((size_t)n, sizeof *st->readers);
     st->rbusy = calloc((size_t)n, sizeof *st->rbusy);
     if (!st->readers || !st->rbusy) {
-        *err = fmt_err("out of memory");
+        *err = db_fmt_err("out of memory");
         return -1;
     }
     if (st->shared) {
-        st->readers[0] = st->wdb;
+        st->readers[0] = st->wq[0].db;
         st->nreaders = 1;
         return 0;
     }
@@ -939,38 +1017,46 @@ static int open_readers(struct store *st, const char *path, char **err)
     return 0;
 }
 
+/* Stops the reconnector and the listener. */
+static void stop_threads(struct store *st)
+{
+    pthread_mutex_lock(&st->qmu);
+    st->stop = 1;
+    pthread_cond_signal(&st->avcv);
+    pthread_mutex_unlock(&st->qmu);
+    if (st->threads) {
+        pthread_join(st->reconnector, NULL);
+        pthread_join(st->listener, NULL);
+        st->threads = 0;
+    }
+}
+
 int store_open(const char *path, struct store **out, char **err)
 {
     *out = NULL;
     *err = NULL;
     struct store *st = calloc(1, sizeof *st);
     if (!st) {
-        *err = fmt_err("out of memory");
+        *err = db_fmt_err("out of memory");
         return -1;
     }
     pthread_mutex_init(&st->rmu, NULL);
     pthread_mutex_init(&st->qmu, NULL);
-    pthread_mutex_init(&st->commit_mu, NULL);
     pthread_mutex_init(&st->smu, NULL);
     pthread_mutex_init(&st->lmu, NULL);
-    clock_cond_init(&st->qcv);
     pthread_cond_init(&st->rcv, NULL);
     pthread_cond_init(&st->avcv, NULL);
     st->engine = store_path_is_postgres(path) ? DB_PG : DB_SQLITE;
     st->sql = store_sql_table(st->engine);
     st->target = strdup(path);
-    int nmig;
-    const struct store_migration *mig = migrations_of(st->engine, &nmig);
     if (!st->target) {
-        *err = fmt_err("out of memory");
+        *err = db_fmt_err("out of memory");
         goto fail;
     }
-    if (db_open(st->engine, path, &st->wdb, err) ||
-        db_migrate(st->wdb, mig, nmig, &st->schema_version, err) ||
-        db_prepare(st->wdb, st->sql, SQL_COUNT, err) || open_readers(st, path, err))
+    if (open_queues(st, path, err) != 0 || open_readers(st, path, err) != 0)
         goto fail;
     if (st->engine == DB_SQLITE && !st->shared &&
-        !(st->wal = wal_start(path, db_sqlite_handle(st->wdb), &st->commit_mu, &st->hold,
+        !(st->wal = wal_start(path, db_sqlite_handle(st->wq[0].db), &st->wq[0].commit_mu, &st->hold,
                               WAL_CHECKPOINT_FRAMES, err)))
         goto fail;
     if (st->engine == DB_PG) {
@@ -979,36 +1065,30 @@ int store_open(const char *path, struct store **out, char **err)
         if (db_open(DB_PG, path, &st->ldb, err) != 0)
             goto fail;
         if (db_listen(st->ldb, STORE_SQL_CHANNEL) != 0) {
-            *err = fmt_err("cannot LISTEN on PostgreSQL");
+            *err = db_fmt_err("cannot LISTEN on PostgreSQL");
             goto fail;
         }
         st->available = 1;
         if (pthread_create(&st->reconnector, NULL, reconnector_main, st) != 0) {
-            *err = fmt_err("cannot start the store's reconnector thread");
+            *err = db_fmt_err("cannot start the store's reconnector thread");
             goto fail;
         }
         if (pthread_create(&st->listener, NULL, listener_main, st) != 0) {
-            pthread_mutex_lock(&st->qmu);
-            st->stop = 1;
-            pthread_cond_signal(&st->avcv);
-            pthread_mutex_unlock(&st->qmu);
+            stop_threads(st);
             pthread_join(st->reconnector, NULL);
-            *err = fmt_err("cannot start the store's listener thread");
+            *err = db_fmt_err("cannot start the store's listener thread");
             goto fail;
         }
         st->threads = 1;
     }
-    if (pthread_create(&st->writer, NULL, writer_main, st) != 0) {
-        *err = fmt_err("cannot start the store writer thread");
-        pthread_mutex_lock(&st->qmu);
-        st->stop = 1;
-        pthread_cond_signal(&st->avcv);
-        pthread_mutex_unlock(&st->qmu);
-        if (st->threads) {
-            pthread_join(st->reconnector, NULL);
-            pthread_join(st->listener, NULL);
+    for (int i = 0; i < st->nwq; i++) {
+        if (pthread_create(&st->wq[i].writer, NULL, writer_main, &st->wq[i]) != 0) {
+            *err = db_fmt_err("cannot start the store writer thread");
+            stop_writers(st);
+            stop_threads(st);
+            goto fail;
         }
-        goto fail;
+        st->wq[i].started = 1;
     }
     st->healthy = 1;
     *out = st;
@@ -1022,16 +1102,8 @@ void store_close(struct store *st)
 {
     if (!st)
         return;
-    pthread_mutex_lock(&st->qmu);
-    st->stop = 1;
-    pthread_cond_signal(&st->qcv);
-    pthread_cond_signal(&st->avcv);
-    pthread_mutex_unlock(&st->qmu);
-    pthread_join(st->writer, NULL);
-    if (st->threads) {
-        pthread_join(st->reconnector, NULL);
-        pthread_join(st->listener, NULL);
-    }
+    stop_writers(st);
+    stop_threads(st);
     close_all(st);
 }
 
@@ -1076,7 +1148,15 @@ static char *run_of(struct store *st)
 
 int store_flush(struct store *st)
 {
-    int rc = enqueue(st, 1, W_FLUSH, "");
+    int rc = 0;
+    for (int i = 0; i < st->nwq; i++) {
+        struct write_op *op = calloc(1, sizeof *op);
+        if (op)
+            op->kind = W_FLUSH;
+        int one = op ? submit_to(st, &st->wq[i], op, 1, NULL, NULL) : -1;
+        if (rc == 0)
+            rc = one;
+    }
     pthread_mutex_lock(&st->qmu);
     if (st->failed_since_flush && rc == 0)
         rc = -1;
