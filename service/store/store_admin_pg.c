@@ -109,21 +109,27 @@ static const char *const sql[STORE_ADMIN_QUERIES] = {
  * server running..."): one line, as mcp-admin's errors are. */
 static void set_pg_err(char **err, const char *prefix, const char *msg)
 {
-    char *line = strdup(msg ? msg : "?"), *o = line;
+    msg = msg ? msg : "?";
+    char *line = malloc(2 * strlen(msg) + 1), *o = line;
     if (!line) {
         *err = NULL;
         return;
     }
-    for (const char *p = line; *p; p++) {
-        if (*p == '\n' || *p == '\t' || *p == '\r') {
-            if (o > line && o[-1] != ' ')
-                *o++ = ' ';
+    int broke = 0;
+    for (const char *p = msg; *p; p++) {
+        if (*p == '\n' || *p == '\r') {
+            broke = 1;
+        } else if (*p == '\t' && (broke || o == line)) {
+            continue;
         } else {
-            *o++ = *p;
+            if (broke && o > line) {
+                *o++ = ';';
+                *o++ = ' ';
+            }
+            broke = 0;
+            *o++ = *p == '\t' ? ' ' : *p;
         }
     }
-    while (o > line && o[-1] == ' ')
-        o--;
     *o = '\0';
     store_admin_set_err(err, "%s%s", prefix, line);
     free(line);
@@ -217,13 +223,20 @@ static int pg_schema_version(void *ctx, int *version, char **err)
 {
     struct pg *p = ctx;
     /* mcpd_schema holds the version (the highest row, should it keep one
-     * per migration); a database without it has no mcpd schema. */
-    PGresult *r = PQexec(p->conn, "SELECT CASE WHEN to_regclass('mcpd_schema') IS NULL THEN 0 "
-                                  "ELSE (SELECT COALESCE(MAX(version), 0) FROM mcpd_schema) END");
+     * per migration); a database without it has no mcpd schema. Two
+     * statements: one naming a missing table fails whole. */
+    PGresult *r = PQexec(p->conn, "SELECT to_regclass('mcpd_schema') IS NOT NULL");
     int ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
-    if (ok)
-        *version = atoi(PQgetvalue(r, 0, 0));
-    else
+    int exists = ok && PQgetvalue(r, 0, 0)[0] == 't';
+    *version = 0;
+    if (exists) {
+        PQclear(r);
+        r = PQexec(p->conn, "SELECT COALESCE(MAX(version), 0) FROM mcpd_schema");
+        ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+        if (ok)
+            *version = atoi(PQgetvalue(r, 0, 0));
+    }
+    if (!ok)
         set_res_err(err, p, r);
     PQclear(r);
     return ok ? 0 : -1;
