@@ -6,7 +6,8 @@
 //     client names, bidi overrides, C1 controls, non-ASCII): every reading
 //     command, with every filter, prints the same bytes on both, table and
 //     --json alike (stats less the sizes, which are the engines' own).
-//   - logs --follow sees a new row on both; tokens add/revoke and session
+//   - logs --follow and chunks --follow see new rows on both, and chunks
+//     --follow ends with its stream; health; tokens add/revoke and session
 //     kill write the same columns (revoked_ms; deleted_ms + kill_reason).
 //   - backup FILE from PostgreSQL: a new SQLite file, 0600, of mcpd's schema
 //     at the same version, that mcp-admin reads as it reads PostgreSQL and
@@ -321,6 +322,32 @@ describe('mcp-admin on PostgreSQL', { skip: SKIP ? `skipped: ${SKIP}` : false },
     assert.equal(outputs[1], outputs[0]);
   });
 
+  test('chunks --follow prints chunks committed after it started and ends with the stream, on both', async () => {
+    const { lite, pg } = pair(tmp);
+    const outputs = [];
+    for (const [db, insert] of [
+      [lite, (sql) => liteExec(lite, sql)],
+      [pg, (sql) => psql(pg, sql)],
+    ]) {
+      const proc = spawn(ADMIN_BIN, ['--db', db, '--json', 'chunks', 'st-3a', '--follow'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      proc.stdout.setEncoding('utf8');
+      proc.stdout.on('data', (d) => (out += d));
+      const exited = new Promise((r) => proc.on('exit', (code) => r(code)));
+      try {
+        await waitFor(() => out.includes('"seq":0'), 10000, 'the first chunk');
+        insert(`INSERT INTO chunks(stream_id, seq, message, is_end, created_ms) VALUES ('st-3a', 1, '{"late":"\u001b"}', 0, ${T0}), ('st-3a', 2, '{}', 1, ${T0});`);
+        // The end chunk ends the follow by itself.
+        assert.equal(await exited, 0);
+      } finally {
+        proc.kill('SIGINT');
+      }
+      assert.equal(out.trim().split('\n').length, 3, out);
+      outputs.push(out);
+    }
+    assert.equal(outputs[1], outputs[0]);
+  });
+
   test('backup from PostgreSQL: an SQLite file, 0600, one snapshot, that mcp-admin and mcpd open', async () => {
     const { lite, pg } = pair(tmp);
     // A writer that commits a session, its stream and a chunk together,
@@ -392,6 +419,10 @@ describe('mcp-admin on PostgreSQL', { skip: SKIP ? `skipped: ${SKIP}` : false },
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /^vacuumed PostgreSQL database admin_pg_\d+_\d+ at 127\.0\.0\.1:\d+\n$/);
     assert.deepEqual(admin(pg, '--json', 'vacuum').json, { vacuumed: true });
+    // health: the database takes writes (not a standby).
+    const health = admin(pg, 'health');
+    assert.equal(health.status, 0, health.stderr);
+    assert.equal(health.stdout, 'healthy\n');
     // Statistics arrive at the collector within moments.
     const analyzed = () => psql(pg, "SELECT COUNT(*) FROM pg_stat_user_tables WHERE relname IN ('sessions', 'streams', 'chunks', 'logs', 'tokens') AND last_analyze IS NOT NULL AND last_vacuum IS NOT NULL");
     return waitFor(() => analyzed() === '5', 5000, 'vacuumed and analyzed');
