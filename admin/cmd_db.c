@@ -29,6 +29,13 @@ int cmd_gc(const struct admin *a, int argc, char **argv)
         else
             return admin_usage("gc: unexpected %s", argv[i]);
     }
+    /* The purge is the runtime store's (store_purge), which opens SQLite
+     * files only so far: it would take a connection string for a file
+     * name and purge a new, empty one. On PostgreSQL the replicas' reaper
+     * purges (on one replica at a time). */
+    if (store_admin_is_postgres(a->db))
+        return admin_fail(ADMIN_FAILED, strdup("gc works on SQLite only; on PostgreSQL mcpd's "
+                                               "reaper purges"));
     /* Checks the file and its schema first: store_open would create one. */
     struct store_admin *check = admin_open(a, STORE_ADMIN_WRITE);
     if (!check)

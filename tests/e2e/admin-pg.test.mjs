@@ -7,15 +7,16 @@
 //     command, with every filter, prints the same bytes on both, table and
 //     --json alike (stats less the sizes, which are the engines' own).
 //   - logs --follow and chunks --follow see new rows on both, and chunks
-//     --follow ends with its stream; health; tokens add/revoke and session
-//     kill write the same columns (revoked_ms; deleted_ms + kill_reason).
+//     --follow ends with its stream; tokens add/revoke and session kill
+//     write the same columns (revoked_ms; deleted_ms + kill_reason).
 //   - backup FILE from PostgreSQL: a new SQLite file, 0600, of mcpd's schema
 //     at the same version, that mcp-admin reads as it reads PostgreSQL and
 //     mcpd serves from; taken while another client commits session, stream
 //     and chunk together in a loop, it holds as many of each (one snapshot).
-//   - vacuum and check; an unreachable server, a wrong database, a database
-//     without mcpd's schema or of a newer schema version: one line on
-//     stderr, exit 1, at once; a password in the URL is never printed.
+//   - vacuum, health and check; gc refused (no file made of the URL); an
+//     unreachable server, a wrong database, a database without mcpd's
+//     schema or of a newer schema version: one line on stderr, exit 1, at
+//     once; a password in the URL is never printed.
 // Skipped, with the reason, where PostgreSQL is not installed. Every
 // process this file signals is one it started.
 
@@ -448,6 +449,13 @@ describe('mcp-admin on PostgreSQL', { skip: SKIP ? `skipped: ${SKIP}` : false },
         assert.ok(!fs.existsSync(path.join(tmp, 'never.db')));
       }
     }
+    // gc is the runtime store's purge, which opens SQLite files only: it
+    // is refused, and creates no file named after the URL.
+    const cwd = fs.mkdtempSync(path.join(tmp, 'gc-'));
+    const gc = spawnSync(ADMIN_BIN, ['--db', `${serverUrl}`, 'gc'], { cwd, timeout: 30000 });
+    assert.equal(gc.status, 1);
+    assert.equal(gc.stderr.toString(), "mcp-admin: gc works on SQLite only; on PostgreSQL mcpd's reaper purges\n");
+    assert.deepEqual(fs.readdirSync(cwd), []);
     // An older schema: read, but never written to.
     const older = pgDatabase(LATEST - 1);
     assert.equal(admin(older, 'sessions').status, 0);
