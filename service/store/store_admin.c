@@ -70,10 +70,10 @@ static int latest_version(void)
 
 int store_admin_is_postgres(const char *path)
 {
-    /* libpq reads a connection string as a URL when it starts with one of
-     * its two schemes, else as key=value pairs when it holds an '='. */
+    /* The rule of mcpd's store (store_path_is_postgres), so that one --db
+     * means the same database to both. */
     return strncmp(path, "postgres://", 11) == 0 || strncmp(path, "postgresql://", 13) == 0 ||
-           strchr(path, '=') != NULL;
+           strstr(path, "dbname=") != NULL || strstr(path, "host=") != NULL;
 }
 
 int store_admin_open(const char *path, enum store_admin_mode mode, struct store_admin **out,

@@ -2,7 +2,7 @@
  *
  * The database is an SQLite file or a PostgreSQL database (a libpq
  * connection string: "postgres://...", "postgresql://..." or
- * "host=... dbname=..."). This file's functions hold the behaviour of
+ * "host=... dbname=...": store_admin_is_postgres). This file's functions hold the behaviour of
  * both: the filters, the transactions, the JSON shaping of rows and the
  * checks at open; the SQL text and the engine's calls are a driver's
  * (store_admin_driver.h; store_admin_sqlite.c, store_admin_pg.c).
@@ -38,8 +38,8 @@ void store_admin_close(struct store_admin *a);
 /* The database as messages may show it: the path, or for PostgreSQL the
  * database, host and port without the password. Borrowed. */
 const char *store_admin_name(struct store_admin *a);
-/* 1 when `path` names a PostgreSQL database (libpq's own rule: a URL, or
- * key=value pairs). */
+/* 1 when `path` names a PostgreSQL database: a postgres:// or
+ * postgresql:// URL, or libpq key=value pairs with dbname= or host=. */
 int store_admin_is_postgres(const char *path);
 
 struct store_admin_sessions_filter {

@@ -6,7 +6,7 @@
  * connect_timeout defaults to 5 s, so an unreachable server is an error
  * within seconds, not a hang (the string may say otherwise). Reads run in
  * REPEATABLE READ READ ONLY transactions (one snapshot per command);
- * writes in short transactions that wait at most 2 s for a row lock that a
+ * writes in short transactions that wait at most 1 s for a row lock that a
  * replica holds. Parameters are bound ($N), integers as int8 and text as
  * text; a NULL leaves its type to the statement. Results come back in
  * text form and become JSON by their column type, integers as integers,
@@ -152,6 +152,14 @@ static int command(struct pg *p, const char *text, char **err)
     return ok ? 0 : -1;
 }
 
+/* The server's notices would reach the terminal raw and unasked (libpq
+ * prints them to stderr): a failure is reported where it happens instead. */
+static void drop_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
 static int pg_open(const char *target, int writable, void **ctx, char **err)
 {
     struct pg *p = calloc(1, sizeof *p);
@@ -177,12 +185,14 @@ static int pg_open(const char *target, int writable, void **ctx, char **err)
     else
         snprintf(p->name, sizeof p->name, "PostgreSQL database %s at %s:%s", PQdb(p->conn),
                  host ? host : "?", PQport(p->conn));
+    PQsetNoticeProcessor(p->conn, drop_notice, NULL);
     if (PQsetClientEncoding(p->conn, "UTF8") != 0) {
         set_pg_err(err, "cannot open the database: ", PQerrorMessage(p->conn));
         goto fail;
     }
-    /* A write waits this long at most for a row a replica holds locked. A
-     * standby takes reads only. */
+    /* A standby takes reads only. A write waits at most 1 s for a row a
+     * replica holds locked: its timestamp, read before the wait, must stay
+     * within the look-back of mcpd's kill_watch (2 s). */
     char *why = NULL;
     if (writable) {
         PGresult *r = PQexec(p->conn, "SELECT pg_is_in_recovery()");
@@ -193,7 +203,7 @@ static int pg_open(const char *target, int writable, void **ctx, char **err)
             store_admin_set_err(err, "%s is a read-only standby: connect to the primary", p->name);
             goto fail;
         }
-        if (command(p, "SET lock_timeout = '2s'", &why) != 0) {
+        if (command(p, "SET lock_timeout = '1s'", &why) != 0) {
             store_admin_set_err(err, "cannot open %s: %s", p->name, why ? why : "?");
             free(why);
             goto fail;
