@@ -13,6 +13,9 @@
 //     at the same version, that mcp-admin reads as it reads PostgreSQL and
 //     mcpd serves from; taken while another client commits session, stream
 //     and chunk together in a loop, it holds as many of each (one snapshot).
+//   - with an mcpd that keeps its store on PostgreSQL (skipped otherwise):
+//     its sessions and logs listed, session kill and tokens revoke ending
+//     open streams within 1 s.
 //   - vacuum, health and check; gc refused (no file made of the URL); an
 //     unreachable server, a wrong database, a database without mcpd's
 //     schema or of a newer schema version: one line on stderr, exit 1, at
@@ -28,7 +31,21 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { DatabaseSync } from 'node:sqlite';
 
-import { ADMIN_BIN, REPO_ROOT, initSession, mcpAdmin as admin, waitFor, withMcpd } from './lib/mcpd.mjs';
+import {
+  ACCEPT_BOTH,
+  ADMIN_BIN,
+  MCPD_BIN,
+  REPO_ROOT,
+  getStream,
+  initSession,
+  mcpAdmin as admin,
+  mcpHeaders,
+  request,
+  sleep,
+  waitFor,
+  withMcpd,
+  withTimeout,
+} from './lib/mcpd.mjs';
 
 const PG_SERVER = path.join(REPO_ROOT, 'tests', 'pg', 'pg-server.sh');
 const PORT = Number(process.env.ADMIN_PG_PORT || 55502);
@@ -41,6 +58,13 @@ function whyNoPostgres() {
   return null;
 }
 const SKIP = whyNoPostgres();
+
+/** Whether this mcpd keeps its store on PostgreSQL (its --db help says so). */
+function whyNoPgMcpd() {
+  const r = spawnSync(MCPD_BIN, ['--help'], { encoding: 'utf8', timeout: 10000 });
+  const db = `${r.stdout}${r.stderr}`.split('\n').find((l) => /^\s*--db\b/.test(l)) || '';
+  return /postgres/i.test(db) ? null : 'this mcpd keeps no store on PostgreSQL (its --help names none for --db)';
+}
 
 let pgDir;
 let serverUrl;
@@ -410,6 +434,61 @@ describe('mcp-admin on PostgreSQL', { skip: SKIP ? `skipped: ${SKIP}` : false },
     await withMcpd([], { db: served, dir: fs.mkdtempSync(path.join(tmp, 'mcpd-')) }, async (m) => {
       await initSession(m.port);
       assert.equal(admin(served, '--json', 'sessions', '--all').json.length, 6);
+    });
+  });
+
+  test('a running mcpd on PostgreSQL: sessions, logs, session kill and tokens revoke within 1 s', { skip: whyNoPgMcpd() || false }, async () => {
+    // An empty database: mcpd makes the schema.
+    const name = `admin_pg_${process.pid}_${++dbCount}`;
+    psql(serverUrl, `CREATE DATABASE ${name}`);
+    const url = serverUrl.replace(/\/postgres$/, `/${name}`);
+    const bearer = (token) => ({ Authorization: `Bearer ${token}` });
+    const post = (port, session, token, body) =>
+      request(port, { headers: { ...mcpHeaders({ session }), 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...bearer(token) }, body });
+    async function initWith(port, token) {
+      const r = await post(port, undefined, token, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: NAME, version: '1.2.3' } } });
+      assert.equal(r.status, 200, r.text);
+      const session = r.headers['mcp-session-id'];
+      assert.equal((await post(port, session, token, { jsonrpc: '2.0', method: 'notifications/initialized' })).status, 202);
+      return session;
+    }
+    await withMcpd(['--auth', 'token'], { db: url, dir: fs.mkdtempSync(path.join(tmp, 'mcpd-')) }, async (m) => {
+      const add = (who) => {
+        const r = admin(url, 'tokens', 'add', who);
+        assert.equal(r.status, 0, r.stderr);
+        return r.stdout.trim();
+      };
+      const alice = add('alice');
+      const bob = add('bob');
+      const killed = await initWith(m.port, alice);
+      const listed = admin(url, '--json', 'sessions').json;
+      assert.deepEqual(listed.map((s) => [s.id, s.principal, s.client_name]), [[killed, 'alice', NAME]]);
+      assert.ok(admin(url, 'session', 'show', killed).stdout.includes('\\x1b]0;pwned'));
+
+      // session kill: the open GET ends within 1 s, the next POST gets 404.
+      let stream = await getStream(m.port, killed, { headers: bearer(alice) });
+      assert.equal(stream.status, 200);
+      let ended = new Promise((resolve) => stream.res.on('close', resolve));
+      let t0 = Date.now();
+      assert.equal(admin(url, 'session', 'kill', killed, '--reason', 'operator test').status, 0);
+      await withTimeout(ended, 3000, 'the killed session\'s stream to end');
+      assert.ok(Date.now() - t0 < 1500, `kill took ${Date.now() - t0} ms`);
+      assert.equal((await post(m.port, killed, alice, { jsonrpc: '2.0', id: 2, method: 'ping' })).status, 404);
+      await sleep(300);
+      const logs = admin(url, '--json', 'logs', '--session', killed, '--grep', 'session_killed');
+      assert.equal(logs.json.length, 1, logs.stdout);
+
+      // tokens revoke: bob's open GET ends and bob gets 401, within 1 s.
+      const session = await initWith(m.port, bob);
+      stream = await getStream(m.port, session, { headers: bearer(bob) });
+      assert.equal(stream.status, 200);
+      ended = new Promise((resolve) => stream.res.on('close', resolve));
+      t0 = Date.now();
+      assert.equal(admin(url, 'tokens', 'revoke', 'bob').status, 0);
+      await withTimeout(ended, 3000, 'the revoked principal\'s stream to end');
+      await waitFor(async () => (await post(m.port, undefined, bob, { jsonrpc: '2.0', id: 3, method: 'ping' })).status === 401, 3000, '401 after revoke');
+      assert.ok(Date.now() - t0 < 2000, `revocation took ${Date.now() - t0} ms`);
+      assert.equal(admin(url, '--json', 'check').json.integrity, 'ok');
     });
   });
 
