@@ -29,6 +29,13 @@ int cmd_gc(const struct admin *a, int argc, char **argv)
         else
             return admin_usage("gc: unexpected %s", argv[i]);
     }
+    /* The purge is the runtime store's (store_purge), which opens SQLite
+     * files only so far: it would take a connection string for a file
+     * name and purge a new, empty one. On PostgreSQL the replicas' reaper
+     * purges (on one replica at a time). */
+    if (store_admin_is_postgres(a->db))
+        return admin_fail(ADMIN_FAILED, strdup("gc works on SQLite only; on PostgreSQL mcpd's "
+                                               "reaper purges"));
     /* Checks the file and its schema first: store_open would create one. */
     struct store_admin *check = admin_open(a, STORE_ADMIN_WRITE);
     if (!check)
@@ -65,14 +72,12 @@ int cmd_vacuum(const struct admin *a, int argc, char **argv)
         return ADMIN_FAILED;
     char *err = NULL;
     int rc = store_admin_vacuum(s, &err);
-    store_admin_close(s);
-    if (rc != 0)
-        return admin_fail(ADMIN_FAILED, err);
-    if (!a->json)
-        printf("vacuumed %s\n", a->db);
-    else
+    if (rc == 0 && !a->json)
+        printf("vacuumed %s\n", store_admin_name(s));
+    else if (rc == 0)
         admin_print_json(json_pack("{s:b}", "vacuumed", 1), 0);
-    return ADMIN_OK;
+    store_admin_close(s);
+    return rc == 0 ? ADMIN_OK : admin_fail(ADMIN_FAILED, err);
 }
 
 int cmd_backup(const struct admin *a, int argc, char **argv)
@@ -84,16 +89,14 @@ int cmd_backup(const struct admin *a, int argc, char **argv)
         return ADMIN_FAILED;
     char *err = NULL;
     int rc = store_admin_backup(s, argv[1], &err);
-    store_admin_close(s);
-    if (rc != 0)
-        return admin_fail(ADMIN_FAILED, err);
     struct stat sb;
-    long long size = stat(argv[1], &sb) == 0 ? (long long)sb.st_size : 0;
-    if (a->json)
+    long long size = rc == 0 && stat(argv[1], &sb) == 0 ? (long long)sb.st_size : 0;
+    if (rc == 0 && a->json)
         admin_print_json(json_pack("{s:s, s:I}", "backup", argv[1], "bytes", (json_int_t)size), 0);
-    else
-        printf("backed up %s to %s (%lld bytes)\n", a->db, argv[1], size);
-    return ADMIN_OK;
+    else if (rc == 0)
+        printf("backed up %s to %s (%lld bytes)\n", store_admin_name(s), argv[1], size);
+    store_admin_close(s);
+    return rc == 0 ? ADMIN_OK : admin_fail(ADMIN_FAILED, err);
 }
 
 int cmd_check(const struct admin *a, int argc, char **argv)
@@ -120,6 +123,8 @@ int cmd_check(const struct admin *a, int argc, char **argv)
                (long long)admin_int(v, "latest_version"));
         size_t i;
         json_t *m;
+        json_array_foreach(json_object_get(v, "problems"), i, m)
+            printf("  problem: %s\n", json_string_value(m));
         json_array_foreach(json_object_get(v, "migrations"), i, m)
             printf("  %s %s\n", json_is_true(json_object_get(m, "applied")) ? "applied" : "pending",
                    admin_str(m, "name"));

@@ -114,7 +114,7 @@ int cmd_stats(const struct admin *a, int argc, char **argv)
     if (!s)
         return ADMIN_FAILED;
     char *err = NULL;
-    json_t *v = store_admin_stats(s, a->db, &err);
+    json_t *v = store_admin_stats(s, &err);
     store_admin_close(s);
     if (!v)
         return admin_fail(ADMIN_FAILED, err);
@@ -132,6 +132,9 @@ int cmd_stats(const struct admin *a, int argc, char **argv)
     json_t *m;
     json_array_foreach(json_object_get(v, "requests_per_minute"), i, m) requests +=
         admin_int(m, "requests");
+    /* PostgreSQL's WAL is the server's: no figure of this database's. */
+    if (json_is_null(json_object_get(v, "wal_bytes")))
+        snprintf(wal, sizeof wal, "-");
     printf("sessions      %lld live, %lld stored\n"
            "streams       %lld open, %lld stored\n"
            "chunks        %lld (%s)\n"

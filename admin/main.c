@@ -37,12 +37,21 @@ static const struct {
 
 static void help(FILE *f)
 {
-    fprintf(f, "usage: mcp-admin [--db PATH] [--json] COMMAND ...\n\n"
-               "  --db PATH   the mcpd database (default $MCPD_DB, else ./data/mcpd.db)\n"
-               "  --json      machine-readable output\n\ncommands:\n");
+    fprintf(f,
+            "usage: mcp-admin [--db PATH|URL] [--json] COMMAND ...\n\n"
+            "  --db PATH   the mcpd database (default $MCPD_DB, else ./data/mcpd.db): an SQLite\n"
+            "              file, or PostgreSQL as a libpq connection string\n"
+            "              (postgres://user@host:5432/db, or host=... dbname=...)\n"
+            "  --json      machine-readable output\n\ncommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %s\n", commands[i].usage);
-    fprintf(f, "\nexit status: 0 ok, 1 failed, 2 bad usage, 3 not found\n");
+    fprintf(f,
+            "\nbackup FILE writes a new SQLite file (created 0600) of mcpd's schema, which mcpd\n"
+            "and mcp-admin open like any: from SQLite, the online backup; from PostgreSQL,\n"
+            "every table read in one REPEATABLE READ transaction, a consistent snapshot.\n"
+            "On PostgreSQL, vacuum is VACUUM (ANALYZE) of mcpd's tables, and check counts\n"
+            "rows that should not exist and invalid indexes (SQLite: PRAGMA integrity_check).\n"
+            "\nexit status: 0 ok, 1 failed, 2 bad usage, 3 not found\n");
 }
 
 struct store_admin *admin_open(const struct admin *a, enum store_admin_mode mode)
