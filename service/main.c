@@ -11,7 +11,7 @@
 #include "log.h"
 #include "malloc_tune.h"
 #include "origin.h"
-#include "randid.h"
+#include "replica.h"
 #include "stdio_transport.h"
 #include "store.h"
 #include "upstream.h"
@@ -303,12 +303,7 @@ int main(int argc, char **argv)
     }
     /* This process's run id: what it writes into a shared store (the
      * streams it owns, its node row) and what its signals carry. */
-    char run[RANDID_LEN + 1];
-    if (randid_make(run) != 0) {
-        fprintf(stderr, "mcpd: cannot make a run id\n");
-        goto out;
-    }
-    store_set_run(st, run);
+    store_set_run(st, replica_run());
     log_set_sink(log_to_store, st);
     if (auth_configure(cfg.auth, st) != 0 ||
         (cfg.bootstrap_token_file && auth_bootstrap(cfg.bootstrap_token_file, &why) != 0)) {

@@ -357,8 +357,6 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
         *err = strdup("cannot load or create the requestState key in the store");
         return -1;
     }
-    /* What this process writes into the store is its run's (replica.h). */
-    store_set_run(st, replica_run());
     /* On a shared store the streams still active are other processes'
      * calls: only those whose process died are ended, by the leader. */
     if (store_backend_of(st) == STORE_POSTGRES) {

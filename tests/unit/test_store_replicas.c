@@ -474,7 +474,7 @@ static void test_dropped_connections(const char *url)
     char id[64];
     for (int t = 0; t < N; t++) {
         snprintf(id, sizeof id, SID("drop-%d"), t);
-        struct store_stream_new create = {"drop-s", "request", "1"};
+        struct store_stream_new create = {"drop-s", "request", "1", NULL};
         CHECK_INT(store_stream_write(st, id, &create, -1, NULL, 0, NULL, now_ms()), 0);
     }
     atomic_int stop = 0;
