@@ -333,7 +333,7 @@ static void reap(void *arg)
 /* A session an operator killed, or whose token was revoked (kill_watch). */
 static void end_from_outside(const char *session_id, const char *why)
 {
-    struct session *s = session_find(session_id);
+    struct session *s = session_find_loaded(session_id);
     if (!s)
         return;
     log_event(LOG_INFO, session_id, "session_killed", "%s", why);

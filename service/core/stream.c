@@ -27,11 +27,12 @@ struct stream {
     char id[RANDID_LEN + 1];
     char session[RANDID_LEN + 1];
     int standalone;
-    int ephemeral;    /* memory only: never written to the store */
-    int persisted;    /* its row is in the store (written with its first message) */
-    int remote;       /* loaded from the store while active: another process writes it */
-    char *owner;      /* the run that writes it, when another (stream_create_owned) */
-    char *request_id; /* JSON text, kept until the row is written */
+    int ephemeral;            /* memory only: never written to the store */
+    int persisted;            /* its row is in the store (written with its first message) */
+    int remote;               /* loaded from the store while active: another process writes it */
+    char *owner;              /* the run that writes it, when another (stream_create_owned) */
+    _Atomic int store_failed; /* a message could not be stored (stream_store_failed) */
+    char *request_id;         /* JSON text, kept until the row is written */
     _Atomic int refs;
     pthread_mutex_t append_mu; /* serialises appenders, so seqs commit in order */
     pthread_mutex_t mu;        /* guards everything below */
@@ -345,6 +346,11 @@ struct stream *stream_find(const char *id)
     return loaded;
 }
 
+int stream_store_failed(struct stream *s)
+{
+    return s->store_failed;
+}
+
 const char *stream_id(const struct stream *s)
 {
     return s->id;
@@ -582,6 +588,8 @@ static int64_t append(struct stream *s, const char *msg, size_t len, enum stream
         free(copy);
         /* STORE_STREAM_GONE is no failure: the session was deleted while
          * the request ran, and the message has no reader left. */
+        if (rc < 0)
+            s->store_failed = 1;
         if (rc < 0)
             log_event(LOG_ERROR, s->session, "stream_append_failed", "stream=%s seq=%lld", s->id,
                       (long long)seq);

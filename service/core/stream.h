@@ -76,6 +76,10 @@ int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream
  * `copied` messages are copied. */
 int64_t stream_append_relayed(struct stream *s, const char *msg, size_t len, const char *source_id,
                               int64_t copied);
+/* 1 when a message of the stream could not be stored (the database was
+ * unreachable): a stream that ends without its reply for that reason is
+ * answered 503, not as a cancelled request. */
+int stream_store_failed(struct stream *s);
 /* Ends the stream without a message (e.g. a cancelled request). */
 int stream_end(struct stream *s, enum stream_state state);
 

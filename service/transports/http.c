@@ -351,10 +351,16 @@ static int send_chunk_json(struct _u_response *resp, const struct stream_chunk *
 /* A request whose stream ended with no response: its session ended under
  * it (404, as for any request of an ended session), or the client
  * cancelled it (the spec says to send nothing: an empty 202). */
-static int ended_without_reply(struct _u_response *resp, struct session *s)
+static int ended_without_reply(struct _u_response *resp, struct session *s, struct stream *st)
 {
     if (core_session_ended(s))
         return fail(resp, 404, JSONRPC_SESSION_NOT_FOUND, "Session not found");
+    if (stream_store_failed(st)) {
+        u_map_put(resp->map_header, "Retry-After", "1");
+        return fail(resp, 503, JSONRPC_SERVER_ERROR,
+                    "Service Unavailable: the reply could not be stored (the database cannot be "
+                    "reached); retry shortly");
+    }
     ulfius_set_empty_body_response(resp, 202);
     return U_CALLBACK_COMPLETE;
 }
@@ -388,7 +394,7 @@ static int reply_stream(struct _u_response *resp, struct session *s, struct stre
         else if (w == STREAM_CHUNK)
             rc = send_chunk_json(resp, &ch);
         else if (w == STREAM_ENDED)
-            rc = ended_without_reply(resp, s);
+            rc = ended_without_reply(resp, s, st);
         else
             rc = fail(resp, 503, JSONRPC_SERVER_ERROR,
                       "The reply is not ready; resume the stream with GET and Last-Event-ID");
@@ -397,7 +403,7 @@ static int reply_stream(struct _u_response *resp, struct session *s, struct stre
         if (w == STREAM_CHUNK && ch.is_end)
             rc = send_chunk_json(resp, &ch);
         else if (w == STREAM_ENDED)
-            rc = ended_without_reply(resp, s);
+            rc = ended_without_reply(resp, s, st);
         else if (w == STREAM_POLL)
             stream_detach_readers(st); /* re-arm it for the SSE reader */
     }

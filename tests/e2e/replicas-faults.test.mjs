@@ -1,0 +1,119 @@
+// PostgreSQL away and back under load (issue 30, "Faults"): while the
+// database is stopped, every request gets 503 with Retry-After at once (no
+// hang), /readyz says not ready, nothing crashes; once it is back, every
+// replica serves again within 2 s by itself, and what was committed before is
+// all there.
+//
+// Three replicas on this process's PostgreSQL server (lib/pg.mjs, whose
+// stopServer/startServer keep the data folder and the port), driven directly
+// (one client loop per replica) so that each replica's answers are seen.
+// Skipped without postgresql-15.
+
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { test } from 'node:test';
+
+import { startCluster } from './lib/cluster.mjs';
+import { callTool, initSession, request, sleep } from './lib/mcpd.mjs';
+import { startServer, stopServer, killServer } from './lib/pg.mjs';
+
+const HAVE_PG = (() => {
+  try {
+    return fs.readdirSync('/usr/lib/postgresql').some((v) => fs.existsSync(`/usr/lib/postgresql/${v}/bin/postgres`));
+  } catch {
+    return false;
+  }
+})();
+const SKIP = HAVE_PG ? false : 'PostgreSQL (postgresql-15) is not installed';
+
+/** Echo on a replica's port; resolves {status, ms, retryAfter, text}. */
+async function probe(port, session, version, message) {
+  const t0 = Date.now();
+  try {
+    const r = await callTool(port, session, 'echo', { message }, { version, ms: 8000 });
+    return {
+      status: r.status,
+      ms: Date.now() - t0,
+      retryAfter: r.headers['retry-after'],
+      text: r.response?.result?.content?.[0]?.text,
+      body: r.text || JSON.stringify(r.messages),
+    };
+  } catch (e) {
+    return { status: 0, ms: Date.now() - t0, error: String(e) };
+  }
+}
+
+for (const how of ['stopped', 'killed']) {
+  test(`PostgreSQL ${how} and started again under load: 503 + Retry-After at once, then every replica serves again`, { skip: SKIP, timeout: 120000 }, async (t) => {
+    const cluster = await startCluster();
+    try {
+      const { session, version } = await initSession(cluster.port);
+      const ports = cluster.replicas.map((r) => r.port);
+      // Committed before the outage: a message per replica.
+      for (const [i, port] of ports.entries()) assert.equal((await probe(port, session, version, `before-${i}`)).text, `before-${i}`);
+
+      let stop = false;
+      const seen = ports.map(() => []);
+      const loops = ports.map(async (port, i) => {
+        for (let n = 0; !stop && n < 2000; n++) {
+          seen[i].push({ at: Date.now(), ...(await probe(port, session, version, `m${n}`)) });
+          await sleep(20);
+        }
+      });
+      await sleep(300);
+      const down = Date.now();
+      if (how === 'stopped') stopServer();
+      else killServer();
+      await sleep(2500);
+      // While it is away: 503 with Retry-After, each at once.
+      for (const [i, port] of ports.entries()) {
+        const r = await probe(port, session, version, 'while-down');
+        assert.equal(r.status, 503, `replica ${i} while down: ${JSON.stringify(r)}`);
+        assert.ok(r.retryAfter, 'Retry-After');
+        assert.ok(r.ms < 1000, `answered at once (${r.ms} ms)`);
+        const ready = await request(port, { method: 'GET', path: '/readyz' });
+        assert.equal(ready.status, 503, '/readyz says not ready');
+      }
+      startServer();
+      const up = Date.now();
+      // Every replica serves again within 2 s of the database's return.
+      for (const [i, port] of ports.entries()) {
+        let ok = null;
+        while (Date.now() - up < 10000) {
+          const r = await probe(port, session, version, `after-${i}`);
+          if (r.text === `after-${i}`) {
+            ok = Date.now() - up;
+            break;
+          }
+          await sleep(50);
+        }
+        assert.ok(ok !== null, `replica ${i} never served again`);
+        t.diagnostic(`replica ${i} served again ${ok} ms after PostgreSQL was back`);
+        assert.ok(ok <= 2500, `replica ${i} back after ${ok} ms`);
+      }
+      stop = true;
+      await Promise.all(loops);
+      // No request hung: every answer during the outage came within the
+      // client's limit, and the statuses were 200 or 503 only.
+      for (const [i, list] of seen.entries()) {
+        const during = list.filter((r) => r.at > down && r.at < up);
+        assert.ok(during.length > 0, `replica ${i} was asked during the outage`);
+        for (const r of during) assert.ok(r.status === 503 || r.status === 200, `replica ${i}: ${JSON.stringify(r)}`);
+        assert.ok(during.every((r) => r.ms < 3000), `replica ${i}: a request waited ${Math.max(...during.map((r) => r.ms))} ms`);
+      }
+      // Nothing committed before is lost: the session and its messages.
+      for (const [i, port] of ports.entries()) assert.equal((await probe(port, session, version, `end-${i}`)).text, `end-${i}`);
+      for (const r of cluster.replicas) assert.equal(r.exit, null, 'no replica died');
+    } catch (e) {
+      e.message += `\n${cluster.stderr(3000)}`;
+      throw e;
+    } finally {
+      try {
+        startServer();
+      } catch {
+        /* running */
+      }
+      await cluster.stop();
+    }
+  });
+}
