@@ -700,12 +700,19 @@ static int at_inflight_cap(const struct session *s)
 enum session_track_rc session_track(struct session *s, const char *key, void *value)
 {
     enum session_track_rc rc = SESSION_TRACK_OK;
+    /* The cap counts the session's calls in every process: those of the
+     * others from the store (a call there counts once it has written). */
+    int64_t elsewhere = reg.shared && reg.limits.max_inflight > 0
+                            ? store_session_calls_elsewhere(reg.store, s->id)
+                            : 0;
     pthread_mutex_lock(&s->mu);
     if (s->ended)
         rc = SESSION_TRACK_ENDED;
     else if (table_get(s->tracked, key))
         rc = SESSION_TRACK_DUP;
-    else if (at_inflight_cap(s))
+    else if (at_inflight_cap(s) ||
+             (elsewhere > 0 &&
+              (int64_t)table_count(s->tracked) + s->polls + elsewhere >= reg.limits.max_inflight))
         rc = SESSION_TRACK_BUSY;
     else if (table_put(s->tracked, key, value) != 0)
         rc = SESSION_TRACK_NOMEM;

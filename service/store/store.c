@@ -1209,10 +1209,10 @@ int store_stream_write_relayed(struct store *st, const char *stream_id,
     struct store_relay_mark no_mark = {0};
     const struct store_relay_mark *m = mark ? mark : &no_mark;
     /* The run is read unlocked: store_set_run comes before any write. */
-    return enqueue_stream(st, create != NULL, seq >= 0, end_state != NULL, mark != NULL,
-                          "sibiisssssis", stream_id, seq, msg ? msg : "", msg ? len : 0,
-                          (int64_t)(end_state != NULL), now_ms, c->session_id, c->kind,
-                          c->request_id, end_state, m->stream_id, m->copied, c->owner ? c->owner : st->run);
+    return enqueue_stream(
+        st, create != NULL, seq >= 0, end_state != NULL, mark != NULL, "sibiisssssis", stream_id,
+        seq, msg ? msg : "", msg ? len : 0, (int64_t)(end_state != NULL), now_ms, c->session_id,
+        c->kind, c->request_id, end_state, m->stream_id, m->copied, c->owner ? c->owner : st->run);
 }
 
 int store_log(struct store *st, int64_t ts_ms, const char *level, const char *session_id,
@@ -1446,6 +1446,15 @@ int store_session_live(struct store *st, const char *id)
     struct db_param p[] = {P_TEXT(id)};
     int64_t n = read_int(st, R_SESSION_LIVE, p, 1, 0);
     return n < 0 ? (int)n : n > 0;
+}
+
+int64_t store_session_calls_elsewhere(struct store *st, const char *id)
+{
+    char *run = run_of(st);
+    struct db_param p[] = {P_TEXT(id), P_TEXT(run)};
+    int64_t n = read_int(st, R_SESSION_CALLS_ELSEWHERE, p, 2, 0);
+    free(run);
+    return n;
 }
 
 int64_t store_session_bytes(struct store *st, const char *id)

@@ -92,6 +92,10 @@ int store_session_get(struct store *st, const char *id, struct store_session *ou
  * STORE_UNAVAILABLE: one key lookup, for a process that must not serve a
  * session another process ended a moment ago. */
 int store_session_live(struct store *st, const char *id);
+/* The session's request streams still active that other runs own (calls
+ * running in other processes, once they wrote their first message), or
+ * -1 / STORE_UNAVAILABLE. */
+int64_t store_session_calls_elsewhere(struct store *st, const char *id);
 /* Bytes of chunk text stored for the session, or -1. */
 int64_t store_session_bytes(struct store *st, const char *id);
 /* Calls cb with the last activity time of every live (not deleted)

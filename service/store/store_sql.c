@@ -155,6 +155,8 @@ static const char *const sqlite_sql[SQL_COUNT] = {
                    "WHERE n.run = s.owner AND n.beat_ms >= ?2)",
     [R_SESSION_OWNER] = "SELECT owner FROM sessions WHERE id = ?1",
     [R_SESSION_LIVE] = "SELECT COUNT(*) FROM sessions WHERE id = ?1 AND deleted_ms IS NULL",
+    [R_SESSION_CALLS_ELSEWHERE] = "SELECT COUNT(*) FROM streams WHERE session_id = ?1 AND "
+                                  "kind = 'request' AND state = 'active' AND owner IS NOT ?2",
     /* One process: always the leader. */
     [R_LEADER] = "SELECT 1",
     [R_PING] = "SELECT 1",
@@ -162,6 +164,9 @@ static const char *const sqlite_sql[SQL_COUNT] = {
 
 /* Where PostgreSQL's dialect differs (the rest: sqlite_sql with $N). */
 static const char *const pg_only[SQL_COUNT] = {
+    [R_SESSION_CALLS_ELSEWHERE] = "SELECT COUNT(*) FROM streams WHERE session_id = $1 AND "
+                                  "kind = 'request' AND state = 'active' AND "
+                                  "owner IS DISTINCT FROM $2",
     /* The row as a new one: what INSERT OR REPLACE leaves. */
     [W_SESSION_PUT] = "INSERT INTO sessions(id, protocol_version, init_params, log_level, "
                       "initialized, created_ms, last_active_ms, principal, transport) "

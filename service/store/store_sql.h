@@ -72,6 +72,7 @@ enum store_sql {
     R_ORPHANED,
     R_SESSION_OWNER,
     R_SESSION_LIVE,
+    R_SESSION_CALLS_ELSEWHERE,
     R_LEADER,
     R_PING,
     SQL_COUNT
