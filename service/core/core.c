@@ -265,25 +265,35 @@ static void replica_inbox(const char *session_id, int64_t inbox_id, const char *
     session_unref(s);
 }
 
-/* A client message for a call that runs in another process: through the
- * inbox, to whichever process target names. 0 routed, -1 not. */
-static int route_elsewhere(struct session *s, json_t *msg, char kind, const char *what)
+/* Puts payload in the inbox for the process that `target` names
+ * (replica.h: REPLICA_TO_PROCESS, REPLICA_TO_CALL or REPLICA_HAND_OVER,
+ * then its argument) and signals it. 0, or -1. */
+static int inbox_send(struct session *s, json_t *payload, const char *target)
 {
-    char *text = json_dumps(msg, JSON_COMPACT);
+    char *text = json_dumps(payload, JSON_COMPACT);
     int64_t id = 0;
     int rc =
         text ? store_inbox_put(core.store, session_id(s), text, strlen(text), clock_wall_ms(), &id)
              : -1;
     free(text);
-    if (rc != 0)
-        return -1;
     char extra[256];
-    int n = snprintf(extra, sizeof extra, "%lld.%c", (long long)id, kind);
-    if (kind == REPLICA_TO_CALL
-            ? replica_hex(what, extra + n, sizeof extra - (size_t)n) != 0
-            : snprintf(extra + n, sizeof extra - (size_t)n, "%s", what) >= (int)sizeof extra - n)
+    if (rc != 0 || snprintf(extra, sizeof extra, "%lld.%s", (long long)id, target) >=
+                       (int)sizeof extra)
         return -1;
     return store_signal(core.store, STORE_SIGNAL_INBOX, session_id(s), extra) == 0 ? 0 : -1;
+}
+
+/* A client message for a call that runs in another process: to the
+ * process whose tag ends the request id it answers (REPLICA_TO_PROCESS),
+ * or whichever runs the call with this id key (REPLICA_TO_CALL). */
+static int route_elsewhere(struct session *s, json_t *msg, char kind, const char *what)
+{
+    char target[220] = {kind};
+    if (kind == REPLICA_TO_CALL ? replica_hex(what, target + 1, sizeof target - 1) != 0
+                                : snprintf(target + 1, sizeof target - 1, "%s", what) >=
+                                      (int)sizeof target - 1)
+        return -1;
+    return inbox_send(s, msg, target);
 }
 
 /* ---- reaper ---- */
@@ -1037,18 +1047,11 @@ static int hand_over(struct session *s, json_t *msg, struct stream *st, const ch
     json_t *fw = json_pack("{s:O}", "message", msg);
     if (fw && st)
         json_object_set_new(fw, "stream", json_string(stream_id(st)));
-    char *text = fw ? json_dumps(fw, JSON_COMPACT) : NULL;
+    char target[16];
+    snprintf(target, sizeof target, "%c%.12s", REPLICA_HAND_OVER, owner);
+    int rc = fw ? inbox_send(s, fw, target) : -1;
     json_decref(fw);
-    int64_t id = 0;
-    int rc =
-        text ? store_inbox_put(core.store, session_id(s), text, strlen(text), clock_wall_ms(), &id)
-             : -1;
-    free(text);
-    if (rc != 0)
-        return -1;
-    char extra[64];
-    snprintf(extra, sizeof extra, "%lld.%c%.12s", (long long)id, REPLICA_HAND_OVER, owner);
-    return store_signal(core.store, STORE_SIGNAL_INBOX, session_id(s), extra) == 0 ? 0 : -1;
+    return rc;
 }
 
 /* A request for the backend: a stream, a call, and a worker (or the

@@ -5,20 +5,13 @@
 // postgresql-15.
 
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import { test } from 'node:test';
 
 import { startCluster } from './lib/cluster.mjs';
+import { PG_SKIP } from './lib/pg.mjs';
 import { callTool, initSession, mcpHeaders, newId, openStream } from './lib/mcpd.mjs';
 
-const HAVE_PG = (() => {
-  try {
-    return fs.readdirSync('/usr/lib/postgresql').some((v) => fs.existsSync(`/usr/lib/postgresql/${v}/bin/postgres`));
-  } catch {
-    return false;
-  }
-})();
-const SKIP = HAVE_PG ? false : 'PostgreSQL (postgresql-15) is not installed';
+const SKIP = PG_SKIP;
 
 test('--max-inflight-per-session counts the calls running on every replica', { skip: SKIP, timeout: 60000 }, async () => {
   const cluster = await startCluster({ args: ['--max-inflight-per-session', '2'] });

@@ -10,21 +10,13 @@
 // Skipped without postgresql-15.
 
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import { test } from 'node:test';
 
 import { startCluster } from './lib/cluster.mjs';
 import { callTool, initSession, request, sleep } from './lib/mcpd.mjs';
-import { startServer, stopServer, killServer } from './lib/pg.mjs';
+import { startServer, stopServer, killServer, PG_SKIP } from './lib/pg.mjs';
 
-const HAVE_PG = (() => {
-  try {
-    return fs.readdirSync('/usr/lib/postgresql').some((v) => fs.existsSync(`/usr/lib/postgresql/${v}/bin/postgres`));
-  } catch {
-    return false;
-  }
-})();
-const SKIP = HAVE_PG ? false : 'PostgreSQL (postgresql-15) is not installed';
+const SKIP = PG_SKIP;
 
 /** Echo on a replica's port; resolves {status, ms, retryAfter, text}. */
 async function probe(port, session, version, message) {

@@ -22,18 +22,12 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import { startCluster } from './lib/cluster.mjs';
+import { PG_SKIP } from './lib/pg.mjs';
 import { NODE22, callTool, initSession, newId, openStream, mcpHeaders, sleep } from './lib/mcpd.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const FAULT = path.join(here, 'fixtures', 'fault-server.mjs');
-const HAVE_PG = (() => {
-  try {
-    return fs.readdirSync('/usr/lib/postgresql').some((v) => fs.existsSync(`/usr/lib/postgresql/${v}/bin/postgres`));
-  } catch {
-    return false;
-  }
-})();
-const SKIP = HAVE_PG ? false : 'PostgreSQL (postgresql-15) is not installed';
+const SKIP = PG_SKIP;
 const LEASE_MS = 1500;
 
 async function withGateway(fn) {

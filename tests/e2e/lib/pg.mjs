@@ -155,3 +155,15 @@ export function freshDatabase(prefix = 't') {
   psql(admin, `CREATE DATABASE "${name}"`);
   return withDatabase(admin, name);
 }
+
+/** A node:test skip reason when Debian's PostgreSQL is not installed here, else false. */
+export const PG_SKIP = (() => {
+  if (external) return false;
+  try {
+    return fs.readdirSync('/usr/lib/postgresql').some((v) => fs.existsSync(`/usr/lib/postgresql/${v}/bin/postgres`))
+      ? false
+      : 'PostgreSQL (postgresql-15) is not installed';
+  } catch {
+    return 'PostgreSQL (postgresql-15) is not installed';
+  }
+})();
