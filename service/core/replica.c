@@ -185,6 +185,7 @@ static void handle(const struct signal *sg)
 static void *replica_main(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "mcpd-replica");
     int64_t next_beat = 0, next_resync = clock_mono_ms() + RESYNC_MS;
     pthread_mutex_lock(&rep.mu);
     while (!rep.stop) {
