@@ -1053,7 +1053,8 @@ int store_open(const char *path, struct store **out, char **err)
         *err = db_fmt_err("out of memory");
         goto fail;
     }
-    if (open_queues(st, path, err) != 0 || open_readers(st, path, err) != 0)
+    if ((st->engine == DB_SQLITE && db_sqlite_files(path, err) != 0) ||
+        open_queues(st, path, err) != 0 || open_readers(st, path, err) != 0)
         goto fail;
     if (st->engine == DB_SQLITE && !st->shared &&
         !(st->wal = wal_start(path, db_sqlite_handle(st->wq[0].db), &st->wq[0].commit_mu, &st->hold,
