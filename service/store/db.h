@@ -137,6 +137,13 @@ int db_notify_wait(struct db *c, int timeout_ms, void (*cb)(void *arg, const cha
  * drivers' and the store's *err. */
 char *db_fmt_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* SQLite: makes the file's folder, creates the file owner-only and
+ * narrows the modes of the files that exist (0 or -1 and *err). Only
+ * before any connection to the file is open: closing a descriptor of a
+ * file drops every POSIX lock the process holds on it, SQLite's among
+ * them, and another process could then write under a connection's feet. */
+int db_sqlite_files(const char *path, char **err);
+
 /* The SQLite handle (wal.c needs it); NULL on PostgreSQL. */
 struct sqlite3 *db_sqlite_handle(struct db *c);
 

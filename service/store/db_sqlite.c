@@ -107,15 +107,19 @@ static int sq_exec_text(struct db *c, const char *sql, char **err)
     return 0;
 }
 
-static int sq_open(const char *path, struct db **out, char **err)
+int db_sqlite_files(const char *path, char **err)
 {
-    int memory = strcmp(path, ":memory:") == 0;
-    if (!memory && mkdirs_for(path) != 0) {
+    if (strcmp(path, ":memory:") == 0)
+        return 0;
+    if (mkdirs_for(path) != 0) {
         *err = db_fmt_err("cannot create the folder for %s: %s", path, strerror(errno));
         return -1;
     }
-    if (!memory && own_files(path, err) != 0)
-        return -1;
+    return own_files(path, err);
+}
+
+static int sq_open(const char *path, struct db **out, char **err)
+{
     struct db_sqlite *c = calloc(1, sizeof *c);
     if (!c) {
         *err = db_fmt_err("out of memory");
@@ -296,7 +300,10 @@ static int sq_query(struct db *base, int k, const struct db_param *p, int n, str
 static int sq_next(struct db_rows *r)
 {
     int rc = sqlite3_step(r->h);
-    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+    if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+        return rc == SQLITE_ROW;
+    log_local(LOG_ERROR, NULL, "store_read_failed", "%s", sqlite3_errmsg(sq(r->c)->db));
+    return -1;
 }
 
 static const char *sq_text(struct db_rows *r, int col)

@@ -110,14 +110,14 @@ struct store {
     int threads; /* 1 when those two run */
     char *target;
     struct db *ldb;      /* the listener's connection, its thread's alone */
-    pthread_mutex_t smu; /* guards run, cb, cb_arg */
+    pthread_mutex_t smu; /* guards run (written), cb, cb_arg, beaten */
     char *run;
     store_signal_cb cb;
     void *cb_arg;
     pthread_mutex_t lmu; /* guards the leader's connection */
     struct db *leader_db;
     int leader_held;
-    int beaten; /* store_node_beat wrote this run's row once */
+    int beaten; /* store_node_beat wrote this run's row once (guarded by smu) */
 };
 
 static void sleep_ms(int64_t ms)
@@ -1053,7 +1053,8 @@ int store_open(const char *path, struct store **out, char **err)
         *err = db_fmt_err("out of memory");
         goto fail;
     }
-    if (open_queues(st, path, err) != 0 || open_readers(st, path, err) != 0)
+    if ((st->engine == DB_SQLITE && db_sqlite_files(path, err) != 0) ||
+        open_queues(st, path, err) != 0 || open_readers(st, path, err) != 0)
         goto fail;
     if (st->engine == DB_SQLITE && !st->shared &&
         !(st->wal = wal_start(path, db_sqlite_handle(st->wq[0].db), &st->wq[0].commit_mu, &st->hold,
@@ -1817,10 +1818,12 @@ int store_node_beat(struct store *st, int64_t now_ms, int64_t inflight)
 {
     char *run = run_of(st);
     int rc = run ? enqueue(st, 1, W_NODE_BEAT, "sii", run, now_ms, inflight) : -1;
-    if (rc == 0 && !st->beaten) {
-        st->beaten = 1;
+    pthread_mutex_lock(&st->smu);
+    int first = rc == 0 && !st->beaten;
+    st->beaten |= first;
+    pthread_mutex_unlock(&st->smu);
+    if (first)
         store_signal(st, STORE_SIGNAL_NODE, run, "up");
-    }
     free(run);
     return rc;
 }

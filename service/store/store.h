@@ -1,11 +1,15 @@
 /* store — the only module that speaks SQL.
  *
- * One SQLite database in WAL mode holds sessions, their streams, the chunks
- * (messages) of each stream, and the event log. The schema comes from the
- * migrations embedded at build time (store_migrations.h) and is brought up to
- * date by store_open.
+ * One database holds sessions, their streams, the chunks (messages) of
+ * each stream, and the event log: a SQLite file in WAL mode (one process),
+ * or a PostgreSQL database that several mcpd processes share (see the end
+ * of this header). The schema comes from the migrations embedded at build
+ * time (store_migrations.h), one set per engine with the same version
+ * numbers, and is brought up to date by store_open. The engines' SQL and
+ * connections live behind db.h (db_sqlite.c, db_pg.c, store_sql.c).
  *
- * Writes go through one queue and one writer connection. Callers enqueue a
+ * Writes go through a queue and a writer connection (PostgreSQL: a few
+ * queues, a stream's writes always on the same one). Callers enqueue a
  * write and either return at once (touches, logs) or wait until it has been
  * committed (chunks, stream rows, session creation, deletes). A waiting
  * thread alone in the queue, with no commit running, commits the queue
@@ -14,12 +18,15 @@
  * writer thread and parks meanwhile, so its pool thread is never held by
  * a commit.
  * Either way everything queued goes in one transaction, so many concurrent
- * appenders share one commit (group commit). The queue is FIFO, so a stream row always lands before
- * its chunks.
+ * appenders share one commit (group commit); on PostgreSQL the whole
+ * transaction is one round trip (pipeline mode). The queue is FIFO, so a
+ * stream row always lands before its chunks.
  *
- * Reads run on a second connection under a mutex; WAL lets them proceed
- * while the writer commits. With path ":memory:" both roles share one
- * connection, which gives a throwaway store for quick runs and children.
+ * Reads run on a second connection under a mutex (SQLite; WAL lets them
+ * proceed while the writer commits) or on a bounded pool of connections
+ * (PostgreSQL, MCPD_DB_READERS, default 4). With path ":memory:" both
+ * roles share one connection, which gives a throwaway store for quick
+ * runs and children.
  *
  * All SQL uses bound parameters. Strings returned by the read functions are
  * heap copies owned by the caller (free() them, or the *_free helper). */

@@ -25,6 +25,9 @@
 
 #define SID(name) "000000000000" name
 
+/* The PostgreSQL database of the pair being tested (raw checks). */
+static char test_url[512];
+
 static int64_t now_ms(void)
 {
     struct timespec ts;
@@ -164,6 +167,17 @@ static void test_nodes(struct store *a, struct store *b, int pg)
     f.n = 0;
     CHECK_INT(store_nodes_alive(a, 0, on_node, &f), 0);
     CHECK_INT(f.n, 1);
+    /* A node long dead and a standalone claim run out go with a purge. */
+    CHECK_INT(store_node_beat(b, t - 3600 * 1000, 0), 0);
+    CHECK_INT(put_session(a, "purge-claim", NULL), 0);
+    CHECK_INT(store_standalone_claim(b, "purge-claim", t - 2000, t - 1000), 0);
+    struct store_purge_cutoffs c = {0, 0, 0, 0, 0};
+    CHECK_INT(store_purge(a, &c, NULL, NULL), 0);
+    f.n = 0;
+    CHECK_INT(store_nodes_alive(a, 0, on_node, &f), 0);
+    CHECK_INT(f.n, 1);
+    if (pg_test_url() && store_backend_of(a) == STORE_POSTGRES)
+        CHECK_INT(pg_test_count(test_url, "SELECT COUNT(*) FROM standalone_claims", NULL), 0);
 }
 
 static void test_orphans(struct store *a, struct store *b)
@@ -567,8 +581,10 @@ int main(void)
         printf("SKIP PostgreSQL runs: MCPD_TEST_PG_URL is unset\n");
     } else {
         char url[512];
-        if (check_record(pg_test_db(url, sizeof url) == 0, __FILE__, __LINE__, "pg_test_db"))
+        if (check_record(pg_test_db(url, sizeof url) == 0, __FILE__, __LINE__, "pg_test_db")) {
+            snprintf(test_url, sizeof test_url, "%s", url);
             run_pair(url, url, 1);
+        }
         test_concurrent_migration();
         if (check_record(pg_test_db(url, sizeof url) == 0, __FILE__, __LINE__, "pg_test_db"))
             test_dropped_connections(url);
