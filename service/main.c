@@ -201,8 +201,6 @@ static int serve_stdio(const struct config *cfg, const sigset_t *sigs)
     return status;
 }
 
-/* HTTP (and WebSocket) until SIGTERM or SIGINT. */
-
 /* The --db value as logs show it: a PostgreSQL connection string may hold
  * a password, so of a URL only its host, port and database (between '@'
  * or "://" and '?'), and of a key=value string nothing. */
@@ -220,6 +218,7 @@ static const char *db_shown(const char *db)
     return shown;
 }
 
+/* HTTP (and WebSocket) until SIGTERM or SIGINT. */
 static int serve_http(const struct config *cfg, struct origin_policy *origins, const sigset_t *sigs,
                       char **why)
 {
