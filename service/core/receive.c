@@ -42,7 +42,11 @@ struct session *core_session_open(const struct core_caller *c, struct core_reply
         session_unref(s);
         s = NULL;
     }
-    if (!s)
+    /* Not found because the store cannot be asked is not "not found". */
+    if (!s && !core_store_reachable())
+        refuse(refused, CORE_UNAVAILABLE, NULL, JSONRPC_SERVER_ERROR,
+               "Service Unavailable: the database cannot be reached; retry shortly");
+    else if (!s)
         refuse(refused, CORE_NOT_FOUND, NULL, JSONRPC_SESSION_NOT_FOUND, "Session not found");
     return s;
 }

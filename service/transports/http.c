@@ -151,6 +151,8 @@ static int refused(struct _u_response *resp, struct core_reply *r)
 {
     if (r->reason == CORE_AT_CAPACITY)
         u_map_put(resp->map_header, "Retry-After", REFUSAL_RETRY_AFTER_S);
+    else if (r->reason == CORE_UNAVAILABLE)
+        u_map_put(resp->map_header, "Retry-After", "1");
     request_log_error(refusal_code(r->error));
     send_json(resp, refusal_status(r->reason), r->error);
     r->error = NULL;
