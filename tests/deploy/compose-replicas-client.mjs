@@ -1,0 +1,183 @@
+// The client half of compose-replicas-e2e.sh: the official SDK client
+// through Caddy's HTTPS in front of three mcpd replicas over PostgreSQL.
+// Each step prints "ok - ..." or "not ok - ..." (with why), and the script
+// counts them; a step that cannot run after an earlier failure says so.
+//
+// Phase "stream":
+//   1. initialize, tools/list and nine tools/call echo, each answered, and
+//      each replica (its own /metrics, read from the host on the compose
+//      network) routed some of the session's messages: round-robin, no
+//      stickiness;
+//   2. a countdown (n=40, 250 ms apart) with progress; after the 5th
+//      progress, the replica whose mcpd_requests_total grew by the call is
+//      the one writing the stream, and `docker kill` ends its container;
+//   3. the SDK resumes the stream through Caddy (GET with Last-Event-ID,
+//      which Caddy sends to a live replica) and the call ends: its progress
+//      arrives each exactly once and in order with none missing (1..k), and
+//      the call ends with its result or a clear error rather than a hang;
+//   4. the same session still answers a tools/call echo afterwards.
+// Phase "after" (the killed replica started again): the session answers
+// once more on every replica.
+// Environment: MCPD_URL, MCPD_TOKEN, MCPD_BAD_TOKEN, REPLICAS (a JSON list
+// of {service, container, ip}), STATE (a file the session id is kept in);
+// NODE_EXTRA_CA_CERTS makes Node trust Caddy's local CA.
+
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+const url = new URL(process.env.MCPD_URL);
+const auth = { Authorization: `Bearer ${process.env.MCPD_TOKEN}` };
+const replicas = JSON.parse(process.env.REPLICAS);
+const phase = process.argv[2];
+const N = 40;
+const KILL_AT = 5;
+
+let failures = 0;
+function report(ok, name, why) {
+  if (ok) console.log(`ok - ${name}`);
+  else {
+    failures++;
+    console.log(`not ok - ${name}${why ? `: ${why}` : ''}`);
+  }
+  return ok;
+}
+
+/** Every request the SDK makes, in order: method, Last-Event-ID, status. */
+const wire = [];
+async function loggingFetch(input, init = {}) {
+  const headers = new Headers(init.headers);
+  const entry = { at: Date.now(), method: init.method ?? 'GET', lastEventId: headers.get('last-event-id') };
+  wire.push(entry);
+  try {
+    const res = await fetch(input, init);
+    entry.status = res.status;
+    return res;
+  } catch (e) {
+    entry.error = String(e?.cause?.code ?? e);
+    throw e;
+  }
+}
+
+/** A replica's counter from its /metrics (straight to the container, not through Caddy). */
+async function metric(r, name) {
+  const res = await fetch(`http://${r.ip}:8080/metrics`, { signal: AbortSignal.timeout(5000) });
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)`, 'm').exec(await res.text());
+  return m ? Number(m[1]) : 0;
+}
+const counts = (name, live = replicas) => Promise.all(live.map((r) => metric(r, name).catch(() => NaN)));
+
+const withTimeout = (p, ms, what) =>
+  Promise.race([p, new Promise((_, reject) => setTimeout(() => reject(new Error(`${what}: no end within ${ms / 1000} s`)), ms))]);
+
+async function connect(sessionId) {
+  const client = new Client({ name: 'compose-replicas-e2e', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(url, {
+    sessionId,
+    fetch: loggingFetch,
+    requestInit: { headers: auth },
+    // A cut stream is resumed until a replica answers, not twice only.
+    reconnectionOptions: { initialReconnectionDelay: 500, maxReconnectionDelay: 2000, reconnectionDelayGrowFactor: 1.5, maxRetries: 20 },
+  });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+async function echo(client, message) {
+  const r = await client.callTool({ name: 'echo', arguments: { message } });
+  return r.content?.[0]?.text === message;
+}
+
+async function stream() {
+  const before = await Promise.all([counts('mcpd_requests_total'), counts('mcpd_notifications_total')]);
+  const { client, transport } = await connect();
+  fs.writeFileSync(process.env.STATE, JSON.stringify({ session: transport.sessionId }));
+  const tools = await client.listTools();
+  report(tools.tools.some((t) => t.name === 'countdown'), 'initialize and tools/list through Caddy');
+  let echoes = 0;
+  for (let i = 0; i < 9; i++) echoes += (await echo(client, `hello ${i}`)) ? 1 : 0;
+  report(echoes === 9, 'nine tools/call echo in the session, each answered', `${echoes} of 9`);
+  const after = await Promise.all([counts('mcpd_requests_total'), counts('mcpd_notifications_total')]);
+  const served = replicas.map((_, i) => after[0][i] + after[1][i] - before[0][i] - before[1][i]);
+  report(
+    served.every((n) => n > 0),
+    `every replica served messages of the session (round-robin): ${replicas.map((r, i) => `${r.service} ${served[i]}`).join(', ')}`,
+  );
+  const bad = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', Authorization: `Bearer ${process.env.MCPD_BAD_TOKEN}` },
+    body: '{"jsonrpc":"2.0","id":1,"method":"ping"}',
+  });
+  report(bad.status === 401, 'an unknown token gets 401', `status ${bad.status}`);
+
+  // The countdown, and the kill of the replica writing its stream.
+  const progress = [];
+  const start = await counts('mcpd_requests_total');
+  let killed = null;
+  let killing = null;
+  const onprogress = (p) => {
+    progress.push(p.progress);
+    if (p.progress === KILL_AT && !killing)
+      killing = (async () => {
+        const now = await counts('mcpd_requests_total');
+        const grew = replicas.filter((_, i) => now[i] > start[i]);
+        if (!report(grew.length === 1, 'the replica running the countdown is known (its mcpd_requests_total grew)', JSON.stringify({ start, now }))) return;
+        killed = { ...grew[0], atProgress: progress.length, wireAt: wire.length, time: Date.now() };
+        execFileSync('docker', ['kill', killed.container], { stdio: 'ignore' });
+        report(true, `docker kill ${killed.service} after progress ${killed.atProgress} of ${N}`);
+      })();
+  };
+  let result;
+  let error;
+  try {
+    result = await withTimeout(
+      client.callTool({ name: 'countdown', arguments: { n: N, interval_ms: 250 } }, undefined, { onprogress, resetTimeoutOnProgress: true, timeout: 60000 }),
+      120000,
+      'the countdown',
+    );
+  } catch (e) {
+    error = e;
+  }
+  await killing;
+  if (!killed) {
+    report(false, 'the countdown ran until the kill', error ? String(error) : `progress ${JSON.stringify(progress)}`);
+    return;
+  }
+  const resumed = wire.slice(killed.wireAt).filter((w) => w.method === 'GET' && w.lastEventId);
+  report(
+    resumed.some((w) => w.status === 200),
+    'the SDK resumed the stream through Caddy with Last-Event-ID and a live replica answered 200',
+    JSON.stringify(resumed.map(({ lastEventId, status, error: e }) => ({ lastEventId, status, error: e }))),
+  );
+  const inOrder = progress.every((p, i) => p === i + 1);
+  report(inOrder && progress.length >= killed.atProgress, 'every progress event arrived exactly once and in order, none missing', JSON.stringify(progress));
+  const text = result?.content?.[0]?.text;
+  if (result && !result.isError)
+    report(text === 'countdown finished' && progress.length === N, `the countdown finished across the kill (${progress.length} of ${N} progress events)`, JSON.stringify(result));
+  else
+    report(
+      Boolean(error || result?.isError) && !/no end within/.test(String(error)),
+      `the call ended with a clear error after ${progress.length} of ${N} progress events (its replica died)`,
+      String(error ?? JSON.stringify(result)),
+    );
+  if (error || result?.isError) console.log(`# the call ended with: ${String(error ?? JSON.stringify(result)).slice(0, 300)}`);
+  console.log(`# requests: ${JSON.stringify(wire.slice(killed.wireAt).map(({ method, lastEventId, status, error: e }) => ({ method, lastEventId, status, error: e })))}`);
+  report(await echo(client, 'after the kill').catch(() => false), 'the session answers a tools/call echo after the kill');
+}
+
+async function afterRestart() {
+  const { session } = JSON.parse(fs.readFileSync(process.env.STATE, 'utf8'));
+  const { client } = await connect(session);
+  let ok = 0;
+  for (let i = 0; i < replicas.length * 2; i++) ok += (await echo(client, `again ${i}`).catch(() => false)) ? 1 : 0;
+  report(ok === replicas.length * 2, 'with the killed replica back, the session answers on every replica', `${ok} of ${replicas.length * 2}`);
+}
+
+try {
+  await (phase === 'stream' ? stream() : afterRestart());
+} catch (e) {
+  report(false, `phase ${phase} ran to its end`, e?.stack ?? String(e));
+}
+process.exit(failures ? 1 : 0);
