@@ -54,6 +54,15 @@ done
 token="$(compose exec -T mcpd mcp-admin tokens add e2e 2>&1 | tail -n 1)"
 check "mcp-admin tokens add (in one replica, on PostgreSQL) prints a token" \
     grep -qE '^mcpd_[A-Za-z0-9_-]{43}$' <<<"$token" || { echo "mcp-admin said: $token"; finish; }
+# One store for all: a replica on a database of its own (an mcpd that took
+# the URL for a file name) would fail every later step less clearly.
+token_everywhere() {
+    local s
+    for s in "${services[@]}"; do
+        compose exec -T "$s" mcp-admin tokens list 2>&1 | grep -qw e2e || { echo "$s does not know the token"; return 1; }
+    done
+}
+check "every replica's mcp-admin lists that token (one database)" token_everywhere
 check "Caddy's local CA root" caddy_ca "$work/ca.pem" || finish
 
 # Each replica's container and its address on the proxy network, for the
