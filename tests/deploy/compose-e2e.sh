@@ -27,13 +27,9 @@
 # Ends with "N passed, N failed".
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
-cd "$repo"
 # shellcheck source=compose-lib.sh
 . "$here/compose-lib.sh"
-
-start=$(date +%s)
-compose_begin compose-e2e "$repo/docker-compose.yml"
+compose_begin compose-e2e docker-compose.yml
 export MCPD_IMAGE="mcpd:e2e"
 export MCPD_LOG_LEVEL=debug
 # A token mcpd does not know: a credential all the same, kept out of logs too.

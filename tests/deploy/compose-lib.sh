@@ -1,20 +1,26 @@
+# shellcheck shell=bash
 # Sourced by compose-e2e.sh and compose-replicas-e2e.sh: the counting, the
 # engine and the stack's lifetime, and the checks both make on a stack.
 #
-#   compose_begin NAME FILE...   an engine (else "SKIP NAME" and a failed
-#                                finish), a project of its own on loopback
-#                                ports and a private subnet, FILEs as the
+#   compose_begin NAME FILE...   in the repository ($repo), an engine (else
+#                                "SKIP NAME" and a failed finish), a project
+#                                of its own on loopback ports and a private
+#                                subnet, FILEs (relative to $repo) as the
 #                                compose files, torn down (down -v) and the
 #                                engine stopped on exit; $work is a
-#                                temporary folder removed then.
+#                                temporary folder removed then, $start the
+#                                time it began.
 #   check NAME COMMAND...        runs COMMAND, prints ok/not ok, counts it.
 #   finish                       prints "N passed, N failed" and exits.
 #   healthy SERVICE              waits (90 s) for the container's HEALTHCHECK.
 #   caddy_ca FILE                Caddy's local CA root, once Caddy made it.
 #   no_secret_in LOGFILE SECRET...  none of the SECRETs is in LOGFILE (the
 #                                lines that hold one are shown, masked).
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+project=""
+work=""
 # shellcheck source=engine.sh
-. "$(dirname "${BASH_SOURCE[0]}")/engine.sh"
+. "$repo/tests/deploy/engine.sh"
 
 passed=0
 failed=0
@@ -50,9 +56,12 @@ compose_cleanup() {
     engine_stop
 }
 compose_begin() { # compose_begin NAME FILE...
-    local name="$1"
+    local name="$1" f
     shift
-    compose_files=("$@")
+    start=$(date +%s)
+    cd "$repo" || exit 1
+    compose_files=()
+    for f in "$@"; do compose_files+=("$repo/$f"); done
     if ! engine_start; then
         # Never a silent pass: a machine without an engine fails this suite.
         echo "SKIP $name: no Docker engine: ${ENGINE_WHY:-?}"

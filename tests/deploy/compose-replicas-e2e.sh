@@ -23,13 +23,9 @@
 # Ends with "N passed, N failed".
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
-cd "$repo"
 # shellcheck source=compose-lib.sh
 . "$here/compose-lib.sh"
-
-start=$(date +%s)
-compose_begin compose-replicas-e2e "$repo/docker-compose.yml" "$repo/docker-compose.replicas.yml"
+compose_begin compose-replicas-e2e docker-compose.yml docker-compose.replicas.yml
 services=(mcpd mcpd2 mcpd3)
 export MCPD_IMAGE="mcpd:e2e"
 export MCPD_LOG_LEVEL=debug

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by compose-lib.sh: a Docker engine to run the stack on, and the
 # images these machines cannot pull.
 #
