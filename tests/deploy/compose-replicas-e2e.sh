@@ -50,15 +50,23 @@ done
 token="$(compose exec -T mcpd mcp-admin tokens add e2e 2>&1 | tail -n 1)"
 check "mcp-admin tokens add (in one replica, on PostgreSQL) prints a token" \
     grep -qE '^mcpd_[A-Za-z0-9_-]{43}$' <<<"$token" || { echo "mcp-admin said: $token"; finish; }
-# One store for all: a replica on a database of its own (an mcpd that took
-# the URL for a file name) would fail every later step less clearly.
+# One store for all, and it is PostgreSQL: an mcpd that took the URL for a
+# file name would fail every later step less clearly.
+psql_value() { compose exec -T postgres psql -U "$POSTGRES_USER" -d "$POSTGRES_DB" -tAc "$1" 2>&1 | tr -d '\r'; }
+check "the token is in PostgreSQL" test "$(psql_value "SELECT count(*) FROM tokens WHERE name = 'e2e'")" = 1
+replicas_connected() {
+    local n
+    n="$(psql_value "SELECT count(DISTINCT client_addr) FROM pg_stat_activity WHERE datname = '$POSTGRES_DB' AND client_addr IS NOT NULL")"
+    [ "$n" -ge 3 ] 2>/dev/null || { echo "clients of the database from $n addresses"; return 1; }
+}
+check "the three replicas are connected to PostgreSQL" replicas_connected
 token_everywhere() {
     local s
     for s in "${services[@]}"; do
         compose exec -T "$s" mcp-admin tokens list 2>&1 | grep -qw e2e || { echo "$s does not know the token"; return 1; }
     done
 }
-check "every replica's mcp-admin lists that token (one database)" token_everywhere
+check "every replica's mcp-admin lists that token" token_everywhere
 check "Caddy's local CA root" caddy_ca "$work/ca.pem" || finish
 
 # Each replica's container and its address on the proxy network, for the
@@ -92,6 +100,24 @@ client() { # client PHASE: the client's own ok/not ok lines count as checks
     [ "$rc" -eq 0 ] || [ "$bad" -eq 1 ] || check "the client ($1) exits 0" false
 }
 client stream
+
+# Caddy, whatever the client got to: with a replica dead (the one the
+# client killed, else mcpd3 now), every request through Caddy is answered
+# by a live one, none gets a 502 while the probes catch up.
+through_caddy_all_200() {
+    local s code codes="" running=0
+    for s in "${services[@]}"; do
+        [ "$(docker inspect -f '{{.State.Running}}' "$(compose ps -q "$s")")" = true ] && running=$((running + 1))
+    done
+    [ "$running" -lt "${#services[@]}" ] || docker kill "$(compose ps -q mcpd3)" >/dev/null
+    for _ in $(seq 1 30); do
+        code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 15 --cacert "$work/ca.pem" \
+            "https://localhost:$MCPD_HTTPS_PORT/healthz")"
+        codes="$codes $code"
+    done
+    [ "$(echo "$codes" | tr ' ' '\n' | grep -c '^200$')" = 30 ] || { echo "statuses:$codes"; return 1; }
+}
+check "a replica dead: 30 requests in a row through Caddy, each answered 200 by a live replica" through_caddy_all_200
 
 no_secret_in_logs() {
     compose logs --no-color >"$work/logs.txt" 2>&1
