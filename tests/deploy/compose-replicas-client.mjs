@@ -142,7 +142,7 @@ async function stream() {
   }
   await killing;
   if (!killed) {
-    report(false, 'the countdown ran until the kill', error ? String(error) : `progress ${JSON.stringify(progress)}`);
+    report(false, `the countdown ran until the kill (progress ${KILL_AT})`, `progress ${JSON.stringify(progress)}${error ? `, then ${error}` : ''}`);
     return;
   }
   const resumed = wire.slice(killed.wireAt).filter((w) => w.method === 'GET' && w.lastEventId);

