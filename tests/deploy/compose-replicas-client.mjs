@@ -140,6 +140,7 @@ async function stream() {
   } catch (e) {
     error = e;
   }
+  const ended = Date.now();
   await killing;
   if (!killed) {
     report(false, `the countdown ran until the kill (progress ${KILL_AT})`, `progress ${JSON.stringify(progress)}${error ? `, then ${error}` : ''}`);
@@ -163,6 +164,8 @@ async function stream() {
       String(error ?? JSON.stringify(result)),
     );
   if (error || result?.isError) console.log(`# the call ended with: ${String(error ?? JSON.stringify(result)).slice(0, 300)}`);
+  const firstResume = resumed.find((w) => w.status === 200);
+  console.log(`# after the kill: the stream resumed in ${firstResume ? `${firstResume.at - killed.time} ms` : '-'} (the SDK waits 500 ms before it retries), the call ended in ${ended - killed.time} ms`);
   console.log(`# requests: ${JSON.stringify(wire.slice(killed.wireAt).map(({ method, lastEventId, status, error: e }) => ({ method, lastEventId, status, error: e })))}`);
   report(await echo(client, 'after the kill').catch(() => false), 'the session answers a tools/call echo after the kill');
 }
