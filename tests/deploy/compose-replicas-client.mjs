@@ -45,7 +45,7 @@ function report(ok, name, why) {
   return ok;
 }
 
-/** Every request the SDK makes, in order: method, Last-Event-ID, status. */
+/** Every request the SDK makes, in order: method, Last-Event-ID, status, when. */
 const wire = [];
 async function loggingFetch(input, init = {}) {
   const headers = new Headers(init.headers);
@@ -54,6 +54,7 @@ async function loggingFetch(input, init = {}) {
   try {
     const res = await fetch(input, init);
     entry.status = res.status;
+    entry.answered = Date.now();
     return res;
   } catch (e) {
     entry.error = String(e?.cause?.code ?? e);
@@ -165,7 +166,7 @@ async function stream() {
     );
   if (error || result?.isError) console.log(`# the call ended with: ${String(error ?? JSON.stringify(result)).slice(0, 300)}`);
   const firstResume = resumed.find((w) => w.status === 200);
-  console.log(`# after the kill: the stream resumed in ${firstResume ? `${firstResume.at - killed.time} ms` : '-'} (the SDK waits 500 ms before it retries), the call ended in ${ended - killed.time} ms`);
+  console.log(`# after the kill: the stream resumed in ${firstResume ? `${firstResume.answered - killed.time} ms` : '-'} (the SDK waits 500 ms before it retries), the call ended in ${ended - killed.time} ms`);
   console.log(`# requests: ${JSON.stringify(wire.slice(killed.wireAt).map(({ method, lastEventId, status, error: e }) => ({ method, lastEventId, status, error: e })))}`);
   report(await echo(client, 'after the kill').catch(() => false), 'the session answers a tools/call echo after the kill');
 }
