@@ -17,7 +17,12 @@
 //      the call ends with its result or a clear error rather than a hang;
 //   4. the same session still answers a tools/call echo afterwards.
 // Phase "after" (the killed replica started again): the session answers
-// once more on every replica.
+// once more on every replica; then a second countdown's stream is cut (as
+// a dropped connection) until the SDK resumes it through Caddy on a replica
+// other than the runner, found by pausing the others in turn (the stream
+// stalls while its replica is paused), and that replica is killed: the
+// stream resumes through Caddy again and the countdown finishes, its 80
+// progress events each once and in order.
 // Environment: MCPD_URL, MCPD_TOKEN, MCPD_BAD_TOKEN, REPLICAS (a JSON list
 // of {service, container, ip}), STATE (a file the session id is kept in);
 // NODE_EXTRA_CA_CERTS makes Node trust Caddy's local CA.
@@ -47,6 +52,9 @@ function report(ok, name, why) {
 
 /** Every request the SDK makes, in order: method, Last-Event-ID, status, when. */
 const wire = [];
+/** The countdown's stream: its id (from its event ids) and a cut of the
+ * response the SDK reads it from now, as a dropped connection would. */
+const countdown = { stream: null, cut: null };
 async function loggingFetch(input, init = {}) {
   const headers = new Headers(init.headers);
   const entry = { at: Date.now(), method: init.method ?? 'GET', lastEventId: headers.get('last-event-id') };
@@ -55,7 +63,15 @@ async function loggingFetch(input, init = {}) {
     const res = await fetch(input, init);
     entry.status = res.status;
     entry.answered = Date.now();
-    return res;
+    const ours =
+      (entry.method === 'POST' && String(init.body).includes('"name":"countdown"')) ||
+      (countdown.stream && entry.lastEventId?.startsWith(`${countdown.stream}:`));
+    if (!ours || !res.body) return res;
+    let ctl;
+    const pipe = new TransformStream({ start: (c) => void (ctl = c) });
+    res.body.pipeTo(pipe.writable).catch(() => {});
+    countdown.cut = () => ctl.error(new Error('cut by the test'));
+    return new Response(pipe.readable, { status: res.status, statusText: res.statusText, headers: res.headers });
   } catch (e) {
     entry.error = String(e?.cause?.code ?? e);
     throw e;
@@ -171,12 +187,90 @@ async function stream() {
   report(await echo(client, 'after the kill').catch(() => false), 'the session answers a tools/call echo after the kill');
 }
 
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const docker = (...args) => execFileSync('docker', args, { stdio: 'ignore' });
+
+/** Waits (up to ms) until fn() holds. */
+async function until(fn, ms) {
+  for (const end = Date.now() + ms; Date.now() < end; await sleep(50)) if (fn()) return true;
+  return fn();
+}
+
+/**
+ * Which replica serves the countdown's stream now, found by pausing each
+ * other live replica in turn: the stream stalls while its replica is
+ * paused (the runner keeps counting; nothing is lost, the events wait).
+ * Returns that replica, or null when the runner serves it itself.
+ */
+async function streamServer(runner, progress) {
+  for (const r of replicas.filter((x) => x !== runner)) {
+    const before = progress.length;
+    docker('pause', r.container);
+    await sleep(1500);
+    const stalled = progress.length === before;
+    docker('unpause', r.container);
+    if (stalled) return r;
+  }
+  return null;
+}
+
+/**
+ * The stream moved off its runner, then that replica killed: the countdown
+ * goes on, on its runner, and the stream resumes through Caddy again.
+ */
+async function killReader(client) {
+  const n = 80;
+  const progress = [];
+  const start = await counts('mcpd_requests_total');
+  const call = client.callTool({ name: 'countdown', arguments: { n, interval_ms: 250 } }, undefined, {
+    onprogress: (p) => progress.push(p.progress),
+    onresumptiontoken: (id) => void (countdown.stream ??= id.split(':')[0]),
+    resetTimeoutOnProgress: true,
+    timeout: 60000,
+  });
+  let outcome = null;
+  call.then((r) => (outcome = { r }), (e) => (outcome = { e }));
+  if (!(await until(() => progress.length >= 3 || outcome, 15000)) || outcome)
+    return report(false, 'a second countdown runs', JSON.stringify({ progress, outcome: String(outcome?.e ?? '') }));
+  const now = await counts('mcpd_requests_total');
+  const runner = replicas.find((_, i) => now[i] > start[i]);
+  // Cut the stream until Caddy resumes it on another replica than the runner.
+  let reader = null;
+  for (let attempt = 0; attempt < 4 && !reader && !outcome; attempt++) {
+    const sent = wire.length;
+    countdown.cut();
+    const resumed = await until(() => wire.slice(sent).some((w) => w.lastEventId?.startsWith(`${countdown.stream}:`) && w.status === 200), 10000);
+    const seen = progress.length;
+    if (!resumed || !(await until(() => progress.length > seen + 1 || outcome, 5000))) break;
+    reader = await streamServer(runner, progress);
+  }
+  if (!report(Boolean(reader) && !outcome, `the countdown's stream, cut, resumed through Caddy on another replica than its runner (${runner?.service})`, JSON.stringify({ progress: progress.length, outcome: String(outcome?.e ?? outcome?.r ?? '') })))
+    return;
+  const sent = wire.length;
+  docker('kill', reader.container);
+  const at = progress.length;
+  let r;
+  try {
+    r = await withTimeout(call, 60000, 'the countdown');
+  } catch (e) {
+    return report(false, `the countdown ended well after ${reader.service}, which served its stream, was killed`, String(e));
+  }
+  const again = wire.slice(sent).filter((w) => w.lastEventId?.startsWith(`${countdown.stream}:`));
+  report(again.some((w) => w.status === 200), `docker kill ${reader.service} (serving the stream, not running the call) after ${at} progress events: the SDK resumed through Caddy`, JSON.stringify(again));
+  report(
+    r?.content?.[0]?.text === 'countdown finished' && progress.length === n && progress.every((p, i) => p === i + 1),
+    `the countdown finished on ${runner.service}, its ${n} progress events each received once and in order`,
+    JSON.stringify({ r, progress }),
+  );
+}
+
 async function afterRestart() {
   const { session } = JSON.parse(fs.readFileSync(process.env.STATE, 'utf8'));
   const { client } = await connect(session);
   let ok = 0;
   for (let i = 0; i < replicas.length * 2; i++) ok += (await echo(client, `again ${i}`).catch(() => false)) ? 1 : 0;
   report(ok === replicas.length * 2, 'with the killed replica back, the session answers on every replica', `${ok} of ${replicas.length * 2}`);
+  await killReader(client);
 }
 
 try {

@@ -19,7 +19,10 @@
 # 4. No token and no database password in any container's log (PostgreSQL,
 #    the replicas, Caddy) nor in `mcp-admin logs`.
 # 5. The killed replica comes back (up -d) and the session answers on every
-#    replica; down -v leaves nothing.
+#    replica. A second countdown's stream is moved (cut, and resumed by the
+#    SDK through Caddy) onto a replica that does not run the call, and that
+#    replica is killed: the countdown finishes, every event once.
+# 6. down -v leaves nothing.
 # Ends with "N passed, N failed".
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
