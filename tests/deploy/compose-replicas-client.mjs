@@ -265,6 +265,7 @@ async function killReader(client) {
 }
 
 async function afterRestart() {
+  if (!fs.existsSync(process.env.STATE)) return report(false, 'a session to go on with', 'the stream phase got none');
   const { session } = JSON.parse(fs.readFileSync(process.env.STATE, 'utf8'));
   const { client } = await connect(session);
   let ok = 0;
