@@ -1,4 +1,5 @@
-# Sourced by compose-e2e.sh: a Docker engine to run the stack on, and the two
+# shellcheck shell=bash
+# Sourced by compose-lib.sh: a Docker engine to run the stack on, and the
 # images these machines cannot pull.
 #
 # engine_start uses the engine DOCKER_HOST (or the default socket) names when
@@ -8,10 +9,11 @@
 # base image and the build cache make a second run much faster. Where no
 # engine can start, engine_start prints why and returns 1.
 #
-# base_image_ensure and caddy_image_ensure make debian:bookworm-slim and the
-# Caddy image available: pulled when a registry answers, else built locally
-# (debootstrap from the apt mirror this machine is configured with; Debian's
-# caddy package laid out like the official image).
+# base_image_ensure, caddy_image_ensure and postgres_image_ensure make
+# debian:bookworm-slim, the Caddy image and the PostgreSQL image available:
+# pulled when a registry answers, else built locally (debootstrap from the
+# apt mirror this machine is configured with; Debian's caddy and
+# postgresql-15 packages laid out like the official images).
 
 ENGINE_ROOT="${ENGINE_ROOT:-/var/tmp/mcpd-engine}"
 engine_pid=""
@@ -104,11 +106,21 @@ base_image_ensure() { # base_image_ensure IMAGE (debian:bookworm-slim)
     rm -rf "$dir"
 }
 
-caddy_image_ensure() { # caddy_image_ensure IMAGE BASE_IMAGE
-    local image="$1" base="$2" here
+# An image pulled when a registry answers, else built from a stand-in's
+# folder under deploy/ on the base image.
+standin_image_ensure() { # standin_image_ensure IMAGE BASE_IMAGE FOLDER WHAT
+    local image="$1" base="$2" dir="$3" what="$4" here
     docker image inspect "$image" >/dev/null 2>&1 && return 0
     docker pull -q "$image" >/dev/null 2>&1 && return 0
     here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-    engine_log "$image cannot be pulled: building it from Debian's caddy package"
-    docker build -q --build-arg "BASE=$base" -t "$image" "$here/deploy/caddy-standin" >/dev/null
+    engine_log "$image cannot be pulled: building it from $what"
+    docker build -q --build-arg "BASE=$base" -t "$image" "$here/deploy/$dir" >/dev/null
+}
+
+caddy_image_ensure() { # caddy_image_ensure IMAGE BASE_IMAGE
+    standin_image_ensure "$1" "$2" caddy-standin "Debian's caddy package"
+}
+
+postgres_image_ensure() { # postgres_image_ensure IMAGE BASE_IMAGE
+    standin_image_ensure "$1" "$2" postgres-standin "Debian's postgresql-15"
 }

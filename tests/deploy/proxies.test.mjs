@@ -1,7 +1,9 @@
 // The shipped deployment files, checked without Docker:
-//   - docker-compose.yml passes `docker-compose config -q`, deploy/Caddyfile
-//     `caddy validate`, deploy/nginx.conf `nginx -t`, and both Dockerfiles a
-//     lint (dockerfile-utils, plus the image rules this project keeps);
+//   - docker-compose.yml, alone and with docker-compose.replicas.yml, passes
+//     `docker-compose config -q`, deploy/Caddyfile `caddy validate` (also
+//     balancing three replicas), deploy/nginx.conf `nginx -t`, and the
+//     Dockerfiles a lint (dockerfile-utils, plus the image rules this
+//     project keeps);
 //   - Debian's caddy running deploy/Caddyfile, and Debian's nginx running
 //     deploy/nginx.conf, each on loopback in front of a native mcpd. Through
 //     each over HTTPS: the official SDK client, SSE progress arriving as it
@@ -142,6 +144,73 @@ describe('the shipped files pass their own tools', () => {
     assert.match(cfg.out, /init: true/);
   });
 
+  test('docker-compose config -q with docker-compose.replicas.yml', { skip: !has('docker-compose') && 'docker-compose is not installed' }, () => {
+    const files = ['-f', path.join(REPO_ROOT, 'docker-compose.yml'), '-f', path.join(REPO_ROOT, 'docker-compose.replicas.yml')];
+    const q = run('docker-compose', [...files, 'config', '-q'], { cwd: REPO_ROOT });
+    assert.equal(q.status, 0, q.out);
+    const env = { ...process.env, POSTGRES_IMAGE: 'postgres:16', POSTGRES_USER: 'u1', POSTGRES_PASSWORD: 'pw-from-env', POSTGRES_DB: 'd1' };
+    const cfg = run('docker-compose', [...files, 'config'], { cwd: REPO_ROOT, env });
+    assert.equal(cfg.status, 0, cfg.out);
+    const out = cfg.out;
+    const service = (name) => {
+      const m = new RegExp(`^  ${name}:\n((?:    .*\n|      .*\n)*)`, 'm').exec(out);
+      assert.ok(m, `service ${name} in:\n${out}`);
+      return m[1];
+    };
+    for (const name of ['mcpd', 'mcpd2', 'mcpd3']) {
+      const s = service(name);
+      // The URL names the user and the database; the password goes apart.
+      assert.match(s, /MCPD_DB: postgres:\/\/u1@postgres:5432\/d1\n/, `${name}: ${s}`);
+      assert.match(s, /PGPASSWORD: pw-from-env/, name);
+      assert.match(s, /postgres:\n\s+condition: service_healthy/, `${name} waits for the database`);
+      assert.match(s, /MCPD_AUTH: token/, `${name} is the base file's mcpd`);
+      assert.match(s, /\bdb: \{\}/, `${name} is on the database network`);
+    }
+    const pg = service('postgres');
+    assert.match(pg, /image: postgres:16/);
+    assert.match(pg, /pg_isready/);
+    assert.match(pg, /pg-data:\/var\/lib\/postgresql\/data/);
+    assert.doesNotMatch(pg, /ports:/, 'the database is not published');
+    const caddy = service('caddy');
+    assert.match(caddy, /MCPD_UPSTREAM: mcpd:8080 mcpd2:8080 mcpd3:8080/);
+    assert.match(caddy, /MCPD_BALANCE: replicas/);
+    for (const name of ['mcpd', 'mcpd2', 'mcpd3']) assert.match(caddy, new RegExp(`${name}:\\n\\s+condition: service_healthy`));
+    assert.match(out, /^  db:\n    internal: true/m, 'the database network has no way out');
+  });
+
+  test('deploy/Caddyfile balances the replicas: round-robin, /readyz probes, retries, no stickiness', { skip: !haveCaddy && 'caddy is not installed' }, () => {
+    const dir = fs.mkdtempSync(path.join(tmp, 'replicas-'));
+    const env = { ...caddyEnv(dir), MCPD_UPSTREAM: 'mcpd:8080 mcpd2:8080 mcpd3:8080', MCPD_BALANCE: 'replicas' };
+    const v = run('caddy', ['validate', '--config', path.join(DEPLOY, 'Caddyfile'), '--adapter', 'caddyfile'], { env });
+    assert.equal(v.status, 0, v.out);
+    const a = run('caddy', ['adapt', '--config', path.join(DEPLOY, 'Caddyfile'), '--adapter', 'caddyfile'], { env });
+    assert.equal(a.status, 0, a.out);
+    const json = JSON.parse(a.out.slice(a.out.indexOf('{')));
+    const proxies = [];
+    const walk = (v) => {
+      if (Array.isArray(v)) v.forEach(walk);
+      else if (v && typeof v === 'object') {
+        if (v.handler === 'reverse_proxy') proxies.push(v);
+        Object.values(v).forEach(walk);
+      }
+    };
+    walk(json.apps.http.servers);
+    assert.equal(proxies.length, 1, 'one reverse_proxy');
+    const rp = proxies[0];
+    assert.deepEqual(rp.upstreams.map((u) => u.dial), ['mcpd:8080', 'mcpd2:8080', 'mcpd3:8080']);
+    assert.deepEqual(rp.load_balancing.selection_policy, { policy: 'round_robin' }, 'round-robin, no cookie or hash policy');
+    assert.ok(rp.load_balancing.try_duration >= 5e9, 'a request to a dead replica is retried on another');
+    assert.equal(rp.health_checks.active.uri, '/readyz');
+    assert.ok(rp.health_checks.active.interval <= 1e9, 'probed every second');
+    assert.equal(rp.flush_interval, -1, 'SSE flushed as written');
+    // The same log filters as with one mcpd: the logging block is shared.
+    const one = run('caddy', ['adapt', '--config', path.join(DEPLOY, 'Caddyfile'), '--adapter', 'caddyfile'], { env: caddyEnv(dir) });
+    assert.equal(one.status, 0, one.out);
+    const single = JSON.parse(one.out.slice(one.out.indexOf('{')));
+    assert.deepEqual(json.logging, single.logging);
+    assert.equal(JSON.stringify(single).includes('health_checks'), false, 'one mcpd: no health checks, a stopped mcpd answers 502');
+  });
+
   test('caddy validate on deploy/Caddyfile, for localhost and for a real domain', { skip: !haveCaddy && 'caddy is not installed' }, () => {
     for (const domain of ['localhost', 'mcp.example.com']) {
       const dir = fs.mkdtempSync(path.join(tmp, 'validate-'));
@@ -198,7 +267,7 @@ describe('the shipped files pass their own tools', () => {
   const LINT = path.join(REPO_ROOT, 'tests', 'deploy', 'lint', 'node_modules', 'dockerfile-utils', 'bin', 'dockerfile-utils');
   const lint = (file) => run(process.execPath, [LINT, 'lint', file]);
   test('the Dockerfiles lint clean', { skip: !fs.existsSync(LINT) && 'dockerfile-utils is not installed (npm ci in tests/deploy/lint)' }, () => {
-    for (const f of ['deploy/Dockerfile', 'deploy/caddy-standin/Dockerfile']) {
+    for (const f of ['deploy/Dockerfile', 'deploy/caddy-standin/Dockerfile', 'deploy/postgres-standin/Dockerfile']) {
       const r = lint(path.join(REPO_ROOT, f));
       assert.equal(r.status, 0, r.out);
       assert.equal(r.out.trim(), '', `${f}:\n${r.out}`);
