@@ -142,7 +142,7 @@ stage_hardening() {
 
 stage_unit() {
     echo "== C unit tests (ASan+UBSan; the store's also on PostgreSQL)"
-    MCPD_TEST_PG_URL="$pg_url" unit_tests "unit" build-asan
+    MCPD_TEST_PG_URL="$pg_url" MCPD_TEST_PG_DIR="$pg_dir" unit_tests "unit" build-asan
 }
 
 stage_e2e() {
@@ -256,7 +256,9 @@ stage_conformance() {
 # the conformance suites, the transcripts and the replica tests.
 stage_replicas() {
     echo "== three replicas on PostgreSQL behind a round-robin balancer (tests/replicas.sh)"
-    script_counts "replicas" env MCPD_BIN="$repo/build/bin/mcpd" EXTENSIONS="$extensions" bash tests/replicas.sh
+    # (its last stage, e2e/replicas.test.mjs, runs with the other e2e files)
+    script_counts "replicas" env MCPD_BIN="$repo/build/bin/mcpd" EXTENSIONS="$extensions" \
+        STAGES="conformance conformance-next transcripts sdk" bash tests/replicas.sh
 }
 
 stage_fuzz() {
