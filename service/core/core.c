@@ -208,8 +208,26 @@ static void run_handed_over(struct session *s, json_t *fw)
         return;
     char key[96];
     struct core_reply out = {0};
-    if (m.kind != JSONRPC_REQUEST || jsonrpc_id_key(m.id, key, sizeof key) != 0 ||
-        start_call(s, st, msg, &m, key, &out) != 0) {
+    if (m.kind == JSONRPC_REQUEST && strncmp(m.method, "tasks/", 6) == 0) {
+        /* A task's request, for the process that runs its call. */
+        const char *principal = json_string_value(json_object_get(fw, "principal"));
+        if (strcmp(m.method, "tasks/get") == 0)
+            task_get(principal, m.id, m.params, core.cfg.session_idle_ms, &out);
+        else if (strcmp(m.method, "tasks/update") == 0)
+            task_update(principal, m.id, m.params, &out);
+        else
+            task_cancel(principal, m.id, m.params, &out);
+    }
+    if (out.kind == CORE_ANSWERED || out.kind == CORE_REJECTED) {
+        size_t len = 0;
+        char *text = out.error ? jsonrpc_dump(out.error, &len) : NULL;
+        if (text)
+            stream_append(st, text, len, STREAM_FINISHED);
+        else
+            stream_end(st, STREAM_ERROR);
+        free(text);
+    } else if (m.kind != JSONRPC_REQUEST || jsonrpc_id_key(m.id, key, sizeof key) != 0 ||
+               start_call(s, st, msg, &m, key, &out) != 0) {
         json_t *err = out.error ? json_pack("{s:s,s:O,s:O}", "jsonrpc", "2.0", "id",
                                             m.id ? m.id : json_null(), "error", out.error)
                                 : NULL;
@@ -268,19 +286,17 @@ static void replica_inbox(const char *session_id, int64_t inbox_id, const char *
 /* Puts payload in the inbox for the process that `target` names
  * (replica.h: REPLICA_TO_PROCESS, REPLICA_TO_CALL or REPLICA_HAND_OVER,
  * then its argument) and signals it. 0, or -1. */
-static int inbox_send(struct session *s, json_t *payload, const char *target)
+static int inbox_send(const char *sid, json_t *payload, const char *target)
 {
     char *text = json_dumps(payload, JSON_COMPACT);
     int64_t id = 0;
-    int rc =
-        text ? store_inbox_put(core.store, session_id(s), text, strlen(text), clock_wall_ms(), &id)
-             : -1;
+    int rc = text ? store_inbox_put(core.store, sid, text, strlen(text), clock_wall_ms(), &id) : -1;
     free(text);
     char extra[256];
-    if (rc != 0 || snprintf(extra, sizeof extra, "%lld.%s", (long long)id, target) >=
-                       (int)sizeof extra)
+    if (rc != 0 ||
+        snprintf(extra, sizeof extra, "%lld.%s", (long long)id, target) >= (int)sizeof extra)
         return -1;
-    return store_signal(core.store, STORE_SIGNAL_INBOX, session_id(s), extra) == 0 ? 0 : -1;
+    return store_signal(core.store, STORE_SIGNAL_INBOX, sid, extra) == 0 ? 0 : -1;
 }
 
 /* A client message for a call that runs in another process: to the
@@ -289,11 +305,11 @@ static int inbox_send(struct session *s, json_t *payload, const char *target)
 static int route_elsewhere(struct session *s, json_t *msg, char kind, const char *what)
 {
     char target[220] = {kind};
-    if (kind == REPLICA_TO_CALL ? replica_hex(what, target + 1, sizeof target - 1) != 0
-                                : snprintf(target + 1, sizeof target - 1, "%s", what) >=
-                                      (int)sizeof target - 1)
+    if (kind == REPLICA_TO_CALL
+            ? replica_hex(what, target + 1, sizeof target - 1) != 0
+            : snprintf(target + 1, sizeof target - 1, "%s", what) >= (int)sizeof target - 1)
         return -1;
-    return inbox_send(s, msg, target);
+    return inbox_send(session_id(s), msg, target);
 }
 
 /* ---- reaper ---- */
@@ -1049,9 +1065,44 @@ static int hand_over(struct session *s, json_t *msg, struct stream *st, const ch
         json_object_set_new(fw, "stream", json_string(stream_id(st)));
     char target[16];
     snprintf(target, sizeof target, "%c%.12s", REPLICA_HAND_OVER, owner);
-    int rc = fw ? inbox_send(s, fw, target) : -1;
+    int rc = fw ? inbox_send(session_id(s), fw, target) : -1;
     json_decref(fw);
     return rc;
+}
+
+int core_task_elsewhere(const char *principal, json_t *msg, const struct jsonrpc_msg *m,
+                        struct core_reply *out)
+{
+    const char *task_id = json_string_value(json_object_get(m->params, "taskId"));
+    struct stream *task = replica_shared() && task_id ? stream_find(task_id) : NULL;
+    const char *owner = task ? stream_owner(task) : NULL;
+    struct session *s =
+        owner && strcmp(owner, replica_run()) != 0 && stream_state(task) == STREAM_ACTIVE
+            ? session_find(stream_session(task))
+            : NULL;
+    struct stream *st = s ? stream_create_owned(session_id(s), m->id, owner) : NULL;
+    json_t *fw = st && stream_persist(st) == 0
+                     ? json_pack("{s:O, s:s, s:s?}", "message", msg, "stream", stream_id(st),
+                                 "principal", principal && *principal ? principal : NULL)
+                     : NULL;
+    char target[16];
+    snprintf(target, sizeof target, "%c%.12s", REPLICA_HAND_OVER, owner ? owner : "");
+    int handed = fw && inbox_send(session_id(s), fw, target) == 0;
+    json_decref(fw);
+    stream_unref(task);
+    if (!handed) {
+        if (st)
+            stream_end(st, STREAM_ERROR);
+        stream_unref(st);
+        session_unref(s);
+        return 0;
+    }
+    memset(out, 0, sizeof *out);
+    out->kind = CORE_STREAM;
+    out->stream = st;
+    out->single = 1;
+    out->session = s;
+    return 1;
 }
 
 /* A request for the backend: a stream, a call, and a worker (or the

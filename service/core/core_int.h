@@ -45,6 +45,12 @@ int64_t core_relay_to_standalone(struct session *s, const char *msg, size_t len,
 /* Asks the other processes to probe the reader of the session's GET
  * stream, if one of them holds it (a no-op with one process). */
 void core_probe_elsewhere(struct session *s);
+/* With several processes on one store: a tasks/get, tasks/update or
+ * tasks/cancel for a task whose call runs in another process is handed to
+ * that process (the call's pending requests and the call itself are
+ * there). 1 with *out the stream its answer comes on, 0 to answer here. */
+int core_task_elsewhere(const char *principal, json_t *msg, const struct jsonrpc_msg *m,
+                        struct core_reply *out);
 /* A refusal counted in /metrics (also for the entry's own refusals). */
 void core_reject(struct core_reply *out, enum core_reason why, json_t *id, int code,
                  const char *message);

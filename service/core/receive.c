@@ -206,13 +206,15 @@ static void refuse_tasks_missing(const struct jsonrpc_msg *m, struct core_reply 
 
 /* tasks/get, tasks/update, tasks/cancel: only for a request that declares
  * the extension (checked before the task is looked up). */
-static void tasks_method(const struct core_caller *c, const struct jsonrpc_msg *m, json_t *caps,
-                         struct core_reply *out)
+static void tasks_method(const struct core_caller *c, json_t *msg, const struct jsonrpc_msg *m,
+                         json_t *caps, struct core_reply *out)
 {
     if (!json_object_get(json_object_get(caps, "extensions"), TASK_EXTENSION)) {
         refuse_tasks_missing(m, out);
         return;
     }
+    if (core_task_elsewhere(c->principal, msg, m, out))
+        return;
     memset(out, 0, sizeof *out);
     if (strcmp(m->method, "tasks/get") == 0)
         task_get(c->principal, m->id, m->params, core_session_idle_ms(), out);
@@ -264,7 +266,7 @@ static void receive_stateless(const struct core_caller *c, json_t *msg, const st
         return;
     }
     if (strncmp(m->method, "tasks/", 6) == 0 && protocol_stateless_method(m->method)) {
-        tasks_method(c, m, caps, out);
+        tasks_method(c, msg, m, caps, out);
         return;
     }
     if (!protocol_stateless_method(m->method)) {

@@ -333,6 +333,9 @@ struct stream *stream_find(const char *id)
             loaded->state = state_parse(row.state);
             loaded->persisted = 1;
             loaded->remote = 1;
+            /* Whose it is matters only while it is being written. */
+            if (loaded->state == STREAM_ACTIVE && row.owner)
+                loaded->owner = strdup(row.owner);
             loaded->ended_wall_ms = row.ended_ms;
             /* Only a stream still being written needs one shared copy. */
             if (loaded->state == STREAM_ACTIVE && sh->streams &&
@@ -344,6 +347,11 @@ struct stream *stream_find(const char *id)
     fresh_free(&f);
     pthread_mutex_unlock(&sh->mu);
     return loaded;
+}
+
+const char *stream_owner(const struct stream *s)
+{
+    return s->owner;
 }
 
 int stream_store_failed(struct stream *s)
@@ -412,7 +420,7 @@ static int refresh_locked(struct stream *s)
         return 0;
     struct store_stream row;
     struct fresh f = {.from = have};
-    int rc = store_stream_get(reg.store, s->id, &row, fresh_chunk, &f);
+    int rc = store_stream_get_from(reg.store, s->id, have, &row, fresh_chunk, &f);
     if (rc != 0) {
         fresh_free(&f);
         /* Gone from the store: its session was deleted elsewhere. */

@@ -76,6 +76,10 @@ int64_t stream_append(struct stream *s, const char *msg, size_t len, enum stream
  * `copied` messages are copied. */
 int64_t stream_append_relayed(struct stream *s, const char *msg, size_t len, const char *source_id,
                               int64_t copied);
+/* The run of the process that writes the stream, when it is another's
+ * (loaded from the store while active, or stream_create_owned); NULL when
+ * this process writes it or it has ended. Borrowed. */
+const char *stream_owner(const struct stream *s);
 /* 1 when a message of the stream could not be stored (the database was
  * unreachable): a stream that ends without its reply for that reason is
  * answered 503, not as a cancelled request. */

@@ -1496,6 +1496,7 @@ void store_stream_free(struct store_stream *s)
     free(s->kind);
     free(s->request_id);
     free(s->state);
+    free(s->owner);
     memset(s, 0, sizeof *s);
 }
 
@@ -1514,8 +1515,14 @@ static void row_chunk(struct rd *q, void *cb, void *arg)
 int store_stream_get(struct store *st, const char *id, struct store_stream *out,
                      store_chunk_cb chunk_cb, void *arg)
 {
+    return store_stream_get_from(st, id, 0, out, chunk_cb, arg);
+}
+
+int store_stream_get_from(struct store *st, const char *id, int64_t from_seq,
+                          struct store_stream *out, store_chunk_cb chunk_cb, void *arg)
+{
     memset(out, 0, sizeof *out);
-    struct db_param p[] = {P_TEXT(id)};
+    struct db_param p[] = {P_TEXT(id), P_INT(from_seq)};
     struct rd q;
     int rc = rd_begin(st, &q, R_STREAM_ROW, p, 1);
     if (rc != 0)
@@ -1531,9 +1538,10 @@ int store_stream_get(struct store *st, const char *id, struct store_stream *out,
     out->request_id = col_dup(&q, 3);
     out->state = col_dup(&q, 4);
     out->ended_ms = db_int(&q.r, 5);
+    out->owner = col_dup(&q, 6);
     rd_end(&q);
     struct chunk_each e = {chunk_cb, arg};
-    rc = read_each(st, R_STREAM_CHUNKS, p, 1, row_chunk, NULL, &e);
+    rc = read_each(st, R_STREAM_CHUNKS, p, 2, row_chunk, NULL, &e);
     if (rc != 0)
         store_stream_free(out);
     return rc;

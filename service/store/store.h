@@ -156,6 +156,7 @@ struct store_stream {
     char *request_id; /* may be NULL */
     char *state;
     int64_t ended_ms; /* 0 while active */
+    char *owner;      /* the run that writes it; may be NULL */
 };
 void store_stream_free(struct store_stream *s);
 
@@ -165,6 +166,10 @@ void store_stream_free(struct store_stream *s);
 typedef void (*store_chunk_cb)(void *arg, int64_t seq, const char *msg, size_t len, int is_end);
 int store_stream_get(struct store *st, const char *id, struct store_stream *out,
                      store_chunk_cb chunk_cb, void *arg);
+/* The same, with only the chunks from from_seq on (a reader that has the
+ * rest already). */
+int store_stream_get_from(struct store *st, const char *id, int64_t from_seq,
+                          struct store_stream *out, store_chunk_cb chunk_cb, void *arg);
 
 /* Calls cb for each request stream still 'active' (i.e. in flight when the
  * previous process died), with the next free seq. */

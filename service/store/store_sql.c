@@ -107,10 +107,10 @@ static const char *const sqlite_sql[SQL_COUNT] = {
     [R_SESSION_BYTES] = "SELECT COALESCE(SUM(" CHUNK_BYTES_SQLITE "), 0) FROM chunks c "
                         "JOIN streams s ON s.id = c.stream_id WHERE s.session_id = ?1",
     [R_SESSIONS_LIVE] = "SELECT last_active_ms FROM sessions WHERE deleted_ms IS NULL",
-    [R_STREAM_ROW] = "SELECT id, session_id, kind, request_id, state, COALESCE(ended_ms, 0) "
-                     "FROM streams WHERE id = ?1",
+    [R_STREAM_ROW] = "SELECT id, session_id, kind, request_id, state, COALESCE(ended_ms, 0), "
+                     "owner FROM streams WHERE id = ?1",
     [R_STREAM_CHUNKS] = "SELECT seq, message, is_end FROM chunks WHERE stream_id = ?1 "
-                        "ORDER BY seq",
+                        "AND seq >= ?2 ORDER BY seq",
     [R_UNFINISHED] = "SELECT s.id, s.session_id, s.request_id, " NEXT_SEQ " FROM streams s "
                      "WHERE s.kind = 'request' AND s.state = 'active'",
     [R_RELAYED] = "SELECT s.id, COALESCE(s.relayed, 0) FROM streams s "
