@@ -435,12 +435,20 @@ struct session *session_find(const char *id)
     if (strlen(id) != RANDID_LEN)
         return NULL;
     struct session *s = in_memory(id);
-    /* Another process may have ended it a moment ago (a DELETE there):
-     * its signal may not have arrived yet, the store knows. */
-    if (s && reg.shared && store_session_live(reg.store, id) == 0) {
+    /* Another process may have ended it a moment ago (a DELETE there), or
+     * changed its state (logging/setLevel there): its signal may not have
+     * arrived yet, the store knows. */
+    char level[16];
+    int initialized = 0, live = s && reg.shared
+                                    ? store_session_live(reg.store, id, level, sizeof level,
+                                                         &initialized)
+                                    : -1;
+    if (live == 0) {
         session_unref(s);
         return NULL;
     }
+    if (live == 1)
+        session_apply_stored(s, protocol_log_level(level), initialized, 0);
     if (s)
         return s;
     /* Only a session a previous process left (a dormant one) can be
@@ -519,6 +527,10 @@ void session_set_log_level(struct session *s, int level)
      * PostgreSQL delivers a NOTIFY at its commit. */
     store_signal(reg.store, STORE_SIGNAL_SESSION, s->id, NULL);
     store_session_set_state(reg.store, s->id, protocol_log_level_name(level), init);
+    /* Every process reads a session's state from the store at each request
+     * (session_find): it must be there before the answer is. */
+    if (reg.shared)
+        store_flush(reg.store);
 }
 
 int session_initialized(struct session *s)
@@ -539,6 +551,8 @@ void session_set_initialized(struct session *s)
     if (!was) {
         store_signal(reg.store, STORE_SIGNAL_SESSION, s->id, NULL);
         store_session_set_state(reg.store, s->id, protocol_log_level_name(level), 1);
+        if (reg.shared)
+            store_flush(reg.store);
     }
 }
 

@@ -1442,11 +1442,22 @@ static int64_t read_int(struct store *st, int k, const struct db_param *p, int n
     return v;
 }
 
-int store_session_live(struct store *st, const char *id)
+int store_session_live(struct store *st, const char *id, char *log_level, size_t cap,
+                       int *initialized)
 {
     struct db_param p[] = {P_TEXT(id)};
-    int64_t n = read_int(st, R_SESSION_LIVE, p, 1, 0);
-    return n < 0 ? (int)n : n > 0;
+    struct rd q;
+    int rc = rd_begin(st, &q, R_SESSION_LIVE, p, 1);
+    if (rc != 0)
+        return rc;
+    rc = rd_next(&q);
+    if (rc == 1) {
+        const char *level = db_text(&q.r, 0);
+        snprintf(log_level, cap, "%s", level ? level : "");
+        *initialized = (int)db_int(&q.r, 1);
+    }
+    rd_end(&q);
+    return rc;
 }
 
 int64_t store_session_calls_elsewhere(struct store *st, const char *id)

@@ -95,10 +95,13 @@ int store_session_delete(struct store *st, const char *id, int64_t now_ms);
 /* 0 found (fields filled, caller frees with store_session_free), 1 not
  * found, -1 error. */
 int store_session_get(struct store *st, const char *id, struct store_session *out);
-/* 1 when the session is stored and not deleted, 0 when not, or -1 /
- * STORE_UNAVAILABLE: one key lookup, for a process that must not serve a
- * session another process ended a moment ago. */
-int store_session_live(struct store *st, const char *id);
+/* 1 when the session is stored and not deleted (then its log level, cap
+ * bytes, and initialized are filled), 0 when not, or -1 /
+ * STORE_UNAVAILABLE: one key lookup, for a process that must neither serve
+ * a session another process ended a moment ago nor with a state another
+ * changed. */
+int store_session_live(struct store *st, const char *id, char *log_level, size_t cap,
+                       int *initialized);
 /* The session's request streams still active that other runs own (calls
  * running in other processes, once they wrote their first message), or
  * -1 / STORE_UNAVAILABLE. */

@@ -154,7 +154,8 @@ static const char *const sqlite_sql[SQL_COUNT] = {
                    "(s.owner IS NULL OR s.owner <> ?1) AND NOT EXISTS (SELECT 1 FROM nodes n "
                    "WHERE n.run = s.owner AND n.beat_ms >= ?2)",
     [R_SESSION_OWNER] = "SELECT owner FROM sessions WHERE id = ?1",
-    [R_SESSION_LIVE] = "SELECT COUNT(*) FROM sessions WHERE id = ?1 AND deleted_ms IS NULL",
+    [R_SESSION_LIVE] = "SELECT log_level, initialized FROM sessions WHERE id = ?1 AND "
+                       "deleted_ms IS NULL",
     [R_SESSION_CALLS_ELSEWHERE] = "SELECT COUNT(*) FROM streams WHERE session_id = ?1 AND "
                                   "kind = 'request' AND state = 'active' AND owner IS NOT ?2",
     /* One process: always the leader. */

@@ -176,6 +176,15 @@ static int resv_claim(const char *id, const char *principal)
     return rc;
 }
 
+/* 1 when a reservation of that id is held here, whoever's. */
+static int resv_held(const char *id)
+{
+    pthread_mutex_lock(&rsv.mu);
+    int held = rsv.table && table_get(rsv.table, id) != NULL;
+    pthread_mutex_unlock(&rsv.mu);
+    return held;
+}
+
 /* After the initialize: bound (the session exists, waiting connections
  * follow it), or open again for another try. */
 static void resv_settle(const char *id, int bound)
@@ -519,7 +528,7 @@ static int post_initialize(struct _u_response *resp, const char *sid, const char
         struct core_reply r;
         struct session *s = core_session_open(&k, &r);
         if (!s && !(claim == -1 && strlen(sid) == RANDID_LEN && core_replicated() &&
-                    r.reason == CORE_NOT_FOUND))
+                    r.reason == CORE_NOT_FOUND && !resv_held(sid)))
             return http_refused(resp, &r);
         if (s) {
             core_session_drop(s);
