@@ -138,7 +138,7 @@ static void replica_orphans(int64_t alive_since_ms)
 {
     struct unfinished *list = NULL;
     store_streams_orphaned(core.store, alive_since_ms, collect_unfinished, &list);
-    end_interrupted(list, "Request interrupted: the server process running it stopped; retry it",
+    end_interrupted(list, "Request interrupted by server restart: the process running it stopped; retry it",
                     "request_orphaned");
 }
 

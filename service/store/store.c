@@ -117,6 +117,7 @@ struct store {
     pthread_mutex_t lmu; /* guards the leader's connection */
     struct db *leader_db;
     int leader_held;
+    int run_locked; /* leader_db holds this run's lock (mcpd_run_alive) */
     int beaten; /* store_node_beat wrote this run's row once (guarded by smu) */
 };
 
@@ -1892,19 +1893,23 @@ int store_leader(struct store *st)
         return STORE_UNAVAILABLE;
     pthread_mutex_lock(&st->lmu);
     int rc = 0;
-    if (st->leader_db && st->leader_held) {
+    if (st->leader_db && (st->leader_held || st->run_locked)) {
         int64_t one = 0;
         if (db_exec(st->leader_db, R_PING, NULL, 0, NULL, &one) != 0 || one != 1) {
-            log_local(LOG_WARN, NULL, "store_leader_lost",
-                      "the leader's connection to PostgreSQL dropped: leadership lost");
+            if (st->leader_held)
+                log_local(LOG_WARN, NULL, "store_leader_lost",
+                          "the leader's connection to PostgreSQL dropped: leadership lost");
             db_close(st->leader_db);
             st->leader_db = NULL;
             st->leader_held = 0;
+            st->run_locked = 0;
         }
     }
     if (st->leader_db && db_broken(st->leader_db)) {
         db_close(st->leader_db);
         st->leader_db = NULL;
+        st->leader_held = 0;
+        st->run_locked = 0;
     }
     char *err = NULL;
     if (!st->leader_db && (db_open(DB_PG, st->target, &st->leader_db, &err) != 0 ||
@@ -1914,6 +1919,13 @@ int store_leader(struct store *st)
         rc = STORE_UNAVAILABLE;
     }
     free(err);
+    /* The same connection holds this process's run lock: others see it
+     * alive while it is (mcpd_run_alive), and dead the moment it dies. */
+    if (rc == 0 && !st->run_locked && st->run) {
+        struct db_param p[] = {P_TEXT(st->run)};
+        int64_t got = 0;
+        st->run_locked = db_exec(st->leader_db, R_RUN_LOCK, p, 1, NULL, &got) == 0 && got == 1;
+    }
     if (rc == 0 && !st->leader_held) {
         int64_t got = 0;
         int e = db_exec(st->leader_db, R_LEADER, NULL, 0, NULL, &got);

@@ -160,11 +160,21 @@ static const char *const sqlite_sql[SQL_COUNT] = {
                                   "kind = 'request' AND state = 'active' AND owner IS NOT ?2",
     /* One process: always the leader. */
     [R_LEADER] = "SELECT 1",
+    [R_RUN_LOCK] = "SELECT 1",
     [R_PING] = "SELECT 1",
 };
 
 /* Where PostgreSQL's dialect differs (the rest: sqlite_sql with $N). */
 static const char *const pg_only[SQL_COUNT] = {
+    /* A live owner: mcpd_run_alive (migrations/postgres/0009). */
+    [W_SESSION_CLAIM] = "UPDATE sessions SET owner = $2 WHERE id = $1 AND deleted_ms IS NULL AND "
+                        "(owner IS NULL OR owner = $2 OR NOT mcpd_run_alive(owner, $3))",
+    [R_ORPHANED] = "SELECT s.id, s.session_id, s.request_id, " NEXT_SEQ " FROM streams s "
+                   "WHERE s.kind = 'request' AND s.state = 'active' AND "
+                   "(s.owner IS NULL OR s.owner <> $1) AND "
+                   "(s.owner IS NULL OR NOT mcpd_run_alive(s.owner, $2))",
+    /* This process's run lock, held for its life (see mcpd_run_alive). */
+    [R_RUN_LOCK] = "SELECT pg_try_advisory_lock(1835233380, hashtext($1))::integer",
     [R_SESSION_CALLS_ELSEWHERE] = "SELECT COUNT(*) FROM streams WHERE session_id = $1 AND "
                                   "kind = 'request' AND state = 'active' AND "
                                   "owner IS DISTINCT FROM $2",

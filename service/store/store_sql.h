@@ -74,6 +74,7 @@ enum store_sql {
     R_SESSION_LIVE,
     R_SESSION_CALLS_ELSEWHERE,
     R_LEADER,
+    R_RUN_LOCK,
     R_PING,
     SQL_COUNT
 };
