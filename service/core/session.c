@@ -34,6 +34,7 @@ struct session {
     struct fcond cursor_cv;         /* the GET stream wrote more */
     _Atomic int64_t last_active_ms; /* touched on every request: no lock */
     _Atomic int64_t persisted_active_ms;
+    _Atomic int64_t checked_mono_ms; /* its stored state last read (shared store) */
     int64_t bytes;
     uint64_t next_out_id;
     struct table *tracked; /* in-flight requests */
@@ -45,6 +46,9 @@ struct session {
  * (every beat): a process that dies holding one blocks a new GET on another
  * process this long at most. */
 #define SESSION_GET_LEASE_MS 5000
+/* How often, at most, a request on a shared store reads its session's
+ * stored state (session_find). */
+#define SESSION_RECHECK_MS 200
 
 static struct {
     pthread_mutex_t mu;
@@ -439,10 +443,16 @@ struct session *session_find(const char *id)
      * changed its state (logging/setLevel there): its signal may not have
      * arrived yet, the store knows. */
     char level[16];
-    int initialized = 0, live = s && reg.shared
-                                    ? store_session_live(reg.store, id, level, sizeof level,
-                                                         &initialized)
-                                    : -1;
+    int64_t now = clock_mono_ms(), checked = s ? atomic_load(&s->checked_mono_ms) : 0;
+    /* At most once per SESSION_RECHECK_MS a session: a read on the
+     * caller's thread costs a round trip, and between reads the signals
+     * (replica.h) bring the same news within milliseconds. */
+    int initialized = 0,
+        live = s && reg.shared && now - checked >= SESSION_RECHECK_MS
+                   ? store_session_live(reg.store, id, level, sizeof level, &initialized)
+                   : -1;
+    if (live == 1)
+        atomic_store(&s->checked_mono_ms, now);
     if (live == 0) {
         session_unref(s);
         return NULL;
