@@ -778,7 +778,7 @@ static void on_response(struct session *s, json_t *msg, const struct jsonrpc_msg
     const char *tag = !c && replica_shared() && json_is_string(m->id)
                           ? session_request_id_tag(json_string_value(m->id))
                           : NULL;
-    if (tag && strcmp(tag, replica_tag()) != 0 &&
+    if (tag && strcmp(tag, replica_tag()) != 0 && replica_tag_alive(tag) &&
         route_elsewhere(s, msg, REPLICA_TO_PROCESS, tag) == 0) {
         out->kind = CORE_ACCEPTED;
         return;

@@ -38,7 +38,9 @@ static struct {
     int overflow; /* signals were dropped: resync */
     int stop;
     _Atomic int64_t inflight;
-} rep = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    pthread_mutex_t alive_mu;
+    char *alive; /* the tags of the live processes, "tag,tag,...," (each beat) */
+} rep = {.mu = PTHREAD_MUTEX_INITIALIZER, .alive_mu = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_once_t run_once = PTHREAD_ONCE_INIT;
 static char run[33], tag[13];
@@ -103,6 +105,52 @@ int replica_unhex(const char *hex, char *out, size_t cap)
 void replica_inflight_add(int delta)
 {
     atomic_fetch_add(&rep.inflight, delta);
+}
+
+struct alive_list {
+    char *v;
+    size_t n, cap;
+};
+
+static void add_alive(void *arg, const char *node, int64_t beat_ms, int64_t inflight)
+{
+    (void)beat_ms;
+    (void)inflight;
+    struct alive_list *l = arg;
+    if (l->n + 14 > l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        char *v = realloc(l->v, cap);
+        if (!v)
+            return;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->n += (size_t)snprintf(l->v + l->n, l->cap - l->n, "%.12s,", node);
+}
+
+/* Which processes live, by tag, as the store says at this beat. */
+static void read_alive(int64_t since_ms)
+{
+    struct alive_list l = {0};
+    if (store_nodes_alive(rep.store, since_ms, add_alive, &l) != 0) {
+        free(l.v);
+        return;
+    }
+    pthread_mutex_lock(&rep.alive_mu);
+    free(rep.alive);
+    rep.alive = l.v ? l.v : strdup("");
+    pthread_mutex_unlock(&rep.alive_mu);
+}
+
+int replica_tag_alive(const char *who)
+{
+    char needle[16];
+    snprintf(needle, sizeof needle, "%.12s,", who);
+    pthread_mutex_lock(&rep.alive_mu);
+    /* Not read yet: assume alive (the inbox's message then waits unread). */
+    int alive = !rep.alive || strstr(rep.alive, needle) != NULL;
+    pthread_mutex_unlock(&rep.alive_mu);
+    return alive;
 }
 
 /* On the store's listener thread: queue and wake, nothing more. */
@@ -214,6 +262,7 @@ static void *replica_main(void *arg)
                 log_event(LOG_WARN, NULL, "replica_beat_failed", "store unavailable");
             if (rep.hooks.beat)
                 rep.hooks.beat();
+            read_alive(wall - rep.lease_ms);
             if (store_leader(rep.store) == 1 && rep.hooks.orphans)
                 rep.hooks.orphans(wall - rep.lease_ms);
             next_beat = now + REPLICA_BEAT_MS;
@@ -267,4 +316,8 @@ void replica_stop(void)
     }
     rep.head = rep.tail = NULL;
     rep.queued = 0;
+    pthread_mutex_lock(&rep.alive_mu);
+    free(rep.alive);
+    rep.alive = NULL;
+    pthread_mutex_unlock(&rep.alive_mu);
 }

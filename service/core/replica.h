@@ -67,6 +67,9 @@ int replica_shared(void);
  * out (cap bytes) cannot hold it. replica_unhex undoes it. */
 int replica_hex(const char *text, char *out, size_t cap);
 int replica_unhex(const char *hex, char *out, size_t cap);
+/* 0 when the process of that id tag is known dead (gone from the store's
+ * live processes at the last beat), else 1. */
+int replica_tag_alive(const char *tag);
 /* Calls running here, reported with the beat. */
 void replica_inflight_add(int delta);
 

@@ -118,7 +118,7 @@ struct store {
     struct db *leader_db;
     int leader_held;
     int run_locked; /* leader_db holds this run's lock (mcpd_run_alive) */
-    int beaten; /* store_node_beat wrote this run's row once (guarded by smu) */
+    int beaten;     /* store_node_beat wrote this run's row once (guarded by smu) */
 };
 
 static void sleep_ms(int64_t ms)

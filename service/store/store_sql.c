@@ -173,6 +173,15 @@ static const char *const pg_only[SQL_COUNT] = {
                    "WHERE s.kind = 'request' AND s.state = 'active' AND "
                    "(s.owner IS NULL OR s.owner <> $1) AND "
                    "(s.owner IS NULL OR NOT mcpd_run_alive(s.owner, $2))",
+    [R_NODES_ALIVE] = "SELECT run, beat_ms, inflight FROM nodes WHERE mcpd_run_alive(run, $1) "
+                      "ORDER BY run",
+    /* A dead holder's claim (its process gone) yields at once. */
+    [W_STANDALONE_CLAIM] = "INSERT INTO standalone_claims(session_id, run, until_ms) "
+                           "VALUES($1, $2, $4) ON CONFLICT(session_id) DO UPDATE SET "
+                           "run = excluded.run, until_ms = excluded.until_ms "
+                           "WHERE standalone_claims.run = excluded.run OR "
+                           "standalone_claims.until_ms < $3 OR "
+                           "NOT mcpd_run_alive(standalone_claims.run, 2 * $3::bigint - $4)",
     /* This process's run lock, held for its life (see mcpd_run_alive). */
     [R_RUN_LOCK] = "SELECT pg_try_advisory_lock(1835233380, hashtext($1))::integer",
     [R_SESSION_CALLS_ELSEWHERE] = "SELECT COUNT(*) FROM streams WHERE session_id = $1 AND "
