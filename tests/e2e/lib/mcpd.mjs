@@ -11,6 +11,17 @@
 // The mcpd binary comes from $MCPD_BIN, else <repo>/build/bin/mcpd where
 // <repo> is two folders above tests/e2e.
 //
+// Backends: with MCPD_TEST_DB=postgres, every mcpd started here (and every
+// mcpAdmin call) runs on PostgreSQL instead of its SQLite file: each db path
+// a test names maps to a fresh database on the test process's PostgreSQL
+// server (lib/pg.mjs), the same database for the same path, so a restart on
+// "the same db" finds its data. Tests keep naming paths; `m.db` stays the
+// path and `m.dbUrl` is what mcpd was given. A test that needs the SQLite
+// file itself says so: `{ skip: sqliteOnly('why') }` skips it on
+// PostgreSQL, and `sqlite: true` (startMcpd, withMcpd, new Mcpd) keeps one
+// mcpd on SQLite whatever the run. MCPD_TEST_CLUSTER=N makes startMcpd start
+// N replicas behind a round-robin balancer instead (see CLUSTER_N).
+//
 // Every wait here has a timeout: a test never hangs on a server that does
 // not answer.
 
@@ -21,6 +32,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freshDatabase } from './pg.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const REPO_ROOT = path.resolve(here, '..', '..', '..');
@@ -40,15 +52,56 @@ export function builtWithTsan() {
   }
 }
 
+/** The backend of this run: 'sqlite' (default) or 'postgres' (MCPD_TEST_DB=postgres). */
+export const TEST_DB = process.env.MCPD_TEST_DB === 'postgres' ? 'postgres' : 'sqlite';
+export const ON_POSTGRES = TEST_DB === 'postgres';
+
+/**
+ * For a test's `skip` option: false on SQLite runs, else the reason
+ * ("SQLite only: why"). For tests that read or damage the SQLite file
+ * itself (sqlite3 CLI, PRAGMA integrity_check, file modes, WAL).
+ */
+export function sqliteOnly(why) {
+  return ON_POSTGRES ? `SQLite only: ${why}` : false;
+}
+
+/**
+ * MCPD_TEST_CLUSTER=N: startMcpd starts N replicas on one database behind
+ * the round-robin balancer (lib/cluster.mjs) instead of one mcpd, and the
+ * test talks to the balancer. For running single-server suites (transcripts,
+ * SDK client) across replicas; with MCPD_TEST_DB=postgres.
+ */
+export const CLUSTER_N = Number(process.env.MCPD_TEST_CLUSTER || 0);
+
+const pgFor = new Map(); // db path -> PostgreSQL URL, for MCPD_TEST_DB=postgres
+
+/**
+ * What to pass as --db for the db `db` a test names: `db` itself on SQLite
+ * runs (or with sqlite=true, or when it is already a postgres URL); on
+ * PostgreSQL runs, the database that stands for that path (created on first
+ * use; ':memory:' gets a new one every time, as it is empty at every start).
+ */
+export function dbArg(db, { sqlite = false } = {}) {
+  if (!ON_POSTGRES || sqlite || /^postgres(ql)?:\/\//.test(db)) return db;
+  if (db === ':memory:') return freshDatabase();
+  let url = pgFor.get(db);
+  if (!url) {
+    url = freshDatabase();
+    pgFor.set(db, url);
+  }
+  return url;
+}
+
 /** mcp-admin beside MCPD_BIN, unless $MCP_ADMIN_BIN names another. */
 export const ADMIN_BIN = process.env.MCP_ADMIN_BIN || path.join(path.dirname(MCPD_BIN), 'mcp-admin');
 
 /**
  * Runs `mcp-admin --db DB ARGS…` to the end (30 s at most): {status, out
  * (stdout's bytes), stdout, stderr, json (stdout parsed, when it is JSON)}.
+ * DB is a path (mapped by dbArg on PostgreSQL runs) or a postgres:// URL.
  */
 export function mcpAdmin(db, ...args) {
-  const r = spawnSync(ADMIN_BIN, ['--db', db, ...args], { timeout: 30000 });
+  const r = spawnSync(ADMIN_BIN, ['--db', dbArg(db), ...args], { timeout: 30000 });
   const stdout = r.stdout ? r.stdout.toString('utf8') : '';
   let json;
   try {
@@ -100,8 +153,10 @@ export function tempDb(prefix = 'mcpd-e2e-') {
  * again on the same db with restart().
  */
 export class Mcpd {
-  constructor({ db, dir, port, args = [], bin = MCPD_BIN }) {
+  constructor({ db, dir, port, args = [], bin = MCPD_BIN, sqlite = false }) {
     this.db = db;
+    this.sqlite = sqlite;
+    this.dbUrl = undefined; // what --db was given at the last start
     this.dir = dir;
     this.port = port;
     this.args = args;
@@ -127,7 +182,8 @@ export class Mcpd {
     if (!fs.existsSync(this.bin)) {
       throw new Error(`mcpd binary not found at ${this.bin} (set MCPD_BIN)`);
     }
-    const argv = ['--listen', `127.0.0.1:${this.port}`, '--db', this.db, ...this.args];
+    this.dbUrl = dbArg(this.db, { sqlite: this.sqlite });
+    const argv = ['--listen', `127.0.0.1:${this.port}`, '--db', this.dbUrl, ...this.args];
     this.exit = null;
     this.stderr = '';
     const proc = spawn(this.bin, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -204,11 +260,19 @@ export class Mcpd {
   }
 }
 
-/** Start mcpd on a free loopback port with a temp db (or the given one). */
-export async function startMcpd({ args = [], db, dir, port } = {}) {
+/**
+ * Start mcpd on a free loopback port with a temp db (or the given one).
+ * sqlite=true keeps it on SQLite on a PostgreSQL run.
+ */
+export async function startMcpd({ args = [], db, dir, port, sqlite = false } = {}) {
   if (!db) ({ dir, db } = tempDb());
+  if (CLUSTER_N && !sqlite && !port) {
+    const { Cluster, ClusterAsMcpd } = await import('./cluster.mjs');
+    const c = await new Cluster({ n: CLUSTER_N, args, db: dbArg(db) }).start();
+    return new ClusterAsMcpd(c, dir);
+  }
   port = port || (await freePort());
-  const m = new Mcpd({ db, dir, port, args });
+  const m = new Mcpd({ db, dir, port, args, sqlite });
   await m.start();
   return m;
 }
@@ -771,8 +835,8 @@ export async function waitFor(fn, ms = 5000, what = 'condition', every = 25) {
  * none of its children left alive. A failure carries the tail of mcpd's
  * stderr. The temp dir is removed either way.
  */
-export async function withMcpd(args, { db, dir, stopMs = 8000 } = {}, fn) {
-  const m = await startMcpd({ args, db, dir });
+export async function withMcpd(args, { db, dir, stopMs = 8000, sqlite = false } = {}, fn) {
+  const m = await startMcpd({ args, db, dir, sqlite });
   try {
     await fn(m);
     const kids = procChildren(m.pid);

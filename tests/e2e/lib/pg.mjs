@@ -1,0 +1,157 @@
+// A throwaway PostgreSQL server for the end-to-end tests (node:test).
+//
+// What it is for: the tests that run mcpd on PostgreSQL (MCPD_TEST_DB=postgres,
+// the replica tests) need a real server. This module starts one per test
+// process, lazily, the first time a database is asked for: tests/pg/pg-server.sh
+// (Debian's postgresql-15, initdb in a temporary folder, loopback only) on a
+// free loopback port. freshDatabase() then creates a new empty database on it
+// (CREATE DATABASE through psql) and returns its URL; every test gets its own,
+// so nothing leaks between tests and mcpd applies its migrations on an empty
+// database as it would in production.
+//
+// How it works: everything is synchronous (spawnSync), so that a test helper
+// that is not async (mcpAdmin, a token seeded before mcpd starts) can ask for
+// a database too. The server is stopped and its folder removed when the
+// process exits, also after an uncaught failure, and on SIGINT/SIGTERM/SIGHUP
+// (then the process exits with 128+signal, unless the program handles that
+// signal itself). stopServer(), startServer() and
+// killServer() are for fault tests: the same data folder and the same port,
+// so the URLs handed out stay valid across a restart.
+//
+// MCPD_TEST_PG_URL=postgres://… uses a server that is already running
+// instead (its user must be allowed to CREATE DATABASE); the fault helpers
+// refuse then, since the server is not ours to stop.
+
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const PG_SERVER = path.resolve(here, '..', '..', 'pg', 'pg-server.sh');
+
+const external = process.env.MCPD_TEST_PG_URL || '';
+
+let server = null; // {dir, port, url} once started by us
+let running = false;
+let seq = 0;
+let hooked = false;
+
+/** A TCP port free on 127.0.0.1 right now (asked of a short child, to stay synchronous). */
+function freePortSync() {
+  const r = spawnSync(
+    process.execPath,
+    ['-e', "const s=require('net').createServer();s.listen(0,'127.0.0.1',()=>{process.stdout.write(String(s.address().port));s.close()})"],
+    { encoding: 'utf8', timeout: 10000 },
+  );
+  const port = Number(r.stdout);
+  if (!port) throw new Error(`pg: no free port: ${r.stderr}`);
+  return port;
+}
+
+function script(...args) {
+  const r = spawnSync('bash', [PG_SERVER, ...args], { encoding: 'utf8', timeout: 60000 });
+  return { status: r.status, stdout: (r.stdout || '').trim(), stderr: r.stderr || String(r.error || '') };
+}
+
+function cleanupAtExit() {
+  if (!server) return;
+  if (running) script('stop', server.dir);
+  running = false;
+  fs.rmSync(server.dir, { recursive: true, force: true });
+  server = null;
+}
+
+function hookExit() {
+  if (hooked) return;
+  hooked = true;
+  process.on('exit', cleanupAtExit);
+  for (const [sig, n] of [['SIGINT', 2], ['SIGTERM', 15], ['SIGHUP', 1]]) {
+    // A program that handles the signal itself (cluster-serve.mjs stops
+    // its replicas first) exits in its own time; the exit hook then stops
+    // the server. Otherwise the signal ends the process here.
+    process.on(sig, () => {
+      if (process.listenerCount(sig) > 1) return;
+      cleanupAtExit();
+      process.exit(128 + n);
+    });
+  }
+}
+
+/** Start (first call: initdb) the server; no-op if it is running. Returns its admin URL. */
+export function startServer() {
+  if (external) return external;
+  if (!server) {
+    hookExit();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mcpd-pg-'));
+    server = { dir, port: freePortSync(), url: null };
+  }
+  if (running) return server.url;
+  // After a SIGKILL the old backends may hold the shared memory for a
+  // moment: pg_ctl start then fails; try again for up to 10 s.
+  const deadline = Date.now() + 10000;
+  for (;;) {
+    const r = script('start', server.dir, String(server.port));
+    if (r.status === 0) {
+      server.url = r.stdout.split('\n').pop();
+      running = true;
+      return server.url;
+    }
+    if (Date.now() > deadline) throw new Error(`pg: server did not start:\n${r.stderr}`);
+    spawnSync('sleep', ['0.2']);
+  }
+}
+
+/** Fast shutdown (pg_ctl stop -m fast): clients are disconnected, nothing committed is lost. */
+export function stopServer() {
+  if (external) throw new Error('pg: MCPD_TEST_PG_URL names a server that is not ours to stop');
+  if (!server || !running) return;
+  const r = script('stop', server.dir);
+  if (r.status !== 0) throw new Error(`pg: stop failed:\n${r.stderr}`);
+  running = false;
+}
+
+/** SIGKILL the postmaster (a crash); startServer() brings it back with crash recovery. */
+export function killServer() {
+  if (external) throw new Error('pg: MCPD_TEST_PG_URL names a server that is not ours to kill');
+  if (!server || !running) return;
+  const r = script('kill', server.dir);
+  if (r.status !== 0) throw new Error(`pg: kill failed:\n${r.stderr}`);
+  running = false;
+}
+
+/** The server's admin URL (postgres://mcpd@127.0.0.1:PORT/postgres), starting it if needed. */
+export function serverUrl() {
+  return startServer();
+}
+
+/** {dir, port} of our server (undefined with MCPD_TEST_PG_URL). */
+export function serverInfo() {
+  return server ? { dir: server.dir, port: server.port, running } : undefined;
+}
+
+/** The URL `base` with its database name replaced by `name`. */
+function withDatabase(base, name) {
+  const u = new URL(base);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+/** psql on `url` running `sql`; throws with psql's stderr on failure. Returns stdout (unaligned, tuples only). */
+export function psql(url, sql) {
+  const r = spawnSync('psql', [url, '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-c', sql], {
+    encoding: 'utf8',
+    timeout: 30000,
+  });
+  if (r.status !== 0) throw new Error(`psql ${sql}: ${r.stderr || r.error}`);
+  return r.stdout.trim();
+}
+
+/** A new empty database on the server (started if needed): its connection URL. */
+export function freshDatabase(prefix = 't') {
+  const admin = startServer();
+  const name = `${prefix}_${process.pid}_${Date.now().toString(36)}_${++seq}`;
+  psql(admin, `CREATE DATABASE "${name}"`);
+  return withDatabase(admin, name);
+}
