@@ -25,6 +25,11 @@
 #   CONFORMANCE_PKG   the suite's package under node_modules (default: the pinned
 #                     @modelcontextprotocol/conformance 0.1.16; "conformance-next" is
 #                     the pinned 0.2.0-alpha.12, which knows 2026-07-28)
+#   CLUSTER           if set to N, each run gets N mcpd replicas on one fresh
+#                     PostgreSQL database behind a round-robin balancer with no
+#                     stickiness (tests/e2e/lib/cluster-serve.mjs) instead of one
+#                     mcpd; MCPD_TEST_PG_URL names a running server to use (else a
+#                     throwaway one per run). See tests/replicas.sh.
 #
 # Needs `npm ci` in tests/ first (it provides Node 22 and the suite).
 set -u -o pipefail
@@ -90,10 +95,18 @@ start_mcpd() {
   port="$(free_port)"
   local upstream=()
   [ -n "${GATEWAY_UPSTREAM:-}" ] && upstream=(--upstream "$GATEWAY_UPSTREAM")
-  # shellcheck disable=SC2086
-  "$mcpd_bin" --listen "127.0.0.1:$port" --db "$db" "${upstream[@]}" ${MCPD_ARGS:-} 2>"$log" &
+  local tries=100
+  if [ -n "${CLUSTER:-}" ]; then
+    tries=300 # a database and N replicas to start
+    # shellcheck disable=SC2086
+    MCPD_BIN="$mcpd_bin" "$node22" "$here/e2e/lib/cluster-serve.mjs" --replicas "$CLUSTER" --port "$port" -- \
+      "${upstream[@]}" ${MCPD_ARGS:-} 2>"$log" &
+  else
+    # shellcheck disable=SC2086
+    "$mcpd_bin" --listen "127.0.0.1:$port" --db "$db" "${upstream[@]}" ${MCPD_ARGS:-} 2>"$log" &
+  fi
   mcpd_pid=$!
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 "$tries"); do
     if ! kill -0 "$mcpd_pid" 2>/dev/null; then
       echo "mcpd exited during start-up; log:" >&2
       tail -n 30 "$log" >&2
@@ -106,7 +119,7 @@ start_mcpd() {
     fi
     sleep 0.1
   done
-  echo "mcpd did not answer /healthz within 10 s; log:" >&2
+  echo "mcpd did not answer /healthz within $((tries / 10)) s; log:" >&2
   tail -n 30 "$log" >&2
   return 1
 }

@@ -21,8 +21,9 @@ import { Mcpd, freePort } from './mcpd.mjs';
 import { freshDatabase } from './pg.mjs';
 
 export class Cluster {
-  constructor({ n = 3, args = [], db, perReplicaArgs } = {}) {
+  constructor({ n = 3, args = [], db, perReplicaArgs, port = 0 } = {}) {
     this.n = n;
+    this.balancerPort = port; // 0: a free one
     this.args = args;
     this.db = db;
     this.perReplicaArgs = perReplicaArgs; // (i) => extra args for replica i
@@ -58,7 +59,7 @@ export class Cluster {
     );
     try {
       await Promise.all(this.replicas.map((r) => r.start()));
-      this.balancer = await new Balancer(ports.map((port) => ({ port }))).start();
+      this.balancer = await new Balancer(ports.map((port) => ({ port }))).start(this.balancerPort);
     } catch (e) {
       await this.stop();
       throw e;
