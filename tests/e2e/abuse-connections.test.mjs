@@ -20,6 +20,7 @@ import {
   ACCEPT_BOTH,
   Mcpd,
   MCPD_BIN,
+  ON_POSTGRES,
   freePort,
   tempDb,
   echo,
@@ -122,7 +123,7 @@ test('slowloris: half-sent requests are closed after --request-timeout-ms; other
     // may be refused with 503 for that moment, so it is asked until served.
     await waitFor(async () => (await refusals(m.port, 'request_timeout')) >= 40, 10000, 'all 40 cuts in /metrics');
     await anotherClientServed(m.port);
-    assert.equal(integrityCheck(m.db), 'ok');
+    if (!ON_POSTGRES) assert.equal(integrityCheck(m.db), 'ok'); // SQLite's own check
   });
 });
 

@@ -41,7 +41,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 
-import { initSession, mcpHeaders, request, startMcpd, waitFor, ADMIN_BIN } from './lib/mcpd.mjs';
+import { dbArg, initSession, mcpHeaders, request, startMcpd, waitFor, ADMIN_BIN } from './lib/mcpd.mjs';
 import { WsClient } from './lib/push-clients.mjs';
 import { BridgeProc, toolCall } from './fixtures/bridge-proc.mjs';
 
@@ -207,7 +207,7 @@ test("an upstream's stderr that is not UTF-8 reaches the logs table as text mcp-
     let rows = [];
     await waitFor(
       () => {
-        const a = spawnSync(ADMIN_BIN, ['--db', m.db, '--json', 'logs'], { encoding: 'utf8', timeout: 30000 });
+        const a = spawnSync(ADMIN_BIN, ['--db', dbArg(m.db), '--json', 'logs'], { encoding: 'utf8', timeout: 30000 });
         assert.equal(a.status, 0, a.stderr);
         rows = JSON.parse(a.stdout);
         return rows.some((r) => r.session_id && r.event?.startsWith('session_created'));

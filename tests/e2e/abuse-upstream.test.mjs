@@ -28,6 +28,7 @@ import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import { integrityCheck, queryDb } from './lib/integrity.mjs';
 import {
+  ON_POSTGRES,
   callTool,
   echo,
   initSession,
@@ -173,7 +174,7 @@ test('a child flooding stderr and stdout with garbage: logging is rate-limited a
     const logged = (by.upstream_stderr || 0) + (by.upstream_bad_message || 0);
     assert.ok(logged >= 20, `some lines are still logged: ${JSON.stringify(by)}`);
     assert.ok(logged < 2000, `70,000 lines made ${logged} log rows: ${JSON.stringify(by)}`);
-    assert.equal(integrityCheck(m.db), 'ok');
+    if (!ON_POSTGRES) assert.equal(integrityCheck(m.db), 'ok'); // SQLite's own check
   });
 });
 

@@ -35,6 +35,7 @@ import {
   waitFor,
   withMcpd,
   mcpAdmin,
+  sqliteOnly,
 } from './lib/mcpd.mjs';
 
 const admin = mcpAdmin;
@@ -110,7 +111,7 @@ function rawPost(port, sid, body) {
   });
 }
 
-test('mcp-admin: client-supplied text reaches the terminal escaped in every command; --json gives it back exactly', async () => {
+test('mcp-admin: client-supplied text reaches the terminal escaped in every command; --json gives it back exactly', { skip: sqliteOnly('it writes hostile rows into the SQLite file with node:sqlite') }, async () => {
   await withMcpd([], {}, async (m) => {
     const init = await rpc(
       m.port,
@@ -266,7 +267,7 @@ test('--bootstrap-token-file: a revoked bootstrap token stays revoked across res
   }
 });
 
-test('file modes: under umask 022 the database, its -wal and -shm, a new data folder and a backup are owner-only', async () => {
+test('file modes: under umask 022 the database, its -wal and -shm, a new data folder and a backup are owner-only', { skip: sqliteOnly('the modes of the SQLite file, its -wal and -shm') }, async () => {
   const before = process.umask(0o022);
   const { dir } = tempDb();
   const data = path.join(dir, 'data');

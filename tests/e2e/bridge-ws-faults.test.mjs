@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 
-import { startMcpd, ADMIN_BIN } from './lib/mcpd.mjs';
+import { dbArg, startMcpd, ADMIN_BIN } from './lib/mcpd.mjs';
 import { BridgeProc, toolCall } from './fixtures/bridge-proc.mjs';
 
 
@@ -33,13 +33,13 @@ test('--transport ws: a session killed with mcp-admin is rebuilt; a call in flig
   try {
     await b.init();
     await echoOk(b, 2);
-    const list = spawnSync(ADMIN_BIN, ['--db', m.db, '--json', 'sessions', '--active'], { encoding: 'utf8', timeout: 30000 });
+    const list = spawnSync(ADMIN_BIN, ['--db', dbArg(m.db), '--json', 'sessions', '--active'], { encoding: 'utf8', timeout: 30000 });
     assert.equal(list.status, 0, list.stderr);
     const ids = JSON.parse(list.stdout).map((s) => s.id);
     assert.equal(ids.length, 1, list.stdout);
     // a call runs while the session is killed: it is lost with the session
     b.send(toolCall(3, 'countdown', { n: 5, interval_ms: 300 }));
-    const kill = spawnSync(ADMIN_BIN, ['--db', m.db, 'session', 'kill', ids[0]], { encoding: 'utf8', timeout: 30000 });
+    const kill = spawnSync(ADMIN_BIN, ['--db', dbArg(m.db), 'session', 'kill', ids[0]], { encoding: 'utf8', timeout: 30000 });
     assert.equal(kill.status, 0, kill.stderr);
     // sent again on the new session (or finished before the kill took)
     const r3 = await b.response(3, 20000);

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-import { ACCEPT_BOTH, MCPD_BIN, NODE22, initSession, procChildren, request, tempDb, waitFor, withMcpd } from './lib/mcpd.mjs';
+import { ACCEPT_BOTH, MCPD_BIN, NODE22, dbArg, initSession, procChildren, request, tempDb, waitFor, withMcpd } from './lib/mcpd.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const CHILD = `${NODE22} ${path.join(here, 'fixtures', 'asking-server.mjs')}`;
@@ -53,7 +53,7 @@ function message(r) {
 }
 
 function addToken(db, name) {
-  const r = spawnSync(ADMIN_BIN, ['--db', db, 'tokens', 'add', name], { encoding: 'utf8', timeout: 30000 });
+  const r = spawnSync(ADMIN_BIN, ['--db', dbArg(db), 'tokens', 'add', name], { encoding: 'utf8', timeout: 30000 });
   assert.equal(r.status, 0, r.stderr);
   return r.stdout.trim();
 }

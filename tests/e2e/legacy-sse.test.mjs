@@ -21,6 +21,7 @@ import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import {
   LATEST,
   MCPD_BIN,
+  dbArg,
   chunkedResponse,
   newId,
   openStream,
@@ -391,7 +392,7 @@ test('(f) --auth token: 401 without a token, the SDK with one, 404 across princi
   const { db, dir } = tempDb();
   const admin = process.env.MCP_ADMIN_BIN || path.join(path.dirname(MCPD_BIN), 'mcp-admin');
   const addToken = (name) => {
-    const r = spawnSync(admin, ['--db', db, 'tokens', 'add', name], { encoding: 'utf8', timeout: 30000 });
+    const r = spawnSync(admin, ['--db', dbArg(db), 'tokens', 'add', name], { encoding: 'utf8', timeout: 30000 });
     assert.equal(r.status, 0, r.stderr);
     return r.stdout.trim();
   };

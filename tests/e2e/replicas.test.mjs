@@ -711,3 +711,44 @@ test('a gateway session keeps working after the replica that owns its upstream c
     for (let i = 0; i < 3; i++) assert.equal(await echo(c.port, session, `after-${i}`), `after-${i}`);
   });
 });
+
+test('the SDK client through the balancer: its replica is SIGKILLed mid-countdown; the SDK resumes, each progress once, and the call ends', { skip: SKIP }, async (t) => {
+  await withCluster([], async (c) => {
+    const transport = new StreamableHTTPClientTransport(new URL(c.url), {
+      reconnectionOptions: { initialReconnectionDelay: 100, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1.5, maxRetries: 20 },
+    });
+    const client = new Client({ name: 'mcpd-replicas-sdk-kill', version: '0.0.0' });
+    await client.connect(transport);
+    try {
+      const progress = [];
+      let killed;
+      const call = client
+        .callTool({ name: 'countdown', arguments: { n: 30, interval_ms: 100 } }, undefined, {
+          timeout: 60000,
+          onprogress: (p) => {
+            progress.push(p.progress);
+            if (p.progress === 3 && killed === undefined) {
+              killed = served(c, (e) => e.rpc === 'tools/call' && e.session === transport.sessionId).replica;
+              c.kill(killed);
+            }
+          },
+        })
+        .then(
+          (r) => ({ r }),
+          (e) => ({ e }),
+        );
+      const out = await withTimeout(call, 60000, 'the call to end after its replica died');
+      t.diagnostic(`replica ${killed} killed after progress 3; the SDK saw ${progress.length} progress events; ${out.e ? `error: ${out.e.message}` : 'result'}`);
+      progress.forEach((p, i) => assert.equal(p, i + 1, `each progress once, in order: ${progress}`));
+      if (out.e) assert.match(out.e.message, /replica|restart|interrupted|lost/i);
+      else {
+        assert.equal(out.r.content?.[0]?.text, 'countdown finished');
+        assert.equal(progress.length, 30);
+      }
+      const r = await client.callTool({ name: 'echo', arguments: { message: 'after' } });
+      assert.deepEqual(r.content, [{ type: 'text', text: 'after' }]);
+    } finally {
+      await client.close().catch(() => {});
+    }
+  });
+});

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 
-import { ACCEPT_BOTH, MCPD_BIN, openStream, request, tempDb, waitFor, withMcpd, ADMIN_BIN } from './lib/mcpd.mjs';
+import { ACCEPT_BOTH, MCPD_BIN, dbArg, openStream, request, tempDb, waitFor, withMcpd, ADMIN_BIN } from './lib/mcpd.mjs';
 
 const V = '2026-07-28';
 let nextId = 1;
@@ -40,7 +40,7 @@ async function call(port, method, params = {}, { token, headers } = {}) {
 }
 
 function addToken(db, name) {
-  const r = spawnSync(ADMIN_BIN, ['--db', db, 'tokens', 'add', name], { encoding: 'utf8', timeout: 30000 });
+  const r = spawnSync(ADMIN_BIN, ['--db', dbArg(db), 'tokens', 'add', name], { encoding: 'utf8', timeout: 30000 });
   assert.equal(r.status, 0, r.stderr);
   return r.stdout.trim();
 }
