@@ -131,7 +131,24 @@ function assertIncreasing(events, from) {
 
 // ---------------------------------------------------------------- the basic path
 
-test('initialize on A, tools/call on B, GET with Last-Event-ID on C: the rest of the stream once, in order', { skip: SKIP }, async () => {
+test('the harness: three replicas start at once on one fresh database; the balancer takes turns and skips a dead replica', { skip: SKIP }, async () => {
+  await withCluster([], async (c) => {
+    const health = async () => (await request(c.port, { method: 'GET', path: '/healthz' })).status;
+    for (let i = 0; i < 6; i++) assert.equal(await health(), 200);
+    assert.deepEqual(c.balancer.counts, [2, 2, 2], 'round robin, no stickiness');
+    assert.deepEqual(c.log.slice(-6).map((e) => e.replica), [0, 1, 2, 0, 1, 2]);
+    await c.kill(1);
+    for (let i = 0; i < 6; i++) assert.equal(await health(), 200, 'served while replica 1 is dead');
+    assert.ok(c.log.slice(-6).every((e) => e.replica !== 1));
+    assert.ok(c.log.slice(-6).some((e) => e.refused.includes(1)), 'replica 1 refused and the next one served');
+    await c.restart(1);
+    for (let i = 0; i < 3; i++) assert.equal(await health(), 200);
+    assert.deepEqual(new Set(c.log.slice(-3).map((e) => e.replica)), new Set([0, 1, 2]), 'replica 1 is back in turn');
+  });
+});
+
+
+test('initialize on A, tools/call on B, GET with Last-Event-ID on C: the rest of the stream once, in order', { skip: SKIP, todo: TODO }, async () => {
   await withCluster([], async (c) => {
     c.balancer.setNext(0);
     const { session } = await initSession(c.port); // initialize → 0, notifications/initialized → 1
@@ -165,7 +182,7 @@ test('initialize on A, tools/call on B, GET with Last-Event-ID on C: the rest of
   });
 });
 
-test('the official SDK client through the balancer: tools, echo, countdown with progress, DELETE', { skip: SKIP }, async () => {
+test('the official SDK client through the balancer: tools, echo, countdown with progress, DELETE', { skip: SKIP, todo: TODO }, async () => {
   await withCluster([], async (c) => {
     const transport = new StreamableHTTPClientTransport(new URL(c.url));
     const client = new Client({ name: 'mcpd-replicas-sdk', version: '0.0.0' });
@@ -193,7 +210,7 @@ test('the official SDK client through the balancer: tools, echo, countdown with 
   });
 });
 
-test('DELETE on one replica ends the session on every replica', { skip: SKIP }, async () => {
+test('DELETE on one replica ends the session on every replica', { skip: SKIP, todo: TODO }, async () => {
   await withCluster([], async (c) => {
     c.balancer.setNext(0);
     const { session } = await initSession(c.port);
@@ -208,7 +225,7 @@ test('DELETE on one replica ends the session on every replica', { skip: SKIP }, 
   });
 });
 
-test('long-polls: stream:true on A, mcpd/poll on every replica in turn: every chunk once, in order', { skip: SKIP }, async () => {
+test('long-polls: stream:true on A, mcpd/poll on every replica in turn: every chunk once, in order', { skip: SKIP, todo: TODO }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     const id = newId();
@@ -308,7 +325,7 @@ function wsOpen(port, query = '') {
 
 const wsEventId = (m) => (m.params ?? m.result)?._meta?.['mcpd/event-id'];
 
-test('WebSocket: a countdown on one replica, reconnect through the balancer with last_event_id: the rest once', { skip: SKIP }, async () => {
+test('WebSocket: a countdown on one replica, reconnect through the balancer with last_event_id: the rest once', { skip: SKIP, todo: TODO }, async () => {
   await withCluster([], async (c) => {
     const a = await wsOpen(c.port);
     const init = await (async () => {
@@ -350,7 +367,7 @@ test('WebSocket: a countdown on one replica, reconnect through the balancer with
   });
 });
 
-test('legacy /sse on A, POST /messages on B and C: the replies arrive on the /sse stream', { skip: SKIP }, async () => {
+test('legacy /sse on A, POST /messages on B and C: the replies arrive on the /sse stream', { skip: SKIP, todo: TODO }, async () => {
   await withCluster([], async (c) => {
     c.balancer.setNext(0);
     const s = await openStream(c.port, { method: 'GET', path: '/sse', headers: { Accept: 'text/event-stream' } });
@@ -384,7 +401,7 @@ test('legacy /sse on A, POST /messages on B and C: the replies arrive on the /ss
 
 // ---------------------------------------------------------------- wake-ups and routing across replicas
 
-test('a chunk committed on one replica wakes its reader on another (delay printed; bound 2 s)', { skip: SKIP }, async (t) => {
+test('a chunk committed on one replica wakes its reader on another (delay printed; bound 2 s)', { skip: SKIP, todo: TODO }, async (t) => {
   // The reader: a legacy /sse stream on replica 0. The writers: pings POSTed
   // to /messages on replicas 1 and 2, whose replies are chunks of that
   // stream. The delay of one chunk is from the POST's 202 (the reply is
@@ -426,7 +443,7 @@ test('a chunk committed on one replica wakes its reader on another (delay printe
   });
 });
 
-test('elicitation: the client\'s answer lands on another replica than the tool\'s and completes the call', { skip: SKIP }, async () => {
+test('elicitation: the client\'s answer lands on another replica than the tool\'s and completes the call', { skip: SKIP, todo: TODO }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port, { capabilities: { elicitation: {} } });
     c.balancer.setNext(0);
@@ -458,7 +475,7 @@ test('elicitation: the client\'s answer lands on another replica than the tool\'
   });
 });
 
-test('sampling: the client\'s answer lands on another replica than the tool\'s and completes the call', { skip: SKIP }, async () => {
+test('sampling: the client\'s answer lands on another replica than the tool\'s and completes the call', { skip: SKIP, todo: TODO }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port, { capabilities: { sampling: {} } });
     c.balancer.setNext(2);
@@ -489,7 +506,7 @@ test('sampling: the client\'s answer lands on another replica than the tool\'s a
   });
 });
 
-test('notifications/cancelled on another replica ends the call on the replica that runs it', { skip: SKIP }, async () => {
+test('notifications/cancelled on another replica ends the call on the replica that runs it', { skip: SKIP, todo: TODO }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     c.balancer.setNext(0);
@@ -514,7 +531,7 @@ test('notifications/cancelled on another replica ends the call on the replica th
   });
 });
 
-test('one standalone GET per session across replicas: a second GET on another replica gets 409', { skip: SKIP }, async () => {
+test('one standalone GET per session across replicas: a second GET on another replica gets 409', { skip: SKIP, todo: TODO }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     c.balancer.setNext(0);
@@ -543,7 +560,7 @@ test('one standalone GET per session across replicas: a second GET on another re
   });
 });
 
-test('--max-sessions counts the sessions of every replica', { skip: SKIP }, async () => {
+test('--max-sessions counts the sessions of every replica', { skip: SKIP, todo: TODO }, async () => {
   await withCluster(['--max-sessions', '3'], async (c) => {
     const results = [];
     for (let i = 0; i < 6; i++) {
@@ -561,7 +578,7 @@ test('--max-sessions counts the sessions of every replica', { skip: SKIP }, asyn
 
 // ---------------------------------------------------------------- operators
 
-test('mcp-admin session kill: the GET on one replica ends and every replica answers 404 within 1 s', { skip: SKIP }, async (t) => {
+test('mcp-admin session kill: the GET on one replica ends and every replica answers 404 within 1 s', { skip: SKIP, todo: TODO }, async (t) => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     c.balancer.setNext(2);
@@ -590,7 +607,7 @@ test('mcp-admin session kill: the GET on one replica ends and every replica answ
   });
 });
 
-test('mcp-admin tokens revoke: every replica refuses the token (401) within 1 s', { skip: SKIP }, async (t) => {
+test('mcp-admin tokens revoke: every replica refuses the token (401) within 1 s', { skip: SKIP, todo: TODO }, async (t) => {
   await withCluster(['--auth', 'token'], async (c) => {
     const add = mcpAdmin(c.db, 'tokens', 'add', 'alice');
     assert.equal(add.status, 0, add.stderr);
@@ -634,7 +651,7 @@ test('mcp-admin tokens revoke: every replica refuses the token (401) within 1 s'
 
 // ---------------------------------------------------------------- a replica dies
 
-test('SIGKILL of the replica running a countdown: the client resumes through the balancer, every event once, then an end', { skip: SKIP }, async (t) => {
+test('SIGKILL of the replica running a countdown: the client resumes through the balancer, every event once, then an end', { skip: SKIP, todo: TODO }, async (t) => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     c.balancer.setNext(1);
@@ -685,7 +702,7 @@ test('SIGKILL of the replica running a countdown: the client resumes through the
   });
 });
 
-test('a gateway session keeps working after the replica that owns its upstream child is killed', { skip: SKIP }, async (t) => {
+test('a gateway session keeps working after the replica that owns its upstream child is killed', { skip: SKIP, todo: TODO }, async (t) => {
   await withCluster(['--upstream', `${MCPD_BIN} --stdio --db :memory:`], async (c) => {
     c.balancer.setNext(0);
     const { session } = await initSession(c.port);
@@ -712,7 +729,7 @@ test('a gateway session keeps working after the replica that owns its upstream c
   });
 });
 
-test('the SDK client through the balancer: its replica is SIGKILLed mid-countdown; the SDK resumes, each progress once, and the call ends', { skip: SKIP }, async (t) => {
+test('the SDK client through the balancer: its replica is SIGKILLed mid-countdown; the SDK resumes, each progress once, and the call ends', { skip: SKIP, todo: TODO }, async (t) => {
   await withCluster([], async (c) => {
     const transport = new StreamableHTTPClientTransport(new URL(c.url), {
       reconnectionOptions: { initialReconnectionDelay: 100, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1.5, maxRetries: 20 },
