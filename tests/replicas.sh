@@ -18,6 +18,7 @@
 # server is stopped and its folder removed on exit.
 #
 # Environment: MCPD_BIN (default <repo>/build/bin/mcpd), REPLICAS (default 3),
+# EXTENSIONS (the extension scenarios of stage 2; default: the list below),
 # STAGES (default "conformance conformance-next transcripts sdk replicas").
 # Prints each stage's summary; ends with one line "N passed, N failed"
 # (scenarios and tests) and exits non-zero if anything failed.
@@ -90,11 +91,11 @@ for stage in $stages; do
         echo "== conformance suite 0.2.0-alpha.12 through $replicas replicas"
         conformance "conformance 0.2.0-alpha.12 ($replicas replicas)" CONFORMANCE_PKG=conformance-next \
             SPEC_VERSIONS="2026-07-28 2025-11-25 2025-06-18" \
-            EXTENSIONS="sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills-directory
+            EXTENSIONS="${EXTENSIONS:-sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills-directory
                         tasks-lifecycle tasks-capability-negotiation tasks-wire-fields
                         tasks-request-state-removal tasks-mrtr-input tasks-request-headers
                         tasks-dispatch-and-envelope tasks-status-notifications
-                        tasks-required-task-error tasks-mrtr-composition"
+                        tasks-required-task-error tasks-mrtr-composition}"
         ;;
     transcripts)
         echo "== transcript suite through $replicas replicas (e2e/consistency.test.mjs)"
