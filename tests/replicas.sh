@@ -85,7 +85,7 @@ for stage in $stages; do
     case "$stage" in
     conformance)
         echo "== conformance suite 0.1.16 through $replicas replicas"
-        conformance "conformance ($replicas replicas)"
+        conformance "conformance ($replicas replicas)" EXTENSIONS=
         ;;
     conformance-next)
         echo "== conformance suite 0.2.0-alpha.12 through $replicas replicas"
