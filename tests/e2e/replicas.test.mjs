@@ -51,7 +51,14 @@ const HAVE_PG = (() => {
   }
 })();
 const SKIP = HAVE_PG ? false : 'PostgreSQL (postgresql-15) is not installed';
-const TODO = 'needs core replica work';
+// Why a test is todo, as of the core branch at 41f1b01..cbd9265 merged with
+// pgstore and pgadmin (remove the mark once a test passes for real).
+const TODO_DELETE = 'needs core replica work: a DELETE on one replica leaves the session alive on a replica that holds it in memory';
+const TODO_LEGACY = 'needs core replica work: a reply committed on another replica does not reach a legacy /sse reader';
+const TODO_POLL = 'needs core replica work: mcpd/poll on another replica than the writer refuses a from_seq past its own stale view of the stream (-32602), at times';
+const TODO_GET = 'needs core replica work: the replica holding a standalone GET does not notice its client left, so its claim is not released';
+const TODO_BEAT = 'needs core replica work: the replica beat (store_set_run is never called, so every beat and claim fails)';
+const TODO_ADMIN = 'needs mcp-admin on PostgreSQL (branch pgadmin) and the replica beat';
 
 /**
  * Run fn(cluster) on a fresh 3-replica cluster started with `args`; stop it
@@ -148,7 +155,7 @@ test('the harness: three replicas start at once on one fresh database; the balan
 });
 
 
-test('initialize on A, tools/call on B, GET with Last-Event-ID on C: the rest of the stream once, in order', { skip: SKIP, todo: TODO }, async () => {
+test('initialize on A, tools/call on B, GET with Last-Event-ID on C: the rest of the stream once, in order', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     c.balancer.setNext(0);
     const { session } = await initSession(c.port); // initialize → 0, notifications/initialized → 1
@@ -182,7 +189,7 @@ test('initialize on A, tools/call on B, GET with Last-Event-ID on C: the rest of
   });
 });
 
-test('the official SDK client through the balancer: tools, echo, countdown with progress, DELETE', { skip: SKIP, todo: TODO }, async () => {
+test('the official SDK client through the balancer: tools, echo, countdown with progress, DELETE', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     const transport = new StreamableHTTPClientTransport(new URL(c.url));
     const client = new Client({ name: 'mcpd-replicas-sdk', version: '0.0.0' });
@@ -210,7 +217,7 @@ test('the official SDK client through the balancer: tools, echo, countdown with 
   });
 });
 
-test('DELETE on one replica ends the session on every replica', { skip: SKIP, todo: TODO }, async () => {
+test('DELETE on one replica ends the session on every replica', { skip: SKIP, todo: TODO_DELETE }, async () => {
   await withCluster([], async (c) => {
     c.balancer.setNext(0);
     const { session } = await initSession(c.port);
@@ -225,7 +232,7 @@ test('DELETE on one replica ends the session on every replica', { skip: SKIP, to
   });
 });
 
-test('long-polls: stream:true on A, mcpd/poll on every replica in turn: every chunk once, in order', { skip: SKIP, todo: TODO }, async () => {
+test('long-polls: stream:true on A, mcpd/poll on every replica in turn: every chunk once, in order', { skip: SKIP, todo: TODO_POLL }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     const id = newId();
@@ -325,7 +332,7 @@ function wsOpen(port, query = '') {
 
 const wsEventId = (m) => (m.params ?? m.result)?._meta?.['mcpd/event-id'];
 
-test('WebSocket: a countdown on one replica, reconnect through the balancer with last_event_id: the rest once', { skip: SKIP, todo: TODO }, async () => {
+test('WebSocket: a countdown on one replica, reconnect through the balancer with last_event_id: the rest once', { skip: SKIP, todo: TODO_BEAT }, async () => {
   await withCluster([], async (c) => {
     const a = await wsOpen(c.port);
     const init = await (async () => {
@@ -367,7 +374,7 @@ test('WebSocket: a countdown on one replica, reconnect through the balancer with
   });
 });
 
-test('legacy /sse on A, POST /messages on B and C: the replies arrive on the /sse stream', { skip: SKIP, todo: TODO }, async () => {
+test('legacy /sse on A, POST /messages on B and C: the replies arrive on the /sse stream', { skip: SKIP, todo: TODO_LEGACY }, async () => {
   await withCluster([], async (c) => {
     c.balancer.setNext(0);
     const s = await openStream(c.port, { method: 'GET', path: '/sse', headers: { Accept: 'text/event-stream' } });
@@ -401,7 +408,7 @@ test('legacy /sse on A, POST /messages on B and C: the replies arrive on the /ss
 
 // ---------------------------------------------------------------- wake-ups and routing across replicas
 
-test('a chunk committed on one replica wakes its reader on another (delay printed; bound 2 s)', { skip: SKIP, todo: TODO }, async (t) => {
+test('a chunk committed on one replica wakes its reader on another (delay printed; bound 2 s)', { skip: SKIP, todo: TODO_LEGACY }, async (t) => {
   // The reader: a legacy /sse stream on replica 0. The writers: pings POSTed
   // to /messages on replicas 1 and 2, whose replies are chunks of that
   // stream. The delay of one chunk is from the POST's 202 (the reply is
@@ -443,7 +450,7 @@ test('a chunk committed on one replica wakes its reader on another (delay printe
   });
 });
 
-test('elicitation: the client\'s answer lands on another replica than the tool\'s and completes the call', { skip: SKIP, todo: TODO }, async () => {
+test('elicitation: the client\'s answer lands on another replica than the tool\'s and completes the call', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port, { capabilities: { elicitation: {} } });
     c.balancer.setNext(0);
@@ -475,7 +482,7 @@ test('elicitation: the client\'s answer lands on another replica than the tool\'
   });
 });
 
-test('sampling: the client\'s answer lands on another replica than the tool\'s and completes the call', { skip: SKIP, todo: TODO }, async () => {
+test('sampling: the client\'s answer lands on another replica than the tool\'s and completes the call', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port, { capabilities: { sampling: {} } });
     c.balancer.setNext(2);
@@ -506,7 +513,7 @@ test('sampling: the client\'s answer lands on another replica than the tool\'s a
   });
 });
 
-test('notifications/cancelled on another replica ends the call on the replica that runs it', { skip: SKIP, todo: TODO }, async () => {
+test('notifications/cancelled on another replica ends the call on the replica that runs it', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     c.balancer.setNext(0);
@@ -531,7 +538,7 @@ test('notifications/cancelled on another replica ends the call on the replica th
   });
 });
 
-test('one standalone GET per session across replicas: a second GET on another replica gets 409', { skip: SKIP, todo: TODO }, async () => {
+test('one standalone GET per session across replicas: a second GET on another replica gets 409', { skip: SKIP, todo: TODO_GET }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     c.balancer.setNext(0);
@@ -560,7 +567,7 @@ test('one standalone GET per session across replicas: a second GET on another re
   });
 });
 
-test('--max-sessions counts the sessions of every replica', { skip: SKIP, todo: TODO }, async () => {
+test('--max-sessions counts the sessions of every replica', { skip: SKIP }, async () => {
   await withCluster(['--max-sessions', '3'], async (c) => {
     const results = [];
     for (let i = 0; i < 6; i++) {
@@ -578,7 +585,7 @@ test('--max-sessions counts the sessions of every replica', { skip: SKIP, todo: 
 
 // ---------------------------------------------------------------- operators
 
-test('mcp-admin session kill: the GET on one replica ends and every replica answers 404 within 1 s', { skip: SKIP, todo: TODO }, async (t) => {
+test('mcp-admin session kill: the GET on one replica ends and every replica answers 404 within 1 s', { skip: SKIP, todo: TODO_ADMIN }, async (t) => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     c.balancer.setNext(2);
@@ -607,7 +614,7 @@ test('mcp-admin session kill: the GET on one replica ends and every replica answ
   });
 });
 
-test('mcp-admin tokens revoke: every replica refuses the token (401) within 1 s', { skip: SKIP, todo: TODO }, async (t) => {
+test('mcp-admin tokens revoke: every replica refuses the token (401) within 1 s', { skip: SKIP, todo: TODO_ADMIN }, async (t) => {
   await withCluster(['--auth', 'token'], async (c) => {
     const add = mcpAdmin(c.db, 'tokens', 'add', 'alice');
     assert.equal(add.status, 0, add.stderr);
@@ -651,7 +658,7 @@ test('mcp-admin tokens revoke: every replica refuses the token (401) within 1 s'
 
 // ---------------------------------------------------------------- a replica dies
 
-test('SIGKILL of the replica running a countdown: the client resumes through the balancer, every event once, then an end', { skip: SKIP, todo: TODO }, async (t) => {
+test('SIGKILL of the replica running a countdown: the client resumes through the balancer, every event once, then an end', { skip: SKIP }, async (t) => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     c.balancer.setNext(1);
@@ -702,7 +709,7 @@ test('SIGKILL of the replica running a countdown: the client resumes through the
   });
 });
 
-test('a gateway session keeps working after the replica that owns its upstream child is killed', { skip: SKIP, todo: TODO }, async (t) => {
+test('a gateway session keeps working after the replica that owns its upstream child is killed', { skip: SKIP }, async (t) => {
   await withCluster(['--upstream', `${MCPD_BIN} --stdio --db :memory:`], async (c) => {
     c.balancer.setNext(0);
     const { session } = await initSession(c.port);
@@ -729,7 +736,7 @@ test('a gateway session keeps working after the replica that owns its upstream c
   });
 });
 
-test('the SDK client through the balancer: its replica is SIGKILLed mid-countdown; the SDK resumes, each progress once, and the call ends', { skip: SKIP, todo: TODO }, async (t) => {
+test('the SDK client through the balancer: its replica is SIGKILLed mid-countdown; the SDK resumes, each progress once, and the call ends', { skip: SKIP }, async (t) => {
   await withCluster([], async (c) => {
     const transport = new StreamableHTTPClientTransport(new URL(c.url), {
       reconnectionOptions: { initialReconnectionDelay: 100, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1.5, maxRetries: 20 },
