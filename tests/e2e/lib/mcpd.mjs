@@ -81,12 +81,17 @@ const pgFor = new Map(); // db path -> PostgreSQL URL, for MCPD_TEST_DB=postgres
  * What to pass as --db for the db `db` a test names: `db` itself on SQLite
  * runs (or with sqlite=true, or when it is already a postgres URL); on
  * PostgreSQL runs, the database that stands for that path (created on first
- * use; ':memory:' gets a new one every time, as it is empty at every start).
+ * use; ':memory:' gets a new one every time, as it is empty at every start),
+ * unless a file is already there (an SQLite database the test made itself).
  */
 export function dbArg(db, { sqlite = false } = {}) {
   if (!ON_POSTGRES || sqlite || /^postgres(ql)?:\/\//.test(db)) return db;
   if (db === ':memory:') return freshDatabase();
   let url = pgFor.get(db);
+  // A file already there is an SQLite database the test made on purpose
+  // (a backup, one to compare with): it stays SQLite. mcpd never creates
+  // the file of a path that stands for a PostgreSQL database.
+  if (!url && fs.existsSync(db)) return db;
   if (!url) {
     url = freshDatabase();
     pgFor.set(db, url);
