@@ -75,17 +75,21 @@ export function sqliteOnly(why) {
  */
 export const CLUSTER_N = Number(process.env.MCPD_TEST_CLUSTER || 0);
 
+/** A PostgreSQL connection string, by mcpd's own rule: a URL, or keywords with dbname= or host=. */
+const isPgConn = (db) => /^postgres(ql)?:\/\//.test(db) || /(^|\s)(dbname|host)=/.test(db);
+
 const pgFor = new Map(); // db path -> PostgreSQL URL, for MCPD_TEST_DB=postgres
 
 /**
  * What to pass as --db for the db `db` a test names: `db` itself on SQLite
- * runs (or with sqlite=true, or when it is already a postgres URL); on
+ * runs (or with sqlite=true, or when it is already a PostgreSQL connection
+ * string); on
  * PostgreSQL runs, the database that stands for that path (created on first
  * use; ':memory:' gets a new one every time, as it is empty at every start),
  * unless a file is already there (an SQLite database the test made itself).
  */
 export function dbArg(db, { sqlite = false } = {}) {
-  if (!ON_POSTGRES || sqlite || /^postgres(ql)?:\/\//.test(db)) return db;
+  if (!ON_POSTGRES || sqlite || isPgConn(db)) return db;
   if (db === ':memory:') return freshDatabase();
   let url = pgFor.get(db);
   // A file already there is an SQLite database the test made on purpose
@@ -114,7 +118,7 @@ function sqlLiteral(v) {
  */
 export function queryStore(db, sql, ...params) {
   const url = dbArg(db);
-  if (!/^postgres(ql)?:\/\//.test(url)) {
+  if (!isPgConn(url)) {
     // loaded on first use: node:sqlite warns that it is experimental
     const { DatabaseSync } = createRequire(import.meta.url)('node:sqlite');
     const dbh = new DatabaseSync(url, { readOnly: true });
