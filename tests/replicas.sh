@@ -75,7 +75,7 @@ node_tests() {
     shift 2
     out="$(cd "$here" && env "$@" "$node22" --test --test-concurrency=1 --test-timeout=600000 "$file" 2>&1)"
     echo "$out" | grep -E '^(not ok|ok) |^# (Subtest|tests|pass|fail|skipped|todo)|^# [a-z].*ms' | grep -v '^# Subtest' | tail -n 60
-    echo "$out" | grep -E -A30 '^not ok' | head -n 60
+    echo "$out" | grep -E -A30 '^ *not ok' | grep -E '^ *not ok|error|expected|actual|received|timeout' | head -n 60 | cut -c1-300
     p=$(echo "$out" | sed -n 's/^# pass \([0-9]*\)$/\1/p' | tail -1)
     f=$(echo "$out" | sed -n 's/^# fail \([0-9]*\)$/\1/p' | tail -1)
     count "$name" "${p:-0}" "${f:-1}"

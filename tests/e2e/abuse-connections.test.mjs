@@ -15,12 +15,13 @@ import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { integrityCheck, queryDb } from './lib/integrity.mjs';
+import { integrityCheck } from './lib/integrity.mjs';
 import {
   ACCEPT_BOTH,
   Mcpd,
   MCPD_BIN,
   ON_POSTGRES,
+  queryStore,
   freePort,
   tempDb,
   echo,
@@ -212,7 +213,7 @@ test('a client that stops reading a long reply is cut after --request-timeout-ms
     assert.ok(got.content_length > message.length, `a whole reply is ${got.content_length} bytes`);
     assert.ok(got.body_bytes < got.content_length, `cut short: ${got.body_bytes} of ${got.content_length} bytes`);
     // Committed before it was sent: the reply is in the store whole.
-    const rows = queryDb(m.db, 'SELECT length(message) AS n FROM chunks WHERE length(message) > ?', message.length);
+    const rows = queryStore(m.db, 'SELECT length(message) AS n FROM chunks WHERE length(message) > ?', message.length);
     assert.equal(rows.length, 1);
     await anotherClientServed(m.port);
   });

@@ -13,6 +13,7 @@ import { test } from 'node:test';
 
 import {
   ON_POSTGRES,
+  queryStore,
   ACCEPT_BOTH,
   echo,
   initSession,
@@ -220,9 +221,8 @@ test('initialize params over --max-init-params are refused with 413 and store no
     const small = await rpc(mcpd.port, initBody(200, { pad: 'p'.repeat(1000) }), { version: null });
     assert.equal(small.status, 200);
     assert.equal(await echo(mcpd.port, session, 'first-kept'), 'first-kept');
-    const rows = spawnSync('sqlite3', [mcpd.db, 'SELECT count(*), max(length(init_params)) FROM sessions;'], { encoding: 'utf8' });
-    const [count, longest] = rows.stdout.trim().split('|').map(Number);
-    assert.equal(count, 2, rows.stdout);
+    const [{ count, longest }] = queryStore(mcpd.db, 'SELECT count(*) AS count, max(length(init_params)) AS longest FROM sessions');
+    assert.equal(Number(count), 2, `${count} sessions stored`);
     assert.ok(longest <= 4096, `stored init params of ${longest} bytes`);
     assertIntact(mcpd.db);
   } finally {

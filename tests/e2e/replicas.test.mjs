@@ -8,21 +8,16 @@
 // initialize went to A, the tools/call to B, the GET to C" holds by
 // construction; the balancer's log then confirms which replica served what.
 //
-// Tests marked `todo` need core work that has not landed yet (sessions loaded
-// from the store on any replica, LISTEN/NOTIFY wake-ups across replicas,
-// client responses routed through the store); node:test runs and reports
-// them without failing the file.
-//
 // Needs Debian's postgresql-15 (tests/pg/pg-server.sh); skipped without it.
 
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import { test } from 'node:test';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
 import { startCluster } from './lib/cluster.mjs';
+import { PG_SKIP } from './lib/pg.mjs';
 import {
   ACCEPT_BOTH,
   LATEST,
@@ -43,15 +38,7 @@ import {
   withTimeout,
 } from './lib/mcpd.mjs';
 
-const HAVE_PG = (() => {
-  try {
-    return fs.readdirSync('/usr/lib/postgresql').some((v) => fs.existsSync(`/usr/lib/postgresql/${v}/bin/postgres`));
-  } catch {
-    return false;
-  }
-})();
-const SKIP = HAVE_PG ? false : 'PostgreSQL (postgresql-15) is not installed';
-const TODO = 'needs core replica work';
+const SKIP = PG_SKIP;
 
 /**
  * Run fn(cluster) on a fresh 3-replica cluster started with `args`; stop it
@@ -148,7 +135,7 @@ test('the harness: three replicas start at once on one fresh database; the balan
 });
 
 
-test('initialize on A, tools/call on B, GET with Last-Event-ID on C: the rest of the stream once, in order', { skip: SKIP, todo: TODO }, async () => {
+test('initialize on A, tools/call on B, GET with Last-Event-ID on C: the rest of the stream once, in order', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     c.balancer.setNext(0);
     const { session } = await initSession(c.port); // initialize → 0, notifications/initialized → 1
@@ -182,7 +169,7 @@ test('initialize on A, tools/call on B, GET with Last-Event-ID on C: the rest of
   });
 });
 
-test('the official SDK client through the balancer: tools, echo, countdown with progress, DELETE', { skip: SKIP, todo: TODO }, async () => {
+test('the official SDK client through the balancer: tools, echo, countdown with progress, DELETE', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     const transport = new StreamableHTTPClientTransport(new URL(c.url));
     const client = new Client({ name: 'mcpd-replicas-sdk', version: '0.0.0' });
@@ -210,7 +197,7 @@ test('the official SDK client through the balancer: tools, echo, countdown with 
   });
 });
 
-test('DELETE on one replica ends the session on every replica', { skip: SKIP, todo: TODO }, async () => {
+test('DELETE on one replica ends the session on every replica', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     c.balancer.setNext(0);
     const { session } = await initSession(c.port);
@@ -225,7 +212,7 @@ test('DELETE on one replica ends the session on every replica', { skip: SKIP, to
   });
 });
 
-test('long-polls: stream:true on A, mcpd/poll on every replica in turn: every chunk once, in order', { skip: SKIP, todo: TODO }, async () => {
+test('long-polls: stream:true on A, mcpd/poll on every replica in turn: every chunk once, in order', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     const id = newId();
@@ -325,7 +312,7 @@ function wsOpen(port, query = '') {
 
 const wsEventId = (m) => (m.params ?? m.result)?._meta?.['mcpd/event-id'];
 
-test('WebSocket: a countdown on one replica, reconnect through the balancer with last_event_id: the rest once', { skip: SKIP, todo: TODO }, async () => {
+test('WebSocket: a countdown on one replica, reconnect through the balancer with last_event_id: the rest once', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     const a = await wsOpen(c.port);
     const init = await (async () => {
@@ -367,7 +354,7 @@ test('WebSocket: a countdown on one replica, reconnect through the balancer with
   });
 });
 
-test('legacy /sse on A, POST /messages on B and C: the replies arrive on the /sse stream', { skip: SKIP, todo: TODO }, async () => {
+test('legacy /sse on A, POST /messages on B and C: the replies arrive on the /sse stream', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     c.balancer.setNext(0);
     const s = await openStream(c.port, { method: 'GET', path: '/sse', headers: { Accept: 'text/event-stream' } });
@@ -401,7 +388,7 @@ test('legacy /sse on A, POST /messages on B and C: the replies arrive on the /ss
 
 // ---------------------------------------------------------------- wake-ups and routing across replicas
 
-test('a chunk committed on one replica wakes its reader on another (delay printed; bound 2 s)', { skip: SKIP, todo: TODO }, async (t) => {
+test('a chunk committed on one replica wakes its reader on another (delay printed; bound 2 s)', { skip: SKIP }, async (t) => {
   // The reader: a legacy /sse stream on replica 0. The writers: pings POSTed
   // to /messages on replicas 1 and 2, whose replies are chunks of that
   // stream. The delay of one chunk is from the POST's 202 (the reply is
@@ -443,7 +430,7 @@ test('a chunk committed on one replica wakes its reader on another (delay printe
   });
 });
 
-test('elicitation: the client\'s answer lands on another replica than the tool\'s and completes the call', { skip: SKIP, todo: TODO }, async () => {
+test('elicitation: the client\'s answer lands on another replica than the tool\'s and completes the call', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port, { capabilities: { elicitation: {} } });
     c.balancer.setNext(0);
@@ -475,7 +462,7 @@ test('elicitation: the client\'s answer lands on another replica than the tool\'
   });
 });
 
-test('sampling: the client\'s answer lands on another replica than the tool\'s and completes the call', { skip: SKIP, todo: TODO }, async () => {
+test('sampling: the client\'s answer lands on another replica than the tool\'s and completes the call', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port, { capabilities: { sampling: {} } });
     c.balancer.setNext(2);
@@ -506,7 +493,7 @@ test('sampling: the client\'s answer lands on another replica than the tool\'s a
   });
 });
 
-test('notifications/cancelled on another replica ends the call on the replica that runs it', { skip: SKIP, todo: TODO }, async () => {
+test('notifications/cancelled on another replica ends the call on the replica that runs it', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     c.balancer.setNext(0);
@@ -531,7 +518,7 @@ test('notifications/cancelled on another replica ends the call on the replica th
   });
 });
 
-test('one standalone GET per session across replicas: a second GET on another replica gets 409', { skip: SKIP, todo: TODO }, async () => {
+test('one standalone GET per session across replicas: a second GET on another replica gets 409', { skip: SKIP }, async () => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     c.balancer.setNext(0);
@@ -560,7 +547,7 @@ test('one standalone GET per session across replicas: a second GET on another re
   });
 });
 
-test('--max-sessions counts the sessions of every replica', { skip: SKIP, todo: TODO }, async () => {
+test('--max-sessions counts the sessions of every replica', { skip: SKIP }, async () => {
   await withCluster(['--max-sessions', '3'], async (c) => {
     const results = [];
     for (let i = 0; i < 6; i++) {
@@ -578,7 +565,7 @@ test('--max-sessions counts the sessions of every replica', { skip: SKIP, todo: 
 
 // ---------------------------------------------------------------- operators
 
-test('mcp-admin session kill: the GET on one replica ends and every replica answers 404 within 1 s', { skip: SKIP, todo: TODO }, async (t) => {
+test('mcp-admin session kill: the GET on one replica ends and every replica answers 404 within 1 s', { skip: SKIP }, async (t) => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     c.balancer.setNext(2);
@@ -607,7 +594,7 @@ test('mcp-admin session kill: the GET on one replica ends and every replica answ
   });
 });
 
-test('mcp-admin tokens revoke: every replica refuses the token (401) within 1 s', { skip: SKIP, todo: TODO }, async (t) => {
+test('mcp-admin tokens revoke: every replica refuses the token (401) within 1 s', { skip: SKIP }, async (t) => {
   await withCluster(['--auth', 'token'], async (c) => {
     const add = mcpAdmin(c.db, 'tokens', 'add', 'alice');
     assert.equal(add.status, 0, add.stderr);
@@ -651,7 +638,7 @@ test('mcp-admin tokens revoke: every replica refuses the token (401) within 1 s'
 
 // ---------------------------------------------------------------- a replica dies
 
-test('SIGKILL of the replica running a countdown: the client resumes through the balancer, every event once, then an end', { skip: SKIP, todo: TODO }, async (t) => {
+test('SIGKILL of the replica running a countdown: the client resumes through the balancer, every event once, then an end', { skip: SKIP }, async (t) => {
   await withCluster([], async (c) => {
     const { session } = await initSession(c.port);
     c.balancer.setNext(1);
@@ -702,7 +689,7 @@ test('SIGKILL of the replica running a countdown: the client resumes through the
   });
 });
 
-test('a gateway session keeps working after the replica that owns its upstream child is killed', { skip: SKIP, todo: TODO }, async (t) => {
+test('a gateway session keeps working after the replica that owns its upstream child is killed', { skip: SKIP }, async (t) => {
   await withCluster(['--upstream', `${MCPD_BIN} --stdio --db :memory:`], async (c) => {
     c.balancer.setNext(0);
     const { session } = await initSession(c.port);
@@ -729,7 +716,7 @@ test('a gateway session keeps working after the replica that owns its upstream c
   });
 });
 
-test('the SDK client through the balancer: its replica is SIGKILLed mid-countdown; the SDK resumes, each progress once, and the call ends', { skip: SKIP, todo: TODO }, async (t) => {
+test('the SDK client through the balancer: its replica is SIGKILLed mid-countdown; the SDK resumes, each progress once, and the call ends', { skip: SKIP }, async (t) => {
   await withCluster([], async (c) => {
     const transport = new StreamableHTTPClientTransport(new URL(c.url), {
       reconnectionOptions: { initialReconnectionDelay: 100, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1.5, maxRetries: 20 },

@@ -32,6 +32,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+
 import { freshDatabase } from './pg.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -73,23 +75,67 @@ export function sqliteOnly(why) {
  */
 export const CLUSTER_N = Number(process.env.MCPD_TEST_CLUSTER || 0);
 
+/** A PostgreSQL connection string, by mcpd's own rule: a URL, or keywords with dbname= or host=. */
+const isPgConn = (db) => /^postgres(ql)?:\/\//.test(db) || /(^|\s)(dbname|host)=/.test(db);
+
 const pgFor = new Map(); // db path -> PostgreSQL URL, for MCPD_TEST_DB=postgres
 
 /**
  * What to pass as --db for the db `db` a test names: `db` itself on SQLite
- * runs (or with sqlite=true, or when it is already a postgres URL); on
+ * runs (or with sqlite=true, or when it is already a PostgreSQL connection
+ * string); on
  * PostgreSQL runs, the database that stands for that path (created on first
- * use; ':memory:' gets a new one every time, as it is empty at every start).
+ * use; ':memory:' gets a new one every time, as it is empty at every start),
+ * unless a file is already there (an SQLite database the test made itself).
  */
 export function dbArg(db, { sqlite = false } = {}) {
-  if (!ON_POSTGRES || sqlite || /^postgres(ql)?:\/\//.test(db)) return db;
+  if (!ON_POSTGRES || sqlite || isPgConn(db)) return db;
   if (db === ':memory:') return freshDatabase();
   let url = pgFor.get(db);
+  // A file already there is an SQLite database the test made on purpose
+  // (a backup, one to compare with): it stays SQLite. mcpd never creates
+  // the file of a path that stands for a PostgreSQL database.
+  if (!url && fs.existsSync(db)) return db;
   if (!url) {
     url = freshDatabase();
     pgFor.set(db, url);
   }
   return url;
+}
+
+/** An SQL literal for psql: numbers as they are, anything else a quoted string. */
+function sqlLiteral(v) {
+  if (typeof v === 'number' || typeof v === 'bigint') return String(v);
+  if (v === null || v === undefined) return 'NULL';
+  return `'${String(v).replaceAll("'", "''")}'`;
+}
+
+/**
+ * One read-only query on the store of the db a test names, on either
+ * backend: rows as objects (numbers for numeric text on PostgreSQL). `?`
+ * placeholders take `params` in order. The SQL must mean the same on both
+ * (SQLite's instr, for one, does not exist on PostgreSQL).
+ */
+export function queryStore(db, sql, ...params) {
+  const url = dbArg(db);
+  if (!isPgConn(url)) {
+    // loaded on first use: node:sqlite warns that it is experimental
+    const { DatabaseSync } = createRequire(import.meta.url)('node:sqlite');
+    const dbh = new DatabaseSync(url, { readOnly: true });
+    try {
+      return dbh.prepare(sql).all(...params);
+    } finally {
+      dbh.close();
+    }
+  }
+  let k = 0;
+  const text = sql.replace(/\?/g, () => sqlLiteral(params[k++]));
+  const r = spawnSync('psql', [url, '-X', '-q', '--csv', '-v', 'ON_ERROR_STOP=1', '-c', text], { encoding: 'utf8', timeout: 30000 });
+  if (r.status !== 0) throw new Error(`psql ${text}: ${r.stderr || r.error}`);
+  const lines = r.stdout.trimEnd().split('\n');
+  const head = lines.shift().split(',');
+  // the queries here return numbers and simple words: no quoted commas
+  return lines.map((l) => Object.fromEntries(l.split(',').map((v, i) => [head[i], v !== '' && !Number.isNaN(Number(v)) ? Number(v) : v])));
 }
 
 /** mcp-admin beside MCPD_BIN, unless $MCP_ADMIN_BIN names another. */
