@@ -32,9 +32,11 @@
 # hold) stand beside each throughput. With BENCH_PROFILE=1 it then runs
 # profile.sh on a fresh database of the same PostgreSQL server (perf
 # record -g of one mcpd under the c=64 load). Prints a summary and the same
-# as markdown. It warns when the CPUs were busy before the run (this
-# machine is shared: run it under `nice`, which slows every process it
-# starts alike).
+# as markdown. It warns when the CPUs were busy before the run, or when
+# other processes took more than 10% of them during it (from /proc: the
+# machine's busy time less what this script's processes and PostgreSQL
+# used). A shared machine: run it under `nice`, which slows every process
+# it starts alike.
 #
 # Environment (all optional):
 #   MCPD_BIN         default <repo>/build/bin/mcpd (a Release build)
@@ -102,6 +104,18 @@ pg_ticks() {
 BUSY_BEFORE=$(busy_percent 3)
 [ "$BUSY_BEFORE" -gt 10 ] &&
   note "WARNING: the CPUs were ${BUSY_BEFORE}% busy before the run started; figures will be low and noisy"
+# others_snapshot: "busy total ours" clock ticks: the machine's busy and
+# total time (/proc/stat), and what this script's processes used: this
+# shell with the children it has reaped (wrk, node, stopped mcpd), the live
+# ones, and PostgreSQL's postmaster with its backends, live and exited.
+others_snapshot() {
+  local p ours=0
+  for p in $$ $(descendants $$) "$PG_PID" $(descendants "$PG_PID"); do
+    ours=$((ours + $(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{ print $12 + $13 + $14 + $15 }' || echo 0)))
+  done
+  awk -v o="$ours" '/^cpu / { print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9, o }' /proc/stat
+}
+OTHERS_START=$(others_snapshot)
 
 # --- mcpd processes -------------------------------------------------------------
 declare -A PORT SERVER_PID RPS P50 P99 ERR
@@ -251,6 +265,10 @@ for ((k = 1; k <= BENCH_KILL_SAMPLES; k++)); do
 done
 
 # --- report ---------------------------------------------------------------------
+# The share of the CPUs that other processes took while this script ran.
+OTHERS=$(awk -v a="$OTHERS_START" -v b="$(others_snapshot)" 'BEGIN { split(a, x, " "); split(b, y, " ")
+  t = y[2] - x[2]; o = (y[1] - x[1]) - (y[3] - x[3]); if (o < 0) o = 0
+  printf "%.0f", (t > 0 ? 100 * o / t : 0) }')
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
 g() { local v; eval "v=\${$1[\$2]:-}"; echo "${v:--}"; } # g ARRAY KEY -> value or -
 shape() { awk -v i="$2" '{ print $i }' <<<"$(g G_COMMIT "$1")"; } # shape KEY 1|2|3
@@ -314,11 +332,13 @@ targets() {
 PG_VERSION=$(psql "$PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo "?")
 BUSY=0
 [ "$BUSY_BEFORE" -gt 10 ] && BUSY=1
+[ "$OTHERS" -gt 10 ] && BUSY=1
+QUIET="CPUs ${BUSY_BEFORE}% busy before the run, ${OTHERS}% of them taken by other processes during it"
 echo
 echo "mcpd on PostgreSQL and as replicas: tools/call echo, wrk c=$CONC, loopback, $(nproc) CPUs"
 echo "mcpd: $MCPD_BIN (--reply-mode auto: echo replies are JSON; --replica-lease-ms $BENCH_LEASE_MS)"
 echo "PostgreSQL $PG_VERSION on the same machine, fsync on, started by this script; nice $(nice)"
-echo "machine: CPUs ${BUSY_BEFORE}% busy before the run"
+echo "machine: $QUIET"
 [ $BUSY = 1 ] && echo "WARNING: the machine was busy (see the line above): figures are low and noisy; run again on a quiet machine"
 echo
 echo "1. one mcpd, PostgreSQL against SQLite (paired rounds, ${BENCH_ROUND_SECONDS}s each, order rotated):"
@@ -366,7 +386,7 @@ echo "| target | figure | bound | |"
 echo "|---|---:|---|---|"
 targets | awk -F'|' '{ printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4 }'
 echo
-echo "Machine: $(nproc) CPUs shared by mcpd, PostgreSQL and wrk; CPUs ${BUSY_BEFORE}% busy before the run$([ $BUSY = 1 ] && echo ' (busy: figures low and noisy)'); --replica-lease-ms $BENCH_LEASE_MS."
+echo "Machine: $(nproc) CPUs shared by mcpd, PostgreSQL and wrk; $QUIET$([ $BUSY = 1 ] && echo ' (busy: figures low and noisy)'); --replica-lease-ms $BENCH_LEASE_MS."
 
 # --- profile (optional) -----------------------------------------------------------------
 if [ "${BENCH_PROFILE:-0}" = 1 ]; then
