@@ -7,8 +7,10 @@
 // found in the store by any replica); each reply is a chunk of the /sse
 // stream, committed by the writer's replica and delivered by the reader's
 // after PostgreSQL's NOTIFY woke it. One sample is the time from the POST's
-// 202 to the reply's event on the /sse stream (an upper bound of commit ->
-// delivery: the 202 may come a moment before the commit). Samples run one
+// 202 to the reply's event on the /sse stream: the writer answers 202 once
+// the reply is committed (legacy_sse.c: core_relay appends it to the
+// standalone stream, which waits for the commit), so this is commit ->
+// delivery less the 202's own way back over loopback. Samples run one
 // after another (one ping in flight), so each wake is one NOTIFY. With
 // READER_PORT == WRITER_PORT it measures the same path within one process,
 // the baseline.
