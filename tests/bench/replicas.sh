@@ -270,13 +270,13 @@ OTHERS=$(awk -v a="$OTHERS_START" -v b="$(others_snapshot)" 'BEGIN { split(a, x,
   t = y[2] - x[2]; o = (y[1] - x[1]) - (y[3] - x[3]); if (o < 0) o = 0
   printf "%.0f", (t > 0 ? 100 * o / t : 0) }')
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
-g() { local v; eval "v=\${$1[\$2]:-}"; echo "${v:--}"; } # g ARRAY KEY -> value or -
+g() { local -n arr=$1; echo "${arr[$2]:--}"; } # g ARRAY KEY -> value or -
 shape() { awk -v i="$2" '{ print $i }' <<<"$(g G_COMMIT "$1")"; } # shape KEY 1|2|3
 
 # single_rows FORMAT: per round, SQLite's and PostgreSQL's figures and the
 # ratio; then the medians.
 single_rows() {
-  local r each s p
+  local r s p
   for ((r = 1; r <= BENCH_ROUNDS; r++)); do
     # shellcheck disable=SC2059
     printf "$1" "$r" "$(g G_RPS "sqlite-$r")" "$(g G_P99 "sqlite-$r")" "$(g G_CPU "sqlite-$r")" \
