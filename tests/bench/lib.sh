@@ -1,8 +1,10 @@
 # lib.sh — what the benchmark scripts share: starting servers on loopback,
 # waiting for them to listen, opening sessions on them, stopping exactly the
 # processes they started (and those processes' children) when the script
-# exits, and measuring them with wrk. Sourced; the caller sets NODE, WRK and HERE, declares the PORT,
-# RPS, P50, P99 and ERR arrays, and defines note() first.
+# exits, measuring them with wrk, and the arithmetic of the reports
+# (medians, targets met or missed, how busy the machine was). Sourced; the
+# caller sets NODE, WRK and HERE, declares the PORT, RPS, P50, P99 and ERR
+# arrays, and defines note() first.
 
 TMP=$(mktemp -d /tmp/mcpd-bench.XXXXXX)
 PIDS=()
@@ -103,8 +105,14 @@ run_wrk() {
 # non-2xx replies and bodies without a result (echo.lua) plus socket errors;
 # with "fixed" (a server answering a fixed body) only socket errors count.
 measure() {
-  local name=$1 sid=$2 c=$3 secs=$4 fixed=${5:-}
-  run_wrk "$name" "$sid" "$c" "$secs"
+  run_wrk "$1" "$2" "$3" "$4"
+  wrk_figures "$1" "$3" "${5:-}"
+}
+
+# wrk_figures NAME CONC [fixed]: the figures of run_wrk's last run on NAME
+# at CONC, as measure keeps them (for runs started in the background).
+wrk_figures() {
+  local name=$1 c=$2 fixed=${3:-}
   local out=$TMP/wrk-$name-$c.txt rps p50 p99 lua_err sock_err first
   rps=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$out")
   p50=$(awk '$1 == "50%" {print $2}' "$out")
@@ -124,4 +132,26 @@ measure() {
   [ -n "$first" ] && [ -z "$fixed" ] && note "$name c=$c: first error: $first"
   [ "${sock_err:-0}" != 0 ] && note "$name c=$c: $(grep 'Socket errors' "$out")"
   return 0
+}
+
+# busy_percent SECONDS: the share of all CPUs that was not idle, from /proc/stat.
+busy_percent() {
+  local a b
+  a=$(awk '/^cpu / {print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat)
+  sleep "$1"
+  b=$(awk '/^cpu / {print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat)
+  awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ")
+    t = (y[1] - x[1]) + (y[2] - x[2]); printf "%.0f", (t > 0 ? 100 * (y[1] - x[1]) / t : 0) }'
+}
+# median V...: the middle value (the mean of the middle two for an even count).
+median() {
+  printf '%s\n' "$@" | { grep -v -e '^-$' -e '^n/a$' -e '^$' || true; } | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];
+      else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+# chk VALUE OP BOUND -> met | MISSED | - (no figure)
+chk() {
+  case $1 in -|''|nan|n/a) echo - ; return ;; esac
+  awk -v a="$1" -v op="$2" -v b="$3" 'BEGIN {
+    ok = (op == ">=") ? a >= b : (op == "<") ? a < b : a <= b; print ok ? "met" : "MISSED" }'
 }

@@ -82,15 +82,6 @@ if want ceiling && [ ! -x "$MHD_CEILING_BIN" ]; then
 fi
 
 # --- is the machine quiet? --------------------------------------------------------
-# busy_percent SECONDS: the share of all CPUs that was not idle, from /proc/stat.
-busy_percent() {
-  local a b
-  a=$(awk '/^cpu / {print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat)
-  sleep "$1"
-  b=$(awk '/^cpu / {print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat)
-  awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ")
-    t = (y[1] - x[1]) + (y[2] - x[2]); printf "%.0f", (t > 0 ? 100 * (y[1] - x[1]) / t : 0) }'
-}
 BUSY_BEFORE=$(busy_percent 3)
 [ "$BUSY_BEFORE" -gt 10 ] &&
   note "WARNING: the CPUs were ${BUSY_BEFORE}% busy before the run started; figures will be low and noisy"
@@ -222,12 +213,6 @@ for ((r = 1; r <= BENCH_ROUNDS; r++)); do
     measure_round "${ROUND_NAMES[$(((i + r - 1) % n))]}" "$r"
   done
 done
-# median V...: the middle value (the mean of the middle two for an even count).
-median() {
-  printf '%s\n' "$@" | { grep -v -e '^-$' -e '^n/a$' -e '^$' || true; } | sort -g |
-    awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2];
-      else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 # round_ratio A B ROUND: A's req/s over B's in that round, or "-".
 round_ratio() {
   [ -n "${RND[$1-$3]:-}" ] && [ -n "${RND[$2-$3]:-}" ] && ratio "${RND[$1-$3]}" "${RND[$2-$3]}" || echo -
@@ -342,12 +327,6 @@ round_rows() { # FORMAT SEP
     "$(paired mcpd-json ceiling-json)"
 }
 
-# chk VALUE OP BOUND -> met | MISSED | - (no figure)
-chk() {
-  case $1 in -|''|nan|n/a) echo - ; return ;; esac
-  awk -v a="$1" -v op="$2" -v b="$3" 'BEGIN {
-    ok = (op == ">=") ? a >= b : (op == "<") ? a < b : a <= b; print ok ? "met" : "MISSED" }'
-}
 # The issue's targets: "what | figure | bound | status" lines.
 # With paired rounds, the three ratios are their medians.
 targets() {
