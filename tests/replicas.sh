@@ -46,15 +46,8 @@ pgport="$("$node22" -e 'const s=require("net").createServer();s.listen(0,"127.0.
 MCPD_TEST_PG_URL="$(bash "$here/pg/pg-server.sh" start "$pgdir" "$pgport")" || die "PostgreSQL did not start"
 export MCPD_TEST_PG_URL
 
-passed=0
-failed=0
-failures=()
-count() { # count NAME PASSED FAILED
-    passed=$((passed + $2))
-    failed=$((failed + $3))
-    [ "$3" -eq 0 ] || failures+=("$1: $3 failed")
-    echo "== $1: $2 passed, $3 failed (at ${SECONDS}s)"
-}
+# shellcheck source=counts.sh
+. "$here/counts.sh"
 
 # conformance NAME ENV...: tests/conformance.sh on a cluster; counts ✓/✗ lines
 conformance() {
@@ -113,6 +106,4 @@ for stage in $stages; do
     esac
 done
 
-for f in "${failures[@]}"; do echo "FAILED: $f"; done
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+counts_end

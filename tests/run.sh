@@ -36,16 +36,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 cd "$repo"
 jobs="$(nproc 2>/dev/null || echo 2)"
-passed=0
-failed=0
-failures=()
-
-count() { # count NAME PASSED FAILED
-    passed=$((passed + $2))
-    failed=$((failed + $3))
-    [ "$3" -eq 0 ] || failures+=("$1: $3 failed")
-    echo "== $1: $2 passed, $3 failed (at ${SECONDS}s)"
-}
+# shellcheck source=counts.sh
+. "$here/counts.sh"
 
 # The tail and the counts of a node:test run's output; a test cancelled
 # (timed out) counts as failed.
@@ -311,6 +303,4 @@ while IFS=$'\t' read -r label p f; do
     [ "$f" -eq 0 ] || failures+=("$label: $f failed")
 done < <(sed -n 's/^== \(.*\): \([0-9]*\) passed, \([0-9]*\) failed (at [0-9]*s)$/\1\t\2\t\3/p' "$lanes_dir"/*.log)
 
-for line in "${failures[@]}"; do echo "FAILED: $line"; done
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+counts_end
