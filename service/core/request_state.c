@@ -134,12 +134,13 @@ static char *request_digest(const char *method, json_t *params)
     return d;
 }
 
-int request_state_init(struct store *st)
+int request_state_init(struct store *st, const char *this_run)
 {
     unsigned char raw[KEY_LEN];
     char fresh[2 * KEY_LEN + 1], stored[2 * KEY_LEN + 1];
-    if (gnutls_rnd(GNUTLS_RND_KEY, raw, sizeof raw) != 0 || random_hex(16, run) != 0)
+    if (gnutls_rnd(GNUTLS_RND_KEY, raw, sizeof raw) != 0)
         return -1;
+    snprintf(run, sizeof run, "%s", this_run);
     hex(raw, KEY_LEN, fresh);
     if (store_secret(st, KEY_NAME, fresh, clock_wall_ms(), stored, sizeof stored) != 0 ||
         strlen(stored) != 2 * KEY_LEN)

@@ -47,8 +47,10 @@ struct store;
 #define REQUEST_STATE_OUTCOME_MAX (256 * 1024)
 
 /* Loads the key from the store, creating it on first use, and keeps st for
- * the uses. 0, or -1. */
-int request_state_init(struct store *st);
+ * the uses; `run` (copied) names this process in its claims (replica.h's
+ * run: on a shared store a claim is taken over only when its process is
+ * dead). 0, or -1. */
+int request_state_init(struct store *st, const char *run);
 
 /* A new state (caller frees) carrying data (borrowed) for principal (""
  * or NULL: none), continuing the request `method` with params (borrowed:

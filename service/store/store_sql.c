@@ -175,6 +175,14 @@ static const char *const pg_only[SQL_COUNT] = {
                    "(s.owner IS NULL OR NOT mcpd_run_alive(s.owner, $2))",
     [R_NODES_ALIVE] = "SELECT run, beat_ms, inflight FROM nodes WHERE mcpd_run_alive(run, $1) "
                       "ORDER BY run",
+    /* A previous run's claim is taken over only once that process is dead
+     * (another replica may be running the request). */
+    [W_STATE_USE_CLAIM] = "INSERT INTO request_state_uses(nonce, claim, run, answers, expires_ms) "
+                          "VALUES($1, $2, $3, $4, $5) ON CONFLICT(nonce) DO UPDATE SET "
+                          "claim = excluded.claim, run = excluded.run, answers = excluded.answers "
+                          "WHERE request_state_uses.done = 0 AND "
+                          "request_state_uses.run <> excluded.run AND "
+                          "NOT mcpd_run_alive(request_state_uses.run, 0)",
     /* A dead holder's claim (its process gone) yields at once. */
     [W_STANDALONE_CLAIM] = "INSERT INTO standalone_claims(session_id, run, until_ms) "
                            "VALUES($1, $2, $4) ON CONFLICT(session_id) DO UPDATE SET "
