@@ -365,16 +365,24 @@ static int pg_calls_of(struct store *st, struct write_op *op, struct db_call *ca
         CALL(op->kind);
         return n;
     }
-    if (op->row)
-        CALL(W_ROW);
-    if (op->chunk)
-        CALL(W_CHUNK);
+    if (op->row && op->chunk) {
+        CALL(W_ROW_CHUNK);
+    } else {
+        if (op->row)
+            CALL(W_ROW);
+        if (op->chunk)
+            CALL(W_CHUNK);
+    }
     if (op->end && !op->row)
         CALL(W_END);
     if (op->mark)
         CALL(W_RELAY_MARK);
 #undef CALL
-    if (op->chunk || op->end) {
+    /* A stream created and ended by one write had no reader anywhere
+     * before this commit (nobody knew its id): no signal, which spares
+     * PostgreSQL a NOTIFY (they serialize commits server-wide) for every
+     * quick reply. */
+    if ((op->chunk || op->end) && !(op->row && op->end)) {
         char next[32] = "";
         if (op->chunk)
             snprintf(next, sizeof next, "%lld", (long long)op->p[1].i + 1);
@@ -428,7 +436,8 @@ static int pg_run(struct store *st, struct db *db, struct write_op *first, struc
             continue;
         for (int c = at[i]; c < at[i + 1]; c++) {
             const struct db_call *call = &calls[c];
-            if ((call->k == W_CHUNK || (call->k == W_END && !op->row)) && call->changes == 0)
+            if ((call->k == W_CHUNK || call->k == W_ROW_CHUNK || (call->k == W_END && !op->row)) &&
+                call->changes == 0)
                 op->rc = STORE_STREAM_GONE;
             if (call->k == op->kind) {
                 op->changes = call->changes;

@@ -183,13 +183,21 @@ static const char *const pg_only[SQL_COUNT] = {
                           "WHERE request_state_uses.done = 0 AND "
                           "request_state_uses.run <> excluded.run AND "
                           "NOT mcpd_run_alive(request_state_uses.run, 0)",
+    /* A stream's first write with its first message: one statement, one
+     * round of parse/bind/execute in the pipeline instead of two. */
+    [W_ROW_CHUNK] = "WITH r AS (INSERT INTO streams(id, session_id, kind, request_id, state, "
+                    "created_ms, ended_ms, owner) VALUES($1, $6, $7, $8, COALESCE($9::text, "
+                    "'active'), $5::bigint, CASE WHEN $9::text IS NULL THEN NULL ELSE "
+                    "$5::bigint END, $12) RETURNING id) INSERT INTO chunks(stream_id, seq, "
+                    "message, is_end, created_ms) SELECT r.id, $2::bigint, $3::text, "
+                    "$4::integer, $5::bigint FROM r",
     /* A dead holder's claim (its process gone) yields at once. */
     [W_STANDALONE_CLAIM] = "INSERT INTO standalone_claims(session_id, run, until_ms) "
                            "VALUES($1, $2, $4) ON CONFLICT(session_id) DO UPDATE SET "
                            "run = excluded.run, until_ms = excluded.until_ms "
                            "WHERE standalone_claims.run = excluded.run OR "
                            "standalone_claims.until_ms < $3 OR "
-                           "NOT mcpd_run_alive(standalone_claims.run, 2 * $3::bigint - $4)",
+                           "NOT mcpd_run_alive(standalone_claims.run, 0)",
     /* This process's run lock, held for its life (see mcpd_run_alive). */
     [R_RUN_LOCK] = "SELECT pg_try_advisory_lock(1835233380, hashtext($1))::integer",
     [R_SESSION_CALLS_ELSEWHERE] = "SELECT COUNT(*) FROM streams WHERE session_id = $1 AND "

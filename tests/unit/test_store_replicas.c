@@ -143,6 +143,11 @@ static void test_nodes(struct store *a, struct store *b, int pg)
     int64_t t = now_ms();
     CHECK_INT(store_node_beat(a, t, 3), 0);
     CHECK_INT(store_node_beat(b, t - 20000, 0), 0);
+    /* A process takes its run's lock with the leader's connection (as
+     * mcpd's replica thread does at every beat): alive = a recent beat and
+     * the lock. */
+    CHECK(store_leader(a) >= 0);
+    CHECK(store_leader(b) >= 0);
     struct found f = {0};
     CHECK_INT(store_nodes_alive(a, t - 10000, on_node, &f), 0);
     CHECK_INT(f.n, 1);
