@@ -142,15 +142,25 @@ static void read_alive(int64_t since_ms)
     pthread_mutex_unlock(&rep.alive_mu);
 }
 
-int replica_tag_alive(const char *who)
+static int in_alive(const char *needle)
 {
-    char needle[16];
-    snprintf(needle, sizeof needle, "%.12s,", who);
     pthread_mutex_lock(&rep.alive_mu);
     /* Not read yet: assume alive (the inbox's message then waits unread). */
     int alive = !rep.alive || strstr(rep.alive, needle) != NULL;
     pthread_mutex_unlock(&rep.alive_mu);
     return alive;
+}
+
+int replica_tag_alive(const char *who)
+{
+    char needle[16];
+    snprintf(needle, sizeof needle, "%.12s,", who);
+    if (in_alive(needle))
+        return 1;
+    /* The list is a beat old: a process that started since is in the
+     * store already. Asked only for answers to route (rare). */
+    read_alive(clock_wall_ms() - rep.lease_ms);
+    return in_alive(needle);
 }
 
 /* On the store's listener thread: queue and wake, nothing more. */
@@ -262,8 +272,11 @@ static void *replica_main(void *arg)
                 log_event(LOG_WARN, NULL, "replica_beat_failed", "store unavailable");
             if (rep.hooks.beat)
                 rep.hooks.beat();
+            /* The leader's connection holds this run's lock too
+             * (mcpd_run_alive): take it before telling who lives. */
+            int leader = store_leader(rep.store) == 1;
             read_alive(wall - rep.lease_ms);
-            if (store_leader(rep.store) == 1 && rep.hooks.orphans)
+            if (leader && rep.hooks.orphans)
                 rep.hooks.orphans(wall - rep.lease_ms);
             next_beat = now + REPLICA_BEAT_MS;
         }
@@ -288,6 +301,11 @@ int replica_start(struct store *st, int64_t lease_ms, const struct replica_hooks
     clock_cond_init(&rep.cv);
     stream_registry_shared(1);
     store_signal_listen(st, on_signal, NULL);
+    /* Alive before serving anything: a beat, and this run's lock (taken
+     * with the leader's connection), so no other process's sweep takes
+     * this one's first calls for a dead process's. */
+    store_node_beat(st, clock_wall_ms(), 0);
+    store_leader(st);
     if (pthread_create(&rep.thread, NULL, replica_main, NULL) != 0)
         return -1;
     rep.running = 1;

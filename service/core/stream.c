@@ -268,15 +268,16 @@ struct fresh {
     struct chunk *v;
     int64_t n, cap;
     int oom;
+    int end_seen; /* the last chunk read is the stream's last */
 };
 
 static void fresh_chunk(void *arg, int64_t seq, const char *msg, size_t len, int is_end)
 {
-    (void)is_end;
     struct fresh *f = arg;
     /* A gap cannot happen with ordered appends; never expose one. */
     if (f->oom || seq != f->from + f->n)
         return;
+    f->end_seen = is_end;
     if (f->n == f->cap) {
         int64_t cap = f->cap ? f->cap * 2 : 8;
         struct chunk *c = realloc(f->v, (size_t)cap * sizeof *c);
@@ -297,6 +298,28 @@ static void fresh_chunk(void *arg, int64_t seq, const char *msg, size_t len, int
     f->v[f->n].msg = copy;
     f->v[f->n].len = len;
     f->n++;
+}
+
+/* The state of a stream read as row + chunks f. The row is read before
+ * the chunks: a last chunk committed between the two reads comes with a
+ * row that still says active. The row is read again then, so that no
+ * reader sees the last message without the end. */
+static enum stream_state settled(const char *id, struct store_stream *row, const struct fresh *f)
+{
+    enum stream_state state = state_parse(row->state);
+    if (f->end_seen && state == STREAM_ACTIVE) {
+        struct store_stream again;
+        struct fresh none = {.from = f->from + f->n};
+        if (store_stream_get_from(reg.store, id, none.from, &again, fresh_chunk, &none) == 0) {
+            state = state_parse(again.state);
+            row->ended_ms = again.ended_ms;
+            store_stream_free(&again);
+        }
+        for (int64_t i = 0; i < none.n; i++)
+            free(none.v[i].msg);
+        free(none.v);
+    }
+    return state;
 }
 
 static void fresh_free(struct fresh *f)
@@ -323,6 +346,7 @@ struct stream *stream_find(const char *id)
     struct fresh f = {0};
     struct stream *loaded = NULL;
     if (st && store_stream_get(st, id, &row, fresh_chunk, &f) == 0) {
+        enum stream_state state = settled(id, &row, &f);
         loaded = stream_alloc(row.id, row.session_id, strcmp(row.kind, "standalone") == 0);
         if (loaded) {
             loaded->chunks = f.v;
@@ -330,7 +354,7 @@ struct stream *stream_find(const char *id)
             loaded->cap = f.cap;
             f.v = NULL;
             f.n = 0;
-            loaded->state = state_parse(row.state);
+            loaded->state = state;
             loaded->persisted = 1;
             loaded->remote = 1;
             /* Whose it is matters only while it is being written. */
@@ -433,7 +457,7 @@ static int refresh_locked(struct stream *s)
         }
         return -1;
     }
-    enum stream_state state = state_parse(row.state);
+    enum stream_state state = settled(s->id, &row, &f);
     int changed = 0;
     pthread_mutex_lock(&s->mu);
     if (f.n > 0 && grow(s, s->nchunks + f.n) == 0) {
