@@ -25,7 +25,7 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 import { test } from 'node:test';
 
-import { ACCEPT_BOTH, builtWithTsan, mcpHeaders, newId, request, sleep, tempDb, withMcpd, withTimeout, mcpAdmin } from './lib/mcpd.mjs';
+import { ACCEPT_BOTH, builtWithTsan, mcpHeaders, newId, request, sleep, tempDb, waitFor, withMcpd, withTimeout, mcpAdmin } from './lib/mcpd.mjs';
 import { procSample, smallQuarantineEnv } from './lib/push-clients.mjs';
 
 // ASan keeps freed memory in a quarantine (256 MB by default); a small one
@@ -346,6 +346,9 @@ test('a client retrying with a revoked token cannot flood the log: 300 refusals,
     }
     await sleep(1100); // one more warning is due, carrying the count of those held back
     assert.equal((await post(m.port, token, { jsonrpc: '2.0', id: newId(), method: 'ping' })).status, 401);
+    // mcpd logs before it answers, but its stderr pipe and the response's
+    // socket reach this process in either order: wait for the line.
+    await waitFor(() => /more uses/.test(m.stderr), 3000, 'the warning with the count').catch(() => {});
     const warnings = m.stderr.split('\n').filter((l) => l.includes('event=token_revoked_used'));
     assert.ok(warnings.length >= 2 && warnings.length <= 20, `${warnings.length} warnings for ${N + 1} uses`);
     const counted = warnings.map((l) => Number((/\((\d+) more uses/.exec(l) || [0, 0])[1])).reduce((a, b) => a + b, 0);
