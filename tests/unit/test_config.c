@@ -313,6 +313,8 @@ static const struct usage_case usage_cases[] = {
     {{"--upstream-relay-timeout-ms=-5"},
      "--upstream-relay-timeout-ms=-5: upstream-relay-timeout-ms needs a non-negative number, got "
      "'-5'"},
+    {{"--replica-lease-ms=-1000"},
+     "--replica-lease-ms=-1000: replica-lease-ms needs a non-negative number, got '-1000'"},
     {{"--max-body=9223372036854775808"},
      "--max-body=9223372036854775808: max-body needs a non-negative number, got "
      "'9223372036854775808'"},
