@@ -138,8 +138,9 @@ static void replica_orphans(int64_t alive_since_ms)
 {
     struct unfinished *list = NULL;
     store_streams_orphaned(core.store, alive_since_ms, collect_unfinished, &list);
-    end_interrupted(list, "Request interrupted by server restart: the process running it stopped; retry it",
-                    "request_orphaned");
+    end_interrupted(
+        list, "Request interrupted by server restart: the process running it stopped; retry it",
+        "request_orphaned");
 }
 
 void core_probe_elsewhere(struct session *s)
@@ -1076,6 +1077,12 @@ int core_task_elsewhere(const char *principal, json_t *msg, const struct jsonrpc
     const char *task_id = json_string_value(json_object_get(m->params, "taskId"));
     struct stream *task = replica_shared() && task_id ? stream_find(task_id) : NULL;
     const char *owner = task ? stream_owner(task) : NULL;
+    /* Its process died (SIGKILL, say) and the leader has not swept it yet:
+     * end it now, so the answer is the task's end and not a hand-over to
+     * no one. */
+    if (owner && strcmp(owner, replica_run()) != 0 && stream_state(task) == STREAM_ACTIVE &&
+        !replica_tag_alive(owner))
+        replica_sweep();
     struct session *s =
         owner && strcmp(owner, replica_run()) != 0 && stream_state(task) == STREAM_ACTIVE
             ? session_find(stream_session(task))

@@ -163,6 +163,16 @@ int replica_tag_alive(const char *who)
     return in_alive(needle);
 }
 
+void replica_sweep(void)
+{
+    if (!rep.store)
+        return;
+    int64_t since = clock_wall_ms() - rep.lease_ms;
+    read_alive(since);
+    if (rep.hooks.orphans)
+        rep.hooks.orphans(since);
+}
+
 /* On the store's listener thread: queue and wake, nothing more. */
 static void on_signal(void *arg, char kind, const char *key, const char *extra)
 {
@@ -244,7 +254,8 @@ static void *replica_main(void *arg)
 {
     (void)arg;
     pthread_setname_np(pthread_self(), "mcpd-replica");
-    int64_t next_beat = 0, next_resync = clock_mono_ms() + RESYNC_MS;
+    int64_t next_beat = clock_mono_ms() + REPLICA_BEAT_MS,
+            next_resync = clock_mono_ms() + RESYNC_MS;
     pthread_mutex_lock(&rep.mu);
     while (!rep.stop) {
         struct signal *list = rep.head;
@@ -305,7 +316,14 @@ int replica_start(struct store *st, int64_t lease_ms, const struct replica_hooks
      * with the leader's connection), so no other process's sweep takes
      * this one's first calls for a dead process's. */
     store_node_beat(st, clock_wall_ms(), 0);
-    store_leader(st);
+    /* And who else lives, read before serving too: a request for a dead
+     * process's call, the first thing a client retries after a SIGKILL
+     * and restart, must not be handed to it. The leader ends such calls
+     * now, as one process on SQLite does at start. */
+    int leader = store_leader(st) == 1;
+    read_alive(clock_wall_ms() - lease_ms);
+    if (leader && rep.hooks.orphans)
+        rep.hooks.orphans(clock_wall_ms() - lease_ms);
     if (pthread_create(&rep.thread, NULL, replica_main, NULL) != 0)
         return -1;
     rep.running = 1;

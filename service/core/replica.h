@@ -70,6 +70,11 @@ int replica_unhex(const char *hex, char *out, size_t cap);
 /* 0 when the process of that id tag is known dead (gone from the store's
  * live processes at the last beat), else 1. */
 int replica_tag_alive(const char *tag);
+/* Ends the calls of every process known dead now (the hook orphans), on
+ * the caller's thread: for a request that found a call whose process
+ * died, rather than leave it to the leader's next beat. Safe beside the
+ * leader's sweep: an end that loses the race to another is dropped. */
+void replica_sweep(void);
 /* Calls running here, reported with the beat. */
 void replica_inflight_add(int delta);
 

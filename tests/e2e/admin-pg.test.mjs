@@ -192,8 +192,11 @@ function withoutSizes(r, json) {
 }
 
 function same(a, b, args, shape = (r) => r.stdout) {
-  const x = admin(a, ...args);
+  let x = admin(a, ...args);
   const y = admin(b, ...args);
+  // Ages are printed to the second ("9s ago"): when the clock ticks between
+  // the two runs, a run of a just after b reads the same second as b did.
+  if (shape(y) !== shape(x)) x = admin(a, ...args);
   assert.equal(y.status, x.status, `${args.join(' ')}: status (stderr ${y.stderr})`);
   assert.equal(y.stderr, x.stderr, `${args.join(' ')}: stderr`);
   assert.equal(shape(y), shape(x), `${args.join(' ')}: output`);
