@@ -96,7 +96,8 @@ static const struct setting settings[] = {
      "answer; for a 2026-07-28 client, how long its held call waits for the retry that "
      "answers"},
     {"replica-lease-ms", K_INT, S(replica_lease_ms), "5000",
-     "with several mcpd on one PostgreSQL database: a process silent this long is dead, and "
+     "with several mcpd on one PostgreSQL database: a process silent this long (at least 1000) "
+     "is dead, and "
      "another ends its running calls (their streams get an error) and takes over its sessions"},
     {"stdio", K_FLAG, S(stdio), "0",
      "serve MCP on stdin/stdout (NDJSON or Content-Length, detected) instead of HTTP; "
@@ -333,6 +334,15 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
         snprintf(err, errcap,
                  "a limit is too small (timeouts must be at least 100 ms, counts at "
                  "least 1)");
+        return -1;
+    }
+    /* Processes beat once a second: a shorter lease would count live ones
+     * dead between two beats and end their calls. */
+    if (cfg->replica_lease_ms < 1000) {
+        snprintf(err, errcap,
+                 "--replica-lease-ms must be at least 1000 (a process beats once a "
+                 "second), got %lld",
+                 (long long)cfg->replica_lease_ms);
         return -1;
     }
     return parse_listen(cfg, err, errcap);

@@ -923,11 +923,22 @@ static const struct store_migration *migrations_of(enum db_engine e, int *count)
 
 /* A bound on PostgreSQL connections: the environment's `name`, 1..64, or
  * def. */
-static int pg_bound(const char *name, int def)
+/* The count the environment variable gives (def when unset), or -1 with a
+ * message when it is not a whole number from 1 to 64: a typo must not
+ * quietly run the pool at another size. */
+static int pg_bound(const char *name, int def, char **err)
 {
     const char *v = getenv(name);
-    int n = v ? atoi(v) : def;
-    return n < 1 ? 1 : n > 64 ? 64 : n;
+    if (!v)
+        return def;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || end == v || *end || n < 1 || n > 64) {
+        *err = db_fmt_err("%s must be a whole number from 1 to 64, got '%.40s'", name, v);
+        return -1;
+    }
+    return (int)n;
 }
 
 /* Stops the writers, each once it has committed what its queue holds. */
@@ -976,9 +987,8 @@ static void close_all(struct store *st)
 
 /* The write queues and their connections; the first brings the schema up
  * to date before any other connection prepares a statement. */
-static int open_queues(struct store *st, const char *path, char **err)
+static int open_queues(struct store *st, const char *path, int n, char **err)
 {
-    int n = st->engine == DB_PG ? pg_bound("MCPD_DB_WRITERS", PG_WRITERS) : 1;
     if (!(st->wq = calloc((size_t)n, sizeof *st->wq))) {
         *err = db_fmt_err("out of memory");
         return -1;
@@ -1003,9 +1013,8 @@ static int open_queues(struct store *st, const char *path, char **err)
 /* The readers: the writer's own connection for :memory:, one more for a
  * SQLite file (WAL lets it read while the writer commits), a pool for
  * PostgreSQL. */
-static int open_readers(struct store *st, const char *path, char **err)
+static int open_readers(struct store *st, const char *path, int n, char **err)
 {
-    int n = st->engine == DB_PG ? pg_bound("MCPD_DB_READERS", PG_READERS) : 1;
     st->shared = st->engine == DB_SQLITE && strcmp(path, ":memory:") == 0;
     st->readers = calloc((size_t)n, sizeof *st->readers);
     st->rbusy = calloc((size_t)n, sizeof *st->rbusy);
@@ -1063,8 +1072,13 @@ int store_open(const char *path, struct store **out, char **err)
         *err = db_fmt_err("out of memory");
         goto fail;
     }
-    if ((st->engine == DB_SQLITE && db_sqlite_files(path, err) != 0) ||
-        open_queues(st, path, err) != 0 || open_readers(st, path, err) != 0)
+    /* Both pool sizes before any connection, so a bad one is what is said. */
+    int nwriters = st->engine == DB_PG ? pg_bound("MCPD_DB_WRITERS", PG_WRITERS, err) : 1;
+    int nreaders = nwriters < 0          ? -1
+                   : st->engine == DB_PG ? pg_bound("MCPD_DB_READERS", PG_READERS, err)
+                                         : 1;
+    if (nreaders < 0 || (st->engine == DB_SQLITE && db_sqlite_files(path, err) != 0) ||
+        open_queues(st, path, nwriters, err) != 0 || open_readers(st, path, nreaders, err) != 0)
         goto fail;
     if (st->engine == DB_SQLITE && !st->shared &&
         !(st->wal = wal_start(path, db_sqlite_handle(st->wq[0].db), &st->wq[0].commit_mu, &st->hold,

@@ -265,6 +265,12 @@ test('config file and --upstream: bad input exits 2 naming the problem; command 
     bad(['--upstream', '   '], {}, /empty/);
     bad(['--upstream-mode', 'sometimes'], {}, /per-session or shared/);
     bad([], { MCPD_MAX_BODY: 'x' }, /MCPD_MAX_BODY: max-body needs a non-negative number/);
+    // The PostgreSQL pool's sizes are read before any connection is tried.
+    for (const [name, value] of [['MCPD_DB_WRITERS', 'two'], ['MCPD_DB_READERS', '0'], ['MCPD_DB_READERS', '65'], ['MCPD_DB_WRITERS', '2x']]) {
+      const r = spawnSync(MCPD_BIN, ['--listen', '127.0.0.1:0', '--db', 'postgres://nobody@127.0.0.1:1/none'], { encoding: 'utf8', env: { ...process.env, [name]: value }, timeout: 10000 });
+      assert.equal(r.status, 1, `${name}=${value}: ${r.stderr}`);
+      assert.equal(r.stderr, `mcpd: ${name} must be a whole number from 1 to 64, got '${value}'\n`);
+    }
 
     // Precedence: the file says one port, the environment another, the
     // command line a third; the command line wins, then the environment.

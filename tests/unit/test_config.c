@@ -315,6 +315,10 @@ static const struct usage_case usage_cases[] = {
      "'-5'"},
     {{"--replica-lease-ms=-1000"},
      "--replica-lease-ms=-1000: replica-lease-ms needs a non-negative number, got '-1000'"},
+    {{"--replica-lease-ms=0"},
+     "--replica-lease-ms must be at least 1000 (a process beats once a second), got 0"},
+    {{"--replica-lease-ms=999"},
+     "--replica-lease-ms must be at least 1000 (a process beats once a second), got 999"},
     {{"--max-body=9223372036854775808"},
      "--max-body=9223372036854775808: max-body needs a non-negative number, got "
      "'9223372036854775808'"},
