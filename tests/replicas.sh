@@ -10,7 +10,8 @@
 #      2025-06-18 and the skills and tasks extension scenarios;
 #   3. the transcript suite (e2e/consistency.test.mjs: tests/transcripts on
 #      every HTTP and WebSocket transport) with MCPD_TEST_CLUSTER=N;
-#   4. the official SDK client's tests (e2e/sdk-client.test.mjs), the same way;
+#   4. the official SDK client's tests (e2e/sdk-client.test.mjs), the same way, and the
+#      task status notifications (e2e/task-notifications.test.mjs);
 #   5. the replica tests themselves (e2e/replicas.test.mjs).
 #
 # One throwaway PostgreSQL server (tests/pg/pg-server.sh) serves the whole
@@ -97,6 +98,8 @@ for stage in $stages; do
     sdk)
         echo "== the official SDK client's tests through $replicas replicas (e2e/sdk-client.test.mjs)"
         node_tests "SDK client ($replicas replicas)" e2e/sdk-client.test.mjs MCPD_TEST_DB=postgres MCPD_TEST_CLUSTER="$replicas"
+        echo "== task status notifications through $replicas replicas (e2e/task-notifications.test.mjs)"
+        node_tests "task notifications ($replicas replicas)" e2e/task-notifications.test.mjs MCPD_TEST_DB=postgres MCPD_TEST_CLUSTER="$replicas"
         ;;
     replicas)
         echo "== replica tests (e2e/replicas.test.mjs)"

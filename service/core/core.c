@@ -379,6 +379,7 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
                                     cfg->max_sessions,    cfg->max_init_params,
                                     cfg->max_inflight,    cfg->max_sessions_per_principal};
     stream_registry_init(st);
+    stream_on_change(listen_task_changed);
     session_registry_init(st, &limits);
     if (request_state_init(st, replica_run()) != 0) {
         *err = strdup("cannot load or create the requestState key in the store");

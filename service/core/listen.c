@@ -6,13 +6,16 @@
 #include "protocol.h"
 #include "session.h"
 #include "stream.h"
+#include "task.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SUBSCRIPTION_ID_KEY "io.modelcontextprotocol/subscriptionId"
 #define RESOURCES_FILTER "resourceSubscriptions"
+#define TASKS_FILTER "taskIds"
 
 /* The filter keys mcpd can honour, and the notification each stands for. */
 static const struct {
@@ -30,16 +33,48 @@ struct listener {
     json_t *id; /* the listen request's id: the subscription id, verbatim */
     int wants[NKINDS];
     json_t *uris; /* the resource URIs it follows (array of strings), or NULL */
+    /* The tasks it follows: {task id: what was last sent of it ("" before
+     * the first)}, or NULL. Guarded by reg.mu. */
+    json_t *tasks;
     struct listener *next;
 };
 
 static struct {
     pthread_mutex_t mu; /* guards list; appends happen under it, in order */
     struct listener *list;
-} reg = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    /* The task ids any listener follows ({id: listeners}), apart from mu:
+     * every append to every request stream asks (listen_task_changed),
+     * and the notification's own append must not wait for mu. Lock order:
+     * mu, then fmu. */
+    pthread_mutex_t fmu;
+    json_t *followed;
+    atomic_int nfollowed;
+} reg = {.mu = PTHREAD_MUTEX_INITIALIZER, .fmu = PTHREAD_MUTEX_INITIALIZER};
+
+static void follow(json_t *tasks, int delta)
+{
+    const char *id;
+    json_t *v;
+    pthread_mutex_lock(&reg.fmu);
+    if (!reg.followed)
+        reg.followed = json_object();
+    json_object_foreach(tasks, id, v)
+    {
+        json_int_t n = json_integer_value(json_object_get(reg.followed, id)) + delta;
+        if (n > 0)
+            json_object_set_new(reg.followed, id, json_integer(n));
+        else
+            json_object_del(reg.followed, id);
+    }
+    atomic_store(&reg.nfollowed, (int)json_object_size(reg.followed));
+    pthread_mutex_unlock(&reg.fmu);
+}
 
 static void listener_free(struct listener *l)
 {
+    if (l->tasks)
+        follow(l->tasks, -1);
+    json_decref(l->tasks);
     stream_unref(l->stream);
     session_unref(l->session);
     json_decref(l->id);
@@ -111,6 +146,69 @@ static json_t *kept_uris(json_t *filter)
     return uris;
 }
 
+/* The client's taskIds that name tasks of its principal's ({id: ""}, new
+ * reference), or NULL when it asked for none or did not declare the tasks
+ * extension on this request. */
+static json_t *kept_tasks(struct session *s, json_t *filter, json_t *params)
+{
+    json_t *asked = json_object_get(filter, TASKS_FILTER);
+    json_t *caps = json_object_get(json_object_get(params, "_meta"), PROTOCOL_META_CAPABILITIES);
+    if (!json_is_array(asked) ||
+        !json_object_get(json_object_get(caps, "extensions"), TASK_EXTENSION))
+        return NULL;
+    json_t *tasks = json_object();
+    size_t i;
+    json_t *t;
+    json_array_foreach(asked, i, t)
+    {
+        if (!tasks || json_object_size(tasks) == LISTEN_MAX_TASKS)
+            break;
+        const char *tid = json_string_value(t);
+        json_t *snap = tid ? task_snapshot(session_principal(s), tid, 0) : NULL;
+        if (snap)
+            json_object_set_new(tasks, tid, json_string(""));
+        json_decref(snap);
+    }
+    return tasks;
+}
+
+static int terminal(const char *status)
+{
+    return strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0 ||
+           strcmp(status, "cancelled") == 0;
+}
+
+/* Tells l of task tid as tasks/get would show it now, unless that is what
+ * it was last told: a status, and for input_required the requests asked.
+ * Nothing after a terminal status, which never changes. Under reg.mu. */
+static void tell_task(struct listener *l, const char *tid)
+{
+    const char *last = json_string_value(json_object_get(l->tasks, tid));
+    if (!last || terminal(last))
+        return;
+    json_t *snap = task_snapshot(session_principal(l->session), tid, core_session_idle_ms());
+    const char *status = json_string_value(json_object_get(snap, "status"));
+    char *asked = status ? json_dumps(json_object_get(snap, "inputRequests"),
+                                      JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY)
+                         : NULL;
+    json_t *seen = status ? json_pack("s+", status, asked ? asked : "") : NULL;
+    free(asked);
+    if (!seen || strcmp(json_string_value(seen), last) == 0) {
+        json_decref(seen);
+        json_decref(snap);
+        return;
+    }
+    /* The key names the status alone once terminal (terminal() reads it). */
+    json_object_set_new(l->tasks, tid, terminal(status) ? json_string(status) : seen);
+    if (terminal(status))
+        json_decref(seen);
+    json_t *msg = json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", "notifications/tasks",
+                            "params", snap);
+    if (msg && send_tagged(l, msg, STREAM_ACTIVE) != 0)
+        log_event(LOG_WARN, session_id(l->session), "listen_failed",
+                  "a task notification did not reach subscription %s", stream_id(l->stream));
+}
+
 int listen_open(struct session *s, struct stream *st, json_t *id, json_t *params)
 {
     struct listener *l = calloc(1, sizeof *l);
@@ -126,6 +224,18 @@ int listen_open(struct session *s, struct stream *st, json_t *id, json_t *params
     l->uris = kept_uris(filter);
     if (l->uris)
         json_object_set(agreed, RESOURCES_FILTER, l->uris);
+    l->tasks = kept_tasks(s, filter, params);
+    if (l->tasks) {
+        json_t *ids = json_array();
+        const char *tid;
+        json_t *v;
+        json_object_foreach(l->tasks, tid, v)
+        {
+            json_array_append_new(ids, json_string(tid));
+        }
+        json_object_set_new(agreed, TASKS_FILTER, ids);
+        follow(l->tasks, 1);
+    }
     session_ref(s);
     l->session = s;
     l->id = json_incref(id);
@@ -139,6 +249,14 @@ int listen_open(struct session *s, struct stream *st, json_t *id, json_t *params
     if (rc == 0) {
         l->next = reg.list;
         reg.list = l;
+        /* Where each task stands now: a change before the subscription is
+         * not missed, and a client need not poll once. */
+        const char *tid;
+        json_t *v;
+        json_object_foreach(l->tasks, tid, v)
+        {
+            tell_task(l, tid);
+        }
     }
     pthread_mutex_unlock(&reg.mu);
     if (rc != 0)
@@ -200,6 +318,30 @@ void listen_resource_updated(const char *uri)
     if (msg)
         send_to_all(msg, follows_uri, uri);
     json_decref(msg);
+}
+
+void listen_task_changed(const char *task_id)
+{
+    if (atomic_load(&reg.nfollowed) == 0)
+        return;
+    pthread_mutex_lock(&reg.fmu);
+    int followed = reg.followed && json_object_get(reg.followed, task_id) != NULL;
+    pthread_mutex_unlock(&reg.fmu);
+    if (!followed)
+        return;
+    pthread_mutex_lock(&reg.mu);
+    for (struct listener **lp = &reg.list; *lp;) {
+        struct listener *l = *lp;
+        if (session_ended(l->session)) {
+            *lp = l->next;
+            listener_free(l);
+            continue;
+        }
+        if (json_object_get(l->tasks, task_id))
+            tell_task(l, task_id);
+        lp = &l->next;
+    }
+    pthread_mutex_unlock(&reg.mu);
 }
 
 void listen_close_all(void)

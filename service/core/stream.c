@@ -63,7 +63,21 @@ static struct {
     struct store *_Atomic store;
     _Atomic int shared;   /* other processes write to the store too (stream_registry_shared) */
     _Atomic int detached; /* shutting down: every read returns STREAM_DETACHED */
+    void (*on_change)(const char *id); /* set before serving (stream_on_change) */
 } reg;
+
+/* After a request stream changed, with none of its locks held: the hook
+ * may read it (and append to others). */
+static void changed(struct stream *s)
+{
+    if (reg.on_change && !s->standalone)
+        reg.on_change(s->id);
+}
+
+void stream_on_change(void (*fn)(const char *stream_id))
+{
+    reg.on_change = fn;
+}
 
 static pthread_once_t shards_once = PTHREAD_ONCE_INIT;
 
@@ -495,11 +509,13 @@ static struct stream *registered(const char *id)
 static void refresh(struct stream *s)
 {
     pthread_mutex_lock(&s->append_mu);
-    refresh_locked(s);
+    int fresh = refresh_locked(s) == 1;
     int ended = stream_state(s) != STREAM_ACTIVE;
     pthread_mutex_unlock(&s->append_mu);
     if (ended)
         unregister(s);
+    if (fresh)
+        changed(s);
 }
 
 void stream_registry_shared(int shared)
@@ -643,6 +659,7 @@ static int64_t append(struct stream *s, const char *msg, size_t len, enum stream
         unregister(s);
     metrics_add(METRIC_MESSAGES, 1);
     metrics_add(METRIC_MESSAGE_BYTES, len);
+    changed(s);
     return seq;
 }
 
@@ -675,8 +692,10 @@ int stream_end(struct stream *s, enum stream_state state)
         pthread_mutex_unlock(&s->mu);
     }
     pthread_mutex_unlock(&s->append_mu);
-    if (!already)
+    if (!already) {
         unregister(s);
+        changed(s);
+    }
     return rc == 0 ? 0 : -1;
 }
 

@@ -212,6 +212,11 @@ const char *stream_cursor_message(enum stream_cursor c);
 void stream_registry_shared(int shared);
 void stream_refresh(const char *id, int64_t next_seq, int ended);
 void stream_refresh_all(void);
+/* fn(id) after each change to a request stream (a chunk, its end, what a
+ * refresh took in from another process), on the thread that changed it and
+ * with none of the stream's locks held: for a follower that keeps no
+ * reader (listen's task status notifications). Set before serving. */
+void stream_on_change(void (*fn)(const char *stream_id));
 
 /* The session ended: its streams expire, readers see the end. */
 void stream_drop_session(const char *session_id);

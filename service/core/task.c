@@ -5,6 +5,7 @@
 #include "clock.h"
 #include "core_int.h"
 #include "jsonrpc.h"
+#include "listen.h"
 #include "session.h"
 #include "stream.h"
 
@@ -39,11 +40,10 @@ static void answered(struct core_reply *out, json_t *msg)
 }
 
 /* The task with that id, if it is the principal's: its stream and session
- * (references), or -1 after filling *out with -32602. */
-static int find(const char *principal, json_t *id, json_t *params, struct stream **st,
-                struct session **s, struct core_reply *out)
+ * (references), or -1. */
+static int lookup(const char *principal, const char *task_id, struct stream **st,
+                  struct session **s)
 {
-    const char *task_id = json_string_value(json_object_get(params, "taskId"));
     *st = task_id ? stream_find(task_id) : NULL;
     *s = *st ? session_find(stream_session(*st)) : NULL;
     if (*s && !session_belongs_to(*s, principal && *principal ? principal : NULL)) {
@@ -53,11 +53,20 @@ static int find(const char *principal, json_t *id, json_t *params, struct stream
     if (!*s || stream_is_standalone(*st)) {
         stream_unref(*st);
         session_unref(*s);
-        core_reject(out, CORE_BAD_REQUEST, id, JSONRPC_INVALID_PARAMS,
-                    "Failed to retrieve task: Task not found");
         return -1;
     }
     return 0;
+}
+
+/* lookup by params.taskId, or -1 after filling *out with -32602. */
+static int find(const char *principal, json_t *id, json_t *params, struct stream **st,
+                struct session **s, struct core_reply *out)
+{
+    if (lookup(principal, json_string_value(json_object_get(params, "taskId")), st, s) == 0)
+        return 0;
+    core_reject(out, CORE_BAD_REQUEST, id, JSONRPC_INVALID_PARAMS,
+                "Failed to retrieve task: Task not found");
+    return -1;
 }
 
 void task_created(struct session *s, struct stream *st, json_t *id, int64_t ttl_ms,
@@ -118,13 +127,9 @@ static void read_task(struct session *s, struct stream *st, json_t **final, int 
     }
 }
 
-void task_get(const char *principal, json_t *id, json_t *params, int64_t ttl_ms,
-              struct core_reply *out)
+/* The task st of session s as the wire shows it (new reference). */
+static json_t *task_object(struct session *s, struct stream *st, int64_t ttl_ms)
 {
-    struct stream *st;
-    struct session *s;
-    if (find(principal, id, params, &st, &s, out) != 0)
-        return;
     json_t *final, *pending;
     int ended;
     read_task(s, st, &final, &ended, &pending);
@@ -133,9 +138,9 @@ void task_get(const char *principal, json_t *id, json_t *params, int64_t ttl_ms,
     iso8601((int64_t)json_integer_value(json_object_get(init, "mcpd/createdMs")), created,
             sizeof created);
     iso8601(session_last_active_ms(s), updated, sizeof updated);
-    json_t *r = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i}", "resultType", "complete", "taskId",
-                          stream_id(st), "createdAt", created, "lastUpdatedAt", updated, "ttlMs",
-                          (json_int_t)ttl_ms, "pollIntervalMs", POLL_INTERVAL_MS);
+    json_t *r = json_pack("{s:s, s:s, s:s, s:I, s:i}", "taskId", stream_id(st), "createdAt",
+                          created, "lastUpdatedAt", updated, "ttlMs", (json_int_t)ttl_ms,
+                          "pollIntervalMs", POLL_INTERVAL_MS);
     json_t *result = json_object_get(final, "result");
     if (result) {
         json_t *copy = json_deep_copy(result);
@@ -157,6 +162,32 @@ void task_get(const char *principal, json_t *id, json_t *params, int64_t ttl_ms,
     }
     json_decref(final);
     json_decref(pending);
+    return r;
+}
+
+json_t *task_snapshot(const char *principal, const char *task_id, int64_t ttl_ms)
+{
+    struct stream *st;
+    struct session *s;
+    if (lookup(principal, task_id, &st, &s) != 0)
+        return NULL;
+    json_t *t = task_object(s, st, ttl_ms);
+    stream_unref(st);
+    session_unref(s);
+    return t;
+}
+
+void task_get(const char *principal, json_t *id, json_t *params, int64_t ttl_ms,
+              struct core_reply *out)
+{
+    struct stream *st;
+    struct session *s;
+    if (find(principal, id, params, &st, &s, out) != 0)
+        return;
+    json_t *r = json_pack("{s:s}", "resultType", "complete");
+    json_t *t = task_object(s, st, ttl_ms);
+    json_object_update(r, t);
+    json_decref(t);
     stream_unref(st);
     session_unref(s);
     answered(out, answer(id, r));
@@ -185,6 +216,8 @@ void task_update(const char *principal, json_t *id, json_t *params, struct core_
         }
         json_decref(rid);
     }
+    /* Answered requests leave inputRequests with no chunk written. */
+    listen_task_changed(stream_id(st));
     stream_unref(st);
     session_unref(s);
     answered(out, answer(id, json_pack("{s:s}", "resultType", "complete")));

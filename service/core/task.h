@@ -34,6 +34,9 @@ void task_get(const char *principal, json_t *id, json_t *params, int64_t ttl_ms,
               struct core_reply *out);
 void task_update(const char *principal, json_t *id, json_t *params, struct core_reply *out);
 void task_cancel(const char *principal, json_t *id, json_t *params, struct core_reply *out);
+/* The task as tasks/get shows it, less resultType (new reference; the
+ * caller owns it), or NULL when task_id names no task of principal's. */
+json_t *task_snapshot(const char *principal, const char *task_id, int64_t ttl_ms);
 
 /* 2025-11-25 experimental tasks, within session s (borrowed). */
 void task_legacy_created(struct session *s, struct stream *st, json_t *id, json_t *task,
