@@ -14,7 +14,8 @@
 #      0.2.0-alpha.12 for 2026-07-28 and again 2025), then through the upstream
 #      gateway (mcpd fronting `mcpd --stdio`) in per-session and shared mode
 #      (and 0.2.0-alpha.12 at 2025 and at 2026-07-28, per session),
-#      and through mcp-bridge (mcpd fronting `mcp-bridge URL` → a second mcpd);
+#      and through mcp-bridge (mcpd fronting `mcp-bridge URL` → a second mcpd;
+#      0.1.16, and 0.2.0-alpha.12 at 2026-07-28, 2025-11-25 and 2025-06-18);
 #      and the suite's client scenarios with mcp-bridge as the client's
 #      transport (tests/client-conformance.sh), at 2025-11-25 and 2026-07-28;
 #   6. the deployment: its files with their own tools, Caddy and nginx in front
@@ -241,6 +242,11 @@ stage_conformance() {
     echo "== conformance suite through mcp-bridge (mcpd --upstream 'mcp-bridge URL' -> mcpd)"
     out="$(MCPD_BIN="$repo/build/bin/mcpd" bash tests/bridge-conformance.sh 2>&1)"
     scenario_counts "conformance through mcp-bridge" "$out" '✗|Total|FAIL|DIED' 40
+
+    echo "== conformance suite 0.2.0-alpha.12 through mcp-bridge: 2026-07-28 (the gateway translating), 2025-11-25, 2025-06-18"
+    out="$(MCPD_BIN="$repo/build/bin/mcpd" CONFORMANCE_PKG=conformance-next \
+            SPEC_VERSIONS="2026-07-28 2025-11-25 2025-06-18" bash tests/bridge-conformance.sh 2>&1)"
+    scenario_counts "conformance 0.2.0-alpha.12 through mcp-bridge" "$out" '✗|Total|FAIL|DIED' 40
 
     echo "== client conformance scenarios with mcp-bridge as the client's transport (tests/client-conformance.sh)"
     out="$(MCPD_BIN="$repo/build/bin/mcpd" bash tests/client-conformance.sh 2>&1)"
