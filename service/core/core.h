@@ -55,8 +55,6 @@ void core_stop(int64_t grace_ms);
 void core_cleanup(void);
 /* Ready to serve: accepting, store writable, migrations applied. */
 int core_ready(void);
-/* 1 when other mcpd processes share the store (core/replica.h). */
-int core_replicated(void);
 /* The store takes writes now (a database that cannot be reached makes it
  * 0 until it is back: requests are answered 503 meanwhile). */
 int core_store_reachable(void);
@@ -185,27 +183,12 @@ void core_standalone_sent(struct session *s, int64_t next);
  * (-1: unknown). */
 void core_standalone_release(struct session *s, int64_t next);
 
-/* For a transport that carries only a request's response (JSON replies):
- * waits until the deadline for st's final message, relaying the messages
- * before it (progress, logs, server requests) to the session's standalone
- * stream, and once it is there waits (up to relay_wait_ms) for the
- * standalone reader to have written them. s may be NULL: nothing is
- * relayed. Returns stream_read's outcome; on STREAM_CHUNK *ch is the final
- * message. */
-enum stream_wait core_wait_final(struct session *s, struct stream *st, struct stream_reader *tok,
-                                 int64_t deadline, int64_t relay_wait_ms, struct stream_chunk *ch);
-
 /* For a transport whose client reads every server message on the
  * session's standalone stream (the legacy /sse): the reply goes there, in
  * order, as it is committed (relay.h): a stream followed, an immediate
  * message (an error, a poll handle) at once. Takes what r holds and clears
  * it. 0, or -1 when it could not (the server is stopping). */
 int core_relay(struct core_reply *r);
-/* A legacy session's /sse stream resumed: what its requests wrote in a
- * past process but the relay had not copied follows on the standalone
- * stream (relay.h; nothing for a session of this process). */
-void core_relay_catch_up(struct session *s);
-
 /* The client can no longer answer anything (stdio at the end of its
  * input): every request the server sent it and still waits on is answered
  * with an error now, so the calls behind them finish instead of waiting. */
