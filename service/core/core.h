@@ -154,7 +154,10 @@ struct session *core_session_open(const struct core_caller *c, struct core_reply
  * owned), or -1 with *refused filled. Without c->session_id the session is
  * the one the cursor's stream belongs to (a client that reconnects with
  * nothing but its last event id). A cursor on the session's standalone
- * stream sets out->standalone; its stream then continues from there. */
+ * stream sets out->standalone; its stream then continues from there.
+ * A transport that follows the stream at once uses follow_resume
+ * (follow.h); legacy /sse resolves the cursor first and claims the
+ * standalone stream after. */
 struct core_resume {
     struct session *session;
     struct stream *stream;
@@ -169,7 +172,10 @@ void core_resume_clear(struct core_resume *r);
  *
  * A session has one standalone stream (server requests and notifications
  * outside any request) and one reader of it at a time, which advances the
- * session's delivery cursor as it writes. */
+ * session's delivery cursor as it writes. A transport follows it with
+ * follow_standalone (follow.h), which is built on these; push.c still
+ * calls them itself, and core_standalone_sent (a rename of
+ * session_set_get_cursor) is left for it alone until it moves. */
 
 /* Takes the reader slot: 0 with the stream (owned) and where to start, or
  * -1 with *refused filled (CORE_CONFLICT when it is taken). A holder may be
@@ -194,7 +200,11 @@ int core_relay(struct core_reply *r);
  * with an error now, so the calls behind them finish instead of waiting. */
 void core_client_gone(struct session *s);
 
-/* ---- session handles, for transports ---- */
+/* ---- session handles: being removed ----
+ *
+ * Renames of session_ref, session_unref, session_id, session_ended and
+ * session_touch (session.h), left only for push.c until it reads through
+ * follow.h like the HTTP transports; new code uses the session_* names. */
 void core_session_hold(struct session *s);
 void core_session_drop(struct session *s); /* NULL is fine */
 const char *core_session_id(const struct session *s);
@@ -202,8 +212,6 @@ const char *core_session_id(const struct session *s);
 int core_session_ended(struct session *s);
 /* Records activity: an open stream keeps its session from expiring. */
 void core_session_touch(struct session *s);
-/* The session's revision knows SSE priming events and retry (2025-11-25 on). */
-int core_session_polling(struct session *s);
 
 /* The Mcp-Param-* headers a request's arguments must come with (2026-07-28
  * x-mcp-header): {"<header name>": "<argument>"} (new reference), or NULL. */

@@ -3,6 +3,7 @@
 
 #include "clock.h"
 #include "core_int.h"
+#include "protocol.h"
 #include "session.h"
 
 #include <string.h>
@@ -13,6 +14,7 @@ static void start(struct follow *f, struct session *s, struct stream *st, int64_
     f->stream = st;
     f->session = s;
     f->next = next;
+    f->polling = s && protocol_has_sse_polling(session_protocol(s));
     stream_attach(st, &f->reader);
 }
 

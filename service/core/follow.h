@@ -35,6 +35,8 @@ struct follow {
     int standalone;         /* holds the session's standalone claim (follow_standalone) */
     int resumed_standalone; /* follow_resume: the cursor is on the session's
                                standalone stream (no claim is held) */
+    int polling;            /* the session's revision knows SSE priming events and retry
+                               (2025-11-25 on) */
 };
 
 /* Follows a reply of kind CORE_STREAM from its start: takes r's stream

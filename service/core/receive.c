@@ -531,7 +531,7 @@ int core_relay(struct core_reply *r)
     return rc;
 }
 
-/* ---- session handles ---- */
+/* ---- session handles: renames left for push.c (core.h) ---- */
 
 void core_session_hold(struct session *s)
 {
@@ -556,9 +556,4 @@ int core_session_ended(struct session *s)
 void core_session_touch(struct session *s)
 {
     session_touch(s);
-}
-
-int core_session_polling(struct session *s)
-{
-    return protocol_has_sse_polling(session_protocol(s));
 }

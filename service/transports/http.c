@@ -279,7 +279,7 @@ static int start_sse(struct _u_response *resp, struct follow *fl, int ephemeral,
     r->f.follow = *fl;
     memset(fl, 0, sizeof *fl);
     r->ephemeral = ephemeral;
-    r->f.polling = core_session_polling(r->f.follow.session);
+    r->f.polling = r->f.follow.polling;
     if (r->f.polling && http.cfg.sse_poll_ms > 0)
         r->f.poll_deadline = clock_mono_ms() + http.cfg.sse_poll_ms;
     token_end_start(&r->f.end, grant, NULL);
@@ -300,7 +300,7 @@ static int start_sse(struct _u_response *resp, struct follow *fl, int ephemeral,
  * there yet: the caller streams it. fl does not move: this reads a copy. */
 static int send_sse_whole(struct _u_response *resp, const struct follow *fl)
 {
-    struct sse_follow f = {.follow = *fl, .polling = core_session_polling(fl->session)};
+    struct sse_follow f = {.follow = *fl, .polling = fl->polling};
     struct stream_chunk ch;
     int rc = 0;
     prime(&f);
