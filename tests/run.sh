@@ -144,7 +144,7 @@ stage_core_window() {
         count "core window" 0 1
     fi
 }
-core_window_limit=46
+core_window_limit=52
 
 stage_unit() {
     echo "== C unit tests (ASan+UBSan; the store's also on PostgreSQL)"
