@@ -22,6 +22,8 @@ if [ "${1:-}" = "--test" ]; then
     packages+=(postgresql-15)
     # devscripts: hardening-check, on the binaries the build hardens.
     packages+=(devscripts)
+    # universal-ctags: tests/core-window.sh lists the core's functions.
+    packages+=(universal-ctags)
     # The deployment files are checked with their own tools and run in front
     # of mcpd: docker-compose (config -q, no engine needed), nginx, openssl.
     packages+=(docker-compose nginx openssl)

@@ -3,7 +3,8 @@
 #   1. installs what is missing (Debian packages, the pinned npm packages);
 #   2. builds mcpd twice, warnings as errors: Release (build/) and with
 #      ASan+UBSan (build-asan/), and checks the Release binaries with
-#      hardening-check;
+#      hardening-check, and counts the core functions the transports call
+#      (tests/core-window.sh, against a limit);
 #   3. C unit tests under ASan+UBSan (ctest);
 #   4. end-to-end tests (node:test, the official MCP SDK client) against the
 #      sanitized mcpd, so memory errors under real traffic fail the run, and
@@ -132,6 +133,19 @@ stage_hardening() {
         fi
     done
 }
+
+# How many functions of service/core/ the transports call
+# (tests/core-window.sh): the limit is today's count, so the window into
+# the core cannot silently grow. Lower it as transports narrow.
+stage_core_window() {
+    echo "== the transports' window into the core (tests/core-window.sh)"
+    if tests/core-window.sh "$core_window_limit"; then
+        count "core window" 1 0
+    else
+        count "core window" 0 1
+    fi
+}
+core_window_limit=52
 
 stage_unit() {
     echo "== C unit tests (ASan+UBSan; the store's also on PostgreSQL)"
@@ -296,7 +310,7 @@ lane() {
     shift
     (for st in "$@"; do "$st"; done) >"$lanes_dir/$name.log" 2>&1 &
 }
-lane 1-sanitizers stage_hardening stage_unit stage_e2e stage_e2e_pg
+lane 1-sanitizers stage_hardening stage_core_window stage_unit stage_e2e stage_e2e_pg
 lane 2-tsan stage_tsan stage_fuzz
 lane 3-suites stage_conformance stage_replicas stage_deploy
 wait

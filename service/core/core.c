@@ -430,11 +430,6 @@ int core_ready(void)
     return core.accepting && store_ready(core.store);
 }
 
-int core_replicated(void)
-{
-    return replica_shared();
-}
-
 int core_store_reachable(void)
 {
     return store_ready(core.store);

@@ -55,8 +55,6 @@ void core_stop(int64_t grace_ms);
 void core_cleanup(void);
 /* Ready to serve: accepting, store writable, migrations applied. */
 int core_ready(void);
-/* 1 when other mcpd processes share the store (core/replica.h). */
-int core_replicated(void);
 /* The store takes writes now (a database that cannot be reached makes it
  * 0 until it is back: requests are answered 503 meanwhile). */
 int core_store_reachable(void);
@@ -156,7 +154,10 @@ struct session *core_session_open(const struct core_caller *c, struct core_reply
  * owned), or -1 with *refused filled. Without c->session_id the session is
  * the one the cursor's stream belongs to (a client that reconnects with
  * nothing but its last event id). A cursor on the session's standalone
- * stream sets out->standalone; its stream then continues from there. */
+ * stream sets out->standalone; its stream then continues from there.
+ * A transport that follows the stream at once uses follow_resume
+ * (follow.h); legacy /sse resolves the cursor first and claims the
+ * standalone stream after. */
 struct core_resume {
     struct session *session;
     struct stream *stream;
@@ -171,7 +172,10 @@ void core_resume_clear(struct core_resume *r);
  *
  * A session has one standalone stream (server requests and notifications
  * outside any request) and one reader of it at a time, which advances the
- * session's delivery cursor as it writes. */
+ * session's delivery cursor as it writes. A transport follows it with
+ * follow_standalone (follow.h), which is built on these; push.c still
+ * calls them itself, and core_standalone_sent (a rename of
+ * session_set_get_cursor) is left for it alone until it moves. */
 
 /* Takes the reader slot: 0 with the stream (owned) and where to start, or
  * -1 with *refused filled (CORE_CONFLICT when it is taken). A holder may be
@@ -185,33 +189,22 @@ void core_standalone_sent(struct session *s, int64_t next);
  * (-1: unknown). */
 void core_standalone_release(struct session *s, int64_t next);
 
-/* For a transport that carries only a request's response (JSON replies):
- * waits until the deadline for st's final message, relaying the messages
- * before it (progress, logs, server requests) to the session's standalone
- * stream, and once it is there waits (up to relay_wait_ms) for the
- * standalone reader to have written them. s may be NULL: nothing is
- * relayed. Returns stream_read's outcome; on STREAM_CHUNK *ch is the final
- * message. */
-enum stream_wait core_wait_final(struct session *s, struct stream *st, struct stream_reader *tok,
-                                 int64_t deadline, int64_t relay_wait_ms, struct stream_chunk *ch);
-
 /* For a transport whose client reads every server message on the
  * session's standalone stream (the legacy /sse): the reply goes there, in
  * order, as it is committed (relay.h): a stream followed, an immediate
  * message (an error, a poll handle) at once. Takes what r holds and clears
  * it. 0, or -1 when it could not (the server is stopping). */
 int core_relay(struct core_reply *r);
-/* A legacy session's /sse stream resumed: what its requests wrote in a
- * past process but the relay had not copied follows on the standalone
- * stream (relay.h; nothing for a session of this process). */
-void core_relay_catch_up(struct session *s);
-
 /* The client can no longer answer anything (stdio at the end of its
  * input): every request the server sent it and still waits on is answered
  * with an error now, so the calls behind them finish instead of waiting. */
 void core_client_gone(struct session *s);
 
-/* ---- session handles, for transports ---- */
+/* ---- session handles: being removed ----
+ *
+ * Renames of session_ref, session_unref, session_id, session_ended and
+ * session_touch (session.h), left only for push.c until it reads through
+ * follow.h like the HTTP transports; new code uses the session_* names. */
 void core_session_hold(struct session *s);
 void core_session_drop(struct session *s); /* NULL is fine */
 const char *core_session_id(const struct session *s);
@@ -219,8 +212,6 @@ const char *core_session_id(const struct session *s);
 int core_session_ended(struct session *s);
 /* Records activity: an open stream keeps its session from expiring. */
 void core_session_touch(struct session *s);
-/* The session's revision knows SSE priming events and retry (2025-11-25 on). */
-int core_session_polling(struct session *s);
 
 /* The Mcp-Param-* headers a request's arguments must come with (2026-07-28
  * x-mcp-header): {"<header name>": "<argument>"} (new reference), or NULL. */

@@ -511,32 +511,6 @@ void core_standalone_release(struct session *s, int64_t next)
     session_get_release(s);
 }
 
-enum stream_wait core_wait_final(struct session *s, struct stream *st, struct stream_reader *tok,
-                                 int64_t deadline, int64_t relay_wait_ms, struct stream_chunk *ch)
-{
-    int64_t seq = 0, relayed = -1;
-    for (;;) {
-        enum stream_wait w = stream_read(st, tok, seq, deadline, ch);
-        if (w == STREAM_POLL)
-            continue;
-        if (w != STREAM_CHUNK || ch->is_end) {
-            /* The response after what it relayed, as on every transport. */
-            if (relayed >= 0)
-                session_wait_get_cursor(s, relayed + 1, clock_mono_ms() + relay_wait_ms);
-            return w;
-        }
-        /* A JSON reply carries one message: what comes before it (progress,
-         * logs, an elicitation request the handler waits on) goes to the
-         * session's standalone stream, where the client can get it. */
-        if (s) {
-            int64_t r = core_relay_to_standalone(s, ch->msg, ch->len, NULL, 0);
-            if (r >= 0)
-                relayed = r;
-        }
-        seq = ch->seq + 1;
-    }
-}
-
 int core_relay(struct core_reply *r)
 {
     int rc = -1;
@@ -557,12 +531,7 @@ int core_relay(struct core_reply *r)
     return rc;
 }
 
-void core_relay_catch_up(struct session *s)
-{
-    relay_catch_up(s);
-}
-
-/* ---- session handles ---- */
+/* ---- session handles: renames left for push.c (core.h) ---- */
 
 void core_session_hold(struct session *s)
 {
@@ -587,9 +556,4 @@ int core_session_ended(struct session *s)
 void core_session_touch(struct session *s)
 {
     session_touch(s);
-}
-
-int core_session_polling(struct session *s)
-{
-    return protocol_has_sse_polling(session_protocol(s));
 }

@@ -19,7 +19,8 @@
 #include "protocol.h"
 #include "sse.h"
 #include "sse_follow.h"
-#include "stream.h"
+#include "follow.h"
+#include "session.h"
 #include "token_end.h"
 #include "workers.h"
 #include "ws.h"
@@ -198,9 +199,8 @@ static void prime(struct sse_follow *f)
 {
     /* The priming id names this stream: it must be in the store before the
      * client can hold it, or a crash would leave it naming nothing. */
-    if (f->polling && stream_persist(f->stream) == 0) {
-        char id[96];
-        stream_event_id(f->stream, f->next - 1, id, sizeof id);
+    char id[96];
+    if (f->polling && follow_cursor(&f->follow, f->follow.next - 1, 1, id, sizeof id) == 0) {
         sse_event(&f->buf, id, http.cfg.retry_ms, "", 0);
     } else {
         sse_comment(&f->buf, "stream open");
@@ -246,12 +246,9 @@ static void sse_release(void *ud)
 {
     struct reader *r = ud;
     token_end_stop(&r->f.end);
-    if (r->f.standalone)
-        core_standalone_release(r->f.session, r->f.next);
     if (r->ephemeral)
-        core_end_session(r->f.session);
-    stream_unref(r->f.stream);
-    core_session_drop(r->f.session);
+        core_end_session(r->f.follow.session);
+    follow_end(&r->f.follow);
     sse_buf_free(&r->f.buf);
     free(r);
 }
@@ -266,34 +263,23 @@ static void sse_free(void *ud)
         sse_release(r);
 }
 
-/* Answers with an SSE stream following `st` from seq `from`, for as long
- * as the grant's token is valid. Takes over the caller's references to st;
- * borrows s. */
-static int start_sse(struct _u_response *resp, struct session *s, struct stream *st,
-                     const struct stream_reader *token, int64_t from, int standalone_get,
-                     int ephemeral, const struct auth_grant *grant)
+/* Answers with an SSE stream of what fl follows, for as long as the
+ * grant's token is valid. Takes fl over. */
+static int start_sse(struct _u_response *resp, struct follow *fl, int ephemeral,
+                     const struct auth_grant *grant)
 {
     struct reader *r = calloc(1, sizeof *r);
     if (!r) {
-        stream_unref(st);
-        if (standalone_get)
-            core_standalone_release(s, -1);
         if (ephemeral)
-            core_end_session(s);
+            core_end_session(fl->session);
+        follow_end(fl);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     }
-    core_session_hold(s);
     r->gate = body_gate_request();
-    r->f.session = s;
-    r->f.stream = st;
-    if (token)
-        r->f.token = *token;
-    else
-        stream_attach(st, &r->f.token);
-    r->f.next = from;
-    r->f.standalone = standalone_get;
+    r->f.follow = *fl;
+    memset(fl, 0, sizeof *fl);
     r->ephemeral = ephemeral;
-    r->f.polling = core_session_polling(s);
+    r->f.polling = r->f.follow.polling;
     if (r->f.polling && http.cfg.sse_poll_ms > 0)
         r->f.poll_deadline = clock_mono_ms() + http.cfg.sse_poll_ms;
     token_end_start(&r->f.end, grant, NULL);
@@ -311,17 +297,15 @@ static int start_sse(struct _u_response *resp, struct session *s, struct stream 
  * length. Streamed, the same reply costs a write for the headers, the
  * priming event, the messages and the end, and a poll before each; this is
  * one write. Returns -1, having answered nothing, when some message is not
- * there yet: the caller streams it. tok is not advanced. */
-static int send_sse_whole(struct _u_response *resp, struct session *s, struct stream *st,
-                          const struct stream_reader *tok)
+ * there yet: the caller streams it. fl does not move: this reads a copy. */
+static int send_sse_whole(struct _u_response *resp, const struct follow *fl)
 {
-    struct sse_follow f = {.stream = st, .session = s, .polling = core_session_polling(s)};
-    struct stream_reader t = *tok; /* a notice read here stays for the streaming reader */
+    struct sse_follow f = {.follow = *fl, .polling = fl->polling};
     struct stream_chunk ch;
     int rc = 0;
     prime(&f);
     while (rc == 0 && !f.done)
-        rc = stream_read(st, &t, f.next, 0, &ch) == STREAM_CHUNK ? sse_follow_take(&f, &ch) : -1;
+        rc = follow_read(&f.follow, 0, &ch) == STREAM_CHUNK ? sse_follow_take(&f, &ch) : -1;
     if (rc == 0 && ulfius_set_binary_body_response(resp, 200, f.buf.data + f.buf.off,
                                                    f.buf.len - f.buf.off) != U_OK)
         rc = -1;
@@ -353,11 +337,12 @@ static int send_chunk_json(struct _u_response *resp, const struct stream_chunk *
 /* A request whose stream ended with no response: its session ended under
  * it (404, as for any request of an ended session), or the client
  * cancelled it (the spec says to send nothing: an empty 202). */
-static int ended_without_reply(struct _u_response *resp, struct session *s, struct stream *st)
+static int ended_without_reply(struct _u_response *resp, struct follow *fl)
 {
-    if (core_session_ended(s))
+    enum follow_stop why = follow_stopped(fl);
+    if (why == FOLLOW_SESSION_ENDED)
         return fail(resp, 404, JSONRPC_SESSION_NOT_FOUND, "Session not found");
-    if (stream_store_failed(st)) {
+    if (why == FOLLOW_STORE_FAILED) {
         u_map_put(resp->map_header, "Retry-After", "1");
         return fail(resp, 503, JSONRPC_SERVER_ERROR,
                     "Service Unavailable: the reply could not be stored (the database cannot be "
@@ -371,23 +356,21 @@ static int ended_without_reply(struct _u_response *resp, struct session *s, stru
  * a single-message reply (a poll result: a poll exists for clients that
  * cannot take streaming responses). A wait for the reply (a long-poll, a
  * JSON reply) ends with 401 when the grant's token is revoked or expires
- * meanwhile. Consumes the reference to st. */
-static int reply_stream(struct _u_response *resp, struct session *s, struct stream *st, int single,
-                        int ephemeral, const struct auth_grant *grant)
+ * meanwhile. Takes fl over. */
+static int reply_stream(struct _u_response *resp, struct follow *fl, int single, int ephemeral,
+                        const struct auth_grant *grant)
 {
-    struct stream_reader tok;
-    stream_attach(st, &tok);
     struct stream_chunk ch;
     int rc = -1;
     if (single || http.cfg.reply_mode == HTTP_REPLY_JSON) {
         struct token_end te = {0};
         token_end_start(&te, grant, NULL);
-        const char *ended = token_end_check(&te, st);
+        const char *ended = token_end_check(&te, fl->stream);
         /* A stateless request has no other stream to relay to. */
-        enum stream_wait w =
-            ended ? STREAM_TIMEOUT
-                  : core_wait_final(single || ephemeral ? NULL : s, st, &tok,
-                                    clock_mono_ms() + JSON_WAIT_MS, RELAY_WAIT_MS, &ch);
+        enum stream_wait w = ended
+                                 ? STREAM_TIMEOUT
+                                 : follow_final(fl, !single && !ephemeral,
+                                                clock_mono_ms() + JSON_WAIT_MS, RELAY_WAIT_MS, &ch);
         if (!ended && w != STREAM_CHUNK)
             ended = token_end_check(&te, NULL);
         token_end_stop(&te);
@@ -396,27 +379,28 @@ static int reply_stream(struct _u_response *resp, struct session *s, struct stre
         else if (w == STREAM_CHUNK)
             rc = send_chunk_json(resp, &ch);
         else if (w == STREAM_ENDED)
-            rc = ended_without_reply(resp, s, st);
+            rc = ended_without_reply(resp, fl);
         else
             rc = fail(resp, 503, JSONRPC_SERVER_ERROR,
                       "The reply is not ready; resume the stream with GET and Last-Event-ID");
     } else if (http.cfg.reply_mode == HTTP_REPLY_AUTO) {
-        enum stream_wait w = stream_read(st, &tok, 0, clock_mono_ms() + AUTO_WAIT_MS, &ch);
+        /* A look ahead on a copy: a poll notice it reads stays for the
+         * SSE reader. */
+        struct follow look = *fl;
+        enum stream_wait w = follow_read(&look, clock_mono_ms() + AUTO_WAIT_MS, &ch);
         if (w == STREAM_CHUNK && ch.is_end)
             rc = send_chunk_json(resp, &ch);
         else if (w == STREAM_ENDED)
-            rc = ended_without_reply(resp, s, st);
-        else if (w == STREAM_POLL)
-            stream_detach_readers(st); /* re-arm it for the SSE reader */
+            rc = ended_without_reply(resp, fl);
     }
-    if (rc == -1 && send_sse_whole(resp, s, st, &tok) == 0)
+    if (rc == -1 && send_sse_whole(resp, fl) == 0)
         rc = U_CALLBACK_COMPLETE;
     if (rc == -1)
-        return start_sse(resp, s, st, &tok, 0, 0, ephemeral, grant);
-    stream_unref(st);
+        return start_sse(resp, fl, ephemeral, grant);
     /* The reply is written: a stateless request's session has served. */
     if (ephemeral)
-        core_end_session(s);
+        core_end_session(fl->session);
+    follow_end(fl);
     return rc;
 }
 
@@ -433,8 +417,9 @@ static int respond(struct _u_response *resp, struct core_reply *r, const struct 
         send_json(resp, 200, r->ack ? r->ack : r->error);
         r->ack = r->error = NULL;
     } else {
-        rc = reply_stream(resp, r->session, r->stream, r->single, r->ephemeral, grant);
-        r->stream = NULL;
+        struct follow fl;
+        follow_reply(&fl, r);
+        rc = reply_stream(resp, &fl, r->single, r->ephemeral, grant);
     }
     core_reply_clear(r);
     return rc;
@@ -451,11 +436,8 @@ static int respond(struct _u_response *resp, struct core_reply *r, const struct 
 #define BATCH_TICK_MS 20
 
 struct batch_reader {
-    struct session *session;
     size_t n, left;
-    struct stream **streams;
-    struct stream_reader *tokens;
-    int64_t *next;
+    struct follow *follows; /* one a request */
     int *done;
     int64_t last_write;
     struct sse_buf buf;
@@ -468,12 +450,9 @@ static void batch_free(void *ud)
     struct batch_reader *b = ud;
     token_end_stop(&b->end);
     for (size_t i = 0; i < b->n; i++)
-        stream_unref(b->streams[i]);
-    free(b->streams);
-    free(b->tokens);
-    free(b->next);
+        follow_end(&b->follows[i]);
+    free(b->follows);
     free(b->done);
-    core_session_drop(b->session);
     sse_buf_free(&b->buf);
     free(b);
 }
@@ -482,12 +461,11 @@ static void batch_free(void *ud)
 static int batch_take(struct batch_reader *b, size_t i)
 {
     struct stream_chunk ch;
-    enum stream_wait w = stream_read(b->streams[i], &b->tokens[i], b->next[i], 0, &ch);
+    enum stream_wait w = follow_read(&b->follows[i], 0, &ch);
     if (w == STREAM_CHUNK) {
         char id[96];
-        stream_event_id(b->streams[i], ch.seq, id, sizeof id);
+        follow_cursor(&b->follows[i], ch.seq, 0, id, sizeof id);
         sse_event(&b->buf, id, -1, ch.msg, ch.len);
-        b->next[i] = ch.seq + 1;
         if (ch.is_end) {
             b->done[i] = 1;
             b->left--;
@@ -530,9 +508,10 @@ static int batch_fill(void *ud)
             sse_comment(&b->buf, "keepalive");
             continue;
         }
+        /* A wait on a copy: what it finds, batch_take reads. */
+        struct follow look = b->follows[first];
         struct stream_chunk ch;
-        stream_read(b->streams[first], &b->tokens[first], b->next[first],
-                    clock_mono_ms() + BATCH_TICK_MS, &ch);
+        follow_read(&look, clock_mono_ms() + BATCH_TICK_MS, &ch);
     }
 }
 
@@ -560,18 +539,12 @@ static void batch_each(void *ud, struct core_reply *r)
 {
     struct batch_gather *g = ud;
     struct batch_reader *b = g->b;
-    if (!b->session && r->session) {
-        core_session_hold(r->session);
-        b->session = r->session;
-    }
     if (r->kind == CORE_REJECTED || r->kind == CORE_ANSWERED) {
         json_array_append(g->immediate, r->error);
     } else if (r->kind == CORE_STREAM && r->ack) {
         json_array_append(g->immediate, r->ack); /* the handle is the whole reply */
     } else if (r->kind == CORE_STREAM) {
-        stream_attach(r->stream, &b->tokens[b->n]);
-        b->streams[b->n++] = r->stream;
-        r->stream = NULL;
+        follow_reply(&b->follows[b->n++], r);
     }
     core_reply_clear(r);
 }
@@ -588,12 +561,10 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
     if (b)
         b->gate = body_gate_request();
     if (b && n) {
-        b->streams = calloc(n, sizeof *b->streams);
-        b->tokens = calloc(n, sizeof *b->tokens);
-        b->next = calloc(n, sizeof *b->next);
+        b->follows = calloc(n, sizeof *b->follows);
         b->done = calloc(n, sizeof *b->done);
     }
-    if (!b || (n && (!b->streams || !b->tokens || !b->next || !b->done))) {
+    if (!b || (n && (!b->follows || !b->done))) {
         if (b)
             batch_free(b);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
@@ -606,7 +577,6 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
         return refused(resp, &r);
     }
     json_t *errors = g.immediate, *finals = json_array();
-    struct session *s = b->session;
     b->left = b->n;
     /* One JSON array when every reply is a single message, ready soon. The
      * streams' finals are kept apart until that is known: an SSE reply
@@ -618,12 +588,15 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
     struct token_end te = {0};
     token_end_start(&te, grant, NULL);
     const char *ended = NULL;
-    for (size_t i = 0; i < b->n && as_json && !(ended = token_end_check(&te, b->streams[i])); i++) {
+    for (size_t i = 0; i < b->n && as_json && !(ended = token_end_check(&te, b->follows[i].stream));
+         i++) {
+        /* The SSE reply, if it comes to that, reads from the start: a copy
+         * waits here. */
+        struct follow look = b->follows[i];
         struct stream_chunk ch;
-        enum stream_wait w =
-            http.cfg.reply_mode == HTTP_REPLY_JSON
-                ? core_wait_final(s, b->streams[i], &b->tokens[i], deadline, RELAY_WAIT_MS, &ch)
-                : stream_read(b->streams[i], &b->tokens[i], 0, deadline, &ch);
+        enum stream_wait w = http.cfg.reply_mode == HTTP_REPLY_JSON
+                                 ? follow_final(&b->follows[i], 1, deadline, RELAY_WAIT_MS, &ch)
+                                 : follow_read(&look, deadline, &ch);
         if (w == STREAM_CHUNK && ch.is_end)
             json_array_append_new(finals, json_loadb(ch.msg, ch.len, JSON_ALLOW_NUL, NULL));
         else if (w != STREAM_ENDED)
@@ -765,7 +738,7 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
         struct core_reply r;
         core_receive(&c, root, &r);
         if (r.kind != CORE_REJECTED && r.session && !c.session_id && !r.ephemeral)
-            u_map_put(resp->map_header, "Mcp-Session-Id", core_session_id(r.session));
+            u_map_put(resp->map_header, "Mcp-Session-Id", session_id(r.session));
         rc = respond(resp, &r, &grant);
     }
     json_decref(root);
@@ -803,23 +776,19 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
     struct core_reply r;
     const char *last = header(req, "Last-Event-ID");
     if (last) {
-        struct core_resume res;
-        if (core_resume(&c, last, &res, &r) != 0)
+        struct follow fl;
+        if (follow_resume(&fl, &c, last, &r) != 0)
             return refused(resp, &r);
-        int rc = start_sse(resp, res.session, res.stream, NULL, res.next, 0, 0, &grant);
-        res.stream = NULL;
-        core_resume_clear(&res);
-        return rc;
+        return start_sse(resp, &fl, 0, &grant);
     }
     struct session *s = core_session_open(&c, &r);
     if (!s)
         return refused(resp, &r);
-    struct stream *st;
-    int64_t from;
-    int rc = core_standalone_claim(s, HTTP_PROBE_WAIT_MS, &st, &from, &r) == 0
-                 ? start_sse(resp, s, st, NULL, from, 1, 0, &grant)
+    struct follow fl;
+    int rc = follow_standalone(&fl, s, HTTP_PROBE_WAIT_MS, -1, &r) == 0
+                 ? start_sse(resp, &fl, 0, &grant)
                  : refused(resp, &r);
-    core_session_drop(s);
+    session_unref(s);
     return rc;
 }
 
@@ -836,9 +805,9 @@ static int on_delete(const struct _u_request *req, struct _u_response *resp, voi
     struct session *s = core_session_open(&c, &r);
     if (!s)
         return refused(resp, &r);
-    log_event(LOG_INFO, core_session_id(s), "session_deleted", "by the client");
+    log_event(LOG_INFO, session_id(s), "session_deleted", "by the client");
     core_end_session(s);
-    core_session_drop(s);
+    session_unref(s);
     ulfius_set_empty_body_response(resp, 200);
     return U_CALLBACK_COMPLETE;
 }

@@ -13,7 +13,9 @@
 #include "request_log.h"
 #include "sse.h"
 #include "sse_follow.h"
-#include "stream.h"
+#include "relay.h"
+#include "replica.h"
+#include "session.h"
 #include "table.h"
 
 #include <pthread.h>
@@ -230,7 +232,7 @@ struct conn {
     int announce;         /* the endpoint event is still to be sent */
     int endpoint_id;      /* it carries sid as its event id (new stream) */
     int64_t keepalive_at; /* monotonic: next keepalive while waiting */
-    /* Its session's standalone stream, once bound (f.session holds the
+    /* Its session's standalone stream, once bound (f.follow.session holds the
      * session's standalone slot). */
     struct sse_follow f;
     struct gate_req *gate; /* the request: the writer's waits run on its fiber */
@@ -252,19 +254,10 @@ static struct core_caller caller_for(const char *principal, const char *sid)
 static int follow_session(struct conn *c, struct session *s, int64_t from,
                           struct core_reply *refused)
 {
-    int64_t cursor;
-    if (core_standalone_claim(s, HTTP_PROBE_WAIT_MS, &c->f.stream, &cursor, refused) != 0) {
-        core_session_drop(s);
-        return -1;
-    }
-    c->f.session = s;
-    c->f.standalone = 1;
+    int rc = follow_standalone(&c->f.follow, s, HTTP_PROBE_WAIT_MS, from, refused);
+    session_unref(s); /* the follow holds its own */
     c->f.event_type = "message";
-    stream_attach(c->f.stream, &c->f.token);
-    c->f.next = from >= 0 ? from : cursor;
-    core_standalone_sent(s, c->f.next);
-    core_session_touch(s);
-    return 0;
+    return rc;
 }
 
 static void announce(struct conn *c)
@@ -302,7 +295,7 @@ static void wait_bound(struct conn *c)
      * another one, which creates the session with this id: it is then in
      * the store. */
     struct session *elsewhere = NULL;
-    if (st >= 0 && st != RESV_BOUND && gen == c->gen && core_replicated()) {
+    if (st >= 0 && st != RESV_BOUND && gen == c->gen && replica_shared()) {
         struct core_caller k = caller_for(c->principal, c->sid);
         struct core_reply r;
         elsewhere = core_session_open(&k, &r);
@@ -349,16 +342,16 @@ static int conn_fill(void *ud)
     for (;;) {
         size_t pending = sse_pending(&c->f.buf);
         /* Only a followed stream's messages share a block. */
-        int following = c->f.session && !c->announce;
+        int following = c->f.follow.session && !c->announce;
         if (sse_follow_block_full(pending, fresh && following, c->max, c->f.done))
             return 0;
         if (!pending && c->f.done)
             return 1;
-        if (!c->f.session && sse_follow_token_ended(&c->f, NULL)) {
+        if (!c->f.follow.session && sse_follow_token_ended(&c->f, NULL)) {
             continue; /* said why: the stream ends */
         } else if (c->announce) {
             announce(c);
-        } else if (!c->f.session) {
+        } else if (!c->f.follow.session) {
             wait_bound(c);
         } else {
             int rc = sse_follow_step(&c->f, !pending);
@@ -384,10 +377,7 @@ static void conn_free(void *ud)
     token_end_stop(&c->f.end);
     if (c->waiting)
         resv_detach(c->sid);
-    if (c->f.session)
-        core_standalone_release(c->f.session, c->f.next);
-    stream_unref(c->f.stream);
-    core_session_drop(c->f.session);
+    follow_end(&c->f.follow);
     sse_buf_free(&c->f.buf);
     free(c);
 }
@@ -422,15 +412,15 @@ static int resume(struct conn *c, const char *last, struct _u_response *resp)
         res.session = NULL;
         core_resume_clear(&res);
         if (!standalone) {
-            core_session_drop(s);
+            session_unref(s);
             http_fail(resp, 400, JSONRPC_INVALID_PARAMS,
                       "Bad Request: Last-Event-ID names no event of an /sse stream");
             return -1;
         }
     }
-    snprintf(c->sid, sizeof c->sid, "%s", core_session_id(s));
+    snprintf(c->sid, sizeof c->sid, "%s", session_id(s));
     request_log_session(c->sid);
-    core_relay_catch_up(s);
+    relay_catch_up(s);
     if (follow_session(c, s, from, &refused) != 0)
         return http_refused(resp, &refused), -1;
     return 0;
@@ -527,11 +517,11 @@ static int post_initialize(struct _u_response *resp, const char *sid, const char
         struct core_caller k = caller_for(principal, sid);
         struct core_reply r;
         struct session *s = core_session_open(&k, &r);
-        if (!s && !(claim == -1 && strlen(sid) == RANDID_LEN && core_replicated() &&
+        if (!s && !(claim == -1 && strlen(sid) == RANDID_LEN && replica_shared() &&
                     r.reason == CORE_NOT_FOUND && !resv_held(sid)))
             return http_refused(resp, &r);
         if (s) {
-            core_session_drop(s);
+            session_unref(s);
             core_receive(&k, root, &r);
             return deliver(resp, &r);
         }
@@ -600,7 +590,7 @@ static int on_messages(const struct _u_request *req, struct _u_response *resp, v
         /* A reservation not yet initialized names no session: the core
          * says to initialize first. */
         int pending = strlen(sid) == RANDID_LEN && resv_pending(sid, principal);
-        if (pending && core_replicated()) {
+        if (pending && replica_shared()) {
             /* Initialized through another process, before the /sse
              * connection here has noticed. */
             struct core_caller probe = caller_for(principal, sid);
@@ -609,7 +599,7 @@ static int on_messages(const struct _u_request *req, struct _u_response *resp, v
             if (s) {
                 resv_settle(sid, 1);
                 pending = 0;
-                core_session_drop(s);
+                session_unref(s);
             } else {
                 core_reply_clear(&r);
             }

@@ -2,7 +2,6 @@
 #include "sse_follow.h"
 #include "body_gate.h"
 #include "clock.h"
-#include "core.h"
 #include "http_shared.h"
 
 #include <ulfius.h>
@@ -10,13 +9,11 @@
 int sse_follow_take(struct sse_follow *f, const struct stream_chunk *ch)
 {
     char id[96];
-    stream_event_id(f->stream, ch->seq, id, sizeof id);
+    follow_cursor(&f->follow, ch->seq, 0, id, sizeof id);
     if ((f->event_type && sse_event_type(&f->buf, f->event_type) != 0) ||
         sse_event(&f->buf, id, -1, ch->msg, ch->len) != 0)
         return -1;
-    f->next = ch->seq + 1;
     f->done = ch->is_end;
-    core_session_touch(f->session);
     return 0;
 }
 
@@ -33,14 +30,14 @@ int sse_follow_token_ended(struct sse_follow *f, struct stream *s)
 
 int sse_follow_step(struct sse_follow *f, int wait)
 {
-    if (sse_follow_token_ended(f, f->stream))
+    if (sse_follow_token_ended(f, f->follow.stream))
         return 0;
     int64_t deadline =
         clock_mono_ms() + (f->probe_writes ? HTTP_PROBE_GAP_MS : http_keepalive_ms());
     if (f->poll_deadline && f->poll_deadline < deadline)
         deadline = f->poll_deadline;
     struct stream_chunk ch;
-    enum stream_wait w = stream_read(f->stream, &f->token, f->next, wait ? deadline : 0, &ch);
+    enum stream_wait w = follow_read(&f->follow, wait ? deadline : 0, &ch);
     /* A wait cut short by the token's end (token_end's probe) ends here. */
     if (w != STREAM_CHUNK && sse_follow_token_ended(f, NULL))
         return 0;
@@ -59,7 +56,7 @@ int sse_follow_step(struct sse_follow *f, int wait)
     case STREAM_REFUSED:
         /* A reader told why the stream stops, when its session is gone
          * (a DELETE elsewhere, expiry, mcp-admin session kill). */
-        if (core_session_ended(f->session))
+        if (follow_stopped(&f->follow) == FOLLOW_SESSION_ENDED)
             sse_comment(&f->buf, "session ended");
         f->done = 1;
         break;
@@ -74,8 +71,6 @@ int sse_follow_step(struct sse_follow *f, int wait)
             sse_comment(&f->buf, "keepalive");
             if (f->probe_writes)
                 f->probe_writes--;
-            else
-                core_session_touch(f->session);
         }
         break;
     }
@@ -87,8 +82,8 @@ ssize_t sse_follow_drain(struct sse_follow *f, char *out, size_t max)
     ssize_t n = (ssize_t)sse_drain(&f->buf, out, max);
     /* Once written, the standalone stream's messages count as delivered (a
      * JSON reply may be waiting for them). */
-    if (f->standalone && !sse_pending(&f->buf))
-        core_standalone_sent(f->session, f->next);
+    if (!sse_pending(&f->buf))
+        follow_sent(&f->follow);
     return n;
 }
 

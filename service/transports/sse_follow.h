@@ -12,29 +12,23 @@
  * HTTP side: its content-reader callback decides when to wait and drains
  * the buffer in blocks (sse_follow_block_full).
  *
- * The transport fills the fields above `probe_writes` and owns their
- * references (the stream's and the session's); the rest start at zero. */
+ * The transport fills the fields above `probe_writes` (opening `follow`,
+ * which it ends); the rest start at zero. */
 #ifndef MCPD_SSE_FOLLOW_H
 #define MCPD_SSE_FOLLOW_H
 
 #include "sse.h"
 #include "token_end.h"
-#include "stream.h"
+#include "follow.h"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-struct session;
-
 struct sse_follow {
-    struct stream *stream;
-    struct session *session;
-    struct stream_reader token; /* attached to stream */
-    int64_t next;               /* seq of the next message to frame */
-    int standalone; /* the session's standalone stream: what is written counts as delivered */
-    int polling;    /* the client was told how to come back: a poll notice ends the stream */
-    int64_t poll_deadline;  /* monotonic ms, 0 for none: past it the stream ends (polling mode) */
+    struct follow follow;  /* the stream it frames: the transport opens and ends it */
+    int polling;           /* the client was told how to come back: a poll notice ends the stream */
+    int64_t poll_deadline; /* monotonic ms, 0 for none: past it the stream ends (polling mode) */
     const char *event_type; /* each message event's "event:" line, or NULL */
     int probe_writes;       /* quick keepalives still to write for a probe */
     int done;               /* nothing more will be framed */
@@ -42,7 +36,7 @@ struct sse_follow {
     struct sse_buf buf;
 };
 
-/* Frames one message as an event and moves past it; -1 when out of
+/* Frames one message the follow read as an event; -1 when out of
  * memory. */
 int sse_follow_take(struct sse_follow *f, const struct stream_chunk *ch);
 /* Reads the stream once and frames what it finds: the next message, or a

@@ -1,0 +1,123 @@
+/* follow — see follow.h. */
+#include "follow.h"
+
+#include "clock.h"
+#include "core_int.h"
+#include "protocol.h"
+#include "session.h"
+
+#include <string.h>
+
+static void start(struct follow *f, struct session *s, struct stream *st, int64_t next)
+{
+    memset(f, 0, sizeof *f);
+    f->stream = st;
+    f->session = s;
+    f->next = next;
+    f->polling = s && protocol_has_sse_polling(session_protocol(s));
+    stream_attach(st, &f->reader);
+}
+
+void follow_reply(struct follow *f, struct core_reply *r)
+{
+    if (r->session)
+        session_ref(r->session);
+    start(f, r->session, r->stream, 0);
+    r->stream = NULL;
+}
+
+int follow_resume(struct follow *f, const struct core_caller *c, const char *cursor,
+                  struct core_reply *refused)
+{
+    struct core_resume res;
+    if (core_resume(c, cursor, &res, refused) != 0)
+        return -1;
+    start(f, res.session, res.stream, res.next);
+    f->resumed_standalone = res.standalone;
+    return 0;
+}
+
+int follow_standalone(struct follow *f, struct session *s, int64_t probe_ms, int64_t from,
+                      struct core_reply *refused)
+{
+    struct stream *st;
+    int64_t cursor;
+    if (core_standalone_claim(s, probe_ms, &st, &cursor, refused) != 0)
+        return -1;
+    session_ref(s);
+    start(f, s, st, from >= 0 ? from : cursor);
+    f->standalone = 1;
+    /* A client that resumes past the cursor has seen what is before it. */
+    session_set_get_cursor(s, f->next);
+    session_touch(s);
+    return 0;
+}
+
+enum stream_wait follow_read(struct follow *f, int64_t deadline, struct stream_chunk *ch)
+{
+    enum stream_wait w = stream_read(f->stream, &f->reader, f->next, deadline, ch);
+    if (w == STREAM_CHUNK)
+        f->next = ch->seq + 1;
+    if (f->session && (w == STREAM_CHUNK || (w == STREAM_TIMEOUT && deadline > 0)))
+        session_touch(f->session);
+    return w;
+}
+
+enum stream_wait follow_final(struct follow *f, int relay, int64_t deadline, int64_t relay_wait_ms,
+                              struct stream_chunk *ch)
+{
+    struct session *s = relay ? f->session : NULL;
+    int64_t seq = 0, relayed = -1;
+    for (;;) {
+        enum stream_wait w = stream_read(f->stream, &f->reader, seq, deadline, ch);
+        if (w == STREAM_POLL)
+            continue;
+        if (w != STREAM_CHUNK || ch->is_end) {
+            /* The response after what it relayed, as on every transport. */
+            if (relayed >= 0)
+                session_wait_get_cursor(s, relayed + 1, clock_mono_ms() + relay_wait_ms);
+            return w;
+        }
+        /* A JSON reply carries one message: what comes before it (progress,
+         * logs, an elicitation request the handler waits on) goes to the
+         * session's standalone stream, where the client can get it. */
+        if (s) {
+            int64_t r = core_relay_to_standalone(s, ch->msg, ch->len, NULL, 0);
+            if (r >= 0)
+                relayed = r;
+        }
+        seq = ch->seq + 1;
+    }
+}
+
+int follow_cursor(struct follow *f, int64_t seq, int durable, char *out, size_t cap)
+{
+    if (durable && stream_persist(f->stream) != 0)
+        return -1;
+    stream_event_id(f->stream, seq, out, cap);
+    return 0;
+}
+
+void follow_sent(struct follow *f)
+{
+    if (f->standalone)
+        session_set_get_cursor(f->session, f->next);
+}
+
+enum follow_stop follow_stopped(struct follow *f)
+{
+    if (f->session && session_ended(f->session))
+        return FOLLOW_SESSION_ENDED;
+    if (stream_store_failed(f->stream))
+        return FOLLOW_STORE_FAILED;
+    return FOLLOW_STREAM_ENDED;
+}
+
+void follow_end(struct follow *f)
+{
+    if (f->standalone)
+        core_standalone_release(f->session, f->next);
+    stream_unref(f->stream);
+    session_unref(f->session);
+    memset(f, 0, sizeof *f);
+}

@@ -1,0 +1,97 @@
+/* follow — the one way a transport reads what the core sends it.
+ *
+ * Whatever a client waits for is a durable stream (stream.h): a request's
+ * reply, a stream resumed from the client's cursor, or its session's
+ * standalone stream. A transport opens a follow on it (follow_reply,
+ * follow_resume, follow_standalone), reads it message by message with
+ * follow_read, names positions with follow_cursor, and lets go with
+ * follow_end. The follow holds what reading needs and a transport never
+ * handles itself: the stream and its session (references), the reader slot
+ * (opening a follow detaches earlier readers of the stream, so a client
+ * that resumes takes the stream over from a half-dead connection), the
+ * cursor, and for the standalone stream the session's one-reader claim and
+ * its delivery cursor. Reading records the session's activity, so a
+ * followed session does not expire.
+ *
+ * A follow is the transport's (embedded in its connection state, zeroed
+ * when unused; follow_end on a zeroed one does nothing); it is used by one
+ * thread or fiber at a time. The fields are read-only outside follow.c. A
+ * struct copy of a live follow reads ahead without moving the original:
+ * its cursor stays, and a notice the copy reads (a poll, a probe) is still
+ * there for the original. A copy is never ended. */
+#ifndef MCPD_FOLLOW_H
+#define MCPD_FOLLOW_H
+
+#include <stdint.h>
+
+#include "core.h"
+#include "stream.h"
+
+struct follow {
+    struct stream *stream;   /* owned */
+    struct session *session; /* owned; NULL: none */
+    struct stream_reader reader;
+    int64_t next;           /* seq of the next message follow_read returns */
+    int standalone;         /* holds the session's standalone claim (follow_standalone) */
+    int resumed_standalone; /* follow_resume: the cursor is on the session's
+                               standalone stream (no claim is held) */
+    int polling;            /* the session's revision knows SSE priming events and retry
+                               (2025-11-25 on) */
+};
+
+/* Follows a reply of kind CORE_STREAM from its start: takes r's stream
+ * (r->stream becomes NULL) and a new reference to r's session. */
+void follow_reply(struct follow *f, struct core_reply *r);
+
+/* Follows a stream of the caller's session from a client's cursor
+ * (core_resume): 0, or -1 with *refused filled and f untouched. */
+int follow_resume(struct follow *f, const struct core_caller *c, const char *cursor,
+                  struct core_reply *refused);
+
+/* Follows s's standalone stream, taking the session's one-reader claim
+ * (core_standalone_claim: probe_ms gives a silent holder that long to
+ * fail), from `from`, or with from < 0 from where its last reader stopped.
+ * s is borrowed (the follow takes its own reference). 0, or -1 with
+ * *refused filled (CORE_CONFLICT: another reader holds it) and f
+ * untouched. */
+int follow_standalone(struct follow *f, struct session *s, int64_t probe_ms, int64_t from,
+                      struct core_reply *refused);
+
+/* Reads message f->next (stream_read: waits until the monotonic deadline;
+ * 0 only looks). On STREAM_CHUNK, *ch is the message, borrowed while the
+ * follow lives, and f->next moves past it. A chunk, or a wait that ran to
+ * its deadline (a keepalive is due), counts as the session's activity. */
+enum stream_wait follow_read(struct follow *f, int64_t deadline, struct stream_chunk *ch);
+
+/* For a transport that carries only a request's response (JSON replies):
+ * reads up to the deadline for the stream's final message, and with relay
+ * hands the messages before it (progress, logs, server requests) to the
+ * session's standalone stream, then waits up to relay_wait_ms for the
+ * standalone reader to have written them. Returns stream_read's outcome;
+ * on STREAM_CHUNK *ch is the final message. */
+enum stream_wait follow_final(struct follow *f, int relay, int64_t deadline, int64_t relay_wait_ms,
+                              struct stream_chunk *ch);
+
+/* The event id of position seq ("<stream id>:<seq>"; -1: before the first
+ * message), which a client hands back to resume after it. With durable,
+ * the stream is stored first, so that the id names something after a
+ * crash: -1 when it could not be. 0 otherwise. */
+int follow_cursor(struct follow *f, int64_t seq, int durable, char *out, size_t cap);
+
+/* The transport wrote everything before f->next: on the standalone stream
+ * that is the session's delivery cursor (a JSON reply may wait for it). */
+void follow_sent(struct follow *f);
+
+/* Why a stream gave nothing more (STREAM_ENDED, DETACHED, REFUSED). */
+enum follow_stop {
+    FOLLOW_STREAM_ENDED,  /* it ended (a cancelled request, a detach) */
+    FOLLOW_SESSION_ENDED, /* its session is gone: DELETE, expiry, a kill */
+    FOLLOW_STORE_FAILED   /* its reply could not be stored (database away) */
+};
+enum follow_stop follow_stopped(struct follow *f);
+
+/* Lets go: the standalone claim (the delivery cursor at f->next), the
+ * stream and the session. f is zeroed. */
+void follow_end(struct follow *f);
+
+#endif
