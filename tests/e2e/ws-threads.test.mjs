@@ -4,7 +4,8 @@
 // in bounded batches, leave mcpd's thread count (/proc/PID/status) where
 // it was with none open, within a small constant slack; every session
 // still answers a tools/call; once all are closed, mcpd's descriptors come
-// back to what they were before. Before the loop, each session had a
+// back to what they were before, and no wait blocked a loop thread (the
+// blocking_wait warning). Before the loop, each session had a
 // thread of its own and one for its writer (300 sessions: +600 threads).
 
 import assert from 'node:assert/strict';
@@ -50,7 +51,7 @@ async function callEach(clients) {
 }
 
 test('300 WebSocket sessions add no threads, all answer, and their descriptors are returned', { timeout: 240000 }, async () => {
-  await withMcpd(['--max-workers', '8', '--max-connections-per-ip', '0'], {}, async (m) => {
+  await withMcpd(['--max-workers', '8', '--max-connections-per-ip', '0', '--log-level', 'warn'], {}, async (m) => {
     // Warm up the same way (batches of BATCH), so the worker pool and the
     // store's threads have what they will have.
     const warm = await openSessions(m.port, 2 * BATCH);
@@ -79,5 +80,7 @@ test('300 WebSocket sessions add no threads, all answer, and their descriptors a
     await Promise.all(clients.map((c) => c.close()));
     await waitFor(() => procFdCount(m.pid) <= fds0, 15000, `descriptors back to ${fds0} (now ${procFdCount(m.pid)})`);
     assert.ok(procThreads(m.pid) <= threads0 + SLACK);
+    // No wait on a loop thread blocked it (fiber_warn_if_blocking).
+    assert.doesNotMatch(m.stderr, /event=blocking_wait/);
   });
 });
