@@ -330,7 +330,7 @@ static void close_with(struct ws_conn *c, uint16_t code, const char *reason)
     int64_t deadline = clock_mono_ms() + LINGER_MS;
     char sink[4096];
     for (;;) {
-        ssize_t got = recv(c->fd, sink, sizeof sink, 0);
+        ssize_t got = recv(c->fd, sink, sizeof sink, MSG_DONTWAIT);
         if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
             break;
         if (got > 0 || errno == EINTR)
@@ -473,17 +473,17 @@ static void conn_run(struct ws_conn *c, const unsigned char *early, size_t early
             wait = awaiting_pong + 2 * ws_cfg.ping_ms - now;
         if (wait < 0)
             wait = 0;
-        ssize_t got = recv(c->fd, buf, READ_BUF, 0);
+        ssize_t got = recv(c->fd, buf, READ_BUF, MSG_DONTWAIT);
         if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             /* Nothing to read: park until there is, the next ping, or a
              * wake (a token's end, ws_stop: seen at the top of the loop). */
             int rc = loop_wait_fd(c->fd, EPOLLIN, now + wait);
-            if (rc == ECANCELED) {
-                set_why(c, "server shutting down", WS_CLOSE_GOING_AWAY);
+            if (rc == ECANCELED) { /* loop_stop's backstop: no close frame */
+                set_why(c, "server shutting down", 0);
                 break;
             }
             if (rc != 0 && rc != ETIMEDOUT && rc != EINTR) {
-                set_why(c, "cannot wait for the socket", WS_CLOSE_INTERNAL_ERROR);
+                set_why(c, "cannot wait for the socket", 0);
                 break;
             }
             continue;
