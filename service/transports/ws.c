@@ -71,16 +71,27 @@ void ws_configure(const struct ws_config *cfg)
 }
 
 static void wake_readers(void);
+static void kill_readers(void);
+
+static void wait_sessions(int64_t ms)
+{
+    int64_t deadline = clock_mono_ms() + ms;
+    while (atomic_load(&running_sessions) > 0 && clock_mono_ms() < deadline) {
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
 
 void ws_stop(void)
 {
     atomic_store(&stopping, 1);
     wake_readers();
-    int64_t deadline = clock_mono_ms() + LINGER_MS + 1000;
-    while (atomic_load(&running_sessions) > 0 && clock_mono_ms() < deadline) {
-        struct timespec ts = {0, 10 * 1000000};
-        nanosleep(&ts, NULL);
-    }
+    wait_sessions(LINGER_MS + 1000);
+    /* A session still here is stuck on a client that does not read or
+     * close: cut its socket, so that it ends (and hands its socket back
+     * to libmicrohttpd) before the HTTP server stops. */
+    kill_readers();
+    wait_sessions(1000);
 }
 
 /* ---- HTTP answers before the upgrade ---- */
@@ -199,6 +210,16 @@ static void wake_readers(void)
     pthread_mutex_lock(&readers_mu);
     for (struct ws_conn *c = readers; c; c = c->next_reader)
         fiber_wake(c->reader);
+    pthread_mutex_unlock(&readers_mu);
+}
+
+static void conn_kill(struct ws_conn *c);
+
+static void kill_readers(void)
+{
+    pthread_mutex_lock(&readers_mu);
+    for (struct ws_conn *c = readers; c; c = c->next_reader)
+        conn_kill(c);
     pthread_mutex_unlock(&readers_mu);
 }
 
