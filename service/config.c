@@ -66,6 +66,9 @@ static const struct setting settings[] = {
     {"trusted-proxies", K_STR, S(trusted_proxies), NULL,
      "addresses and networks (CIDR; or loopback, private) whose X-Forwarded-For names the client"},
     {"max-workers", K_INT, S(max_workers), "512", "request handler threads at most"},
+    {"loop-threads", K_INT, S(loop_threads), "2",
+     "event-loop threads serving WebSocket connections and push writers (however many "
+     "connections)"},
     {"max-inflight-per-session", K_INT, S(max_inflight_per_session), "128",
      "requests one session may have in flight (running handlers and waiting long-polls); "
      "429 beyond; 0 = no cap"},
@@ -330,7 +333,8 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
         return -1;
     }
     if (cfg->keepalive_ms < 100 || cfg->session_idle_ms < 100 || cfg->stream_retention_ms < 100 ||
-        cfg->max_workers < 1 || cfg->max_connections < 1 || cfg->max_body < 1) {
+        cfg->max_workers < 1 || cfg->loop_threads < 1 || cfg->max_connections < 1 ||
+        cfg->max_body < 1) {
         snprintf(err, errcap,
                  "a limit is too small (timeouts must be at least 100 ms, counts at "
                  "least 1)");
@@ -343,6 +347,10 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
                  "--replica-lease-ms must be at least 1000 (a process beats once a "
                  "second), got %lld",
                  (long long)cfg->replica_lease_ms);
+        return -1;
+    }
+    if (cfg->loop_threads > 1024) {
+        snprintf(err, errcap, "--loop-threads must be at most 1024");
         return -1;
     }
     return parse_listen(cfg, err, errcap);

@@ -37,6 +37,7 @@ struct config {
     int64_t request_timeout_ms;
     char *trusted_proxies; /* addresses and networks whose X-Forwarded-For is believed */
     int64_t max_workers;
+    int64_t loop_threads;
     int64_t max_inflight_per_session;
     int64_t shutdown_grace_ms;
     char *upstream;      /* the command line of a stdio MCP server to put behind mcpd */

@@ -9,6 +9,7 @@
 #include "core.h"
 #include "http.h"
 #include "log.h"
+#include "loop.h"
 #include "malloc_tune.h"
 #include "origin.h"
 #include "replica.h"
@@ -196,6 +197,7 @@ static int serve_stdio(const struct config *cfg, const sigset_t *sigs)
     struct stdio_config sc = {.max_message = (size_t)cfg->max_body,
                               .grace_ms = cfg->shutdown_grace_ms};
     int status = stdio_serve(0, 1, &sc, sigs);
+    loop_stop();
     core_stop(cfg->shutdown_grace_ms);
     core_cleanup();
     return status;
@@ -241,6 +243,7 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
     if (http_start(&hc, why) != 0) {
         fprintf(stderr, "mcpd: %s\n", *why ? *why : "cannot start the HTTP server");
         core_stop(0);
+        loop_stop();
         core_cleanup();
         return 1;
     }
@@ -250,7 +253,8 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
     sigwait(sigs, &sig);
     log_event(LOG_INFO, NULL, "shutting_down", "signal %d", sig);
     core_stop(cfg->shutdown_grace_ms);
-    http_stop();
+    http_stop(); /* WebSocket sessions end here, before the loop stops */
+    loop_stop();
     core_cleanup();
     return 0;
 }
@@ -316,12 +320,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "mcpd: out of memory\n");
         goto out;
     }
+    /* Connections' fibers (WebSocket, push writers): a fixed number of
+     * threads, however many connections. */
+    if (loop_start((int)cfg.loop_threads) != 0) {
+        fprintf(stderr, "mcpd: cannot start the event loop: %s\n", strerror(errno));
+        goto out;
+    }
     if (start_core(&cfg, st, ops, backend, &why) != 0) {
         fprintf(stderr, "mcpd: %s\n", why ? why : "cannot start");
         goto out;
     }
     status = cfg.stdio ? serve_stdio(&cfg, &sigs) : serve_http(&cfg, origins, &sigs, &why);
 out:
+    loop_stop(); /* when serving never began */
     free(why);
     if (backend)
         ops->destroy(backend);

@@ -92,3 +92,38 @@ int fcond_wait_until(struct fcond *c, pthread_mutex_t *mu, int64_t deadline_mono
         return deadline_mono_ms >= 0 ? ETIMEDOUT : 0;
     return deadline_mono_ms >= 0 && clock_mono_ms() >= deadline_mono_ms ? ETIMEDOUT : 0;
 }
+
+int fmutex_init(struct fmutex *m)
+{
+    m->held = 0;
+    if (pthread_mutex_init(&m->mu, NULL) != 0)
+        return -1;
+    if (fcond_init(&m->cv) != 0) {
+        pthread_mutex_destroy(&m->mu);
+        return -1;
+    }
+    return 0;
+}
+
+void fmutex_destroy(struct fmutex *m)
+{
+    fcond_destroy(&m->cv);
+    pthread_mutex_destroy(&m->mu);
+}
+
+void fmutex_lock(struct fmutex *m)
+{
+    pthread_mutex_lock(&m->mu);
+    while (m->held)
+        fcond_wait_until(&m->cv, &m->mu, -1);
+    m->held = 1;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void fmutex_unlock(struct fmutex *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->held = 0;
+    fcond_signal(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+}

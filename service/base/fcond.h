@@ -33,4 +33,20 @@ void fcond_broadcast(struct fcond *c);
  * deadline has passed. */
 int fcond_wait_until(struct fcond *c, pthread_mutex_t *mu, int64_t deadline_mono_ms);
 
+/* A mutex that a fiber may hold across a park (a write that waits for its
+ * socket to drain): a fiber that wants it parks instead of blocking its
+ * thread, which may be the very thread that must run the holder. Not
+ * recursive; it may be unlocked from another thread than the one that
+ * locked it. */
+struct fmutex {
+    pthread_mutex_t mu; /* guards held */
+    struct fcond cv;
+    int held;
+};
+
+int fmutex_init(struct fmutex *m);
+void fmutex_destroy(struct fmutex *m);
+void fmutex_lock(struct fmutex *m);
+void fmutex_unlock(struct fmutex *m);
+
 #endif

@@ -786,21 +786,21 @@ enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int
 void stream_waker_init(struct stream_waker *w)
 {
     pthread_mutex_init(&w->mu, NULL);
-    clock_cond_init(&w->cv);
+    fcond_init(&w->cv);
     w->epoch = 0;
 }
 
 void stream_waker_destroy(struct stream_waker *w)
 {
     pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->cv);
+    fcond_destroy(&w->cv);
 }
 
 void stream_waker_signal(struct stream_waker *w)
 {
     pthread_mutex_lock(&w->mu);
     w->epoch++;
-    pthread_cond_broadcast(&w->cv);
+    fcond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -816,7 +816,7 @@ void stream_waker_wait(struct stream_waker *w, unsigned seen, int64_t deadline_m
 {
     pthread_mutex_lock(&w->mu);
     while (w->epoch == seen)
-        if (clock_cond_wait_until(&w->cv, &w->mu, deadline_mono_ms) == ETIMEDOUT)
+        if (fcond_wait_until(&w->cv, &w->mu, deadline_mono_ms) == ETIMEDOUT)
             break;
     pthread_mutex_unlock(&w->mu);
 }

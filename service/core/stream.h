@@ -19,6 +19,8 @@
 #ifndef MCPD_STREAM_H
 #define MCPD_STREAM_H
 
+#include "fcond.h"
+
 #include <jansson.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -145,10 +147,11 @@ enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int
  * chunk, the end, a detach, a poll or probe request). Others may signal it
  * too. The epoch only grows: the follower notes it, checks its streams,
  * then waits for it to move, so no change between the check and the wait
- * is missed. Lock order: a stream's lock, then the waker's. */
+ * is missed. Lock order: a stream's lock, then the waker's. A fiber
+ * waiting on it parks (fcond.h), so a loop fiber can follow streams. */
 struct stream_waker {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    struct fcond cv;
     unsigned epoch;
 };
 void stream_waker_init(struct stream_waker *w);

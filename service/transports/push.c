@@ -7,8 +7,8 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "longpoll.h"
+#include "loop.h"
 #include "stream.h"
-#include "thread_stack.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -20,7 +20,6 @@
 /* How soon a session ended elsewhere closes a connection that does not
  * follow its standalone stream. */
 #define ENDED_CHECK_MS 250
-#define WRITER_STACK (128 * 1024)
 /* Chunks taken from one stream before the writer looks at the others, so
  * a chatty request cannot hold back its neighbours' replies. */
 #define PUMP_BURST 32
@@ -54,12 +53,13 @@ struct follow {
 struct push {
     struct push_io io;
     pthread_mutex_t mu; /* guards everything below */
-    struct fcond cv;    /* a request's stream was released */
-    pthread_mutex_t send_mu;
+    struct fcond cv;    /* a request's stream was released, or the writer ended */
+    /* One message at a time; a fiber holds it across a full socket. */
+    struct fmutex send_mu;
     /* The writer sleeps here; the streams it follows and push_receive
      * (handing it a new one) wake it. */
     struct stream_waker waker;
-    pthread_t writer;
+    int writer_done;
     struct session *session;
     struct follow *incoming; /* handed to the writer, not yet taken */
     /* The 2026-07-28 requests in flight (follows with `own`), for
@@ -79,9 +79,9 @@ static int send_text(struct push *p, const char *text, size_t len)
     pthread_mutex_unlock(&p->mu);
     if (dead)
         return -1;
-    pthread_mutex_lock(&p->send_mu);
+    fmutex_lock(&p->send_mu);
     int rc = p->io.send(p->io.io, text, len);
-    pthread_mutex_unlock(&p->send_mu);
+    fmutex_unlock(&p->send_mu);
     if (rc != 0) {
         pthread_mutex_lock(&p->mu);
         p->dead = 1;
@@ -155,7 +155,8 @@ static int forward_chunk(struct follow *f, const struct stream_chunk *ch)
  * standalone stream and each request's. It sends each stream's messages in
  * commit order and lets go of a request's stream as soon as its last
  * message is out, so a connection that lives for days holds only what is
- * in flight: one thread, however many requests it serves. */
+ * in flight: one fiber on the event loop (loop.h), however many requests
+ * it serves. Its waits (the waker, a full socket) park the fiber. */
 
 enum pump { PUMP_IDLE, PUMP_SENT, PUMP_DONE };
 
@@ -282,9 +283,8 @@ static int ended(struct push *p)
     return s && core_session_ended(s);
 }
 
-static void *writer_main(void *arg)
+static void writer_main(void *arg)
 {
-    pthread_setname_np(pthread_self(), "mcpd-push");
     struct push *p = arg;
     struct follow *list = NULL;
     int64_t next_touch = clock_mono_ms() + WRITER_TICK_MS;
@@ -336,7 +336,11 @@ static void *writer_main(void *arg)
         release(list);
         list = next;
     }
-    return NULL;
+    /* push_close frees p as soon as it sees this: nothing after it. */
+    pthread_mutex_lock(&p->mu);
+    p->writer_done = 1;
+    fcond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
 }
 
 /* Hands st to the writer, to follow from seq `from` (takes the reference
@@ -602,20 +606,14 @@ struct push *push_open(const struct push_io *io)
     if (p->io.max_inflight <= 0)
         p->io.max_inflight = DEFAULT_MAX_INFLIGHT;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_mutex_init(&p->send_mu, NULL);
+    fmutex_init(&p->send_mu);
     fcond_init(&p->cv);
     stream_waker_init(&p->waker);
-    pthread_attr_t attr;
-    int rc = thread_stack_attr(&attr, WRITER_STACK, 0);
-    if (rc == 0) {
-        rc = pthread_create(&p->writer, &attr, writer_main, p);
-        pthread_attr_destroy(&attr);
-    }
-    if (rc != 0) {
-        log_event(LOG_ERROR, NULL, "writer_failed", "cannot start a connection's writer thread");
+    if (loop_spawn(writer_main, p) != 0) {
+        log_event(LOG_ERROR, NULL, "writer_failed", "cannot start a connection's writer");
         stream_waker_destroy(&p->waker);
         pthread_mutex_destroy(&p->mu);
-        pthread_mutex_destroy(&p->send_mu);
+        fmutex_destroy(&p->send_mu);
         fcond_destroy(&p->cv);
         free(p);
         return NULL;
@@ -665,7 +663,14 @@ void push_close(struct push *p)
     p->closing = 1;
     pthread_mutex_unlock(&p->mu);
     stream_waker_signal(&p->waker);
-    pthread_join(p->writer, NULL);
+    /* The writer sees `closing` at its next look, within a message. On a
+     * fiber this parks; a plain thread (an upgrade that never happened)
+     * waits in slices with a deadline, which fcond does not report as
+     * blocking. */
+    pthread_mutex_lock(&p->mu);
+    while (!p->writer_done)
+        fcond_wait_until(&p->cv, &p->mu, clock_mono_ms() + WRITER_TICK_MS);
+    pthread_mutex_unlock(&p->mu);
     /* Whatever was handed over after the writer's last look. */
     struct follow *in = p->incoming;
     p->incoming = NULL;
@@ -679,7 +684,7 @@ void push_close(struct push *p)
     core_session_drop(p->session);
     stream_waker_destroy(&p->waker);
     pthread_mutex_destroy(&p->mu);
-    pthread_mutex_destroy(&p->send_mu);
+    fmutex_destroy(&p->send_mu);
     fcond_destroy(&p->cv);
     free(p);
 }

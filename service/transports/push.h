@@ -5,7 +5,8 @@
  * and hands each complete frame to push_receive. push parses it as JSON-RPC
  * and gives it to the core's one entry, core_receive (an initialize gives
  * the connection its session), answering refusals on the connection. One
- * writer thread per connection follows every reply stream and sends each
+ * writer per connection, a fiber on the event loop (loop.h), follows
+ * every reply stream and sends each
  * one's messages, in order, through the transport's send function, letting
  * go of a request as soon as its last message is out; a request that opted in
  * with "stream": true gets the handle at once and its messages as
@@ -14,10 +15,13 @@
  * the connection drops, the streams are in the store, and a new connection
  * resumes them (push_resume).
  *
- * Threading: push_receive is called from the transport's reading thread;
- * sends come from the connection's writer thread and, for immediate
- * answers, from the reading thread; push serialises them. A connection
- * costs one thread and its in-flight requests, however long it lives. */
+ * Threading: push_receive is called from the transport's reader (a loop
+ * fiber for WebSocket, the main thread for stdio); sends come from the
+ * connection's writer fiber and, for immediate answers, from the reader;
+ * push serialises them with a lock a fiber may hold while the transport's
+ * send parks on a full socket. A connection costs a fiber and its
+ * in-flight requests, no thread, however long it lives. The event loop
+ * must be running (loop_start) before push_open. */
 #ifndef MCPD_PUSH_H
 #define MCPD_PUSH_H
 
@@ -41,7 +45,7 @@ struct push_io {
      * are refused with an error instead of run: a client that floods
      * requests and never reads must not pile them up without end. */
     int max_inflight;
-    /* Called (on the writer's thread) when the connection's session ends
+    /* Called (on the writer's fiber) when the connection's session ends
      * from elsewhere; may be NULL. The transport closes the connection. */
     void (*session_ended)(void *io);
     /* Who authenticated the connection (auth.h), or "": the sessions it
@@ -49,8 +53,9 @@ struct push_io {
     char principal[64];
 };
 
-/* A new connection, with its writer thread running. The io struct is
- * copied. NULL when out of memory or threads. */
+/* A new connection, with its writer running on the event loop. The io
+ * struct is copied. NULL when out of memory or when the loop is not
+ * running. */
 struct push *push_open(const struct push_io *io);
 
 /* One frame's payload from the client. Never fails: bad input is answered

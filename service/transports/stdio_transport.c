@@ -3,14 +3,17 @@
  * One thread (the caller's) reads: it polls in_fd, a signalfd for the stop
  * signals and out_fd (for its error condition only: a pipe whose reader
  * closed reports POLLERR, so a vanished client is seen even while stdin is
- * quiet). Writes come from push's writer thread and from the reading
- * thread (framing errors), serialised by out.mu; each is one writev of
- * prefix, message and suffix, so frames never interleave. */
+ * quiet). Writes come from push's writer (a fiber on the event loop, which
+ * waits for a full stdout with loop_wait_fd) and from the reading thread
+ * (framing errors), serialised by out.mu; each is one writev of prefix,
+ * message and suffix, so frames never interleave. */
 #include "stdio_transport.h"
 #include "fd_write.h"
 #include "clock.h"
+#include "fcond.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "loop.h"
 #include "push.h"
 #include "stdio_frame.h"
 
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -35,7 +39,7 @@ struct out {
     int fd;
     int sfd; /* the stop signals: polled (never read) by a waiting writer */
     int64_t grace_ms;
-    pthread_mutex_t mu; /* one frame at a time; guards what follows */
+    struct fmutex mu; /* one frame at a time (held across a wait); guards what follows */
     enum stdio_framing framing;
     int dead; /* out_fd is gone or gave up: every send fails at once */
     /* 0 while writers wait for the reader as long as it takes; otherwise
@@ -61,6 +65,23 @@ static int wait_writable(void *ud)
         if (give_up && now >= give_up)
             return -1;
         int64_t tick = give_up && give_up - now < WRITE_TICK_MS ? give_up - now : WRITE_TICK_MS;
+        if (loop_on_fiber()) {
+            /* push's writer: park, and look at the signal without waiting. */
+            int rc = loop_wait_fd(o->fd, EPOLLOUT, now + tick);
+            if (rc != 0 && rc != ETIMEDOUT && rc != EINTR)
+                return -1;
+            struct pollfd sig = {.fd = o->sfd, .events = POLLIN};
+            if (watch_signal && !give_up && poll(&sig, 1, 0) > 0 && (sig.revents & POLLIN)) {
+                give_up_after_grace(o);
+                watch_signal = 0;
+                log_event(LOG_INFO, NULL, "shutting_down",
+                          "stop signal while the client is not reading; giving up in %lld ms",
+                          (long long)o->grace_ms);
+            }
+            if (rc == 0)
+                return 0;
+            continue;
+        }
         struct pollfd pf[2] = {{.fd = o->fd, .events = POLLOUT}, {.fd = o->sfd, .events = POLLIN}};
         /* Once the signal is noted, stop watching it: it stays pending for
          * the reading thread and would wake this poll at once forever. */
@@ -86,7 +107,7 @@ static int out_send(void *arg, const char *msg, size_t len)
 {
     struct out *o = arg;
     int rc = -1;
-    pthread_mutex_lock(&o->mu);
+    fmutex_lock(&o->mu);
     if (!o->dead) {
         char prefix[STDIO_FRAME_PREFIX_MAX];
         size_t pl = stdio_frame_prefix(o->framing, len, prefix, sizeof prefix);
@@ -104,15 +125,15 @@ static int out_send(void *arg, const char *msg, size_t len)
                       e == EAGAIN || e == EWOULDBLOCK ? "client stopped reading" : strerror(e));
         }
     }
-    pthread_mutex_unlock(&o->mu);
+    fmutex_unlock(&o->mu);
     return rc;
 }
 
 static int out_dead(struct out *o)
 {
-    pthread_mutex_lock(&o->mu);
+    fmutex_lock(&o->mu);
     int dead = o->dead;
-    pthread_mutex_unlock(&o->mu);
+    fmutex_unlock(&o->mu);
     return dead;
 }
 
@@ -121,10 +142,10 @@ static int out_dead(struct out *o)
 static void sync_framing(struct out *o, const struct stdio_frame_decoder *dec)
 {
     enum stdio_framing f = stdio_frame_framing(dec);
-    pthread_mutex_lock(&o->mu);
+    fmutex_lock(&o->mu);
     int changed = o->framing != f;
     o->framing = f;
-    pthread_mutex_unlock(&o->mu);
+    fmutex_unlock(&o->mu);
     if (changed)
         log_event(LOG_INFO, NULL, "stdio_framing", "client uses %s",
                   f == STDIO_FRAMING_CONTENT_LENGTH ? "Content-Length framing"
@@ -246,7 +267,7 @@ int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sig
         return 1;
     }
     struct out o = {.fd = out_fd, .sfd = sfd, .grace_ms = grace};
-    pthread_mutex_init(&o.mu, NULL);
+    fmutex_init(&o.mu);
     atomic_init(&o.give_up_at, 0);
     struct push_io io = {.send = out_send, .io = &o, .transport = "stdio", .event_ids = 0};
     struct stdio_frame_decoder *dec = stdio_frame_decoder_new(max);
@@ -256,7 +277,7 @@ int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sig
         log_event(LOG_ERROR, NULL, "stdio_failed", "out of memory");
         stdio_frame_decoder_free(dec);
         free(buf);
-        pthread_mutex_destroy(&o.mu);
+        fmutex_destroy(&o.mu);
         close(sfd);
         return 1;
     }
@@ -290,7 +311,7 @@ int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sig
         fcntl(out_fd, F_SETFL, saved_flags);
     stdio_frame_decoder_free(dec);
     free(buf);
-    pthread_mutex_destroy(&o.mu);
+    fmutex_destroy(&o.mu);
     close(sfd);
     return 0;
 }

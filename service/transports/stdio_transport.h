@@ -35,8 +35,8 @@ struct stdio_config {
 };
 
 /* Serves MCP on in_fd/out_fd until EOF or one of `stop` (signals blocked by
- * the caller in every thread) arrives. Needs a started core. Returns the
- * exit status: 0 on EOF or signal after a graceful finish, 1 when serving
+ * the caller in every thread) arrives. Needs a started core and event loop (loop.h: push's writer
+ * runs there). Returns the exit status: 0 on EOF or signal after a graceful finish, 1 when serving
  * could not start (out of memory, no signalfd). */
 int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sigset_t *stop);
 

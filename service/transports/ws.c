@@ -2,9 +2,12 @@
 #include "ws.h"
 #include "auth.h"
 #include "clock.h"
+#include "fcond.h"
 #include "fd_write.h"
+#include "fiber.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "loop.h"
 #include "origin.h"
 #include "refusal.h"
 #include "push.h"
@@ -12,20 +15,18 @@
 #include "stream.h"
 #include "ws_frame.h"
 #include "ws_handshake.h"
-#include "thread_stack.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/eventfd.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <sys/uio.h>
@@ -39,19 +40,22 @@
  * buffer would make the kernel send a reset, which can destroy the close
  * frame before the client reads it. */
 #define LINGER_MS 2000
-/* A session thread's stack: the reading loop, push and the core's
- * handlers (with an inline commit inside SQLite), the size of an HTTP
- * request's fiber stack. */
-#define SESSION_STACK (256 * 1024)
+/* A writer waiting for a full socket looks this often whether the
+ * connection died meanwhile. */
+#define WRITE_TICK_MS 1000
 
 static struct ws_config ws_cfg = {1048576, 15000, 10000, NULL};
 
-/* Readable once ws_stop is called: every session's read loop polls it too,
- * so all of them say goodbye (1001) at once. */
-static int stop_fd = -1;
+/* Set by ws_stop, which wakes every session's reader (each on the list
+ * below), so all of them say goodbye (1001) at once. */
+static atomic_int stopping;
 /* Sessions running, so ws_stop can wait for their close frames to go out
  * before the HTTP server tears the sockets down. */
 static atomic_int running_sessions;
+/* The sessions whose reader runs, for ws_stop and a token's end to wake
+ * them: guards every ws_conn's `reader` and the list links. */
+static pthread_mutex_t readers_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ws_conn *readers;
 
 void ws_configure(const struct ws_config *cfg)
 {
@@ -60,26 +64,34 @@ void ws_configure(const struct ws_config *cfg)
         ws_cfg.max_message = 1048576;
     if (ws_cfg.ping_ms <= 0)
         ws_cfg.ping_ms = 15000;
-    if (ws_cfg.ping_ms > 86400000) /* keeps 2 * ping_ms and poll()'s int in range */
+    if (ws_cfg.ping_ms > 86400000) /* keeps 2 * ping_ms in range */
         ws_cfg.ping_ms = 86400000;
     if (ws_cfg.write_timeout_ms <= 0)
         ws_cfg.write_timeout_ms = 10000;
-    if (stop_fd < 0)
-        stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
-void ws_stop(void)
+static void wake_readers(void);
+static void kill_readers(void);
+
+static void wait_sessions(int64_t ms)
 {
-    uint64_t one = 1;
-    if (stop_fd < 0 || write(stop_fd, &one, sizeof one) < 0) {
-        log_event(LOG_WARN, NULL, "ws_stop_failed", "cannot signal WebSocket sessions");
-        return;
-    }
-    int64_t deadline = clock_mono_ms() + LINGER_MS + 1000;
+    int64_t deadline = clock_mono_ms() + ms;
     while (atomic_load(&running_sessions) > 0 && clock_mono_ms() < deadline) {
         struct timespec ts = {0, 10 * 1000000};
         nanosleep(&ts, NULL);
     }
+}
+
+void ws_stop(void)
+{
+    atomic_store(&stopping, 1);
+    wake_readers();
+    wait_sessions(LINGER_MS + 1000);
+    /* A session still here is stuck on a client that does not read or
+     * close: cut its socket, so that it ends (and hands its socket back
+     * to libmicrohttpd) before the HTTP server stops. */
+    kill_readers();
+    wait_sessions(1000);
 }
 
 /* ---- HTTP answers before the upgrade ---- */
@@ -155,14 +167,14 @@ static int header_has_token(struct MHD_Connection *con, const char *name, const 
 
 struct ws_conn {
     int fd;
-    pthread_mutex_t wmu; /* one frame at a time on the socket */
-    int closing;         /* a close frame went out: no more data frames (under wmu) */
-    atomic_int dead;     /* a write failed or timed out: stop */
+    struct fmutex wmu; /* one frame at a time on the socket (held across a wait) */
+    int closing;       /* a close frame went out: no more data frames (under wmu) */
+    atomic_int dead;   /* a write failed or timed out: stop */
     struct push *push;
     struct ws_parser parser;
     /* How the connection ended, for the log (static text; the first reason
-     * wins), and the close code sent (0 if none). Under wmu: the reading
-     * thread and push's writer both end connections. */
+     * wins), and the close code sent (0 if none). Under wmu: the reader
+     * and push's writer both end connections. */
     const char *why;
     unsigned why_code;
     int resumed, from_event; /* for the log */
@@ -174,26 +186,78 @@ struct ws_conn {
     unsigned char *extra; /* read past the handshake, parsed first */
     size_t extra_len;
     /* The token of the handshake, held from the handshake on: when it is
-     * revoked or expires, token_why says so (static text) and wake_fd (an
-     * eventfd the read loop polls) wakes the reading thread, which closes
-     * with 1008. */
+     * revoked or expires, token_why says so (static text) and the reader
+     * is woken, which closes with 1008. */
     struct auth_hold hold;
     _Atomic(const char *) token_why;
-    int wake_fd;
+    /* The reader's fiber while it runs (under readers_mu), and its links
+     * on `readers`. */
+    struct fiber *reader;
+    struct ws_conn *next_reader, **prev_reader;
 };
+
+/* Wakes c's reader, if it runs: its loop looks at its flags. */
+static void wake_reader(struct ws_conn *c)
+{
+    pthread_mutex_lock(&readers_mu);
+    if (c->reader)
+        fiber_wake(c->reader);
+    pthread_mutex_unlock(&readers_mu);
+}
+
+static void wake_readers(void)
+{
+    pthread_mutex_lock(&readers_mu);
+    for (struct ws_conn *c = readers; c; c = c->next_reader)
+        fiber_wake(c->reader);
+    pthread_mutex_unlock(&readers_mu);
+}
+
+static void conn_kill(struct ws_conn *c);
+
+static void kill_readers(void)
+{
+    pthread_mutex_lock(&readers_mu);
+    for (struct ws_conn *c = readers; c; c = c->next_reader)
+        conn_kill(c);
+    pthread_mutex_unlock(&readers_mu);
+}
+
+static void reader_enter(struct ws_conn *c)
+{
+    pthread_mutex_lock(&readers_mu);
+    c->reader = fiber_current();
+    c->next_reader = readers;
+    if (readers)
+        readers->prev_reader = &c->next_reader;
+    c->prev_reader = &readers;
+    readers = c;
+    pthread_mutex_unlock(&readers_mu);
+}
+
+/* Before the fiber ends: nobody wakes it from here on. */
+static void reader_leave(struct ws_conn *c)
+{
+    pthread_mutex_lock(&readers_mu);
+    *c->prev_reader = c->next_reader;
+    if (c->next_reader)
+        c->next_reader->prev_reader = c->prev_reader;
+    c->reader = NULL;
+    pthread_mutex_unlock(&readers_mu);
+}
 
 static void set_why(struct ws_conn *c, const char *why, unsigned code)
 {
-    pthread_mutex_lock(&c->wmu);
+    fmutex_lock(&c->wmu);
     if (!c->why) {
         c->why = why;
         c->why_code = code;
     }
-    pthread_mutex_unlock(&c->wmu);
+    fmutex_unlock(&c->wmu);
 }
 
-/* Marks the connection dead and wakes the reading thread: after
- * shutdown() its poll() sees end of file at once. The descriptor itself
+/* Marks the connection dead and wakes the reader: after shutdown() its
+ * wait sees end of file at once. The descriptor itself
  * stays open (MHD closes it once the upgrade is closed, after push's writer
  * has stopped), so no other connection can reuse the number meanwhile. */
 static void conn_kill(struct ws_conn *c)
@@ -208,19 +272,23 @@ struct write_wait {
 };
 
 /* fd_write's wait: the socket is full; give the client until the deadline,
- * looking every second whether the connection died meanwhile. */
+ * looking every WRITE_TICK_MS whether the connection died meanwhile. The
+ * fiber parks (a reader's or push's writer's: every write is on one);
+ * its loop thread serves the other connections. */
 static int wait_client(void *ud)
 {
     struct write_wait *w = ud;
-    int64_t left = w->deadline - clock_mono_ms();
-    if (left <= 0) {
+    int64_t now = clock_mono_ms();
+    if (now >= w->deadline) {
         log_event(LOG_WARN, push_session_id(w->c->push), "ws_write_timeout",
                   "the client did not read for %lld ms; closing",
                   (long long)ws_cfg.write_timeout_ms);
         return -1;
     }
-    struct pollfd pfd = {.fd = w->c->fd, .events = POLLOUT};
-    poll(&pfd, 1, left > 1000 ? 1000 : (int)left);
+    int64_t until = w->deadline - now > WRITE_TICK_MS ? now + WRITE_TICK_MS : w->deadline;
+    int rc = loop_wait_fd(w->c->fd, EPOLLOUT, until);
+    if (rc != 0 && rc != ETIMEDOUT && rc != EINTR)
+        return -1; /* cancelled (the loop is stopping), or not on a loop fiber */
     return atomic_load(&w->c->dead) ? -1 : 0;
 }
 
@@ -239,7 +307,7 @@ static int conn_writev(struct ws_conn *c, struct iovec *iov, int n)
 }
 
 /* push_io.send: one message, one text frame. Called by push's writer
- * thread and, for immediate answers, by the reading thread. */
+ * and, for immediate answers, by the reader (both loop fibers). */
 static int conn_send(void *io, const char *msg, size_t len)
 {
     struct ws_conn *c = io;
@@ -248,9 +316,9 @@ static int conn_send(void *io, const char *msg, size_t len)
         {.iov_base = hdr, .iov_len = ws_frame_header(hdr, WS_OP_TEXT, len)},
         {.iov_base = (void *)msg, .iov_len = len},
     };
-    pthread_mutex_lock(&c->wmu);
+    fmutex_lock(&c->wmu);
     int rc = c->closing ? -1 : conn_writev(c, iov, len ? 2 : 1);
-    pthread_mutex_unlock(&c->wmu);
+    fmutex_unlock(&c->wmu);
     return rc;
 }
 
@@ -258,9 +326,9 @@ static int send_control(struct ws_conn *c, enum ws_opcode op, const void *payloa
 {
     unsigned char f[WS_MAX_CONTROL_FRAME];
     size_t n = ws_frame_control(f, op, payload, len);
-    pthread_mutex_lock(&c->wmu);
+    fmutex_lock(&c->wmu);
     int rc = c->closing ? -1 : conn_writev(c, &(struct iovec){.iov_base = f, .iov_len = n}, 1);
-    pthread_mutex_unlock(&c->wmu);
+    fmutex_unlock(&c->wmu);
     return rc;
 }
 
@@ -272,29 +340,25 @@ static void close_with(struct ws_conn *c, uint16_t code, const char *reason)
 {
     unsigned char f[WS_MAX_CONTROL_FRAME];
     size_t n = ws_frame_close(f, code, reason);
-    pthread_mutex_lock(&c->wmu);
+    fmutex_lock(&c->wmu);
     int sent_before = c->closing;
     c->closing = 1;
     int rc = sent_before ? -1 : conn_writev(c, &(struct iovec){.iov_base = f, .iov_len = n}, 1);
-    pthread_mutex_unlock(&c->wmu);
+    fmutex_unlock(&c->wmu);
     if (rc != 0)
         return;
     shutdown(c->fd, SHUT_WR);
     int64_t deadline = clock_mono_ms() + LINGER_MS;
     char sink[4096];
     for (;;) {
-        int64_t left = deadline - clock_mono_ms();
-        if (left <= 0)
+        ssize_t got = recv(c->fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
             break;
-        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-        int r = poll(&pfd, 1, (int)left);
-        if (r < 0 && errno == EINTR)
+        if (got > 0 || errno == EINTR)
             continue;
-        if (r <= 0)
-            break;
-        ssize_t got = recv(c->fd, sink, sizeof sink, 0);
-        if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN))
-            break;
+        int waited = loop_wait_fd(c->fd, EPOLLIN, deadline);
+        if (waited != 0 && waited != EINTR)
+            break; /* the deadline, or the loop is stopping */
     }
 }
 
@@ -311,7 +375,7 @@ static void conn_session_ended(void *io)
     unsigned code = token_why ? WS_CLOSE_POLICY_VIOLATION : WS_CLOSE_NORMAL;
     unsigned char f[WS_MAX_CONTROL_FRAME];
     size_t n = ws_frame_close(f, (uint16_t)code, why);
-    pthread_mutex_lock(&c->wmu);
+    fmutex_lock(&c->wmu);
     if (!c->closing && c->fd >= 0) {
         c->closing = 1;
         conn_writev(c, &(struct iovec){.iov_base = f, .iov_len = n}, 1);
@@ -321,20 +385,18 @@ static void conn_session_ended(void *io)
         }
         shutdown(c->fd, SHUT_RD);
     }
-    pthread_mutex_unlock(&c->wmu);
+    fmutex_unlock(&c->wmu);
 }
 
 /* auth's callback when the handshake's token is revoked or expires (on the
- * watcher's thread, under its lock): records why and wakes the read loop,
- * which sends the close frame. */
+ * watcher's thread, under its lock): records why and wakes the reader,
+ * which sends the close frame. Before the reader runs there is none to
+ * wake: its first look sees token_why. */
 static void conn_token_ended(void *ud, const char *why)
 {
     struct ws_conn *c = ud;
     atomic_store(&c->token_why, why);
-    uint64_t one = 1;
-    /* Fails only past 2^64 - 2 unread wakes. */
-    ssize_t rc = write(c->wake_fd, &one, sizeof one);
-    (void)rc;
+    wake_reader(c);
 }
 
 /* Hands one event to push or answers it. Returns 1 when the connection is
@@ -401,6 +463,11 @@ static void conn_run(struct ws_conn *c, const unsigned char *early, size_t early
     for (;;) {
         if (atomic_load(&c->dead))
             break;
+        if (atomic_load(&stopping)) {
+            close_with(c, WS_CLOSE_GOING_AWAY, "server shutting down");
+            set_why(c, "server shutting down", WS_CLOSE_GOING_AWAY);
+            break;
+        }
         const char *token_why = atomic_load(&c->token_why);
         if (token_why) { /* ws_closed logs it */
             close_with(c, WS_CLOSE_POLICY_VIOLATION, token_why);
@@ -427,22 +494,22 @@ static void conn_run(struct ws_conn *c, const unsigned char *early, size_t early
             wait = awaiting_pong + 2 * ws_cfg.ping_ms - now;
         if (wait < 0)
             wait = 0;
-        /* poll skips a negative descriptor: stop_fd before ws_configure. */
-        struct pollfd pfd[3] = {{.fd = c->fd, .events = POLLIN},
-                                {.fd = stop_fd, .events = POLLIN},
-                                {.fd = c->wake_fd, .events = POLLIN}};
-        int r = poll(pfd, 3, wait > 60000 ? 60000 : (int)wait);
-        if (r < 0 && errno != EINTR)
-            break;
-        if (r <= 0 || (pfd[2].revents & POLLIN))
-            continue; /* a token's end is seen at the top of the loop */
-        if (stop_fd >= 0 && (pfd[1].revents & POLLIN)) {
-            close_with(c, WS_CLOSE_GOING_AWAY, "server shutting down");
-            set_why(c, "server shutting down", WS_CLOSE_GOING_AWAY);
-            break;
+        ssize_t got = recv(c->fd, buf, READ_BUF, MSG_DONTWAIT);
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            /* Nothing to read: park until there is, the next ping, or a
+             * wake (a token's end, ws_stop: seen at the top of the loop). */
+            int rc = loop_wait_fd(c->fd, EPOLLIN, now + wait);
+            if (rc == ECANCELED) { /* loop_stop's backstop: no close frame */
+                set_why(c, "server shutting down", 0);
+                break;
+            }
+            if (rc != 0 && rc != ETIMEDOUT && rc != EINTR) {
+                set_why(c, "cannot wait for the socket", 0);
+                break;
+            }
+            continue;
         }
-        ssize_t got = recv(c->fd, buf, READ_BUF, 0);
-        if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+        if (got < 0 && errno == EINTR)
             continue;
         if (got <= 0) {
             /* The client vanished without a close frame, or a writer gave
@@ -500,21 +567,20 @@ static int check_handshake(struct MHD_Connection *con, enum MHD_Result *rc)
 static void conn_free(struct ws_conn *c)
 {
     auth_release(&c->hold); /* no token callback runs from here on */
-    if (c->wake_fd >= 0)
-        close(c->wake_fd);
     push_close(c->push);
     ws_parser_free(&c->parser);
-    pthread_mutex_destroy(&c->wmu);
+    fmutex_destroy(&c->wmu);
     free(c);
 }
 
-/* The session, on a thread of its own: the pool thread that upgraded the
- * connection serves others. */
-static void *session_main(void *arg)
+/* The session's reader, a fiber on the event loop: the pool thread that
+ * upgraded the connection serves others, and no thread is the session's. */
+static void session_main(void *arg)
 {
     struct ws_conn *c = arg;
-    pthread_setname_np(pthread_self(), "mcpd-ws");
+    reader_enter(c);
     conn_run(c, c->extra, c->extra_len);
+    reader_leave(c);
     free(c->extra);
     c->extra = NULL;
     /* Stop push's writer first (a write it is blocked in fails once the
@@ -522,17 +588,16 @@ static void *session_main(void *arg)
     char sid[80];
     snprintf(sid, sizeof sid, "%s", push_session_id(c->push) ? push_session_id(c->push) : "");
     conn_kill(c);
-    pthread_mutex_lock(&c->wmu);
+    fmutex_lock(&c->wmu);
     const char *why = c->why;
     unsigned code = c->why_code;
-    pthread_mutex_unlock(&c->wmu);
+    fmutex_unlock(&c->wmu);
     log_event(LOG_INFO, sid[0] ? sid : NULL, "ws_closed", "%s (close code %u)",
               why ? why : "a write failed or timed out", code);
     struct MHD_UpgradeResponseHandle *urh = c->urh;
     conn_free(c);
     atomic_fetch_sub(&running_sessions, 1);
     MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
-    return NULL;
 }
 
 /* libmicrohttpd has sent the 101: the socket, and the bytes it read past
@@ -563,18 +628,12 @@ static void upgraded(void *cls, struct MHD_Connection *con, void *req_cls, const
         }
     }
     atomic_fetch_add(&running_sessions, 1);
-    pthread_attr_t attr;
-    int have_attr = thread_stack_attr(&attr, SESSION_STACK, 1) == 0;
-    pthread_t t;
     /* Frames for a resumed stream may go out now, after the 101. */
-    pthread_mutex_unlock(&c->wmu);
-    int started = have_attr && (!extra_in_size || c->extra) &&
-                  pthread_create(&t, &attr, session_main, c) == 0;
-    if (have_attr)
-        pthread_attr_destroy(&attr);
+    fmutex_unlock(&c->wmu);
+    int started = (!extra_in_size || c->extra) && loop_spawn(session_main, c) == 0;
     if (!started) {
         log_event(LOG_WARN, push_session_id(c->push), "ws_closed",
-                  "no thread for the session: closed");
+                  "no fiber for the session: closed");
         conn_kill(c);
         free(c->extra);
         conn_free(c);
@@ -590,7 +649,7 @@ void ws_request_completed(struct ws_conn **pending)
         return;
     *pending = NULL;
     conn_kill(c);
-    pthread_mutex_unlock(&c->wmu);
+    fmutex_unlock(&c->wmu);
     conn_free(c);
 }
 
@@ -613,12 +672,10 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, struct ws_conn **pending)
     if (!c)
         return fail(con, 503, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL, NULL);
     c->fd = -1;
-    c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (c->wake_fd < 0) {
+    if (fmutex_init(&c->wmu) != 0) {
         free(c);
         return fail(con, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable", NULL, NULL);
     }
-    pthread_mutex_init(&c->wmu, NULL);
     ws_parser_init(&c->parser, ws_cfg.max_message);
     struct push_io io = {.send = conn_send,
                          .io = c,
@@ -629,8 +686,7 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, struct ws_conn **pending)
     c->push = push_open(&io);
     if (!c->push) {
         ws_parser_free(&c->parser);
-        pthread_mutex_destroy(&c->wmu);
-        close(c->wake_fd);
+        fmutex_destroy(&c->wmu);
         free(c);
         return fail(con, 503, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL, NULL);
     }
@@ -638,7 +694,7 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, struct ws_conn **pending)
      * held until upgraded(), keeps their frames behind the 101, and lets a
      * refusal still be an ordinary HTTP answer. */
     /* Held from here, before the 101: a revocation that comes before the
-     * session's thread starts is seen by its first look. */
+     * session's reader starts is seen by its first look. */
     auth_hold(&c->hold, &grant, conn_token_ended, c);
     const char *sid = header(con, "Mcp-Session-Id");
     const char *last = header(con, "Last-Event-ID");
@@ -647,12 +703,12 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, struct ws_conn **pending)
         if (!last)
             last = query(con, "last_event_id");
     }
-    pthread_mutex_lock(&c->wmu);
+    fmutex_lock(&c->wmu);
     struct core_reply refused;
     int resumed = sid ? push_resume(c->push, sid, last, &refused) : 0;
     struct MHD_Response *r = resumed == 0 ? MHD_create_response_for_upgrade(upgraded, c) : NULL;
     if (!r) {
-        pthread_mutex_unlock(&c->wmu);
+        fmutex_unlock(&c->wmu);
         conn_free(c);
         if (resumed == 0)
             return fail(con, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable", NULL, NULL);

@@ -14,13 +14,14 @@
  *   3. Once libmicrohttpd has sent the 101 it calls back with the socket
  *      and the bytes it had already read past the handshake (a client may
  *      send its first frames in the same packet); those are parsed first.
- *      The session then runs on a thread of its own (libmicrohttpd's pool
- *      thread goes back to its other connections), and ends with
+ *      The session's reader then runs as a fiber on the event loop
+ *      (loop.h; libmicrohttpd's pool thread goes back to its other
+ *      connections, and no thread is the session's), and ends with
  *      MHD_upgrade_action(CLOSE), after which libmicrohttpd closes the
  *      socket.
  *
  * Messages go through push (push.h): each complete text message is handed
- * to push_receive; replies are sent by push's writer thread through
+ * to push_receive; replies are sent by push's writer (a loop fiber) through
  * ws's send function, which writes one text frame under the connection's
  * write mutex, waiting at most write_timeout_ms for a client that does not
  * read before giving up on the connection (its streams stay stored). Every

@@ -530,6 +530,31 @@ test('a client that never reads does not stop the server; it is closed in the en
   }
 });
 
+// A session stuck on a client that never reads (its writes wait for the
+// socket, up to the 10 s write timeout) must not outlive the HTTP server:
+// shutdown cuts its socket after the close-frame grace, the session ends
+// and hands its socket back to libmicrohttpd first, and mcpd exits 0 (no
+// sanitizer report: nothing touches the stopped daemon).
+test('SIGTERM while a client never reads: the stuck session ends before the server, exit 0', async () => {
+  const mcpd = await startMcpd({ args: ['--ws-ping-ms', '60000', '--shutdown-grace-ms', '500'] });
+  try {
+    const stuck = await RawWs.open(mcpd.port);
+    await wsInitSession(stuck, mcpd);
+    stuck.autoPong = false;
+    stuck.sock.pause(); // stop reading: the server's writes back up
+    const big = 'x'.repeat(60000);
+    for (let i = 0; i < 100; i++) {
+      stuck.sendJson({ jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name: 'echo', arguments: { message: big } } });
+    }
+    await sleep(500);
+    const ex = await mcpd.stop('SIGTERM', 15000);
+    assert.equal(ex.code, 0, `exit ${JSON.stringify(ex)}:\n${mcpd.stderr.slice(-3000)}`);
+    stuck.destroy();
+  } finally {
+    await mcpd.cleanup();
+  }
+});
+
 test('keepalive: the server pings; a client that answers stays, one that does not is closed with 1001', async () => {
   const mcpd = await startMcpd({ args: ['--ws-ping-ms', '300'] });
   try {

@@ -346,6 +346,10 @@ static const struct usage_case usage_cases[] = {
     {{"--max-workers=0"},
      "a limit is too small (timeouts must be at least 100 ms, counts at "
      "least 1)"},
+    {{"--loop-threads=0"},
+     "a limit is too small (timeouts must be at least 100 ms, counts at "
+     "least 1)"},
+    {{"--loop-threads=1025"}, "--loop-threads must be at most 1024"},
     {{"--max-connections=0"},
      "a limit is too small (timeouts must be at least 100 ms, counts "
      "at least 1)"},
@@ -647,11 +651,11 @@ static void test_usage(void)
     CHECK(strstr(text, "--stdio VALUE") == NULL);
     CHECK(strstr(text, "(default 0)\n") != NULL);     /* sse-poll-ms */
     CHECK(strstr(text, "print this help\n") != NULL); /* flags print no default */
-    /* One option line per setting: 46 settings. */
+    /* One option line per setting: 47 settings. */
     int options = 0;
     for (const char *p = text; (p = strstr(p, "\n  --")) != NULL; p++)
         options++;
-    CHECK_INT(options, 46);
+    CHECK_INT(options, 47);
     free(text);
 }
 

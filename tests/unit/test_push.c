@@ -5,6 +5,7 @@
 #include "check.h"
 #include "clock.h"
 #include "core.h"
+#include "loop.h"
 #include "push.h"
 #include "refusal.h"
 #include "store.h"
@@ -96,6 +97,7 @@ int main(void)
                              .server_name = "mcpd",
                              .server_version = "test"};
     CHECK_INT(core_start(&cc, st, builtin_backend_ops(), backend, &err), 0);
+    CHECK_INT(loop_start(2), 0); /* push's writers run there */
 
     struct capture cap = {.msgs = json_array()};
     pthread_mutex_init(&cap.mu, NULL);
@@ -243,6 +245,7 @@ int main(void)
     CHECK(push_drain(p2, 5000) == 0);
     push_close(p2);
 
+    loop_stop();
     core_stop(1000);
     core_cleanup();
     builtin_backend_ops()->destroy(backend);
