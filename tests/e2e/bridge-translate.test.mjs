@@ -15,7 +15,7 @@ import { after, before, test } from 'node:test';
 import { CallToolResultSchema, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import { startMcpd, waitFor } from './lib/mcpd.mjs';
-import { sdkBridge } from './fixtures/bridge-proc.mjs';
+import { BridgeProc, initialize, initialized, sdkBridge } from './fixtures/bridge-proc.mjs';
 import { MODERN, startModernOnlyServer } from './fixtures/modern-only-server.mjs';
 
 let mcpd;
@@ -134,6 +134,33 @@ test('a cancelled call to a 2026-07-28-only server closes its HTTP request; init
     if (b) await close(b);
     await fx.close();
   }
+});
+
+test('after a server/discover that lists only 2026-07-28, initialize is answered without asking the server', async () => {
+  const fx = await startModernOnlyServer();
+  const b = new BridgeProc(['--log-level', 'warn', fx.url]);
+  try {
+    const meta = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} };
+    b.send({ jsonrpc: '2.0', id: 1, method: 'server/discover', params: { _meta: meta } });
+    assert.deepEqual((await b.response(1)).result.supportedVersions, [MODERN]);
+    const init = initialize(2);
+    init.params.protocolVersion = '2025-06-18';
+    b.send(init);
+    const r = await b.response(2);
+    assert.equal(r.result?.protocolVersion, '2025-06-18', JSON.stringify(r));
+    b.send(initialized);
+    b.send({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'echo', arguments: { message: 'x' } } });
+    assert.equal((await b.response(3)).result.content[0].text, 'x');
+    // a revision the bridge does not serve gets the latest 2025 one
+    const other = initialize(4);
+    other.params.protocolVersion = '2099-01-01';
+    b.send(other);
+    assert.equal((await b.response(4)).result.protocolVersion, '2025-11-25');
+  } finally {
+    await b.cleanup();
+    await fx.close();
+  }
+  assert.equal(fx.requests.filter((r) => r.body?.method === 'initialize').length, 0);
 });
 
 test('the same SDK client through mcp-bridge to mcpd (dual-era) is not translated', async () => {
