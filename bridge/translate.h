@@ -2,8 +2,8 @@
  * 2026-07-28 (the stateless revision).
  *
  * Such a client always opens with initialize, which that server refuses
- * (HTTP 404 with -32601, or an unsupported-version error listing only
- * stateless revisions). Then the bridge asks server/discover itself and,
+ * (HTTP 404 with -32601, -32020 for the missing 2026-07-28 headers, or an
+ * unsupported-version error listing only stateless revisions). Then the bridge asks server/discover itself and,
  * when the server lists 2026-07-28, answers the initialize from it
  * (translate_shape.h) and translates from then on:
  *   - each request goes to the server as 2026-07-28, the client's id kept,

@@ -20,7 +20,10 @@ static int older(const char *v)
 int translate_shape_refusal(const json_t *error)
 {
     json_int_t code = json_integer_value(json_object_get(error, "code"));
-    if (code == RPC_METHOD_NOT_FOUND)
+    /* -32020: the headers of 2026-07-28 are missing, which only a server of
+     * that revision checks (a 2025 server takes a request without
+     * MCP-Protocol-Version as 2025-03-26) */
+    if (code == RPC_METHOD_NOT_FOUND || code == -32020)
         return 1;
     json_t *supported = json_object_get(json_object_get(error, "data"), "supported");
     if (!json_is_array(supported) || json_array_size(supported) == 0)

@@ -15,8 +15,9 @@
 
 /* 1 when error (a JSON-RPC error object answering initialize) may come from
  * a server that speaks only the stateless revision: "method not found"
- * (initialize is gone in 2026-07-28), or an unsupported-version error whose
- * data.supported lists no revision older than 2026-07-28. */
+ * (initialize is gone in 2026-07-28), the missing-header error of that
+ * revision (-32020), or an unsupported-version error whose data.supported
+ * lists no revision older than 2026-07-28. */
 int translate_shape_refusal(const json_t *error);
 
 /* 1 when result (of server/discover) lists 2026-07-28 in supportedVersions;

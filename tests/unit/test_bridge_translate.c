@@ -116,6 +116,7 @@ static const char *missing(const char *method, const char *params, const char *c
 int main(void)
 {
     CHECK(refusal("{\"code\":-32601,\"message\":\"Method not found\"}"));
+    CHECK(refusal("{\"code\":-32020,\"message\":\"Missing MCP-Protocol-Version header\"}"));
     CHECK(refusal("{\"code\":-32022,\"message\":\"v\",\"data\":{\"supported\":[\"2026-07-28\"]}}"));
     CHECK(!refusal("{\"code\":-32022,\"message\":\"v\",\"data\":{\"supported\":[\"2026-07-28\","
                    "\"2025-11-25\"]}}"));
