@@ -136,7 +136,8 @@ static int run(const struct bridge_options *o)
     struct bridge b = {0};
     int sfd = signal_fd();
     b.io = stdio_side_new(STDIN_FILENO, STDOUT_FILENO, STDIO_FRAME_DEFAULT_MAX);
-    b.tr = translate_new(&b.remote, (struct remote_sink){emit_to_client, &b});
+    b.tr = translate_new(&b.remote, (struct remote_sink){emit_to_client, &b},
+                         o->transport == TRANSPORT_HTTP);
     int remote_rc = b.tr ? remote_open(&b.remote, o, translate_sink(b.tr)) : -1;
     if (sfd < 0 || !b.io || remote_rc != 0) {
         bridge_log(LOG_ERROR, "start_failed", "out of memory or no signalfd");

@@ -99,7 +99,7 @@ test('a 2025 SDK client through mcp-bridge to a 2026-07-28-only server: initiali
   }
 
   const posts = fx.requests.filter((r) => r.method === 'POST');
-  assert.equal(posts.filter((r) => r.body?.method === 'initialize').length, 1, 'initialize is tried once');
+  assert.equal(posts.filter((r) => r.body?.method === 'initialize').length, 0, 'server/discover said 2026-07-28 only');
   const rest = posts.filter((r) => r.body?.method !== 'initialize');
   for (const r of rest) {
     assert.equal(r.headers['mcp-protocol-version'], MODERN, JSON.stringify(r.body));
@@ -111,13 +111,14 @@ test('a 2025 SDK client through mcp-bridge to a 2026-07-28-only server: initiali
   assert.ok(!methods.includes('ping') && !methods.includes('logging/setLevel'), methods.join(' '));
   const rounds = rest.filter((r) => r.body.params?.name === 'ask_name');
   assert.equal(rounds.length, 3);
+  assert.equal(new Set(rounds.map((r) => JSON.stringify(r.body.id))).size, 3, 'each retry has an id of its own');
   assert.equal(rounds[1].body.params.inputResponses.name.content.name, 'Ada');
   assert.equal(rounds[2].body.params.inputResponses.confirm.content.ok, true);
   assert.equal(rounds[2].body.params.inputResponses.name, undefined, 'each retry answers the latest questions');
 });
 
-test('a cancelled call to a 2026-07-28-only server closes its HTTP request; initialize refused with -32022 is translated too', async () => {
-  const fx = await startModernOnlyServer({ refuse: 'version' });
+test('a cancelled call to a 2026-07-28-only server closes its HTTP request', async () => {
+  const fx = await startModernOnlyServer();
   let b;
   try {
     b = await sdkBridge(['--log-level', 'warn', fx.url]);
@@ -133,6 +134,24 @@ test('a cancelled call to a 2026-07-28-only server closes its HTTP request; init
   } finally {
     if (b) await close(b);
     await fx.close();
+  }
+});
+
+test('when the first server/discover fails, an initialize refused as a 2026-only server refuses it (404 -32601, -32022, -32020) is probed again and translated', async () => {
+  for (const refuse of ['notFound', 'version', 'header']) {
+    const fx = await startModernOnlyServer({ refuse, flakyDiscover: true });
+    let b;
+    try {
+      b = await sdkBridge(['--log-level', 'warn', fx.url]);
+      assert.equal(b.client.getServerVersion().name, 'modern-only', refuse);
+      const echo = await b.client.callTool({ name: 'echo', arguments: { message: refuse } });
+      assert.equal(echo.content[0].text, refuse);
+    } finally {
+      if (b) await close(b);
+      await fx.close();
+    }
+    const methods = fx.requests.map((r) => r.body?.method);
+    assert.deepEqual(methods.slice(0, 3), ['server/discover', 'initialize', 'server/discover'], refuse);
   }
 });
 
