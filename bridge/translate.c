@@ -168,14 +168,11 @@ static void probe_done(struct translate *t, json_t *m)
         translate_emit(t, t->init_error);
         init_done(t);
     } else if (t->stopping) {
-        /* the bridge is stopping: the probe's failure answers initialize */
+        /* the bridge is stopping: initialize gets the probe's failure */
+        const char *why = json_string_value(json_object_get(error, "message"));
         t->mode = T_PASS;
-        translate_reply_error(t, json_object_get(t->init, "id"),
-                              (int)json_integer_value(json_object_get(error, "code")),
-                              json_string_value(json_object_get(error, "message"))
-                                  ? json_string_value(json_object_get(error, "message"))
-                                  : "mcp-bridge: stopping",
-                              NULL);
+        translate_reply_error(t, json_object_get(t->init, "id"), RPC_BRIDGE_ERROR,
+                              why ? why : "mcp-bridge: stopping", NULL);
         init_done(t);
     } else {
         bridge_log(LOG_DEBUG, "not_translating", "server/discover did not say MCP %s only",

@@ -137,6 +137,41 @@ test('a cancelled call to a 2026-07-28-only server closes its HTTP request', asy
   }
 });
 
+test('raw: a question the client refuses fails the call; a cancel takes the question back; EOF fails a call that waits for an answer', async () => {
+  const fx = await startModernOnlyServer();
+  const b = new BridgeProc(['--log-level', 'warn', fx.url]);
+  try {
+    assert.ok((await b.init({ elicitation: {} })).result.serverInfo, 'initialize answered');
+    const question = (after) =>
+      b.waitFor((m) => m.method === 'elicitation/create' && m.id !== undefined && !after.includes(m.id), 15000, 'an elicitation');
+
+    b.send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'ask_name', arguments: {} } });
+    const q1 = await question([]);
+    assert.match(String(q1.id), /^mcp-bridge-input-/);
+    b.send({ jsonrpc: '2.0', id: q1.id, error: { code: -32603, message: 'the user closed the dialog' } });
+    const r2 = await b.response(2);
+    assert.equal(r2.error?.code, -32603, JSON.stringify(r2));
+    assert.match(r2.error.message, /the user closed the dialog/);
+
+    b.send({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'ask_name', arguments: {} } });
+    const q2 = await question([q1.id]);
+    b.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 3 } });
+    await b.waitFor((m) => m.method === 'notifications/cancelled' && m.params.requestId === q2.id, 15000, 'the question taken back');
+
+    b.send({ jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'ask_name', arguments: {} } });
+    await question([q1.id, q2.id]);
+    b.end();
+    const r4 = await b.response(4);
+    assert.match(r4.error?.message ?? '', /closed stdin/, JSON.stringify(r4));
+    assert.deepEqual(await b.waitExit(), { code: 0, signal: null });
+    assert.equal(b.repliesTo(3).length, 0, 'a cancelled request gets no reply');
+    assert.doesNotMatch(b.stderr, /Sanitizer/, b.stderr.slice(-3000));
+  } finally {
+    await b.cleanup();
+    await fx.close();
+  }
+});
+
 test('when the first server/discover fails, an initialize refused as a 2026-only server refuses it (404 -32601, -32022, -32020) is probed again and translated', async () => {
   for (const refuse of ['notFound', 'version', 'header']) {
     const fx = await startModernOnlyServer({ refuse, flakyDiscover: true });
