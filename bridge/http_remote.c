@@ -423,6 +423,10 @@ static void done_request(struct http_remote *r, struct xfer *xf, CURLcode cc)
         return; /* accepted: the response comes on the legacy stream */
     if (q->is_initialize && !r->legacy && r->o->transport == TRANSPORT_HTTP && cc == CURLE_OK &&
         (st == 404 || st == 405)) {
+        /* a JSON-RPC answer is a Streamable HTTP server's word (a 2026-07-28
+         * server has no initialize: translate.h), relayed */
+        if (relay_error_body(r, xf) && q->answered)
+            return;
         /* an older server: try the 2024-11-05 transport on the same URL */
         q->waiting = 1;
         http_legacy_enter(r);
@@ -678,6 +682,18 @@ static void forget_cancelled(struct http_remote *r, const json_t *id)
         r->n_pending--;
         q->resume_at = 0;
     }
+}
+
+void http_remote_cancel(struct http_remote *r, const json_t *id)
+{
+    char *key = id ? rpc_id_key(id) : NULL;
+    struct req *q = key ? req_find(r, key) : NULL;
+    free(key);
+    if (!q)
+        return;
+    forget_cancelled(r, id);
+    if (q->xf)
+        http_xfer_free(r, q->xf); /* frees q at the next http_remote_run */
 }
 
 void http_remote_send(struct http_remote *r, const char *body, size_t len, json_t *m)

@@ -47,6 +47,10 @@ CURLM *http_remote_multi(struct http_remote *r);
 /* One message from the client: the text as read (body) and parsed (m). */
 void http_remote_send(struct http_remote *r, const char *body, size_t len, json_t *m);
 
+/* The client gave up on the request with id: no reply, and the transfer
+ * serving it is closed. */
+void http_remote_cancel(struct http_remote *r, const json_t *id);
+
 /* Drives transfers and timers after the loop woke up; call it on every
  * iteration. */
 void http_remote_run(struct http_remote *r);

@@ -6,6 +6,7 @@
 #include "options.h"
 #include "rpc_message.h"
 #include "stdio_side.h"
+#include "translate.h"
 
 #include "clock.h"
 #include "stdio_frame.h"
@@ -26,6 +27,7 @@
 struct bridge {
     struct stdio_side *io;
     struct remote remote;
+    struct translate *tr; /* a 2025 client before a 2026-07-28-only server */
     int out_gone;
 };
 
@@ -55,6 +57,8 @@ static void client_one(struct bridge *b, const char *text, size_t len, json_t *m
                     "mcp-bridge: not a JSON-RPC 2.0 request, notification or response");
         return;
     }
+    if (translate_from_client(b->tr, m))
+        return;
     if (text && !memchr(text, '\n', len)) {
         remote_send(&b->remote, text, len, m);
         return;
@@ -132,7 +136,9 @@ static int run(const struct bridge_options *o)
     struct bridge b = {0};
     int sfd = signal_fd();
     b.io = stdio_side_new(STDIN_FILENO, STDOUT_FILENO, STDIO_FRAME_DEFAULT_MAX);
-    int remote_rc = remote_open(&b.remote, o, (struct remote_sink){emit_to_client, &b});
+    b.tr = translate_new(&b.remote, (struct remote_sink){emit_to_client, &b},
+                         o->transport == TRANSPORT_HTTP);
+    int remote_rc = b.tr ? remote_open(&b.remote, o, translate_sink(b.tr)) : -1;
     if (sfd < 0 || !b.io || remote_rc != 0) {
         bridge_log(LOG_ERROR, "start_failed", "out of memory or no signalfd");
         return 1;
@@ -174,6 +180,7 @@ static int run(const struct bridge_options *o)
                            remote_pending(&b.remote));
                 eof = 1;
                 why = "mcp-bridge: the client closed stdin before the server answered";
+                translate_stdin_closed(b.tr, why);
                 if (!deadline)
                     deadline = clock_mono_ms() + EOF_GRACE_MS;
             }
@@ -181,11 +188,14 @@ static int run(const struct bridge_options *o)
         remote_run(&b.remote);
         if (b.out_gone)
             break;
-        if ((eof || stopping) && (remote_pending(&b.remote) == 0 || clock_mono_ms() >= deadline))
+        int pending = remote_pending(&b.remote) + translate_pending(b.tr);
+        if ((eof || stopping) && (pending == 0 || clock_mono_ms() >= deadline))
             break;
     }
+    translate_shutdown(b.tr, why ? why : "mcp-bridge: stopping");
     remote_shutdown(&b.remote, why ? why : "mcp-bridge: stopping");
     remote_free(&b.remote);
+    translate_free(b.tr);
     stdio_side_free(b.io);
     close(sfd);
     bridge_log(LOG_INFO, "bridge_exit", NULL);

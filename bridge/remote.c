@@ -5,6 +5,9 @@
 #include "options.h"
 #include "ws_remote.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 int remote_open(struct remote *rm, const struct bridge_options *o, struct remote_sink sink)
 {
     rm->http = NULL;
@@ -40,6 +43,22 @@ void remote_send(struct remote *rm, const char *body, size_t len, json_t *m)
         ws_remote_send(rm->ws, body, len, m);
     else
         http_remote_send(rm->http, body, len, m);
+}
+
+void remote_cancel(struct remote *rm, const json_t *id)
+{
+    if (rm->http) {
+        http_remote_cancel(rm->http, id);
+        return;
+    }
+    /* a connection has no request to close: the server is told */
+    json_t *m = json_pack("{s:s, s:s, s:{s:O}}", "jsonrpc", "2.0", "method",
+                          "notifications/cancelled", "params", "requestId", id);
+    char *body = m ? json_dumps(m, JSON_COMPACT) : NULL;
+    if (body)
+        ws_remote_send(rm->ws, body, strlen(body), m);
+    free(body);
+    json_decref(m);
 }
 
 void remote_run(struct remote *rm)

@@ -40,6 +40,9 @@ int remote_fd(struct remote *rm, short *events);
 
 /* One message from the client: its text and parsed form. */
 void remote_send(struct remote *rm, const char *body, size_t len, json_t *m);
+/* The client gave up on the request with id: it gets no reply, and its
+ * HTTP request is closed (which is how a 2026-07-28 server learns of it). */
+void remote_cancel(struct remote *rm, const json_t *id);
 /* Drives transfers and timers after the loop woke up. */
 void remote_run(struct remote *rm);
 /* How long the loop may sleep (ms). */
