@@ -133,6 +133,23 @@ static int refuse_probe(struct http_remote *r, struct req *q, const json_t *m)
     return answer_legacy(r, q, 0);
 }
 
+/* A 2026-07-28 result without resultType is complete: the revision defines
+ * a missing one so. The bridge says it, for a client that insists (the SDK
+ * v2 client refuses such a result). 1 when it emitted m so amended. */
+static int complete_by_default(struct http_remote *r, const json_t *m)
+{
+    const json_t *res = json_object_get(m, "result");
+    if (!json_is_object(res) || json_object_get(res, "resultType"))
+        return 0;
+    json_t *copy = json_deep_copy(m);
+    if (!copy)
+        return 0;
+    json_object_set_new(json_object_get(copy, "result"), "resultType", json_string("complete"));
+    emit_json(r, copy);
+    json_decref(copy);
+    return 1;
+}
+
 /* One JSON-RPC message from the server (from xf). */
 void http_remote_incoming(struct http_remote *r, struct xfer *xf, const json_t *m, const char *raw,
                           size_t raw_len)
@@ -176,6 +193,11 @@ void http_remote_incoming(struct http_remote *r, struct xfer *xf, const json_t *
                 json_decref(kept);
                 return;
             }
+        }
+        if (q->modern && complete_by_default(r, m)) {
+            q->answered = 1;
+            r->n_pending--;
+            return;
         }
         if (q->is_initialize) {
             const char *v =

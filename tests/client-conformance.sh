@@ -2,10 +2,11 @@
 # The official *client* conformance scenarios (conformance 0.2.0-alpha.12)
 # with mcp-bridge as the client's transport: for each scenario and
 # revision, the suite starts its mock server and runs tests/client-driver.mjs
-# with the server's URL; the driver spawns mcp-bridge on it (the SDK client
-# at 2025-11-25, JSON-RPC of its own at 2026-07-28).
+# with the server's URL; the driver spawns mcp-bridge on it and drives it
+# with a 2025-era client (the 2025 SDK's, as it is) and again with a
+# 2026-era one (the SDK v2 client), CLIENT_ERAS ("2025 2026") saying which.
 #
-# Prints one line per run, "✓ <scenario> @ <revision>" or "✗ …" with the
+# Prints one line per run, "✓ <scenario> @ <revision> (<era>-era client)" or "✗ …" with the
 # failed checks, then a total; exits non-zero when any run failed.
 #
 # Environment: MCPD_BIN (default <repo>/build/bin/mcpd; mcp-bridge is taken
@@ -33,21 +34,23 @@ trap 'rm -rf "$work"' EXIT
 
 passed=0
 failed=0
-for run in $runs; do
-  scenario="${run%@*}"
-  revision="${run#*@}"
-  out="$work/$scenario-$revision.log"
-  (cd "$here" && "$node22" "$suite" client --command "$node22 $here/client-driver.mjs" \
-      --scenario "$scenario" --spec-version "$revision" --timeout 60000) >"$out" 2>&1
-  status=$?
-  if [ "$status" -eq 0 ] && grep -q 'Passed:' "$out"; then
-    passed=$((passed + 1))
-    echo "✓ $scenario @ $revision"
-  else
-    failed=$((failed + 1))
-    echo "✗ $scenario @ $revision (exit $status)"
-    grep -E '^\s+- |Error:|Warning:|CLIENT|client-driver' "$out" | head -n 12 | sed 's/^/    /'
-  fi
+for era in ${CLIENT_ERAS:-2025 2026}; do
+  for run in $runs; do
+    scenario="${run%@*}"
+    revision="${run#*@}"
+    out="$work/$era-$scenario-$revision.log"
+    (cd "$here" && CLIENT_ERA="$era" "$node22" "$suite" client --command "$node22 $here/client-driver.mjs" \
+        --scenario "$scenario" --spec-version "$revision" --timeout 60000) >"$out" 2>&1
+    status=$?
+    if [ "$status" -eq 0 ] && grep -q 'Passed:' "$out"; then
+      passed=$((passed + 1))
+      echo "✓ $scenario @ $revision ($era-era client)"
+    else
+      failed=$((failed + 1))
+      echo "✗ $scenario @ $revision ($era-era client, exit $status)"
+      grep -E '^\s+- |Error:|Warning:|CLIENT|client-driver' "$out" | head -n 12 | sed 's/^/    /'
+    fi
+  done
 done
 echo "Total: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

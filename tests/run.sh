@@ -18,7 +18,8 @@
 #      and through mcp-bridge (mcpd fronting `mcp-bridge URL` → a second mcpd;
 #      0.1.16, and 0.2.0-alpha.12 at 2026-07-28, 2025-11-25 and 2025-06-18);
 #      and the suite's client scenarios with mcp-bridge as the client's
-#      transport (tests/client-conformance.sh), at 2025-11-25 and 2026-07-28;
+#      transport (tests/client-conformance.sh), at 2025-11-25 and 2026-07-28,
+#      with a 2025-era client and with a 2026-era one;
 #   6. the deployment: its files with their own tools, Caddy and nginx in front
 #      of mcpd, and the compose stack on a real Docker engine (compose-e2e.sh);
 #   7. the libFuzzer harnesses in tests/fuzz (decoders and parsers), bounded

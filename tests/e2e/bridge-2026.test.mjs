@@ -197,6 +197,27 @@ test('a server/discover probe to a legacy server is answered -32601, and the cli
   }
 });
 
+test('a 2026-07-28 result without resultType reaches the client as complete (the revision\'s default), others unchanged', async () => {
+  const fx = await startHttpFixture((req, res, msg) => {
+    if (msg?.method === 'tools/list') return json(res, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', tools: [{ name: 'bare', inputSchema: { type: 'object' } }] } });
+    if (msg?.params?.name === 'bare') return json(res, { jsonrpc: '2.0', id: msg.id, result: { content: [{ type: 'text', text: 'no type' }] } });
+    if (msg?.params?.name === 'asks') return json(res, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'input_required', inputRequests: { k: { method: 'roots/list', params: {} } } } });
+    return json(res, { jsonrpc: '2.0', id: msg?.id ?? null, error: { code: -32601, message: 'no' } });
+  });
+  try {
+    await withBridge(fx.url, async (b) => {
+      b.send(req(1, 'tools/call', { name: 'bare', arguments: {} }));
+      assert.deepEqual((await b.response(1)).result, { content: [{ type: 'text', text: 'no type' }], resultType: 'complete' });
+      b.send(req(2, 'tools/call', { name: 'asks', arguments: {} }));
+      assert.equal((await b.response(2)).result.resultType, 'input_required');
+      b.send(req(3, 'tools/call', { name: 'other', arguments: {} }));
+      assert.equal((await b.response(3)).error.code, -32601);
+    });
+  } finally {
+    await fx.close();
+  }
+});
+
 test('mcp-bridge resumes a dropped stream no sooner than the SSE retry: the server gave (800 ms)', async () => {
   const RETRY = 800;
   let pending = null;
