@@ -644,6 +644,7 @@ struct stopper {
 static void *stopper_main(void *arg)
 {
     struct stopper *s = arg;
+    pthread_setname_np(pthread_self(), "mcpd-child-stop");
     stop_blocking(s->c, s->grace_ms);
     fiber_wake_set(s->waiter, &s->done); /* s is the waiter's again from here */
     return NULL;
