@@ -1,6 +1,7 @@
 /* child — see child.h. */
 #include "child.h"
 #include "clock.h"
+#include "fiber.h"
 #include "stdio_frame.h"
 
 #include <errno.h>
@@ -605,10 +606,10 @@ int child_send(struct child *c, const char *msg, size_t len)
     return rc;
 }
 
-void child_stop(struct child *c, int64_t grace_ms)
+/* child_stop's work: it blocks the calling thread for up to the grace
+ * period, and then until the child's threads have ended. */
+static void stop_blocking(struct child *c, int64_t grace_ms)
 {
-    if (!c)
-        return;
     /* Closing stdin is the polite stop for a stdio server; SIGTERM to its
      * group follows, then SIGKILL if it is still there after the grace. */
     pthread_mutex_lock(&c->write_mu);
@@ -630,6 +631,57 @@ void child_stop(struct child *c, int64_t grace_ms)
     close(c->out_fd);
     close(c->err_fd);
     child_release(c);
+}
+
+/* A stop run for a fiber, on a thread of its own. */
+struct stopper {
+    struct child *c;
+    int64_t grace_ms;
+    struct fiber *waiter;
+    int done; /* written under the waiter's lock (fiber_wake_set) */
+};
+
+static void *stopper_main(void *arg)
+{
+    struct stopper *s = arg;
+    pthread_setname_np(pthread_self(), "mcpd-child-stop");
+    stop_blocking(s->c, s->grace_ms);
+    fiber_wake_set(s->waiter, &s->done); /* s is the waiter's again from here */
+    return NULL;
+}
+
+void child_stop(struct child *c, int64_t grace_ms)
+{
+    if (!c)
+        return;
+    /* On a fiber (an HTTP request: a DELETE, a stateless request's end)
+     * the wait must not hold the pool thread. Another request's fiber
+     * parked on that thread may hold what the child's reader thread needs
+     * before it can end: a stream's append lock, which an SSE reply's
+     * priming write holds across the store commit it parks for, while the
+     * reader fails or answers that request. Joining the reader there waited
+     * for ever, and every connection of the thread with it (the DELETE
+     * too). So the stop runs on a thread of its own while the fiber
+     * parks. */
+    struct fiber *f = fiber_current();
+    struct stopper s = {c, grace_ms, f, 0};
+    pthread_t t;
+    pthread_attr_t attr;
+    if (f && pthread_attr_init(&attr) == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int started = pthread_create(&t, &attr, stopper_main, &s) == 0;
+        pthread_attr_destroy(&attr);
+        if (started) {
+            /* A cancelled fiber (its connection is going away) cannot
+             * park; it polls, as a store commit's waiter does. */
+            int r;
+            while ((r = fiber_park(&s.done, -1)) != 1)
+                if (r == ECANCELED)
+                    nanosleep(&(struct timespec){0, 1000000}, NULL);
+            return;
+        }
+    }
+    stop_blocking(c, grace_ms);
 }
 
 void child_hold(struct child *c)

@@ -15,8 +15,9 @@
  * child_send writes one message as an NDJSON line; it is safe from any
  * thread. child_stop ends the process (SIGTERM to its group, SIGKILL after
  * the grace period), waits for the threads, and drops the reference
- * child_spawn returned. The callbacks run on the child's threads and must
- * not call child_stop on the same child.
+ * child_spawn returned; called on a fiber (fiber.h), it parks for that
+ * instead of blocking the thread. The callbacks run on the child's threads
+ * and must not call child_stop on the same child.
  *
  * Ownership: the struct is reference counted. child_spawn's caller owns one
  * reference and gives it up through child_stop (exactly once). Any other

@@ -673,6 +673,53 @@ test('requests racing a DELETE: each gets 200 or 404 (never 202), no child left,
   });
 });
 
+test('DELETEs racing SSE replies, 3 sessions at a time: every request and every DELETE is answered, mcpd exits 0', async () => {
+  // A reply still pending after 30 ms becomes an SSE stream, whose priming
+  // event commits the stream's row while the request holds the stream's
+  // append lock. A DELETE on the same pool thread stopped the child there,
+  // joining its reader thread, and the reader, answering or failing that
+  // request, waited for the lock: the pool thread hung with every
+  // connection on it (the DELETE too), and mcpd could not exit. Echo and
+  // slow calls, and DELETEs at varied delays, keep such replies in flight.
+  await withGateway([], {}, async (m) => {
+    const statuses = {};
+    const odd = [];
+    const lane = async (k) => {
+      for (let i = 0; i < 8; i++) {
+        let session;
+        try {
+          ({ session } = await initSession(m.port));
+        } catch (e) {
+          odd.push(`lane ${k} round ${i} initialize: ${e.message}`);
+          return;
+        }
+        const calls = Array.from({ length: 24 }, (_, j) => {
+          const [tool, args] = j % 2 ? ['slow', { ms: 10 + ((j * 7) % 90) }] : ['echo', { message: `l${k}r${i}c${j}` }];
+          return callTool(m.port, session, tool, args, { ms: 15000 }).then(
+            (r) => {
+              if (r.status !== 200 && r.status !== 404) odd.push(`${tool} ${r.status} ${r.text ?? JSON.stringify(r.messages)}`);
+              return r.status;
+            },
+            (e) => {
+              odd.push(`lane ${k} round ${i} ${tool}: ${e.message}`);
+              return 'no answer';
+            },
+          );
+        });
+        await sleep(5 + ((i + k) % 5) * 25);
+        const d = await request(m.port, { method: 'DELETE', headers: mcpHeaders({ session }), timeout: 15000 }).catch(
+          (e) => ({ status: e.message }),
+        );
+        if (d.status !== 200) odd.push(`lane ${k} round ${i} DELETE: ${d.status}`);
+        for (const st of await Promise.all(calls)) statuses[st] = (statuses[st] || 0) + 1;
+      }
+    };
+    await Promise.all([0, 1, 2].map(lane));
+    assert.deepEqual(odd.slice(0, 10), [], `${odd.length} requests unanswered or odd; statuses ${JSON.stringify(statuses)}`);
+    await waitFor(() => procChildren(m.pid).length === 0, 5000, 'every deleted session’s child to go');
+  });
+});
+
 // ---------------------------------------------------------------- (3) leaks
 
 test('20 crash/respawn cycles: no zombies, descriptors back to baseline; SIGTERM exits 0 with no child left', async () => {
