@@ -156,8 +156,9 @@ struct session *core_session_open(const struct core_caller *c, struct core_reply
  * nothing but its last event id). A cursor on the session's standalone
  * stream sets out->standalone; its stream then continues from there.
  * A transport that follows the stream at once uses follow_resume
- * (follow.h); legacy /sse resolves the cursor first and claims the
- * standalone stream after. */
+ * (follow.h); legacy /sse and push.c resolve the cursor first and claim
+ * the standalone stream after (push.c follows a request's stream with
+ * follow_resumed). */
 struct core_resume {
     struct session *session;
     struct stream *stream;
@@ -173,9 +174,7 @@ void core_resume_clear(struct core_resume *r);
  * A session has one standalone stream (server requests and notifications
  * outside any request) and one reader of it at a time, which advances the
  * session's delivery cursor as it writes. A transport follows it with
- * follow_standalone (follow.h), which is built on these; push.c still
- * calls them itself, and core_standalone_sent (a rename of
- * session_set_get_cursor) is left for it alone until it moves. */
+ * follow_standalone (follow.h), which is built on these. */
 
 /* Takes the reader slot: 0 with the stream (owned) and where to start, or
  * -1 with *refused filled (CORE_CONFLICT when it is taken). A holder may be
@@ -183,8 +182,6 @@ void core_resume_clear(struct core_resume *r);
  * with probe_ms > 0 the holder is probed and given that long to fail. */
 int core_standalone_claim(struct session *s, int64_t probe_ms, struct stream **st, int64_t *from,
                           struct core_reply *refused);
-/* The reader wrote everything before next. */
-void core_standalone_sent(struct session *s, int64_t next);
 /* The reader lets go of the slot, having written everything before next
  * (-1: unknown). */
 void core_standalone_release(struct session *s, int64_t next);
@@ -199,19 +196,6 @@ int core_relay(struct core_reply *r);
  * input): every request the server sent it and still waits on is answered
  * with an error now, so the calls behind them finish instead of waiting. */
 void core_client_gone(struct session *s);
-
-/* ---- session handles: being removed ----
- *
- * Renames of session_ref, session_unref, session_id, session_ended and
- * session_touch (session.h), left only for push.c until it reads through
- * follow.h like the HTTP transports; new code uses the session_* names. */
-void core_session_hold(struct session *s);
-void core_session_drop(struct session *s); /* NULL is fine */
-const char *core_session_id(const struct session *s);
-/* The session ended (DELETE, expiry, mcp-admin kill) */
-int core_session_ended(struct session *s);
-/* Records activity: an open stream keeps its session from expiring. */
-void core_session_touch(struct session *s);
 
 /* The Mcp-Param-* headers a request's arguments must come with (2026-07-28
  * x-mcp-header): {"<header name>": "<argument>"} (new reference), or NULL. */

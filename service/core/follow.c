@@ -26,14 +26,20 @@ void follow_reply(struct follow *f, struct core_reply *r)
     r->stream = NULL;
 }
 
+void follow_resumed(struct follow *f, struct core_resume *res)
+{
+    start(f, res->session, res->stream, res->next);
+    f->resumed_standalone = res->standalone;
+    memset(res, 0, sizeof *res);
+}
+
 int follow_resume(struct follow *f, const struct core_caller *c, const char *cursor,
                   struct core_reply *refused)
 {
     struct core_resume res;
     if (core_resume(c, cursor, &res, refused) != 0)
         return -1;
-    start(f, res.session, res.stream, res.next);
-    f->resumed_standalone = res.standalone;
+    follow_resumed(f, &res);
     return 0;
 }
 
@@ -113,11 +119,49 @@ enum follow_stop follow_stopped(struct follow *f)
     return FOLLOW_STREAM_ENDED;
 }
 
+void follow_unread(struct follow *f, const struct stream_chunk *ch)
+{
+    f->next = ch->seq;
+}
+
 void follow_end(struct follow *f)
 {
+    if (f->group)
+        stream_unwatch(f->stream, &f->watch);
     if (f->standalone)
         core_standalone_release(f->session, f->next);
     stream_unref(f->stream);
     session_unref(f->session);
     memset(f, 0, sizeof *f);
+}
+
+void follow_group_init(struct follow_group *g)
+{
+    stream_waker_init(&g->waker);
+    g->seen = 0;
+}
+
+void follow_group_destroy(struct follow_group *g)
+{
+    stream_waker_destroy(&g->waker);
+}
+
+void follow_join(struct follow *f, struct follow_group *g)
+{
+    f->group = g;
+    stream_watch(f->stream, &f->watch, &g->waker);
+}
+
+void follow_wake(struct follow_group *g)
+{
+    stream_waker_signal(&g->waker);
+}
+
+void follow_wait(struct follow_group *g, int64_t deadline)
+{
+    /* The waiter looked at its follows after the last return: a change
+     * since then moved the epoch past `seen`, and one before it was seen
+     * by that look. */
+    stream_waker_wait(&g->waker, g->seen, deadline);
+    g->seen = stream_waker_epoch(&g->waker);
 }

@@ -18,7 +18,14 @@
  * thread or fiber at a time. The fields are read-only outside follow.c. A
  * struct copy of a live follow reads ahead without moving the original:
  * its cursor stays, and a notice the copy reads (a poll, a probe) is still
- * there for the original. A copy is never ended. */
+ * there for the original. A copy is never ended.
+ *
+ * One waiter may follow many streams at once (a push connection's writer
+ * sends every reply of its connection): it puts its follows in a
+ * follow_group (follow_join), reads each without waiting (deadline 0),
+ * and when none has anything sleeps in follow_wait, which returns as soon
+ * as any of them changed (a message, the end, a detach) since the last
+ * follow_wait returned, or someone called follow_wake. */
 #ifndef MCPD_FOLLOW_H
 #define MCPD_FOLLOW_H
 
@@ -27,9 +34,16 @@
 #include "core.h"
 #include "stream.h"
 
+struct follow_group {
+    struct stream_waker waker;
+    unsigned seen; /* the waker's epoch when follow_wait last returned */
+};
+
 struct follow {
-    struct stream *stream;   /* owned */
-    struct session *session; /* owned; NULL: none */
+    struct stream *stream;      /* owned */
+    struct stream_watch watch;  /* follow_join: linked into the stream */
+    struct follow_group *group; /* follow_join; NULL: none */
+    struct session *session;    /* owned; NULL: none */
     struct stream_reader reader;
     int64_t next;           /* seq of the next message follow_read returns */
     int standalone;         /* holds the session's standalone claim (follow_standalone) */
@@ -47,6 +61,10 @@ void follow_reply(struct follow *f, struct core_reply *r);
  * (core_resume): 0, or -1 with *refused filled and f untouched. */
 int follow_resume(struct follow *f, const struct core_caller *c, const char *cursor,
                   struct core_reply *refused);
+
+/* Follows what core_resume resolved (a transport that decides by the
+ * stream's kind, as push does): takes res's references; res is zeroed. */
+void follow_resumed(struct follow *f, struct core_resume *res);
 
 /* Follows s's standalone stream, taking the session's one-reader claim
  * (core_standalone_claim: probe_ms gives a silent holder that long to
@@ -90,8 +108,29 @@ enum follow_stop {
 };
 enum follow_stop follow_stopped(struct follow *f);
 
-/* Lets go: the standalone claim (the delivery cursor at f->next), the
- * stream and the session. f is zeroed. */
+/* The transport could not write *ch, the message follow_read just gave
+ * (its client is gone): f->next goes back to it, so that the standalone
+ * stream's next reader gets it. */
+void follow_unread(struct follow *f, const struct stream_chunk *ch);
+
+/* Lets go: the group (follow_join), the standalone claim (the delivery
+ * cursor at f->next), the stream and the session. f is zeroed. */
 void follow_end(struct follow *f);
+
+/* ---- following many streams with one waiter ---- */
+
+void follow_group_init(struct follow_group *g);
+/* After every follow in g has ended. */
+void follow_group_destroy(struct follow_group *g);
+/* Every change of f's stream wakes g's waiter, until follow_end. f must
+ * not move (nor be copied back over) while it is in g. */
+void follow_join(struct follow *f, struct follow_group *g);
+/* Wakes g's waiter (new work for it that no stream announces); any
+ * thread. */
+void follow_wake(struct follow_group *g);
+/* For g's one waiter: returns once anything changed since the last
+ * follow_wait returned (or since follow_group_init), or at the monotonic
+ * deadline. A fiber parks. */
+void follow_wait(struct follow_group *g, int64_t deadline);
 
 #endif

@@ -499,11 +499,6 @@ int core_standalone_claim(struct session *s, int64_t probe_ms, struct stream **s
     return 0;
 }
 
-void core_standalone_sent(struct session *s, int64_t next)
-{
-    session_set_get_cursor(s, next);
-}
-
 void core_standalone_release(struct session *s, int64_t next)
 {
     if (next >= 0)
@@ -529,31 +524,4 @@ int core_relay(struct core_reply *r)
     }
     core_reply_clear(r);
     return rc;
-}
-
-/* ---- session handles: renames left for push.c (core.h) ---- */
-
-void core_session_hold(struct session *s)
-{
-    session_ref(s);
-}
-
-void core_session_drop(struct session *s)
-{
-    session_unref(s);
-}
-
-const char *core_session_id(const struct session *s)
-{
-    return session_id(s);
-}
-
-int core_session_ended(struct session *s)
-{
-    return session_ended(s);
-}
-
-void core_session_touch(struct session *s)
-{
-    session_touch(s);
 }

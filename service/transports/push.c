@@ -1,14 +1,15 @@
 /* push — see push.h. */
 #include "push.h"
 #include "clock.h"
-#include "fcond.h"
 #include "core.h"
+#include "fcond.h"
+#include "follow.h"
 #include "json_text.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "longpoll.h"
 #include "loop.h"
-#include "stream.h"
+#include "session.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -27,13 +28,10 @@
 #define DEFAULT_MAX_INFLIGHT 256
 #define SESSION_ID_KEY "mcpd/session-id"
 
-/* A stream the connection's writer follows. */
-struct follow {
+/* A stream the connection's writer follows (follow.h), in its group. */
+struct push_follow {
     struct push *p;
-    struct stream *stream;
-    struct stream_reader tok;
-    struct stream_watch watch;
-    int64_t next;
+    struct follow fl;
     int chunked;    /* opted in: messages go out as mcpd/chunk */
     int standalone; /* the session's standalone stream: holds its GET slot */
     int announce;   /* initialize's reply: tell the client its session id */
@@ -46,8 +44,8 @@ struct follow {
     int listen;
     int cancelled; /* under p->mu: nothing more is sent for it */
     int own_ended; /* under p->mu: core_end_session was called */
-    struct follow *next_f;
-    struct follow *next_own; /* on p->own_list, under p->mu */
+    struct push_follow *next_f;
+    struct push_follow *next_own; /* on p->own_list, under p->mu */
 };
 
 struct push {
@@ -56,15 +54,15 @@ struct push {
     struct fcond cv;    /* a request's stream was released, or the writer ended */
     /* One message at a time; a fiber holds it across a full socket. */
     struct fmutex send_mu;
-    /* The writer sleeps here; the streams it follows and push_receive
-     * (handing it a new one) wake it. */
-    struct stream_waker waker;
+    /* The writer sleeps on its group; the streams it follows and
+     * push_receive (handing it a new one) wake it. */
+    struct follow_group group;
     int writer_done;
     struct session *session;
-    struct follow *incoming; /* handed to the writer, not yet taken */
+    struct push_follow *incoming; /* handed to the writer, not yet taken */
     /* The 2026-07-28 requests in flight (follows with `own`), for
      * notifications/cancelled, which arrives on the reading thread. */
-    struct follow *own_list;
+    struct push_follow *own_list;
     int busy; /* request streams not yet released */
     int closing;
     int dead; /* the transport could not send */
@@ -111,7 +109,7 @@ static void send_error(struct push *p, json_t *id, int code, const char *message
 /* The stored message with its event id in the object it already has
  * (params of a request or notification, result of a response); an error
  * response has no such object and goes out as stored. New reference. */
-static json_t *with_event_id(const struct stream_chunk *ch, struct stream *st, const char *sid)
+static json_t *with_event_id(const struct stream_chunk *ch, struct follow *fl, const char *sid)
 {
     char why[120];
     json_t *msg = json_text_read(ch->msg, ch->len, JSON_TEXT_MAX_DEPTH, why, sizeof why);
@@ -126,7 +124,7 @@ static json_t *with_event_id(const struct stream_chunk *ch, struct stream *st, c
         json_object_set_new(holder, "_meta", meta);
     }
     char id[96];
-    stream_event_id(st, ch->seq, id, sizeof id);
+    follow_cursor(fl, ch->seq, 0, id, sizeof id);
     json_object_set_new(meta, EVENT_ID_KEY, json_string(id));
     /* A WebSocket client has no response header to learn its session id
      * from, and needs it to resume after a reconnect. */
@@ -135,17 +133,17 @@ static json_t *with_event_id(const struct stream_chunk *ch, struct stream *st, c
     return msg;
 }
 
-static int forward_chunk(struct follow *f, const struct stream_chunk *ch)
+static int forward_chunk(struct push_follow *f, const struct stream_chunk *ch)
 {
     if (f->chunked)
-        return send_json(f->p,
-                         poll_chunk_notification(f->stream, ch->seq, ch->msg, ch->len, ch->is_end));
+        return send_json(
+            f->p, poll_chunk_notification(f->fl.stream, ch->seq, ch->msg, ch->len, ch->is_end));
     /* A stateless request's stream is not resumed (its session ends with
      * it): no event ids. */
     if (f->p->io.event_ids && !f->own)
         return send_json(
-            f->p, with_event_id(ch, f->stream,
-                                f->announce && ch->is_end ? core_session_id(f->p->session) : NULL));
+            f->p, with_event_id(ch, &f->fl,
+                                f->announce && ch->is_end ? session_id(f->p->session) : NULL));
     return send_text(f->p, ch->msg, ch->len);
 }
 
@@ -160,7 +158,7 @@ static int forward_chunk(struct follow *f, const struct stream_chunk *ch)
 
 enum pump { PUMP_IDLE, PUMP_SENT, PUMP_DONE };
 
-static int cancelled(struct follow *f)
+static int cancelled(struct push_follow *f)
 {
     pthread_mutex_lock(&f->p->mu);
     int c = f->cancelled;
@@ -171,7 +169,7 @@ static int cancelled(struct follow *f)
 /* Ends f's own session, once (the reply is out, the client cancelled, or
  * the connection is gone: a request nobody can read is cancelled, as when
  * an HTTP client hangs up). */
-static void end_own(struct follow *f)
+static void end_own(struct push_follow *f)
 {
     pthread_mutex_lock(&f->p->mu);
     int ended = f->own_ended;
@@ -181,36 +179,36 @@ static void end_own(struct follow *f)
         core_end_session(f->own);
 }
 
-/* Frees f, which is on no list of the writer's; off p->own_list. */
-static void follow_free(struct follow *f)
+/* Lets go of f's stream (and with it the standalone claim) and frees f,
+ * which is on no list of the writer's; off p->own_list. */
+static void follow_free(struct push_follow *f)
 {
     struct push *p = f->p;
     if (f->own) {
         pthread_mutex_lock(&p->mu);
-        struct follow **fp = &p->own_list;
+        struct push_follow **fp = &p->own_list;
         while (*fp && *fp != f)
             fp = &(*fp)->next_own;
         if (*fp)
             *fp = f->next_own;
         pthread_mutex_unlock(&p->mu);
         end_own(f);
-        core_session_drop(f->own);
+        session_unref(f->own);
         json_decref(f->id);
     }
-    stream_unref(f->stream);
+    follow_end(&f->fl);
     free(f);
 }
 
 /* Sends what f has ready, up to PUMP_BURST messages, without waiting. */
-static enum pump pump(struct follow *f)
+static enum pump pump(struct push_follow *f)
 {
-    struct push *p = f->p;
     enum pump r = PUMP_IDLE;
     if (f->own && cancelled(f))
         return PUMP_DONE;
     for (int n = 0; n < PUMP_BURST; n++) {
         struct stream_chunk ch;
-        enum stream_wait w = stream_read(f->stream, &f->tok, f->next, 0, &ch);
+        enum stream_wait w = follow_read(&f->fl, 0, &ch);
         if (w == STREAM_POLL || w == STREAM_PROBE)
             continue; /* HTTP's concerns: a push connection reads on */
         if (w == STREAM_ENDED || w == STREAM_DETACHED || w == STREAM_REFUSED)
@@ -219,11 +217,14 @@ static enum pump pump(struct follow *f)
             return r;
         if (f->own && cancelled(f))
             return PUMP_DONE; /* the spec: nothing more for a cancelled request */
-        if (forward_chunk(f, &ch) != 0)
-            return PUMP_DONE; /* the connection is dead; the writer stops */
-        f->next = ch.seq + 1;
+        if (forward_chunk(f, &ch) != 0) {
+            /* The connection is dead; the writer stops. The standalone
+             * stream's next reader gets what this one could not send. */
+            follow_unread(&f->fl, &ch);
+            return PUMP_DONE;
+        }
         if (f->standalone)
-            core_standalone_sent(p->session, f->next);
+            follow_sent(&f->fl);
         if (ch.is_end)
             return PUMP_DONE;
         r = PUMP_SENT;
@@ -231,13 +232,10 @@ static enum pump pump(struct follow *f)
     return r;
 }
 
-static void release(struct follow *f)
+static void release(struct push_follow *f)
 {
     struct push *p = f->p;
-    stream_unwatch(f->stream, &f->watch);
-    if (f->standalone) {
-        core_standalone_release(p->session, -1);
-    } else {
+    if (!f->standalone) {
         pthread_mutex_lock(&p->mu);
         p->busy--;
         fcond_broadcast(&p->cv);
@@ -247,26 +245,26 @@ static void release(struct follow *f)
 }
 
 /* Moves what push_receive handed over onto the writer's own list, oldest
- * first, and starts watching it. Returns 1 when the writer is to stop. */
-static int take_incoming(struct push *p, struct follow **tail)
+ * first, and into the writer's group. Returns 1 when the writer is to
+ * stop. */
+static int take_incoming(struct push *p, struct push_follow **tail)
 {
     pthread_mutex_lock(&p->mu);
     int stop = p->closing || p->dead;
-    struct follow *in = p->incoming;
+    struct push_follow *in = p->incoming;
     p->incoming = NULL;
     pthread_mutex_unlock(&p->mu);
-    struct follow *rev = NULL;
+    struct push_follow *rev = NULL;
     while (in) {
-        struct follow *next = in->next_f;
+        struct push_follow *next = in->next_f;
         in->next_f = rev;
         rev = in;
         in = next;
     }
-    for (struct follow *f = rev, *next; f; f = next) {
+    for (struct push_follow *f = rev, *next; f; f = next) {
         next = f->next_f;
         f->next_f = NULL;
-        stream_attach(f->stream, &f->tok);
-        stream_watch(f->stream, &f->watch, &p->waker);
+        follow_join(&f->fl, &p->group);
         *tail = f;
         tail = &f->next_f;
     }
@@ -280,25 +278,24 @@ static int ended(struct push *p)
     pthread_mutex_lock(&p->mu);
     struct session *s = p->session;
     pthread_mutex_unlock(&p->mu);
-    return s && core_session_ended(s);
+    return s && session_ended(s);
 }
 
 static void writer_main(void *arg)
 {
     struct push *p = arg;
-    struct follow *list = NULL;
+    struct push_follow *list = NULL;
     int64_t next_touch = clock_mono_ms() + WRITER_TICK_MS;
     int ended_told = 0;
     for (;;) {
-        unsigned seen = stream_waker_epoch(&p->waker);
-        struct follow **tail = &list;
+        struct push_follow **tail = &list;
         while (*tail)
             tail = &(*tail)->next_f;
         if (take_incoming(p, tail))
             break;
         int busy = 0, standalone = 0;
-        for (struct follow **fp = &list; *fp;) {
-            struct follow *f = *fp;
+        for (struct push_follow **fp = &list; *fp;) {
+            struct push_follow *f = *fp;
             enum pump r = pump(f);
             if (r == PUMP_DONE) {
                 *fp = f->next_f;
@@ -325,14 +322,14 @@ static void writer_main(void *arg)
             /* An open connection is activity: it must not expire under a
              * client that is simply quiet. */
             if (standalone)
-                core_session_touch(p->session);
+                session_touch(p->session);
             next_touch = now + WRITER_TICK_MS;
         }
         int64_t wake = now + ENDED_CHECK_MS < next_touch ? now + ENDED_CHECK_MS : next_touch;
-        stream_waker_wait(&p->waker, seen, wake);
+        follow_wait(&p->group, wake);
     }
     while (list) {
-        struct follow *next = list->next_f;
+        struct push_follow *next = list->next_f;
         release(list);
         list = next;
     }
@@ -343,62 +340,58 @@ static void writer_main(void *arg)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Hands st to the writer, to follow from seq `from` (takes the reference
- * to st). */
-static void forward(struct push *p, struct stream *st, int64_t from, int chunked, int standalone,
-                    int announce)
+/* A follow for the writer, not yet following anything; NULL (logged)
+ * when out of memory. */
+static struct push_follow *follow_new(struct push *p, struct session *s)
 {
-    struct follow *f = calloc(1, sizeof *f);
+    struct push_follow *f = calloc(1, sizeof *f);
     if (!f) {
-        log_event(LOG_ERROR, core_session_id(p->session), "forward_failed",
-                  "out of memory following stream %s", stream_id(st));
-        if (standalone)
-            core_standalone_release(p->session, -1);
-        stream_unref(st);
-        return;
+        log_event(LOG_ERROR, s ? session_id(s) : NULL, "forward_failed",
+                  "out of memory following a stream");
+        return NULL;
     }
     f->p = p;
-    f->stream = st;
-    f->next = from;
-    f->chunked = chunked;
-    f->standalone = standalone;
-    f->announce = announce;
-    pthread_mutex_lock(&p->mu);
-    if (!standalone)
-        p->busy++;
-    f->next_f = p->incoming;
-    p->incoming = f;
-    pthread_mutex_unlock(&p->mu);
-    stream_waker_signal(&p->waker);
+    return f;
 }
 
-/* Hands a 2026-07-28 request's reply stream to the writer (takes the
- * references to st and own; id and method borrowed). */
-static void forward_own(struct push *p, struct stream *st, struct session *own, json_t *id,
-                        const char *method)
+/* Hands f, following its stream, to the writer. */
+static void hand_over(struct push *p, struct push_follow *f)
 {
-    struct follow *f = calloc(1, sizeof *f);
-    if (!f) {
-        log_event(LOG_ERROR, core_session_id(own), "forward_failed",
-                  "out of memory following stream %s", stream_id(st));
-        stream_unref(st);
-        core_end_session(own);
-        core_session_drop(own);
-        return;
-    }
-    f->p = p;
-    f->stream = st;
-    f->own = own;
-    f->id = json_incref(id);
-    f->listen = method && strcmp(method, "subscriptions/listen") == 0;
     pthread_mutex_lock(&p->mu);
-    p->busy++;
-    f->next_own = p->own_list;
-    p->own_list = f;
+    if (!f->standalone)
+        p->busy++;
+    if (f->own) {
+        f->next_own = p->own_list;
+        p->own_list = f;
+    }
     f->next_f = p->incoming;
     p->incoming = f;
     pthread_mutex_unlock(&p->mu);
-    stream_waker_signal(&p->waker);
+    follow_wake(&p->group);
+}
+
+/* Hands r's reply stream to the writer (taking it from r). A 2026-07-28
+ * request's reply (r->ephemeral) takes r's session too, as its own, with
+ * the request's id and method (borrowed). */
+static void forward(struct push *p, struct core_reply *r, int chunked, int announce, json_t *id,
+                    const char *method)
+{
+    struct push_follow *f = follow_new(p, r->session);
+    if (!f) {
+        if (r->ephemeral)
+            core_end_session(r->session);
+        return;
+    }
+    follow_reply(&f->fl, r);
+    f->chunked = chunked;
+    f->announce = announce;
+    if (r->ephemeral) {
+        f->own = r->session;
+        r->session = NULL;
+        f->id = json_incref(id);
+        f->listen = method && strcmp(method, "subscriptions/listen") == 0;
+    }
+    hand_over(p, f);
 }
 
 /* Cancels the 2026-07-28 requests in flight that match: those with the id
@@ -409,9 +402,9 @@ static int cancel_own(struct push *p, json_t *id, int listens_only)
 {
     int n = 0;
     for (;;) {
-        struct follow *hit = NULL;
+        struct push_follow *hit = NULL;
         pthread_mutex_lock(&p->mu);
-        for (struct follow *f = p->own_list; f && !hit; f = f->next_own)
+        for (struct push_follow *f = p->own_list; f && !hit; f = f->next_own)
             if (!f->cancelled && (!id || json_equal(f->id, id)) && (!listens_only || f->listen))
                 hit = f;
         struct session *s = NULL;
@@ -420,7 +413,7 @@ static int cancel_own(struct push *p, json_t *id, int listens_only)
             if (!hit->own_ended) {
                 hit->own_ended = 1;
                 s = hit->own;
-                core_session_hold(s);
+                session_ref(s);
             }
         }
         pthread_mutex_unlock(&p->mu);
@@ -429,36 +422,40 @@ static int cancel_own(struct push *p, json_t *id, int listens_only)
         n++;
         /* The follow may be freed meanwhile; s is held. */
         if (s) {
-            log_event(LOG_INFO, core_session_id(s), "request_cancelled",
+            log_event(LOG_INFO, session_id(s), "request_cancelled",
                       "by the client on its connection");
             core_end_session(s);
-            core_session_drop(s);
+            session_unref(s);
         }
     }
     if (n)
-        stream_waker_signal(&p->waker);
+        follow_wake(&p->group);
     return n;
 }
 
 /* The connection now serves session s (reference taken): forward its
- * standalone stream, unless another connection already does. */
-static void adopt(struct push *p, struct session *s)
+ * standalone stream from `from` (-1: where its last reader stopped),
+ * unless another connection already does. */
+static void adopt(struct push *p, struct session *s, int64_t from)
 {
-    core_session_hold(s);
+    session_ref(s);
     /* The writer reads it (is the session still alive?) */
     pthread_mutex_lock(&p->mu);
     p->session = s;
     pthread_mutex_unlock(&p->mu);
-    struct stream *st;
-    int64_t from;
+    struct push_follow *f = follow_new(p, s);
+    if (!f)
+        return;
     struct core_reply refused;
-    if (core_standalone_claim(s, 0, &st, &from, &refused) == 0) {
-        forward(p, st, from, 0, 1, 0);
+    if (follow_standalone(&f->fl, s, 0, from, &refused) == 0) {
+        f->standalone = 1;
+        hand_over(p, f);
     } else {
         log_event(
-            LOG_INFO, core_session_id(s), "standalone_elsewhere", "%s",
+            LOG_INFO, session_id(s), "standalone_elsewhere", "%s",
             json_string_value(json_object_get(json_object_get(refused.error, "error"), "message")));
         core_reply_clear(&refused);
+        free(f);
     }
 }
 
@@ -468,9 +465,7 @@ static void deliver(struct push *p, struct core_reply *r, json_t *id, const char
 {
     if (r->kind == CORE_STREAM && r->ephemeral) {
         /* A 2026-07-28 request: its reply, then its session ends. */
-        forward_own(p, r->stream, r->session, id, method);
-        r->stream = NULL;
-        r->session = NULL;
+        forward(p, r, 0, 0, id, method);
         core_reply_clear(r);
         return;
     }
@@ -478,7 +473,7 @@ static void deliver(struct push *p, struct core_reply *r, json_t *id, const char
      * the reply tells a client without headers its id. */
     int fresh = !p->session && r->session && r->kind == CORE_STREAM;
     if (fresh)
-        adopt(p, r->session);
+        adopt(p, r->session, -1);
     if (r->kind == CORE_REJECTED || r->kind == CORE_ANSWERED) {
         /* A notification is never answered, not even with an error. */
         if (!r->notification) {
@@ -491,8 +486,7 @@ static void deliver(struct push *p, struct core_reply *r, json_t *id, const char
             send_json(p, r->ack);
             r->ack = NULL;
         }
-        forward(p, r->stream, 0, chunked, 0, fresh);
-        r->stream = NULL;
+        forward(p, r, chunked, fresh, NULL, NULL);
     }
     core_reply_clear(r);
 }
@@ -501,7 +495,7 @@ static struct core_caller caller(struct push *p)
 {
     return (struct core_caller){.principal = p->io.principal,
                                 .transport = p->io.transport,
-                                .session_id = p->session ? core_session_id(p->session) : NULL,
+                                .session_id = p->session ? session_id(p->session) : NULL,
                                 .connection = 1};
 }
 
@@ -564,34 +558,36 @@ int push_resume(struct push *p, const char *sid, const char *last_event_id,
                 struct core_reply *refused)
 {
     if (p->session)
-        return strcmp(core_session_id(p->session), sid) == 0 ? 0 : -1;
+        return strcmp(session_id(p->session), sid) == 0 ? 0 : -1;
     struct core_caller c = caller(p);
     c.session_id = sid;
-    struct session *s = NULL;
-    struct stream *st = NULL;
-    int64_t next = 0;
-    if (last_event_id) {
-        struct core_resume res;
-        if (core_resume(&c, last_event_id, &res, refused) != 0)
+    if (!last_event_id) {
+        struct session *s = core_session_open(&c, refused);
+        if (!s)
             return -1;
-        s = res.session;
-        /* A resumed standalone stream continues from the client's position,
-         * not from what the last connection believed it had sent. */
-        if (res.standalone)
-            core_standalone_sent(s, res.next);
-        else
-            st = res.stream, next = res.next, res.stream = NULL;
-        res.session = NULL;
-        core_resume_clear(&res);
-    } else if (!(s = core_session_open(&c, refused))) {
-        return -1;
-    } else {
-        core_session_touch(s);
+        session_touch(s);
+        adopt(p, s, -1);
+        session_unref(s);
+        return 0;
     }
-    adopt(p, s);
-    core_session_drop(s);
-    if (st)
-        forward(p, st, next, 0, 0, 0);
+    /* Resolved first, followed by kind: the connection takes the
+     * standalone stream only through its claim (adopt), never from a
+     * reader that holds it. */
+    struct core_resume res;
+    if (core_resume(&c, last_event_id, &res, refused) != 0)
+        return -1;
+    struct push_follow *f = res.standalone ? NULL : follow_new(p, res.session);
+    if (!f) {
+        /* A resumed standalone stream continues from the client's
+         * position, not from what the last connection believed it had
+         * sent. */
+        adopt(p, res.session, res.standalone ? res.next : -1);
+        core_resume_clear(&res);
+        return 0;
+    }
+    follow_resumed(&f->fl, &res);
+    adopt(p, f->fl.session, -1);
+    hand_over(p, f);
     return 0;
 }
 
@@ -608,10 +604,10 @@ struct push *push_open(const struct push_io *io)
     pthread_mutex_init(&p->mu, NULL);
     fmutex_init(&p->send_mu);
     fcond_init(&p->cv);
-    stream_waker_init(&p->waker);
+    follow_group_init(&p->group);
     if (loop_spawn(writer_main, p) != 0) {
         log_event(LOG_ERROR, NULL, "writer_failed", "cannot start a connection's writer");
-        stream_waker_destroy(&p->waker);
+        follow_group_destroy(&p->group);
         pthread_mutex_destroy(&p->mu);
         fmutex_destroy(&p->send_mu);
         fcond_destroy(&p->cv);
@@ -629,11 +625,11 @@ void push_client_gone(struct push *p)
     pthread_mutex_lock(&p->mu);
     struct session *s = p->session;
     if (s)
-        core_session_hold(s);
+        session_ref(s);
     pthread_mutex_unlock(&p->mu);
     if (s)
         core_client_gone(s);
-    core_session_drop(s);
+    session_unref(s);
 }
 
 const char *push_session_id(struct push *p)
@@ -641,7 +637,7 @@ const char *push_session_id(struct push *p)
     pthread_mutex_lock(&p->mu);
     struct session *s = p->session;
     pthread_mutex_unlock(&p->mu);
-    return s ? core_session_id(s) : NULL;
+    return s ? session_id(s) : NULL;
 }
 
 int push_drain(struct push *p, int64_t timeout_ms)
@@ -662,7 +658,7 @@ void push_close(struct push *p)
     pthread_mutex_lock(&p->mu);
     p->closing = 1;
     pthread_mutex_unlock(&p->mu);
-    stream_waker_signal(&p->waker);
+    follow_wake(&p->group);
     /* The writer sees `closing` at its next look, within a message. On a
      * fiber this parks; a plain thread (an upgrade that never happened)
      * waits in slices with a deadline, which fcond does not report as
@@ -672,17 +668,15 @@ void push_close(struct push *p)
         fcond_wait_until(&p->cv, &p->mu, clock_mono_ms() + WRITER_TICK_MS);
     pthread_mutex_unlock(&p->mu);
     /* Whatever was handed over after the writer's last look. */
-    struct follow *in = p->incoming;
+    struct push_follow *in = p->incoming;
     p->incoming = NULL;
     while (in) {
-        struct follow *next = in->next_f;
-        if (in->standalone)
-            core_standalone_release(p->session, -1);
+        struct push_follow *next = in->next_f;
         follow_free(in);
         in = next;
     }
-    core_session_drop(p->session);
-    stream_waker_destroy(&p->waker);
+    session_unref(p->session);
+    follow_group_destroy(&p->group);
     pthread_mutex_destroy(&p->mu);
     fmutex_destroy(&p->send_mu);
     fcond_destroy(&p->cv);

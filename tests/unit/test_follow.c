@@ -2,8 +2,9 @@
  * the real stream and session registries and a real SQLite store in a
  * temporary folder: a reply read to its end, a copy that reads ahead
  * without moving the original or taking its poll notice, event ids, the
- * standalone stream's one-reader claim and delivery cursor, why a stream
- * stopped, and a resumed cursor. */
+ * standalone stream's one-reader claim and delivery cursor (and a message
+ * read but not written, follow_unread), why a stream stopped, a resumed
+ * cursor, and one waiter following several streams (follow_group). */
 #include "check.h"
 #include "clock.h"
 #include "follow.h"
@@ -11,6 +12,7 @@
 #include "store.h"
 #include "stream.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -133,6 +135,12 @@ static void test_standalone(void)
     CHECK_INT(session_get_cursor(s), 0); /* read is not written */
     follow_sent(&f);
     CHECK_INT(session_get_cursor(s), 1);
+    /* A message read but not written (its client went away) is the next
+     * reader's: the claim is let go before it. */
+    CHECK_INT(follow_read(&f, 0, &ch), STREAM_CHUNK);
+    CHECK_INT(f.next, 2);
+    follow_unread(&f, &ch);
+    CHECK_INT(f.next, 1);
     follow_end(&f); /* lets go of the claim where it stopped */
 
     /* The next reader starts where the last one stopped. */
@@ -158,6 +166,93 @@ static void test_standalone(void)
     session_unref(s);
 }
 
+struct later {
+    struct stream *st;      /* append to it, or */
+    struct follow_group *g; /* wake it */
+};
+
+static void *later_main(void *arg)
+{
+    struct later *l = arg;
+    usleep(100 * 1000);
+    if (l->st)
+        append_str(l->st, "{\"late\":1}", STREAM_ACTIVE);
+    else
+        follow_wake(l->g);
+    return NULL;
+}
+
+/* Waits on g with a deadline far away, while another thread does l. */
+static int64_t wait_for(struct follow_group *g, struct later *l)
+{
+    pthread_t t;
+    int64_t start = clock_mono_ms();
+    if (pthread_create(&t, NULL, later_main, l) != 0)
+        return -1;
+    follow_wait(g, start + 30000);
+    pthread_join(t, NULL);
+    return clock_mono_ms() - start;
+}
+
+static void test_group(void)
+{
+    struct session *s = new_session("2025-06-18");
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    struct stream *a = stream_create(session_id(s), STREAM_REQUEST, NULL);
+    struct stream *b = stream_create(session_id(s), STREAM_REQUEST, NULL);
+    stream_ref(a); /* the test's own, to append after the follows end */
+    stream_ref(b);
+    struct follow_group g;
+    follow_group_init(&g);
+    /* On the heap: after follow_end, a change of its stream must not reach
+     * the freed follow (ASan would see it). */
+    struct follow *fa = calloc(1, sizeof *fa), fb;
+    CHECK(fa != NULL);
+    if (!fa)
+        return;
+    struct core_reply r = reply_of(s, a);
+    follow_reply(fa, &r);
+    core_reply_clear(&r);
+    r = reply_of(s, b);
+    follow_reply(&fb, &r);
+    core_reply_clear(&r);
+    follow_join(fa, &g);
+    follow_join(&fb, &g);
+
+    /* A change before the wait is not missed: it returns at once. */
+    append_str(a, "{\"a\":0}", STREAM_ACTIVE);
+    follow_wait(&g, clock_mono_ms() + 30000);
+    struct stream_chunk ch;
+    CHECK_INT(follow_read(fa, 0, &ch), STREAM_CHUNK);
+    CHECK_INT(follow_read(&fb, 0, &ch), STREAM_TIMEOUT);
+
+    /* Nothing changed since: the wait runs to its deadline. */
+    follow_wait(&g, clock_mono_ms() + 20);
+    CHECK_INT(follow_read(fa, 0, &ch), STREAM_TIMEOUT);
+
+    /* A message on any stream of the group wakes the waiter, long before
+     * its deadline; so does follow_wake. */
+    struct later l = {.st = b};
+    CHECK(wait_for(&g, &l) < 20000);
+    CHECK_INT(follow_read(&fb, 0, &ch), STREAM_CHUNK);
+    l = (struct later){.g = &g};
+    CHECK(wait_for(&g, &l) < 20000);
+
+    /* An ended follow leaves the group. */
+    follow_end(fa);
+    free(fa);
+    append_str(a, "{\"a\":1}", STREAM_FINISHED);
+    follow_end(&fb);
+    append_str(b, "{\"b\":1}", STREAM_FINISHED);
+    stream_unref(a);
+    stream_unref(b);
+    follow_group_destroy(&g);
+    session_end(s);
+    session_unref(s);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/mcpd-test-follow-XXXXXX");
@@ -176,6 +271,7 @@ int main(void)
     session_registry_init(store, &limits);
     test_reply();
     test_standalone();
+    test_group();
     stream_registry_shutdown();
     session_registry_shutdown();
     store_close(store);

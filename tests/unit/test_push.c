@@ -5,9 +5,11 @@
 #include "check.h"
 #include "clock.h"
 #include "core.h"
+#include "core_int.h"
 #include "loop.h"
 #include "push.h"
 #include "refusal.h"
+#include "session.h"
 #include "store.h"
 
 #include <jansson.h>
@@ -21,6 +23,7 @@ struct capture {
     pthread_mutex_t mu;
     json_t *msgs;
     int fail_sends;
+    int attempts; /* sends tried, failed ones too */
 };
 
 static int capture_send(void *io, const char *msg, size_t len)
@@ -28,6 +31,7 @@ static int capture_send(void *io, const char *msg, size_t len)
     struct capture *c = io;
     pthread_mutex_lock(&c->mu);
     int fail = c->fail_sends;
+    c->attempts++;
     if (!fail)
         json_array_append_new(c->msgs, json_loadb(msg, len, 0, NULL));
     pthread_mutex_unlock(&c->mu);
@@ -244,6 +248,41 @@ int main(void)
              "\"countdown\",\"arguments\":{\"n\":2,\"interval_ms\":1}}}");
     CHECK(push_drain(p2, 5000) == 0);
     push_close(p2);
+
+    /* A standalone message a connection read but could not send is the
+     * next connection's: the session's delivery cursor stays before it. */
+    struct capture cap4 = {.msgs = json_array(), .fail_sends = 1};
+    pthread_mutex_init(&cap4.mu, NULL);
+    struct push_io io4 = {.send = capture_send, .io = &cap4, .transport = "ws", .event_ids = 1};
+    struct push *p4 = push_open(&io4);
+    CHECK_INT(push_resume(p4, sid, NULL, &refused), 0);
+    struct core_caller by_sid = {.transport = "ws", .session_id = sid, .connection = 1};
+    struct session *s = core_session_open(&by_sid, &refused);
+    CHECK(s != NULL);
+    const char *note = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
+                       "\"params\":{\"level\":\"info\",\"data\":\"kept\"}}";
+    CHECK(s && core_relay_to_standalone(s, note, strlen(note), NULL, 0) >= 0);
+    session_unref(s);
+    int64_t deadline = clock_mono_ms() + 5000;
+    for (int tried = 0; !tried && clock_mono_ms() < deadline;) {
+        pthread_mutex_lock(&cap4.mu);
+        tried = cap4.attempts > 0;
+        pthread_mutex_unlock(&cap4.mu);
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    push_close(p4); /* lets go of the standalone stream */
+    json_decref(cap4.msgs);
+    struct capture cap5 = {.msgs = json_array()};
+    pthread_mutex_init(&cap5.mu, NULL);
+    struct push_io io5 = {.send = capture_send, .io = &cap5, .transport = "ws", .event_ids = 1};
+    struct push *p5 = push_open(&io5);
+    CHECK_INT(push_resume(p5, sid, NULL, &refused), 0);
+    m = wait_for(&cap5, -1, "notifications/message");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(m, "params"), "data")), "kept");
+    json_decref(m);
+    push_close(p5);
+    json_decref(cap5.msgs);
 
     loop_stop();
     core_stop(1000);
