@@ -37,6 +37,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import tls from 'node:tls';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -381,7 +382,29 @@ async function proxyUp(kind, { proxy, httpsPort, ca }) {
     if (Date.now() > deadline || proxy.proc.exitCode !== null) throw new Error(`${kind} did not start:\n${proxy.log}`);
     await sleep(100);
   }
-  return fs.readFileSync(ca);
+  // Caddy issues the site's certificate after it listens: until then a
+  // handshake ends in an "internal error" alert (seen under the CI's load).
+  const pem = fs.readFileSync(ca);
+  while (!(await handshakes(httpsPort, pem))) {
+    if (Date.now() > deadline || proxy.proc.exitCode !== null) throw new Error(`${kind}: no TLS handshake:\n${proxy.log}`);
+    await sleep(100);
+  }
+  return pem;
+}
+
+/** Whether a TLS handshake for localhost on port, trusting ca, succeeds. */
+function handshakes(port, ca) {
+  return new Promise((resolve) => {
+    const s = tls.connect({ host: '127.0.0.1', port, servername: 'localhost', ca }, () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.on('error', () => resolve(false));
+    s.setTimeout(2000, () => {
+      s.destroy();
+      resolve(false);
+    });
+  });
 }
 
 /** mcpd, and one proxy in front of it on loopback HTTPS. */

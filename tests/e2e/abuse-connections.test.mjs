@@ -193,7 +193,10 @@ print(json.dumps({"status_line": lines[0], "content_length": length, "body_bytes
 `;
 
 test('a client that stops reading a long reply is cut after --request-timeout-ms; the reply stays stored', async () => {
-  await withMcpd(['--request-timeout-ms', '1500'], {}, async (m) => {
+  // The timeout covers the 3 MiB upload too: 3 s, which an ASan mcpd under
+  // the CI's parallel lanes needed more than 1.5 s of once; the reader
+  // stalls for 6 s.
+  await withMcpd(['--request-timeout-ms', '3000'], {}, async (m) => {
     const { session } = await initSession(m.port);
     const message = 'x'.repeat(3 * 1024 * 1024);
     const body = JSON.stringify({ jsonrpc: '2.0', id: 41, method: 'tools/call', params: { name: 'echo', arguments: { message } } });
