@@ -1,7 +1,9 @@
 /* child — see child.h. */
 #include "child.h"
 #include "clock.h"
+#include "fcond.h"
 #include "fiber.h"
+#include "loop.h"
 #include "stdio_frame.h"
 
 #include <errno.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -30,14 +33,20 @@ extern char **environ;
 
 struct child {
     pid_t pid;
-    int in_fd, out_fd, err_fd;
-    pthread_t reader, errreader;
-    pthread_mutex_t write_mu;
+    int in_fd, out_fd, err_fd; /* each reader closes its own when it ends */
+    pthread_mutex_t mu;        /* guards the flags below */
+    struct fcond cv;           /* broadcast when one of them changes */
+    int writing;               /* a child_send owns in_fd */
+    _Atomic int close_in;      /* child_stop: stdin is to be closed (by the writer, if any) */
+    int out_done, err_done;    /* the readers have ended */
+    /* The stdout reader ended without reaping the child (loop_stop
+     * cancelled it): child_stop reaps it and reports its exit. */
+    int orphaned;
     struct child_ops ops;
     void *arg;
     size_t max_message;
-    _Atomic int exited;
-    _Atomic int refs; /* see child.h: the spawner's, plus one per holder */
+    _Atomic int exited; /* reaped */
+    _Atomic int refs;   /* see child.h: the spawner's, plus one per holder and reader */
 };
 
 void child_describe_exit(int status, char *out, size_t cap)
@@ -67,12 +76,14 @@ struct spawn_req {
     struct spawn_req *next;
 };
 
+/* The caller of child_spawn may be a fiber (a request's, or a loop
+ * fiber's): it parks while the spawner forks for it. */
 static struct {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    struct fcond cv; /* initialized with the thread */
     struct spawn_req *queue;
     int started;
-} spawner = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} spawner = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* Runs in the forked child: only async-signal-safe calls until exec. */
 static void exec_child(struct spawn_req *r, pid_t parent, int status_fd)
@@ -135,14 +146,14 @@ static void *spawner_main(void *unused)
     pthread_mutex_lock(&spawner.mu);
     for (;;) {
         while (!spawner.queue)
-            pthread_cond_wait(&spawner.cv, &spawner.mu);
+            fcond_wait_until(&spawner.cv, &spawner.mu, -1);
         struct spawn_req *r = spawner.queue;
         spawner.queue = r->next;
         pthread_mutex_unlock(&spawner.mu);
         do_spawn(r);
         pthread_mutex_lock(&spawner.mu);
         r->done = 1;
-        pthread_cond_broadcast(&spawner.cv);
+        fcond_broadcast(&spawner.cv);
     }
     return NULL;
 }
@@ -155,7 +166,13 @@ static int spawn_on_spawner(struct spawn_req *r)
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (fcond_init(&spawner.cv) != 0) {
+            pthread_attr_destroy(&attr);
+            pthread_mutex_unlock(&spawner.mu);
+            return EAGAIN;
+        }
         if (pthread_create(&t, &attr, spawner_main, NULL) != 0) {
+            fcond_destroy(&spawner.cv);
             pthread_attr_destroy(&attr);
             pthread_mutex_unlock(&spawner.mu);
             return EAGAIN;
@@ -165,9 +182,9 @@ static int spawn_on_spawner(struct spawn_req *r)
     }
     r->next = spawner.queue;
     spawner.queue = r;
-    pthread_cond_broadcast(&spawner.cv);
+    fcond_broadcast(&spawner.cv);
     while (!r->done)
-        pthread_cond_wait(&spawner.cv, &spawner.mu);
+        fcond_wait_until(&spawner.cv, &spawner.mu, -1);
     pthread_mutex_unlock(&spawner.mu);
     return r->err;
 }
@@ -206,6 +223,80 @@ static char **build_env(char *const *extra)
     if (!have_unbuffered)
         envp[o++] = "PYTHONUNBUFFERED=1";
     return envp;
+}
+
+/* ---- waiting ----
+ *
+ * The readers are loop fibers (loop.h) and their pipes are non-blocking:
+ * a read that would block parks the fiber in loop_wait_fd, so a child costs
+ * no thread. child_send and child_stop may run anywhere: on a loop fiber
+ * they park the same way, on a plain thread they poll or sleep. */
+
+/* Waits until fd is ready for reading (or writing) or the monotonic
+ * deadline (-1: none). 0 when ready (or woken: the caller tries again),
+ * ETIMEDOUT, ECANCELED (loop_stop), or another errno. */
+static int wait_fd(int fd, int for_write, int64_t deadline)
+{
+    if (loop_on_fiber()) {
+        int rc = loop_wait_fd(fd, for_write ? EPOLLOUT : EPOLLIN, deadline);
+        return rc == EINTR ? 0 : rc;
+    }
+    int64_t left = deadline < 0 ? -1 : deadline - clock_mono_ms();
+    if (deadline >= 0 && left <= 0)
+        return ETIMEDOUT;
+    struct pollfd p = {.fd = fd, .events = for_write ? POLLOUT : POLLIN};
+    int n = poll(&p, 1, left > INT32_MAX ? INT32_MAX : (int)left);
+    if (n < 0)
+        return errno == EINTR ? 0 : errno;
+    return n == 0 ? ETIMEDOUT : 0;
+}
+
+static int fiber_is_cancelled(void)
+{
+    struct fiber *f = fiber_current();
+    return f && fiber_cancelled(f);
+}
+
+/* Waits for the child to exit, kills its group at the monotonic deadline,
+ * and reaps it: *status is its wait status, or -1 when it was not ours to
+ * reap. Returns 0; or -1 when the calling fiber is cancelled (loop_stop) and
+ * may_leave: then it is left to child_stop. A cancelled fiber can no longer
+ * park, so child_stop (may_leave 0) sleeps its thread in that case. */
+static int reap(struct child *c, int64_t deadline, int may_leave, int *status)
+{
+    int killed = 0;
+    for (;;) {
+        pid_t r = waitpid(c->pid, status, WNOHANG);
+        if (r == c->pid)
+            return 0;
+        if (r < 0 && errno != EINTR) {
+            *status = -1;
+            return 0;
+        }
+        if (!killed && clock_mono_ms() >= deadline) {
+            kill(-c->pid, SIGKILL);
+            killed = 1;
+        }
+        if (!fiber_is_cancelled()) {
+            fiber_sleep_ms(10);
+        } else if (may_leave) {
+            return -1;
+        } else {
+            struct timespec ts = {0, 10 * 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* A reader ended: the last one out of child_stop's way, whose memory it
+ * held. */
+static void reader_done(struct child *c, int *done)
+{
+    pthread_mutex_lock(&c->mu);
+    *done = 1;
+    fcond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    child_release(c);
 }
 
 /* ---- reading ---- */
@@ -415,18 +506,26 @@ static void reader_event(struct child *c, struct scan *s, int ndjson, const char
     }
 }
 
-static void *reader_main(void *arg)
+/* The stdout reader, a loop fiber. */
+static void reader_main(void *arg)
 {
-    pthread_setname_np(pthread_self(), "mcpd-child-out");
     struct child *c = arg;
     struct stdio_frame_decoder *d = stdio_frame_decoder_new(c->max_message);
     char *buf = malloc(READ_CHUNK);
     struct scan s;
     scan_reset(&s);
+    int cancelled = 0;
     for (;;) {
         ssize_t n = buf && d ? read(c->out_fd, buf, READ_CHUNK) : 0;
         if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0 && errno == EAGAIN) {
+            int rc = wait_fd(c->out_fd, 0, -1);
+            if (rc == 0)
+                continue;
+            cancelled = rc == ECANCELED;
+            break;
+        }
         if (n <= 0)
             break;
         size_t off = 0;
@@ -440,38 +539,37 @@ static void *reader_main(void *arg)
         }
     }
     struct stdio_frame_event ev;
-    if (d && stdio_frame_finish(d, &ev)) {
+    if (!cancelled && d && stdio_frame_finish(d, &ev)) {
         int ndjson = stdio_frame_framing(d) != STDIO_FRAMING_CONTENT_LENGTH;
         reader_event(c, &s, ndjson, NULL, 0, &ev);
     }
-    report_dropped(c, &s);
+    if (!cancelled)
+        report_dropped(c, &s);
     stdio_frame_decoder_free(d);
     free(buf);
+    close(c->out_fd);
 
     /* stdout is closed: the child is exiting, has been told to, or has
      * stopped talking while still running, which makes it useless as a
      * server. Give it a moment to exit, then kill its group; either way reap
-     * it so it never lingers as a zombie. */
+     * it so it never lingers as a zombie. Cancelled (mcpd is stopping its
+     * loop), the reader cannot wait: child_stop does it. */
     int status = 0;
-    pid_t r;
-    int64_t deadline = clock_mono_ms() + EXIT_WAIT_MS;
-    while ((r = waitpid(c->pid, &status, WNOHANG)) == 0 && clock_mono_ms() < deadline) {
-        struct timespec ts = {0, 10 * 1000000};
-        nanosleep(&ts, NULL);
+    if (cancelled || reap(c, clock_mono_ms() + EXIT_WAIT_MS, 1, &status) != 0) {
+        pthread_mutex_lock(&c->mu);
+        c->orphaned = 1;
+        pthread_mutex_unlock(&c->mu);
+    } else {
+        c->exited = 1;
+        c->ops.on_exit(c->arg, status);
     }
-    if (r == 0) {
-        kill(-c->pid, SIGKILL);
-        while ((r = waitpid(c->pid, &status, 0)) < 0 && errno == EINTR)
-            ;
-    }
-    c->exited = 1;
-    c->ops.on_exit(c->arg, r == c->pid ? status : -1);
-    return NULL;
+    reader_done(c, &c->out_done);
 }
 
-static void *errreader_main(void *arg)
+/* The stderr reader, a loop fiber: one on_stderr per line (cut at
+ * STDERR_LINE_MAX). */
+static void errreader_main(void *arg)
 {
-    pthread_setname_np(pthread_self(), "mcpd-child-err");
     struct child *c = arg;
     char line[STDERR_LINE_MAX];
     size_t len = 0;
@@ -479,7 +577,7 @@ static void *errreader_main(void *arg)
     ssize_t n;
     while ((n = read(c->err_fd, buf, sizeof buf)) != 0) {
         if (n < 0) {
-            if (errno == EINTR)
+            if (errno == EINTR || (errno == EAGAIN && wait_fd(c->err_fd, 0, -1) == 0))
                 continue;
             break;
         }
@@ -499,7 +597,8 @@ static void *errreader_main(void *arg)
         line[len] = '\0';
         c->ops.on_stderr(c->arg, line, len);
     }
-    return NULL;
+    close(c->err_fd);
+    reader_done(c, &c->err_done);
 }
 
 /* ---- lifecycle ---- */
@@ -534,25 +633,34 @@ struct child *child_spawn(const struct child_spec *spec, const struct child_ops 
     c->in_fd = in[1];
     c->out_fd = out[0];
     c->err_fd = errp[0];
-    fcntl(c->in_fd, F_SETFL, fcntl(c->in_fd, F_GETFL) | O_NONBLOCK);
+    /* Only mcpd's ends: the child's stay blocking, as a program expects. */
+    for (int i = 0; i < 3; i++) {
+        int fd = i == 0 ? c->in_fd : i == 1 ? c->out_fd : c->err_fd;
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    }
     c->ops = *ops;
     c->arg = arg;
     c->max_message = spec->max_message;
-    pthread_mutex_init(&c->write_mu, NULL);
-    c->refs = 1;
-    if (pthread_create(&c->reader, NULL, reader_main, c) != 0) {
+    pthread_mutex_init(&c->mu, NULL);
+    fcond_init(&c->cv);
+    c->refs = 2; /* the caller's and the stdout reader's */
+    if (loop_spawn(reader_main, c) != 0) {
         kill(-c->pid, SIGKILL);
         waitpid(c->pid, NULL, 0);
-        *err = strdup("cannot start the upstream reader thread");
+        *err = strdup("cannot start the upstream reader (the event loop is not running)");
         close(c->in_fd);
         close(c->out_fd);
         close(c->err_fd);
-        pthread_mutex_destroy(&c->write_mu);
+        fcond_destroy(&c->cv);
+        pthread_mutex_destroy(&c->mu);
         free(c);
         return NULL;
     }
-    if (pthread_create(&c->errreader, NULL, errreader_main, c) != 0)
-        c->errreader = 0;
+    child_hold(c); /* the stderr reader's */
+    if (loop_spawn(errreader_main, c) != 0) {
+        close(c->err_fd); /* unread, its writes would block the child */
+        reader_done(c, &c->err_done);
+    }
     return c;
 fail:
     for (int i = 0; i < 2; i++) {
@@ -568,19 +676,46 @@ fail:
     return NULL;
 }
 
+/* Takes stdin for one message: a fiber parks while another write holds
+ * it (which may wait seconds for a full pipe). 0, or -1 when stdin is
+ * closing, or when a cancelled fiber would have to wait. */
+static int write_lock(struct child *c)
+{
+    pthread_mutex_lock(&c->mu);
+    while (c->writing && !c->close_in && !fiber_is_cancelled())
+        fcond_wait_until(&c->cv, &c->mu, -1);
+    int ok = !c->writing && !c->close_in && c->in_fd >= 0;
+    if (ok)
+        c->writing = 1;
+    pthread_mutex_unlock(&c->mu);
+    return ok ? 0 : -1;
+}
+
+/* Gives stdin back, closing it if child_stop asked meanwhile. */
+static void write_unlock(struct child *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->writing = 0;
+    if (c->close_in && c->in_fd >= 0) {
+        close(c->in_fd);
+        c->in_fd = -1;
+    }
+    fcond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
 int child_send(struct child *c, const char *msg, size_t len)
 {
     struct iovec iov[2] = {{(void *)msg, len}, {"\n", 1}};
     size_t left = len + 1;
     int rc = 0;
-    pthread_mutex_lock(&c->write_mu);
+    if (write_lock(c) != 0)
+        return -1;
     int64_t deadline = clock_mono_ms() + WRITE_TIMEOUT_MS;
-    while (left > 0 && !c->exited) {
+    while (left > 0 && !c->exited && !c->close_in) {
         ssize_t n = writev(c->in_fd, iov[0].iov_len ? iov : iov + 1, iov[0].iov_len ? 2 : 1);
         if (n < 0 && errno == EAGAIN) {
-            int64_t wait = deadline - clock_mono_ms();
-            struct pollfd p = {.fd = c->in_fd, .events = POLLOUT};
-            if (wait <= 0 || poll(&p, 1, (int)wait) <= 0) {
+            if (wait_fd(c->in_fd, 1, deadline) != 0) {
                 rc = -1;
                 break;
             }
@@ -602,86 +737,44 @@ int child_send(struct child *c, const char *msg, size_t len)
     }
     if (left > 0)
         rc = -1;
-    pthread_mutex_unlock(&c->write_mu);
+    write_unlock(c);
     return rc;
-}
-
-/* child_stop's work: it blocks the calling thread for up to the grace
- * period, and then until the child's threads have ended. */
-static void stop_blocking(struct child *c, int64_t grace_ms)
-{
-    /* Closing stdin is the polite stop for a stdio server; SIGTERM to its
-     * group follows, then SIGKILL if it is still there after the grace. */
-    pthread_mutex_lock(&c->write_mu);
-    close(c->in_fd);
-    c->in_fd = -1;
-    pthread_mutex_unlock(&c->write_mu);
-    if (!c->exited)
-        kill(-c->pid, SIGTERM);
-    int64_t deadline = clock_mono_ms() + grace_ms;
-    while (!c->exited && clock_mono_ms() < deadline) {
-        struct timespec ts = {0, 10 * 1000000};
-        nanosleep(&ts, NULL);
-    }
-    if (!c->exited)
-        kill(-c->pid, SIGKILL);
-    pthread_join(c->reader, NULL);
-    if (c->errreader)
-        pthread_join(c->errreader, NULL);
-    close(c->out_fd);
-    close(c->err_fd);
-    child_release(c);
-}
-
-/* A stop run for a fiber, on a thread of its own. */
-struct stopper {
-    struct child *c;
-    int64_t grace_ms;
-    struct fiber *waiter;
-    int done; /* written under the waiter's lock (fiber_wake_set) */
-};
-
-static void *stopper_main(void *arg)
-{
-    struct stopper *s = arg;
-    pthread_setname_np(pthread_self(), "mcpd-child-stop");
-    stop_blocking(s->c, s->grace_ms);
-    fiber_wake_set(s->waiter, &s->done); /* s is the waiter's again from here */
-    return NULL;
 }
 
 void child_stop(struct child *c, int64_t grace_ms)
 {
     if (!c)
         return;
-    /* On a fiber (an HTTP request: a DELETE, a stateless request's end)
-     * the wait must not hold the pool thread. Another request's fiber
-     * parked on that thread may hold what the child's reader thread needs
-     * before it can end: a stream's append lock, which an SSE reply's
-     * priming write holds across the store commit it parks for, while the
-     * reader fails or answers that request. Joining the reader there waited
-     * for ever, and every connection of the thread with it (the DELETE
-     * too). So the stop runs on a thread of its own while the fiber
-     * parks. */
-    struct fiber *f = fiber_current();
-    struct stopper s = {c, grace_ms, f, 0};
-    pthread_t t;
-    pthread_attr_t attr;
-    if (f && pthread_attr_init(&attr) == 0) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int started = pthread_create(&t, &attr, stopper_main, &s) == 0;
-        pthread_attr_destroy(&attr);
-        if (started) {
-            /* A cancelled fiber (its connection is going away) cannot
-             * park; it polls, as a store commit's waiter does. */
-            int r;
-            while ((r = fiber_park(&s.done, -1)) != 1)
-                if (r == ECANCELED)
-                    nanosleep(&(struct timespec){0, 1000000}, NULL);
-            return;
-        }
+    /* Closing stdin is the polite stop for a stdio server (a write in
+     * progress gives up, and closes it); SIGTERM to its group follows, then
+     * SIGKILL if it is still there after the grace. The waits park a fiber
+     * (a loop fiber's thread goes on with the child's own readers). */
+    pthread_mutex_lock(&c->mu);
+    c->close_in = 1;
+    if (!c->writing && c->in_fd >= 0) {
+        close(c->in_fd);
+        c->in_fd = -1;
     }
-    stop_blocking(c, grace_ms);
+    pthread_mutex_unlock(&c->mu);
+    if (!c->exited)
+        kill(-c->pid, SIGTERM);
+    int64_t deadline = clock_mono_ms() + grace_ms;
+    pthread_mutex_lock(&c->mu);
+    while (!c->exited && !c->out_done && fcond_wait_until(&c->cv, &c->mu, deadline) != ETIMEDOUT)
+        ;
+    if (!c->exited && !c->orphaned)
+        kill(-c->pid, SIGKILL);
+    while (!c->out_done || !c->err_done)
+        fcond_wait_until(&c->cv, &c->mu, -1);
+    int orphaned = c->orphaned;
+    pthread_mutex_unlock(&c->mu);
+    if (orphaned) {
+        int status = 0;
+        reap(c, deadline, 0, &status);
+        c->exited = 1;
+        c->ops.on_exit(c->arg, status);
+    }
+    child_release(c);
 }
 
 void child_hold(struct child *c)
@@ -694,6 +787,7 @@ void child_release(struct child *c)
 {
     if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
         return;
-    pthread_mutex_destroy(&c->write_mu);
+    fcond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
     free(c);
 }

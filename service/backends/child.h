@@ -3,21 +3,24 @@
  * child_spawn forks and execs the command with its stdin, stdout and stderr
  * on pipes (close-on-exec everywhere else, so no descriptor leaks into it),
  * in its own process group, with PR_SET_PDEATHSIG so it dies with mcpd even
- * when mcpd is killed with SIGKILL. A reader thread decodes what the child
- * writes on stdout (NDJSON, or Content-Length frames, detected as for any
- * stdio peer) and hands each message to on_message as soon as it is
- * complete; another thread hands each stderr line to on_stderr. A message
+ * when mcpd is killed with SIGKILL. A reader decodes what the child writes
+ * on stdout (NDJSON, or Content-Length frames, detected as for any stdio
+ * peer) and hands each message to on_message as soon as it is complete;
+ * another hands each stderr line to on_stderr. Both readers are fibers on
+ * the event loop (loop.h) over non-blocking pipes, so a child costs no
+ * thread; child_spawn fails when the loop is not running. A message
  * the decoder has to drop (larger than max_message, badly framed) goes to
  * on_dropped instead, once, with what could be read of it as it streamed
  * past (see struct child_dropped). When stdout closes, the child is reaped
  * (never left a zombie) and on_exit gets its wait status, exactly once.
  *
  * child_send writes one message as an NDJSON line; it is safe from any
- * thread. child_stop ends the process (SIGTERM to its group, SIGKILL after
- * the grace period), waits for the threads, and drops the reference
- * child_spawn returned; called on a fiber (fiber.h), it parks for that
- * instead of blocking the thread. The callbacks run on the child's threads
- * and must not call child_stop on the same child.
+ * thread or fiber. child_stop ends the process (SIGTERM to its group,
+ * SIGKILL after the grace period), waits for the readers, and drops the
+ * reference child_spawn returned. On a fiber both park rather than block
+ * (child_stop on a loop fiber should be one loop_stop does not cancel:
+ * loop_spawn_shielded). The callbacks run on the child's reader fibers and
+ * must not call child_stop on the same child.
  *
  * Ownership: the struct is reference counted. child_spawn's caller owns one
  * reference and gives it up through child_stop (exactly once). Any other
@@ -25,8 +28,8 @@
  * guards that place) takes its own with child_hold before using it outside
  * that lock, and drops it with child_release; the last release frees the
  * memory. A held child may be stopped meanwhile: child_send then fails with
- * -1 and touches nothing freed. child_release never blocks and never joins
- * a thread, so it is safe under any lock and on the child's own threads. */
+ * -1 and touches nothing freed. child_release never blocks, so it is safe
+ * under any lock and on the child's own readers. */
 #ifndef MCPD_CHILD_H
 #define MCPD_CHILD_H
 

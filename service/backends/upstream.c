@@ -8,12 +8,12 @@
 #include "fcond.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "loop.h"
 #include "metrics.h"
 #include "stdio_frame.h"
 #include "protocol.h"
 #include "table.h"
 #include "token_bucket.h"
-#include "thread_stack.h"
 #include "upstream_catalog.h"
 
 #include <errno.h>
@@ -374,10 +374,11 @@ struct relay {
 };
 
 /* Relays one of the child's requests to the client and its answer back. It
- * blocks for the client, so it runs on its own thread. */
-static void *relay_main(void *arg)
+ * waits for the client, so it runs on a loop fiber of its own (loop.h): the
+ * wait for the answer (fcond) and the write to the child (child_send) park
+ * it, and the reader that started it goes on. */
+static void relay_main(void *arg)
 {
-    pthread_setname_np(pthread_self(), "mcpd-upstream");
     struct relay *r = arg;
     json_t *answer = NULL;
     int rc = call_request_client(r->target, json_string_value(r->method),
@@ -399,7 +400,6 @@ static void *relay_main(void *arg)
     json_decref(r->method);
     json_decref(r->params);
     free(r);
-    return NULL;
 }
 
 /* The client capability a request of the child's needs, or NULL. */
@@ -443,8 +443,8 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
         upstream_send(l, jsonrpc_error(m->id, JSONRPC_METHOD_NOT_FOUND, why, NULL));
         return;
     }
-    /* Each relay holds a thread until the client answers, so a child may
-     * only have a few waiting; past that it is told so at once. */
+    /* Each relay holds a fiber and a call until the client answers, so a
+     * child may only have a few waiting; past that it is told so at once. */
     int max = l->up->cfg.max_pending;
     pthread_mutex_lock(&l->mu);
     int admitted = l->relays < max;
@@ -463,9 +463,6 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
         return;
     }
     struct relay *r = calloc(1, sizeof *r);
-    pthread_t t;
-    pthread_attr_t attr;
-    int have_attr = thread_stack_attr(&attr, 256 * 1024, 1) == 0;
     if (r) {
         upstream_link_ref(l);
         r->link = l;
@@ -474,7 +471,7 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
         r->method = json_string(m->method);
         r->params = m->params ? json_incref(m->params) : NULL;
     }
-    if (!r || !have_attr || pthread_create(&t, &attr, relay_main, r) != 0) {
+    if (!r || loop_spawn(relay_main, r) != 0) {
         if (r) {
             upstream_link_unref(l);
             json_decref(r->child_id);
@@ -489,8 +486,6 @@ static void on_request(struct link *l, const struct jsonrpc_msg *m)
         upstream_send(
             l, jsonrpc_error(m->id, JSONRPC_INTERNAL_ERROR, "mcpd is out of resources", NULL));
     }
-    if (have_attr)
-        pthread_attr_destroy(&attr);
 }
 
 /* A message the reader dropped undecoded, with what could still be read of
@@ -920,11 +915,11 @@ static void upstream_probe(struct upstream *up)
 {
     if (upstream_catalog_known(up->catalog))
         return;
-    pthread_mutex_lock(&up->probe_mu);
+    fmutex_lock(&up->probe_mu);
     int64_t now = clock_mono_ms();
     if (upstream_catalog_known(up->catalog) ||
         (up->probed_ms && now - up->probed_ms < PROBE_RETRY_MS)) {
-        pthread_mutex_unlock(&up->probe_mu);
+        fmutex_unlock(&up->probe_mu);
         return;
     }
     struct link *l = link_new(up, NULL);
@@ -962,7 +957,7 @@ static void upstream_probe(struct upstream *up)
         log_event(LOG_WARN, NULL, "upstream_probe_failed",
                   "the upstream server's capabilities and tools could not be read; "
                   "server/discover and Mcp-Param checks go without them");
-    pthread_mutex_unlock(&up->probe_mu);
+    fmutex_unlock(&up->probe_mu);
 }
 
 /* ---- backend_ops ---- */
@@ -1263,7 +1258,7 @@ static void upstream_destroy(void *self)
     table_free(up->holds);
     pthread_cond_destroy(&up->retired);
     pthread_mutex_destroy(&up->hold_mu);
-    pthread_mutex_destroy(&up->probe_mu);
+    fmutex_destroy(&up->probe_mu);
     pthread_mutex_destroy(&up->mu);
     free(up);
 }
@@ -1331,7 +1326,7 @@ void *upstream_backend_new(const struct upstream_config *cfg, char **err)
     if (up->cfg.pool < 1)
         up->cfg.pool = 1;
     pthread_mutex_init(&up->mu, NULL);
-    pthread_mutex_init(&up->probe_mu, NULL);
+    fmutex_init(&up->probe_mu);
     pthread_mutex_init(&up->hold_mu, NULL);
     pthread_cond_init(&up->retired, NULL);
     up->catalog = upstream_catalog_new();

@@ -74,8 +74,10 @@ struct upstream {
     _Atomic int64_t swept_ms; /* when idle children were last looked for */
     /* What children said of themselves, for requests without a session. */
     struct upstream_catalog *catalog;
-    pthread_mutex_t probe_mu; /* one probe at a time; guards probed_ms */
-    int64_t probed_ms;        /* when the last probe ended (monotonic), or 0 */
+    /* One probe at a time; guards probed_ms. An fmutex: the probe waits for
+     * its child, and a request on a fiber that wants it parks meanwhile. */
+    struct fmutex probe_mu;
+    int64_t probed_ms; /* when the last probe ended (monotonic), or 0 */
     /* Held calls of 2026-07-28 clients (upstream_mrtr.c): id → hold. */
     pthread_mutex_t hold_mu;
     struct table *holds;

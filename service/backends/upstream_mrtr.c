@@ -41,10 +41,10 @@
 #include "clock.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "loop.h"
 #include "metrics.h"
 #include "randid.h"
 #include "table.h"
-#include "thread_stack.h"
 #include "upstream_int.h"
 
 #include <stdio.h>
@@ -71,10 +71,11 @@ struct upstream_hold {
 
 /* ---- holds ---- */
 
-/* Counted, so that upstream_mrtr_destroy waits for it. */
-static void *retire_main(void *arg)
+/* Counted, so that upstream_mrtr_destroy waits for it. A loop fiber,
+ * shielded from loop_stop: stopping the child waits for its grace period
+ * and its readers, which park it, and it must finish even at shutdown. */
+static void retire_main(void *arg)
 {
-    pthread_setname_np(pthread_self(), "mcpd-upstream");
     struct link *l = arg;
     struct upstream *up = l->up;
     upstream_link_stop(l);
@@ -82,7 +83,6 @@ static void *retire_main(void *arg)
     up->retiring--;
     pthread_cond_broadcast(&up->retired);
     pthread_mutex_unlock(&up->hold_mu);
-    return NULL;
 }
 
 void upstream_link_retire(struct link *l)
@@ -91,20 +91,15 @@ void upstream_link_retire(struct link *l)
     pthread_mutex_lock(&up->hold_mu);
     up->retiring++;
     pthread_mutex_unlock(&up->hold_mu);
-    pthread_t t;
-    pthread_attr_t attr;
-    int ok = thread_stack_attr(&attr, 128 * 1024, 1) == 0;
-    if (ok) {
-        ok = pthread_create(&t, &attr, retire_main, l) == 0;
-        pthread_attr_destroy(&attr);
-    }
-    if (ok)
+    /* Not here: the caller may be the child's own reader, which stopping
+     * it waits for. */
+    if (loop_spawn_shielded(retire_main, l) == 0)
         return;
     pthread_mutex_lock(&up->hold_mu);
     up->retiring--;
     pthread_mutex_unlock(&up->hold_mu);
     log_event(LOG_WARN, NULL, "upstream_retire_failed",
-              "no thread to stop a held call's upstream: it runs until mcpd exits");
+              "no fiber to stop a held call's upstream: it runs until mcpd exits");
 }
 
 /* Tells the child its call is over: its questions get an error, the call

@@ -33,6 +33,7 @@ struct task {
     void (*fn)(void *);
     void *arg;
     int started;
+    int shielded;                       /* loop_spawn_shielded: loop_stop does not cancel it */
     struct task *next_ready;            /* on lt's ready queue, under lt->mu */
     struct task *next_live, *prev_live; /* lt->live: loop thread only */
 };
@@ -256,7 +257,7 @@ static void run_round(struct lthread *lt, int cancel_new)
         if (!t->started) {
             t->started = 1;
             live_add(lt, t);
-            if (cancel_new)
+            if (cancel_new && !t->shielded)
                 fiber_cancel(t->f);
         }
         if (fiber_run(t->f) == FIBER_DONE) {
@@ -285,7 +286,8 @@ static void *loop_main(void *arg)
             /* Not under lt->mu: a cancel resumes its fiber, which enqueues. */
             cancelled = 1;
             for (struct task *t = lt->live; t; t = t->next_live)
-                fiber_cancel(t->f);
+                if (!t->shielded)
+                    fiber_cancel(t->f);
             continue;
         }
         if (stopping && idle && !lt->live)
@@ -393,7 +395,7 @@ void loop_stop(void)
     lp.n = 0;
 }
 
-int loop_spawn(void (*fn)(void *arg), void *arg)
+static int spawn(void (*fn)(void *arg), void *arg, int shielded)
 {
     if (!atomic_load(&lp.running))
         return -1;
@@ -404,6 +406,7 @@ int loop_spawn(void (*fn)(void *arg), void *arg)
     t->lt = lt;
     t->fn = fn;
     t->arg = arg;
+    t->shielded = shielded;
     struct fiber_host host = {host_suspend, host_resume, t};
     t->f = fiber_new(task_main, &host, t);
     if (!t->f) {
@@ -422,6 +425,16 @@ int loop_spawn(void (*fn)(void *arg), void *arg)
     }
     kick(lt);
     return 0;
+}
+
+int loop_spawn(void (*fn)(void *arg), void *arg)
+{
+    return spawn(fn, arg, 0);
+}
+
+int loop_spawn_shielded(void (*fn)(void *arg), void *arg)
+{
+    return spawn(fn, arg, 1);
 }
 
 int loop_on_fiber(void)

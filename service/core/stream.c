@@ -34,9 +34,12 @@ struct stream {
     _Atomic int store_failed; /* a message could not be stored (stream_store_failed) */
     char *request_id;         /* JSON text, kept until the row is written */
     _Atomic int refs;
-    pthread_mutex_t append_mu; /* serialises appenders, so seqs commit in order */
-    pthread_mutex_t mu;        /* guards everything below */
-    struct fcond cv;           /* a chunk arrived, the stream ended, or readers detached */
+    /* Serialises appenders, so seqs commit in order. An fmutex: it is held
+     * across the commit, which parks a fiber, and another fiber of the same
+     * thread may append meanwhile (a call's relayed requests). */
+    struct fmutex append_mu;
+    pthread_mutex_t mu; /* guards everything below */
+    struct fcond cv;    /* a chunk arrived, the stream ended, or readers detached */
     struct chunk *chunks;
     int64_t nchunks, cap;
     enum stream_state state;
@@ -134,7 +137,7 @@ static struct stream *stream_alloc(const char *id, const char *session, int stan
     strcopy(s->session, sizeof s->session, session);
     s->standalone = standalone;
     s->refs = 1;
-    pthread_mutex_init(&s->append_mu, NULL);
+    fmutex_init(&s->append_mu);
     pthread_mutex_init(&s->mu, NULL);
     fcond_init(&s->cv);
     return s;
@@ -147,7 +150,7 @@ static void stream_free(struct stream *s)
     for (int64_t i = 0; i < s->nchunks; i++)
         free(s->chunks[i].msg);
     free(s->chunks);
-    pthread_mutex_destroy(&s->append_mu);
+    fmutex_destroy(&s->append_mu);
     pthread_mutex_destroy(&s->mu);
     fcond_destroy(&s->cv);
     free(s);
@@ -508,10 +511,10 @@ static struct stream *registered(const char *id)
 
 static void refresh(struct stream *s)
 {
-    pthread_mutex_lock(&s->append_mu);
+    fmutex_lock(&s->append_mu);
     int fresh = refresh_locked(s) == 1;
     int ended = stream_state(s) != STREAM_ACTIVE;
-    pthread_mutex_unlock(&s->append_mu);
+    fmutex_unlock(&s->append_mu);
     if (ended)
         unregister(s);
     if (fresh)
@@ -596,9 +599,9 @@ static int write_through(struct stream *s, int64_t seq, const char *msg, size_t 
 
 int stream_persist(struct stream *s)
 {
-    pthread_mutex_lock(&s->append_mu);
+    fmutex_lock(&s->append_mu);
     int rc = s->persisted ? 0 : write_through(s, -1, NULL, 0, STREAM_ACTIVE, clock_wall_ms(), NULL);
-    pthread_mutex_unlock(&s->append_mu);
+    fmutex_unlock(&s->append_mu);
     return rc;
 }
 
@@ -611,7 +614,7 @@ static int64_t append(struct stream *s, const char *msg, size_t len, enum stream
     memcpy(copy, msg, len);
     copy[len] = '\0';
 
-    pthread_mutex_lock(&s->append_mu);
+    fmutex_lock(&s->append_mu);
     pthread_mutex_lock(&s->mu);
     int64_t seq = s->nchunks;
     int ended = s->state != STREAM_ACTIVE || grow(s, seq + 1) != 0;
@@ -632,7 +635,7 @@ static int64_t append(struct stream *s, const char *msg, size_t len, enum stream
         rc = ended ? 0 : write_through(s, seq, copy, len, end_state, now, mark);
     }
     if (ended || rc != 0) {
-        pthread_mutex_unlock(&s->append_mu);
+        fmutex_unlock(&s->append_mu);
         free(copy);
         /* STORE_STREAM_GONE is no failure: the session was deleted while
          * the request ran, and the message has no reader left. */
@@ -654,7 +657,7 @@ static int64_t append(struct stream *s, const char *msg, size_t len, enum stream
     }
     broadcast(s);
     pthread_mutex_unlock(&s->mu);
-    pthread_mutex_unlock(&s->append_mu);
+    fmutex_unlock(&s->append_mu);
     if (end_state != STREAM_ACTIVE)
         unregister(s);
     metrics_add(METRIC_MESSAGES, 1);
@@ -677,7 +680,7 @@ int64_t stream_append_relayed(struct stream *s, const char *msg, size_t len, con
 
 int stream_end(struct stream *s, enum stream_state state)
 {
-    pthread_mutex_lock(&s->append_mu);
+    fmutex_lock(&s->append_mu);
     pthread_mutex_lock(&s->mu);
     int already = s->state != STREAM_ACTIVE;
     pthread_mutex_unlock(&s->mu);
@@ -691,7 +694,7 @@ int stream_end(struct stream *s, enum stream_state state)
         broadcast(s);
         pthread_mutex_unlock(&s->mu);
     }
-    pthread_mutex_unlock(&s->append_mu);
+    fmutex_unlock(&s->append_mu);
     if (!already) {
         unregister(s);
         changed(s);
