@@ -1,7 +1,7 @@
 // mcp-admin against PostgreSQL (issue 30): `--db postgres://…` (or
 // MCPD_DB) and every command, on a real PostgreSQL server this file starts
-// (tests/pg/pg-server.sh, Debian's postgresql-15, port $ADMIN_PG_PORT or
-// 55502), a database per test with the schema of migrations/postgres/.
+// (tests/pg/pg-server.sh, Debian's postgresql-15, port $ADMIN_PG_PORT or a
+// free one), a database per test with the schema of migrations/postgres/.
 //   - The same rows in an SQLite file and in a PostgreSQL database (hostile
 //     client names, bidi overrides, C1 controls, non-ASCII): every reading
 //     command, with every filter, prints the same bytes on both, table and
@@ -34,6 +34,7 @@ import { DatabaseSync } from 'node:sqlite';
 import {
   ACCEPT_BOTH,
   ADMIN_BIN,
+  freePort,
   MCPD_BIN,
   REPO_ROOT,
   getStream,
@@ -48,7 +49,9 @@ import {
 } from './lib/mcpd.mjs';
 
 const PG_SERVER = path.join(REPO_ROOT, 'tests', 'pg', 'pg-server.sh');
-const PORT = Number(process.env.ADMIN_PG_PORT || 55502);
+// A free port unless told: run.sh's lanes run this file on two builds at
+// once, and a fixed port made the second's server fail to start.
+let PORT = Number(process.env.ADMIN_PG_PORT || 0);
 
 function whyNoPostgres() {
   const root = '/usr/lib/postgresql';
@@ -211,10 +214,11 @@ function assertSafe(r, what) {
 
 describe('mcp-admin on PostgreSQL', { skip: SKIP ? `skipped: ${SKIP}` : false }, () => {
   let tmp;
-  before(() => {
+  before(async () => {
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'admin-pg-files-'));
     // Its own folder, which pg-server.sh hands to the postgres user.
     pgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'admin-pg-server-'));
+    if (!PORT) PORT = await freePort();
     const r = spawnSync('bash', [PG_SERVER, 'start', pgDir, String(PORT)], { timeout: 60000 });
     assert.equal(r.status, 0, `pg-server start: ${r.stderr}`);
     serverUrl = r.stdout.toString().trim();
