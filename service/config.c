@@ -67,8 +67,8 @@ static const struct setting settings[] = {
      "addresses and networks (CIDR; or loopback, private) whose X-Forwarded-For names the client"},
     {"max-workers", K_INT, S(max_workers), "512", "request handler threads at most"},
     {"loop-threads", K_INT, S(loop_threads), "2",
-     "event-loop threads serving WebSocket connections and push writers (however many "
-     "connections)"},
+     "event-loop threads serving WebSocket connections, push writers and upstream children's "
+     "pipes (however many connections or children)"},
     {"max-inflight-per-session", K_INT, S(max_inflight_per_session), "128",
      "requests one session may have in flight (running handlers and waiting long-polls); "
      "429 beyond; 0 = no cap"},
