@@ -327,4 +327,11 @@ while IFS=$'\t' read -r label p f; do
     [ "$f" -eq 0 ] || failures+=("$label: $f failed")
 done < <(sed -n 's/^== \(.*\): \([0-9]*\) passed, \([0-9]*\) failed (at [0-9]*s)$/\1\t\2\t\3/p' "$lanes_dir"/*.log)
 
+# What failed, again at the end (CI shows a run's last lines): the failing
+# tests and scenarios of every lane, and any mcpd that died.
+if [ "${#failures[@]}" -gt 0 ]; then
+    echo "######## what failed"
+    grep -hE '^FAILED TEST: |^ *not ok |^✗|^  FAIL|mcpd (DIED|exited|did not)' "$lanes_dir"/*.log |
+        sed 's/^FAILED TEST: //' | cut -c1-240 | awk '!seen[$0]++' | head -n 60
+fi
 counts_end

@@ -745,7 +745,7 @@ enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int
     enum stream_wait result;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        if (reg.detached || (!reader->passive && s->reader_gen != reader->gen)) {
+        if (!reader->passive && s->reader_gen != reader->gen) {
             result = STREAM_DETACHED;
             break;
         }
@@ -774,6 +774,13 @@ enum stream_wait stream_read(struct stream *s, struct stream_reader *reader, int
         }
         if (s->state != STREAM_ACTIVE) {
             result = STREAM_ENDED;
+            break;
+        }
+        /* At shutdown a reader still takes what is there (a subscription's
+         * final result, a call's answer from the grace period); it stops
+         * only where it would wait. */
+        if (reg.detached) {
+            result = STREAM_DETACHED;
             break;
         }
         if (fcond_wait_until(&s->cv, &s->mu, deadline_mono_ms) == ETIMEDOUT) {

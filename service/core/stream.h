@@ -35,7 +35,8 @@ const char *stream_state_name(enum stream_state st);
 void stream_registry_init(struct store *st);
 /* Detaches every reader and frees all streams (at exit). */
 void stream_registry_shutdown(void);
-/* Makes every current and future read return STREAM_DETACHED, so transports
+/* Makes every current and future read that would wait return
+ * STREAM_DETACHED (chunks already there are still read), so transports
  * close their connections at shutdown while the streams stay stored. */
 void stream_registry_detach_all(void);
 

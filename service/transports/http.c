@@ -57,7 +57,12 @@ static struct {
     struct sockaddr_storage addr;
     struct forwarded *trusted;
     int started;
+    _Atomic int streams_open; /* http_stream_response */
 } http;
+
+/* How long shutdown waits for the open event streams to write what their
+ * readers took (the readers stop where they would wait, stream.h). */
+#define DRAIN_MS 2000
 
 /* ---- responses ---- */
 
@@ -78,6 +83,26 @@ static int fail(struct _u_response *resp, unsigned status, int code, const char 
     u_map_put(resp->map_header, "Content-Type", "application/json");
     free(text);
     return U_CALLBACK_COMPLETE;
+}
+
+int http_stream_response(struct _u_response *resp,
+                         ssize_t (*write)(void *, uint64_t, char *, size_t),
+                         void (*free_ud)(void *), void *ud, size_t block, int *counted)
+{
+    int rc =
+        ulfius_set_stream_response(resp, 200, write, free_ud, U_STREAM_SIZE_UNKNOWN, block, ud);
+    if (rc == U_OK) {
+        *counted = 1;
+        http.streams_open++;
+    }
+    return rc;
+}
+
+void http_stream_closed(int *counted)
+{
+    if (*counted)
+        http.streams_open--;
+    *counted = 0;
 }
 
 /* ---- request checks ---- */
@@ -191,6 +216,7 @@ struct reader {
     int ephemeral;         /* the session is this request's own: it ends with
                               this stream (a client that hangs up cancels) */
     int primed;
+    int counted; /* http_stream_response */
 };
 
 /* The first event: for a client that polls, an empty event whose id names
@@ -245,6 +271,7 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
 static void sse_release(void *ud)
 {
     struct reader *r = ud;
+    http_stream_closed(&r->counted);
     token_end_stop(&r->f.end);
     if (r->ephemeral)
         core_end_session(r->f.follow.session);
@@ -283,8 +310,7 @@ static int start_sse(struct _u_response *resp, struct follow *fl, int ephemeral,
     if (r->f.polling && http.cfg.sse_poll_ms > 0)
         r->f.poll_deadline = clock_mono_ms() + http.cfg.sse_poll_ms;
     token_end_start(&r->f.end, grant, NULL);
-    if (ulfius_set_stream_response(resp, 200, sse_write, sse_free, U_STREAM_SIZE_UNKNOWN, SSE_BLOCK,
-                                   r) != U_OK) {
+    if (http_stream_response(resp, sse_write, sse_free, r, SSE_BLOCK, &r->counted) != U_OK) {
         sse_free(r);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Could not start the event stream");
     }
@@ -443,11 +469,13 @@ struct batch_reader {
     struct sse_buf buf;
     struct gate_req *gate;
     struct token_end end; /* its streams are read every BATCH_TICK_MS: no wake */
+    int counted;          /* http_stream_response */
 };
 
 static void batch_free(void *ud)
 {
     struct batch_reader *b = ud;
+    http_stream_closed(&b->counted);
     token_end_stop(&b->end);
     for (size_t i = 0; i < b->n; i++)
         follow_end(&b->follows[i]);
@@ -638,8 +666,7 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
     if (sse_pending(&b->buf) == 0)
         sse_comment(&b->buf, "batch");
     token_end_start(&b->end, grant, NULL);
-    if (ulfius_set_stream_response(resp, 200, batch_write, batch_free, U_STREAM_SIZE_UNKNOWN,
-                                   SSE_BLOCK, b) != U_OK) {
+    if (http_stream_response(resp, batch_write, batch_free, b, SSE_BLOCK, &b->counted) != U_OK) {
         batch_free(b);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Could not start the event stream");
     }
@@ -1078,6 +1105,9 @@ void http_stop(void)
 {
     if (!http.started)
         return;
+    int64_t until = clock_mono_ms() + DRAIN_MS;
+    while (http.streams_open > 0 && clock_mono_ms() < until)
+        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000}, NULL);
     ws_stop();
     body_gate_stop();
     ulfius_stop_framework(&http.inst);

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "auth.h"
 
@@ -33,6 +34,17 @@ void http_sse_headers(struct _u_response *resp);
 int http_path_is(const char *url_path, const char *name);
 /* How long an idle event stream waits before a keepalive comment. */
 int64_t http_keepalive_ms(void);
+/* Starts a streamed response as ulfius_set_stream_response does, and counts
+ * it open (*counted) until its free callback calls http_stream_closed:
+ * shutdown lets the open ones write out what their readers already took (a
+ * subscription's final result, an answer from the grace period) before it
+ * closes the connections. Returns ulfius's U_OK or its error. */
+int http_stream_response(struct _u_response *resp,
+                         ssize_t (*write)(void *, uint64_t, char *, size_t),
+                         void (*free_ud)(void *), void *ud, size_t block, int *counted);
+/* Called by a counted response's free callback (any response's: it does
+ * nothing when *counted is 0). */
+void http_stream_closed(int *counted);
 /* A GET that finds a session's stream followed probes the holder and
  * waits this long for it to turn out dead. */
 #define HTTP_PROBE_WAIT_MS 1000

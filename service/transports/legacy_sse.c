@@ -237,6 +237,7 @@ struct conn {
     struct sse_follow f;
     struct gate_req *gate; /* the request: the writer's waits run on its fiber */
     size_t max;            /* of the block being filled */
+    int counted;           /* http_stream_response */
 };
 
 static struct core_caller caller_for(const char *principal, const char *sid)
@@ -374,6 +375,7 @@ static ssize_t conn_write(void *ud, uint64_t pos, char *out, size_t max)
 static void conn_free(void *ud)
 {
     struct conn *c = ud;
+    http_stream_closed(&c->counted);
     token_end_stop(&c->f.end);
     if (c->waiting)
         resv_detach(c->sid);
@@ -464,8 +466,7 @@ static int on_sse(const struct _u_request *req, struct _u_response *resp, void *
         return http_fail(resp, 503, JSONRPC_SERVER_ERROR,
                          "Too many /sse streams waiting for initialize; retry later");
     }
-    if (ulfius_set_stream_response(resp, 200, conn_write, conn_free, U_STREAM_SIZE_UNKNOWN,
-                                   SSE_BLOCK, c) != U_OK) {
+    if (http_stream_response(resp, conn_write, conn_free, c, SSE_BLOCK, &c->counted) != U_OK) {
         conn_free(c);
         return http_fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Could not start the event stream");
     }

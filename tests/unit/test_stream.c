@@ -587,11 +587,17 @@ static void test_detach_all(void)
         bg_join(&b);
         CHECK_INT(b.result, STREAM_DETACHED);
         CHECK(b.elapsed_ms < 5000);
-        /* Later readers too. */
+        /* Later readers too, where they would wait: what is already there
+         * (a subscription's final result at shutdown) is still read. */
         struct stream_reader r;
         struct stream_chunk c;
         stream_attach(sa, &r);
         CHECK_INT(read_now(sa, &r, 0, &c), STREAM_DETACHED);
+        const char *last = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/last\"}";
+        CHECK(stream_append(sa, last, strlen(last), STREAM_ACTIVE) == 0);
+        CHECK_INT(read_now(sa, &r, 0, &c), STREAM_CHUNK);
+        CHECK(c.len == strlen(last) && memcmp(c.msg, last, c.len) == 0);
+        CHECK_INT(read_now(sa, &r, 1, &c), STREAM_DETACHED);
         stream_unref(sa);
     }
     session_unref(s);
