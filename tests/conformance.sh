@@ -206,10 +206,14 @@ if [ -n "${EXTENSIONS:-}" ]; then
         echo "✗ $scenario: ${ok:-0} passed, ${bad:-?} failed"
         print_failures "$out_root"
         status=1
+        ext_failed=1
       fi
     done
     stop_mcpd
     [ "$mcpd_exit" -eq 0 ] || { echo "mcpd exited with status $mcpd_exit after the extension scenarios"; status=1; }
+    # what the server said, when a scenario failed (a CI run shows only
+    # the lines of its summary)
+    [ -z "${ext_failed:-}" ] || tail -n 25 "$log" | cut -c1-300 | sed 's/^/  FAIL | /'
   else
     status=1
   fi

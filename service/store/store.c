@@ -8,6 +8,7 @@
 #include "db.h"
 #include "fiber.h"
 #include "lock_hold.h"
+#include "pg_array.h"
 #include "log.h"
 #include "store_migrations.h"
 #include "store_sql.h"
@@ -399,28 +400,68 @@ static int pg_calls_of(struct store *st, struct write_op *op, struct db_call *ca
     return n;
 }
 
+/* The log lines of a group commit (nlogs of them, from `first`), as the
+ * one W_LOG_MANY call: its four arrays go in p[] and the texts in text[]
+ * (the caller frees them). 0, or -1 when out of memory. */
+static int pg_logs_call(struct write_op *first, struct write_op *end, struct db_param p[4],
+                        char *text[4], struct db_call *call)
+{
+    struct pg_array a[4];
+    for (int c = 0; c < 4; c++)
+        pg_array_begin(&a[c]);
+    for (struct write_op *op = first; op != end; op = op->next) {
+        if (op->kind != W_LOG)
+            continue;
+        pg_array_add_int(&a[0], op->p[0].i);
+        for (int c = 1; c < 4; c++)
+            pg_array_add_text(&a[c], op->p[c].type == DB_NULL ? NULL : op->p[c].s, op->p[c].len);
+    }
+    int ok = 1;
+    for (int c = 0; c < 4; c++) {
+        text[c] = pg_array_end(&a[c]);
+        ok &= text[c] != NULL;
+        p[c] =
+            (struct db_param){.type = DB_TEXT, .s = text[c], .len = text[c] ? strlen(text[c]) : 0};
+    }
+    *call = (struct db_call){.k = W_LOG_MANY, .p = p, .n = 4};
+    return ok ? 0 : -1;
+}
+
 /* Runs the ops from `first` up to `end` (exclusive) as one pipelined
  * transaction and gives each its rc: 0 when committed (a chunk or end
- * that found no stream: STORE_STREAM_GONE), else the batch's failure. */
+ * that found no stream: STORE_STREAM_GONE), else the batch's failure.
+ * Two or more log lines go as one statement, where the first of them was
+ * (logs depend on nothing else in the batch); when the batch fails, each op
+ * runs again alone (commit_pg), a log line as its own W_LOG. */
 static int pg_run(struct store *st, struct db *db, struct write_op *first, struct write_op *end,
                   struct batch_result *res)
 {
-    int nops = 0;
-    for (struct write_op *op = first; op != end; op = op->next)
+    int nops = 0, nlogs = 0;
+    for (struct write_op *op = first; op != end; op = op->next) {
         nops++;
+        nlogs += op->kind == W_LOG;
+    }
+    struct db_param log_p[4];
+    char *log_text[4] = {NULL, NULL, NULL, NULL};
     /* At most five statements an op (a stream write), and its signal. */
     struct db_call *calls = calloc((size_t)nops * 5 + 1, sizeof *calls);
     struct db_param *sig = calloc((size_t)nops + 1, sizeof *sig);
     char **payload = calloc((size_t)nops + 1, sizeof *payload);
     int *at = calloc((size_t)nops + 1, sizeof *at);
     int rc = -1, n = 0, i = 0;
+    int logs_ok = 1, logs_placed = 0;
     if (calls && sig && payload && at) {
         for (struct write_op *op = first; op != end; op = op->next, i++) {
             at[i] = n;
+            if (nlogs > 1 && op->kind == W_LOG) {
+                if (!logs_placed++)
+                    logs_ok = pg_logs_call(first, end, log_p, log_text, &calls[n++]) == 0;
+                continue;
+            }
             n += pg_calls_of(st, op, calls + n, &sig[i], &payload[i]);
         }
         at[i] = n;
-        rc = n > 0 ? db_batch(db, calls, n) : 0;
+        rc = !logs_ok ? -1 : n > 0 ? db_batch(db, calls, n) : 0;
     }
     res->t_statements = res->t_commit = clock_mono_us();
     i = 0;
@@ -449,6 +490,8 @@ static int pg_run(struct store *st, struct db *db, struct write_op *first, struc
     }
     for (int k = 0; payload && k < nops; k++)
         free(payload[k]);
+    for (int c = 0; c < 4; c++)
+        free(log_text[c]);
     free(calls);
     free(sig);
     free(payload);

@@ -191,6 +191,11 @@ static const char *const pg_only[SQL_COUNT] = {
                     "$5::bigint END, $12) RETURNING id) INSERT INTO chunks(stream_id, seq, "
                     "message, is_end, created_ms) SELECT r.id, $2::bigint, $3::text, "
                     "$4::integer, $5::bigint FROM r",
+    /* Every log line of a group commit in one statement (pg_array.h): a
+     * request's log line would otherwise cost PostgreSQL as much as its
+     * reply. */
+    [W_LOG_MANY] = "INSERT INTO logs(ts_ms, level, session_id, event) SELECT * FROM "
+                   "unnest($1::bigint[], $2::text[], $3::text[], $4::text[])",
     /* A dead holder's claim (its process gone) yields at once. */
     [W_STANDALONE_CLAIM] = "INSERT INTO standalone_claims(session_id, run, until_ms) "
                            "VALUES($1, $2, $4) ON CONFLICT(session_id) DO UPDATE SET "

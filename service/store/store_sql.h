@@ -27,6 +27,7 @@ enum store_sql {
     W_COMMIT,
     W_ROLLBACK,
     W_LOG,
+    W_LOG_MANY, /* PostgreSQL: the log lines of a commit in one statement */
     W_PURGE_IDLE_SESSIONS,
     W_PURGE_TOMBSTONES,
     W_PURGE_STREAMS,

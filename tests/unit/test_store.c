@@ -1224,6 +1224,52 @@ static int raw_exec(const char *path, const char *sql)
 /* store_token_create (--bootstrap-token-file) adds a token only when none
  * of its name exists, and never changes one: not its hash, not a
  * revocation, across a reopen too. */
+/* Log lines with every character an array literal or SQL could trip on
+ * (PostgreSQL writes a commit's lines as one statement of arrays,
+ * pg_array.h): each lands whole, once, with its session or NULL. */
+static void test_log_lines(const char *path)
+{
+    struct store *st = NULL;
+    char *err = NULL;
+    CHECK_INT(store_open(path, &st, &err), 0);
+    free(err);
+    if (!st)
+        return;
+    static const char *const events[] = {
+        "plain",
+        "a \"quoted\" word",
+        "back\\slash\\",
+        "{braces},{and commas}",
+        "NULL",
+        "",
+        "line\nbreak\ttab",
+        "caf\u00e9 \u2603 \U0001F600",
+        "'single' -- not SQL; DROP TABLE logs",
+        "\\\"",
+    };
+    const int nev = (int)(sizeof events / sizeof *events), rounds = 40;
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < nev; i++)
+            CHECK_INT(store_log(st, 1000 + r, i % 2 ? "warn" : "info", i % 3 ? "sess-L" : NULL,
+                                events[i]),
+                      0);
+    CHECK_INT(store_flush(st), 0);
+    struct store_stats stats;
+    store_stats(st, &stats);
+    /* Lines written while a commit ran share the next one. */
+    CHECK(stats.commits < stats.writes);
+    for (int i = 0; i < nev; i++) {
+        const char *q = i % 3
+                            ? "SELECT COUNT(*) FROM logs WHERE event = ?1 AND session_id = 'sess-L'"
+                            : "SELECT COUNT(*) FROM logs WHERE event = ?1 AND session_id IS NULL";
+        if (raw_count(path, q, events[i]) != rounds)
+            printf("log line %d: %lld rows\n", i, (long long)raw_count(path, q, events[i]));
+        CHECK_INT(raw_count(path, q, events[i]), rounds);
+    }
+    CHECK_INT(raw_count(path, "SELECT COUNT(*) FROM logs", NULL), (int64_t)nev * rounds);
+    store_close(st);
+}
+
 static void test_token_create(const char *path)
 {
     struct store *st = open_store(path);
@@ -1419,6 +1465,9 @@ int main(void)
     char opath[256];
     snprintf(opath, sizeof opath, "%s/other", tmpdir);
     test_other_process(opath);
+    char lpath[256];
+    snprintf(lpath, sizeof lpath, "%s/logs/mcpd.db", tmpdir);
+    test_log_lines(lpath);
 
     /* The same on a throwaway in-memory store. */
     test_data(":memory:", NULL);
@@ -1441,6 +1490,8 @@ int main(void)
             test_purge_batches(url);
         if (check_record(pg_test_db(url, sizeof url) == 0, __FILE__, __LINE__, "pg_test_db"))
             test_token_create(url);
+        if (check_record(pg_test_db(url, sizeof url) == 0, __FILE__, __LINE__, "pg_test_db"))
+            test_log_lines(url);
         pg_test_drop_all();
     }
 
