@@ -6,7 +6,8 @@
 //     ports: the bridge reconnects, resumes with the last event id it saw,
 //     and the call gets exactly one reply, its progress once, in order;
 //   - a bad token: the client's request gets one error saying the server
-//     refused the token.
+//     refused the token;
+//   - plain tcp:// to a host that is not loopback is refused (no TLS).
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -72,4 +73,12 @@ test('mcp-bridge tcp:// with a bad token: the request gets one error saying the 
     await b.cleanup();
     await m.cleanup();
   }
+});
+
+test('mcp-bridge tcp:// to a host that is not loopback is refused without --allow-http (no TLS on raw TCP)', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const { BRIDGE_BIN } = await import('./fixtures/bridge-proc.mjs');
+  const r = spawnSync(BRIDGE_BIN, ['tcp://example.com:9000'], { encoding: 'utf8', timeout: 10000, input: '' });
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /refusing plain tcp to example\.com/);
 });
