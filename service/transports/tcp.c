@@ -8,6 +8,7 @@
 #include "tcp.h"
 #include "clock.h"
 #include "fiber.h"
+#include "greeting.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "loop.h"
@@ -111,8 +112,7 @@ void tcp_conn_gone(const char *addr)
  * buffer empty) and closes it. */
 static void refuse(int fd, const char *addr, int code, const char *what)
 {
-    json_t *data = json_pack("{ss}", "transport", TCP_TRANSPORT);
-    json_t *err = jsonrpc_error(NULL, code, what, data);
+    json_t *err = greeting_error(NULL, code, what, TCP_TRANSPORT, NULL);
     size_t len;
     char *text = err ? jsonrpc_dump(err, &len) : NULL;
     json_decref(err);

@@ -15,6 +15,7 @@
 #include "fcond.h"
 #include "fd_write.h"
 #include "fiber.h"
+#include "greeting.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "loop.h"
@@ -43,9 +44,6 @@
  * closing with unread bytes makes the kernel send a reset, which can
  * destroy the goodbye before the client reads it. */
 #define LINGER_MS 1000
-#define CONNECT_METHOD "mcpd/connect"
-/* The longest token mcpd/connect takes (auth's own buffer is 256 bytes). */
-#define TOKEN_MAX 255
 
 static struct tcp_config cfg = {.max_message = STDIO_FRAME_DEFAULT_MAX,
                                 .idle_ms = 300000,
@@ -200,22 +198,18 @@ static int send_json_locked(struct tcp_conn *c, json_t *msg)
     return rc;
 }
 
-/* A JSON-RPC error with data {"transport":"tcp"} and, when given,
- * "reason". New reference. */
-static json_t *tcp_error(json_t *id, int code, const char *message, const char *reason)
+/* Sends msg (stolen). */
+static void send_msg(struct tcp_conn *c, json_t *msg)
 {
-    json_t *data = json_pack("{ss}", "transport", TCP_TRANSPORT);
-    if (data && reason)
-        json_object_set_new(data, "reason", json_string(reason));
-    return jsonrpc_error(id, code, message, data);
+    fmutex_lock(&c->wmu);
+    send_json_locked(c, msg);
+    fmutex_unlock(&c->wmu);
 }
 
 static void send_error(struct tcp_conn *c, json_t *id, int code, const char *message,
                        const char *reason)
 {
-    fmutex_lock(&c->wmu);
-    send_json_locked(c, tcp_error(id, code, message, reason));
-    fmutex_unlock(&c->wmu);
+    send_msg(c, greeting_error(id, code, message, TCP_TRANSPORT, reason));
 }
 
 /* The last thing mcpd says on the connection (once): an error with id
@@ -224,7 +218,7 @@ static void say_goodbye(struct tcp_conn *c, int code, const char *message, const
 {
     fmutex_lock(&c->wmu);
     if (!c->said_goodbye) {
-        send_json_locked(c, tcp_error(NULL, code, message, reason));
+        send_json_locked(c, greeting_error(NULL, code, message, TCP_TRANSPORT, reason));
         c->said_goodbye = 1;
     }
     fmutex_unlock(&c->wmu);
@@ -296,75 +290,45 @@ static int open_push(struct tcp_conn *c, const struct auth_grant *grant)
     return 0;
 }
 
-/* A string member of params, or NULL; *bad is set when it is there but is
- * not a string. */
-static const char *param(json_t *params, const char *key, int *bad)
-{
-    json_t *v = json_object_get(params, key);
-    if (v && !json_is_string(v))
-        *bad = 1;
-    return json_string_value(v);
-}
-
-/* mcpd/connect: authenticates, opens the connection and, with a
- * sessionId, resumes the session. Returns 1 when the connection is to
- * end (the token was refused). */
+/* mcpd/connect (greeting.h): authenticates, opens the connection and,
+ * with a sessionId, resumes the session. Returns 1 when the connection is
+ * to end. */
 static int on_connect(struct tcp_conn *c, json_t *msg)
 {
-    json_t *id = json_object_get(msg, "id");
-    json_t *params = json_object_get(msg, "params");
-    int bad = params && !json_is_object(params);
-    const char *token = param(params, "token", &bad);
-    const char *sid = param(params, "sessionId", &bad);
-    const char *last = param(params, "lastEventId", &bad);
-    if (!bad && last && !sid)
-        bad = 1;
-    if (bad || !id) {
-        /* Refused like a bad token: the connection is not served. */
-        send_error(c, id, JSONRPC_INVALID_PARAMS,
-                   "Invalid params: mcpd/connect is a request whose params are strings: token, "
-                   "sessionId, lastEventId (which needs sessionId)",
-                   "bad connect");
-        return auth_required();
-    }
-    char authz[TOKEN_MAX + 16];
-    if (token && strlen(token) > TOKEN_MAX)
-        token = ""; /* no such token; auth_check says so */
-    if (token)
-        snprintf(authz, sizeof authz, "Bearer %s", token);
+    struct greeting g;
     struct auth_grant grant;
-    const char *why = NULL;
-    if (auth_check(token ? authz : NULL, NULL, &grant, &why) != 0) {
-        log_event(LOG_INFO, NULL, "tcp_unauthorized", "client %s: %s", c->addr, why);
-        send_error(c, id, JSONRPC_SESSION_NOT_FOUND, why, "unauthorized");
-        return 1;
+    json_t *refusal;
+    int fatal;
+    if (greeting_accept(msg, TCP_TRANSPORT, &g, &grant, &refusal, &fatal) != 0) {
+        log_event(LOG_INFO, NULL, "tcp_connect_refused", "client %s: %s", c->addr,
+                  json_string_value(json_object_get(json_object_get(refusal, "error"), "message")));
+        send_msg(c, refusal);
+        return fatal;
     }
     if (open_push(c, &grant) != 0) {
-        send_error(c, id, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
+        send_error(c, g.id, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
         return 1;
     }
     /* The answer goes out before anything of a resumed stream: push's
      * writer sends through wmu, held until the answer is out. */
     fmutex_lock(&c->wmu);
     struct core_reply refused;
-    if (sid && push_resume(c->push, sid, last, &refused) != 0) {
+    if (g.session_id && push_resume(c->push, g.session_id, g.last_event_id, &refused) != 0) {
         json_t *err = json_deep_copy(refused.error);
         core_reply_clear(&refused);
         if (err)
-            json_object_set(err, "id", id);
+            json_object_set(err, "id", g.id);
         send_json_locked(c, err);
         fmutex_unlock(&c->wmu);
         log_event(LOG_INFO, NULL, "tcp_resume_refused", "client %s", c->addr);
         return 0;
     }
-    const char *now_sid = push_session_id(c->push);
-    json_t *result = json_pack("{ss}", "transport", TCP_TRANSPORT);
-    if (result)
-        json_object_set_new(result, "sessionId", now_sid ? json_string(now_sid) : json_null());
-    send_json_locked(c, jsonrpc_result(id, result));
+    const char *sid = push_session_id(c->push);
+    send_json_locked(c, greeting_answer(g.id, TCP_TRANSPORT, sid));
     fmutex_unlock(&c->wmu);
-    log_event(LOG_INFO, now_sid, "tcp_connected", "client %s%s%s", c->addr,
-              sid ? " resumed its session" : "", last ? " from an event id" : "");
+    log_event(LOG_INFO, sid, "tcp_connected", "client %s%s%s", c->addr,
+              g.session_id ? " resumed its session" : "",
+              g.last_event_id ? " from an event id" : "");
     return 0;
 }
 
@@ -374,9 +338,8 @@ static int on_first(struct tcp_conn *c, const char *data, size_t len)
 {
     struct jsonrpc_error perr;
     json_t *msg = jsonrpc_parse(data, len, &perr);
-    const char *method = json_string_value(json_object_get(msg, "method"));
     int rc;
-    if (method && strcmp(method, CONNECT_METHOD) == 0) {
+    if (greeting_is(msg)) {
         rc = on_connect(c, msg);
     } else if (auth_required()) {
         log_event(LOG_INFO, NULL, "tcp_unauthorized", "client %s: no mcpd/connect first", c->addr);
