@@ -67,7 +67,8 @@ static const struct setting settings[] = {
      "HOST:PORT to serve MCP on over raw TCP (NDJSON or Content-Length, detected; README "
      "\"TCP wire rules\"); off by default; the HTTP caps and --auth apply"},
     {"tcp-idle-ms", K_INT, S(tcp_idle_ms), "300000",
-     "close a TCP connection that sent nothing and has nothing in flight for this long"},
+     "close a TCP connection that sent no complete message and has nothing in flight for this "
+     "long"},
     {"tcp-handshake-ms", K_INT, S(tcp_handshake_ms), "10000",
      "close a TCP connection whose first message (with --auth token: a successful "
      "mcpd/connect) has not arrived within this long"},

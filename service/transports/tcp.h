@@ -22,8 +22,10 @@
  *
  * Timeouts: a connection must complete its first message (and with auth a
  * successful mcpd/connect) within handshake_ms of its accept; afterwards a
- * connection with nothing received and no request in flight for idle_ms is
- * closed; a client that stops reading is cut after write_timeout_ms.
+ * connection with no complete message received and no request in flight
+ * for idle_ms is
+ * closed (bytes of a message never finished are no activity); a client
+ * that stops reading is cut after write_timeout_ms.
  *
  * tcp_start and tcp_stop run on the main thread, after loop_start and
  * before loop_stop. */

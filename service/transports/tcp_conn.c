@@ -401,7 +401,12 @@ static int feed(struct tcp_conn *c, const char *buf, size_t n)
             c->framing = f;
             fmutex_unlock(&c->wmu);
         }
-        if (got && on_event(c, &ev))
+        if (!got)
+            continue;
+        /* Idleness counts whole messages: a client that trickles bytes
+         * of one it never finishes is idle (slowloris). */
+        c->last_in_ms = clock_mono_ms();
+        if (on_event(c, &ev))
             return 1;
     }
     return 0;
@@ -434,7 +439,7 @@ static int timed_out(struct tcp_conn *c, int64_t now, int64_t *deadline)
     c->why = "idle timeout";
     char msg[160];
     snprintf(msg, sizeof msg,
-             "nothing received and nothing in flight for %lld ms (--tcp-idle-ms); closing",
+             "no complete message and nothing in flight for %lld ms (--tcp-idle-ms); closing",
              (long long)cfg.idle_ms);
     say_goodbye(c, JSONRPC_SERVER_ERROR, msg, "idle timeout");
     return 1;
@@ -501,7 +506,6 @@ static void run(struct tcp_conn *c, char *buf)
             c->why = atomic_load(&c->dead) ? "a write failed or timed out" : "closed by the client";
             return;
         }
-        c->last_in_ms = now;
         if (feed(c, buf, (size_t)got)) {
             c->why = "refused";
             return;

@@ -14,7 +14,8 @@
 //   5. SIGKILL mid-countdown, restart on the same --db, resume: what was
 //      stored, once, in order, then the restart error;
 //   6. a connection that sends nothing (or half a line) is closed after
-//      --tcp-handshake-ms; one idle after its session began, after
+//      --tcp-handshake-ms; one idle after its session began (nothing in
+//      flight, no complete message: a trickle of bytes is idle too), after
 //      --tcp-idle-ms;
 //   7. --max-connections-per-ip is enforced on TCP;
 //   8. 200 open TCP connections add no threads;
@@ -326,6 +327,18 @@ test('half-open: nothing (or half a line) within --tcp-handshake-ms is closed; a
     assert.ok(idle.ended);
     assert.equal(got.at(-1).error.data.reason, 'idle timeout');
     assert.match(got.at(-1).error.message, /800 ms/);
+
+    // slow: bytes of a message that never ends are not activity
+    const slow = await TcpClient.open(tport);
+    await slow.init();
+    const drip = setInterval(() => slow.sendRaw('{'), 100);
+    try {
+      const g = await drain(slow, 5000);
+      assert.ok(slow.ended, 'a trickle does not keep the connection open');
+      assert.equal(g.at(-1).error.data.reason, 'idle timeout');
+    } finally {
+      clearInterval(drip);
+    }
   });
 });
 
