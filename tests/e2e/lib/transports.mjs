@@ -923,7 +923,12 @@ class TcpDriver extends StdioDriver {
 
   async open() {
     const tport = await freePort();
-    this.mcpd = await startMcpd({ args: ['--tcp-listen', `127.0.0.1:${tport}`] });
+    try {
+      this.mcpd = await startMcpd({ args: ['--tcp-listen', `127.0.0.1:${tport}`] });
+    } catch (e) {
+      if (/unknown option '--tcp-listen'/.test(e.message)) throw new SkipError('mcpd has no --tcp-listen yet');
+      throw e;
+    }
     const sock = net.connect({ host: '127.0.0.1', port: tport });
     this.sock = sock;
     this.sockClosed = new Promise((resolve) => sock.on('close', resolve));
@@ -935,10 +940,7 @@ class TcpDriver extends StdioDriver {
       }),
       5000,
       'TCP connect',
-    ).catch(async (e) => {
-      if (/unknown option/.test(this.mcpd.stderr)) throw new SkipError('mcpd has no --tcp-listen yet');
-      throw e;
-    });
+    );
     sock.on('data', (d) => this._feed(d));
     sock.on('close', () => {
       if (!this.closing) this.inbox.fail(new Error(`${this.name}: mcpd closed the TCP connection`));
