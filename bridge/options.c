@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define MAX_TOKEN_FILE (64 * 1024)
 
@@ -32,7 +33,9 @@ static const char usage_text[] =
     "                             (2024-11-05) when the server answers 404/405;\n"
     "                             poll: mcpd's long-polling mode; sse: HTTP+SSE\n"
     "                             only; ws: mcpd's WebSocket transport, URL\n"
-    "                             wss://host/mcp/ws (default http)\n"
+    "                             wss://host/mcp/ws (default http); a tcp://host:port\n"
+    "                             URL selects mcpd's raw TCP transport (--tcp-listen;\n"
+    "                             no TLS: loopback only unless --allow-http)\n"
     "  --connect-timeout-ms N     time to connect, TLS included (default 10000)\n"
     "  --response-timeout-ms N    time to the first byte of a response, and the\n"
     "                             longest silence on a response stream (default 60000)\n"
@@ -174,8 +177,10 @@ int options_check_url(const char *url, enum bridge_transport t, int allow_http, 
         goto out;
     }
     int ws = strcmp(scheme, "ws") == 0 || strcmp(scheme, "wss") == 0;
-    int plain = strcmp(scheme, "http") == 0 || strcmp(scheme, "ws") == 0;
-    if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0 && !(ws && t == TRANSPORT_WS)) {
+    int tcp = strcmp(scheme, "tcp") == 0;
+    int plain = strcmp(scheme, "http") == 0 || strcmp(scheme, "ws") == 0 || tcp;
+    if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0 && !(ws && t == TRANSPORT_WS) &&
+        !(tcp && t == TRANSPORT_TCP)) {
         snprintf(err, cap, "the URL's scheme '%s' is not supported (use https://%s)", scheme,
                  t == TRANSPORT_WS ? " or wss://" : "");
         goto out;
@@ -357,6 +362,8 @@ enum options_result options_parse(int argc, char **argv, struct bridge_options *
         goto bad;
     }
     o->url = strdup(argv[optind]);
+    if (o->url && strncasecmp(o->url, "tcp://", 6) == 0)
+        o->transport = TRANSPORT_TCP; /* the scheme says it all */
     char err[512];
     if (!o->url || options_check_url(o->url, o->transport, o->allow_http, err, sizeof err) < 0) {
         fprintf(stderr, "mcp-bridge: %s\n", o->url ? err : "out of memory");

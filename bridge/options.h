@@ -4,7 +4,8 @@
  * way a user burned by other bridges would want: the URL must be http(s)
  * (or ws(s) with --transport ws), plain http is refused unless the host is
  * a loopback address or --allow-http is given, TLS verification cannot be
- * turned off, and the bearer token comes from an environment variable or a
+ * turned off (a tcp:// URL, mcpd's raw TCP transport, has no TLS: loopback
+ * only unless --allow-http), and the bearer token comes from an environment variable or a
  * file, never from the command line (where `ps` shows it). Header values
  * have ${NAME} expanded from the environment, so secrets can stay out of
  * the client's JSON config as well.
@@ -25,6 +26,7 @@ enum bridge_transport {
     TRANSPORT_WS,       /* mcpd's WebSocket transport */
     TRANSPORT_POLL,     /* mcpd's long-polling mode */
     TRANSPORT_SSE,      /* the 2024-11-05 HTTP+SSE transport, forced */
+    TRANSPORT_TCP,      /* mcpd's raw TCP transport (a tcp:// URL) */
 };
 
 struct bridge_options {

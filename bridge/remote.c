@@ -12,7 +12,7 @@ int remote_open(struct remote *rm, const struct bridge_options *o, struct remote
 {
     rm->http = NULL;
     rm->ws = NULL;
-    if (o->transport == TRANSPORT_WS)
+    if (o->transport == TRANSPORT_WS || o->transport == TRANSPORT_TCP)
         rm->ws = ws_remote_new(o, sink);
     else
         rm->http = http_remote_new(o, sink);

@@ -8,6 +8,7 @@
 #include "session.h"
 
 #include "clock.h"
+#include "stdio_frame.h"
 #include "ws_frame.h"
 #include "ws_handshake.h"
 
@@ -21,6 +22,9 @@
 #define MAX_MESSAGE (16u * 1024 * 1024)
 #define MAX_HANDSHAKE 16384
 #define MSG_CAP 768
+/* The id of the bridge's mcpd/connect (raw TCP): a string no client's
+ * request is answered under, since mcpd answers it before anything else. */
+#define CONNECT_ID "mcp-bridge-connect"
 
 struct frame_out {
     struct frame_out *next;
@@ -55,7 +59,9 @@ struct ws_remote {
     curl_socket_t fd;
     int up;
     unsigned conn; /* counts connections made */
+    int tcp;       /* mcpd's raw TCP transport: NDJSON and mcpd/connect */
     struct ws_parser parser;
+    struct stdio_frame_decoder *dec; /* tcp: the connection's decoder */
     struct frame_out *out, *out_tail;
     struct pending *pending, *pending_tail; /* in the client's order */
     int n_pending;
@@ -153,11 +159,16 @@ static void discard_out(struct ws_remote *w)
 static void queue_frame(struct ws_remote *w, enum ws_opcode op, const void *payload, size_t len,
                         const char *key)
 {
+    if (w->tcp && op != WS_OP_TEXT)
+        return; /* NDJSON has no control frames */
     unsigned char mask[4];
-    if (getrandom(mask, sizeof mask, 0) != (ssize_t)sizeof mask)
+    if (!w->tcp && getrandom(mask, sizeof mask, 0) != (ssize_t)sizeof mask)
         memset(mask, 0x5a, sizeof mask);
     struct frame_out *f = calloc(1, sizeof *f);
-    if (!f || !(f->data = ws_frame_client(op, payload, len, mask, &f->len)) ||
+    if (!f ||
+        !(f->data = w->tcp ? (unsigned char *)stdio_frame_encode(STDIO_FRAMING_NDJSON, payload, len,
+                                                                 &f->len)
+                           : ws_frame_client(op, payload, len, mask, &f->len)) ||
         (key && !(f->key = strdup(key)))) {
         if (f)
             free(f->data);
@@ -236,6 +247,21 @@ static void heard_progress(struct ws_remote *w, const json_t *m)
     free(key);
 }
 
+/* mcpd's last word on a TCP connection it ends (an error with id null and
+ * data {"transport":"tcp","reason"}): the bridge's to act on (it
+ * reconnects), not the client's. Returns 1 when m is one. */
+static int goodbye(const json_t *m)
+{
+    const json_t *id = json_object_get(m, "id");
+    const json_t *data = json_object_get(json_object_get(m, "error"), "data");
+    const char *reason = json_string_value(json_object_get(data, "reason"));
+    if (!json_is_null(id) || !reason)
+        return 0;
+    bridge_log(LOG_INFO, "tcp_goodbye", "the server ends the connection: %s (%s)", reason,
+               json_string_value(json_object_get(json_object_get(m, "error"), "message")));
+    return 1;
+}
+
 static void incoming(struct ws_remote *w, const char *text, size_t len)
 {
     json_t *m = json_loadb(text, len, 0, NULL);
@@ -254,6 +280,10 @@ static void incoming(struct ws_remote *w, const char *text, size_t len)
      * itself: a CR or LF in them would write headers of the server's. */
     if (eid && session_header_safe(eid))
         set_str(&w->last_event_id, eid);
+    if (w->tcp && goodbye(m)) {
+        json_decref(m);
+        return;
+    }
     enum rpc_kind kind = rpc_classify(m);
     char *key = kind == RPC_RESPONSE ? rpc_id_key(json_object_get(m, "id")) : NULL;
     if (key && session_rebuild_is_reply(&w->s, key)) {
@@ -336,8 +366,28 @@ static void answer_close(struct ws_remote *w, unsigned code)
     free(frame);
 }
 
+static void on_lines(struct ws_remote *w, const char *buf, size_t len)
+{
+    size_t off = 0;
+    while (w->up && off < len) {
+        size_t used;
+        struct stdio_frame_event ev;
+        int got = stdio_frame_decode(w->dec, buf + off, len - off, &used, &ev);
+        off += used;
+        if (got && ev.kind == STDIO_FRAME_MESSAGE)
+            incoming(w, ev.data, ev.len);
+        else if (got)
+            bridge_log(LOG_WARN, "bad_server_message", "%s; dropped",
+                       stdio_frame_error_message(ev.error));
+    }
+}
+
 static void on_bytes(struct ws_remote *w, const char *buf, size_t len)
 {
+    if (w->tcp) {
+        on_lines(w, buf, len);
+        return;
+    }
     size_t off = 0;
     while (w->up && off < len) {
         struct ws_event ev;
@@ -380,6 +430,8 @@ static void drop(struct ws_remote *w, const char *why)
     w->easy = NULL;
     w->up = 0;
     ws_parser_free(&w->parser);
+    stdio_frame_decoder_free(w->dec);
+    w->dec = NULL;
     /* a frame cut short is sent again whole on the next connection */
     if (w->out)
         w->out->off = 0;
@@ -439,10 +491,10 @@ static int check_answer(struct ws_remote *w, const char *head, const char *key, 
     return 0;
 }
 
-/* Connects and does the handshake. Returns 0, or -1 with msg set. */
-static int connect_ws(struct ws_remote *w, char *msg)
+/* Connects (TCP, and TLS for wss): *e and *fd. Returns 0, or -1 with msg
+ * set. */
+static int open_conn(struct ws_remote *w, char *msg, CURL **out, curl_socket_t *fd)
 {
-    const struct bridge_options *o = w->o;
     CURL *e = curl_easy_init();
     if (!e) {
         snprintf(msg, MSG_CAP, "mcp-bridge: out of memory");
@@ -451,17 +503,192 @@ static int connect_ws(struct ws_remote *w, char *msg)
     char errbuf[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(e, CURLOPT_URL, w->http_url);
     curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
-    connection_setup(e, o, errbuf);
+    connection_setup(e, w->o, errbuf);
     /* the upgrade is HTTP/1.1: no h2 from ALPN */
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     CURLcode cc = curl_easy_perform(e);
     if (cc != CURLE_OK) {
-        remote_error_curl(msg, MSG_CAP, w->host, cc, errbuf, o->connect_timeout_ms);
+        remote_error_curl(msg, MSG_CAP, w->host, cc, errbuf, w->o->connect_timeout_ms);
         curl_easy_cleanup(e);
         return -1;
     }
+    curl_easy_getinfo(e, CURLINFO_ACTIVESOCKET, fd);
+    *out = e;
+    return 0;
+}
+
+/* Sends all of req[0..len) by the deadline. Returns 0, or -1 (*cc says). */
+static int send_all(CURL *e, curl_socket_t fd, const char *req, size_t len, int64_t deadline,
+                    CURLcode *cc)
+{
+    size_t sent = 0;
+    *cc = CURLE_OK;
+    while (sent < len) {
+        size_t n = 0;
+        *cc = curl_easy_send(e, req + sent, len - sent, &n);
+        if (*cc == CURLE_AGAIN && wait_fd(fd, POLLOUT, deadline) == 0)
+            continue;
+        if (*cc != CURLE_OK)
+            return -1;
+        sent += n;
+    }
+    return 0;
+}
+
+/* The connection is up; `rest` (what came after the handshake's answer,
+ * in the same read) is the first of the server's messages. */
+static void up_with(struct ws_remote *w, CURL *e, curl_socket_t fd, const char *rest,
+                    size_t rest_len)
+{
+    w->easy = e;
+    w->fd = fd;
+    w->up = 1;
+    w->conn++;
+    w->big_len = 0;
+    free(w->big_key);
+    w->big_key = NULL;
+    if (!w->tcp)
+        ws_parser_init_client(&w->parser, MAX_MESSAGE);
+    if (w->down_since)
+        bridge_log(LOG_INFO, "ws_resumed", "reconnected%s",
+                   w->last_event_id ? " and resumed after the last event" : "");
+    if (rest_len)
+        on_bytes(w, rest, rest_len);
+}
+
+/* mcpd's answer to mcpd/connect (the first line it sends). Returns 0, or
+ * -1 with msg set (and, for a session it does not know, session_lost). */
+static int check_connect_answer(struct ws_remote *w, const char *line, size_t len, int resume,
+                                char *msg)
+{
+    json_t *m = json_loadb(line, len, 0, NULL);
+    const json_t *err = json_object_get(m, "error");
+    const char *why = json_string_value(json_object_get(err, "message"));
+    const char *reason = json_string_value(json_object_get(json_object_get(err, "data"), "reason"));
+    int rc = -1;
+    if (json_is_object(json_object_get(m, "result"))) {
+        rc = 0;
+    } else if (!json_is_object(err)) {
+        snprintf(msg, MSG_CAP,
+                 "mcp-bridge: %s did not answer mcpd/connect with JSON-RPC: is it mcpd's "
+                 "--tcp-listen port?",
+                 w->host);
+    } else if (reason && strcmp(reason, "unauthorized") == 0) {
+        snprintf(msg, MSG_CAP,
+                 "mcp-bridge: %s refused the connection: %s (check the token: --token-env or "
+                 "--token-file)",
+                 w->host, why ? why : "unauthorized");
+    } else if (resume && json_integer_value(json_object_get(err, "code")) == -32001) {
+        snprintf(msg, MSG_CAP, "mcp-bridge: %s no longer knows the session: %s", w->host,
+                 why ? why : "Session not found");
+        if (w->s.state != SESSION_REINIT) {
+            w->session_lost = 1;
+            set_str(&w->last_event_id, NULL);
+        }
+    } else {
+        snprintf(msg, MSG_CAP, "mcp-bridge: %s refused the connection: %s", w->host,
+                 why ? why : "(no message)");
+    }
+    json_decref(m);
+    return rc;
+}
+
+/* Raw TCP: connects and greets with mcpd/connect (the token; on a
+ * reconnect the session and the last event id). Returns 0, or -1 with msg
+ * set. */
+static int connect_tcp(struct ws_remote *w, char *msg)
+{
+    CURL *e;
     curl_socket_t fd;
-    curl_easy_getinfo(e, CURLINFO_ACTIVESOCKET, &fd);
+    if (open_conn(w, msg, &e, &fd) != 0)
+        return -1;
+    int resume = w->s.id && w->s.state != SESSION_REINIT;
+    json_t *params = json_object();
+    if (w->o->token)
+        json_object_set_new(params, "token", json_string(w->o->token));
+    if (resume)
+        json_object_set_new(params, "sessionId", json_string(w->s.id));
+    if (resume && w->last_event_id)
+        json_object_set_new(params, "lastEventId", json_string(w->last_event_id));
+    json_t *req = json_pack("{s:s, s:s, s:s, s:o}", "jsonrpc", "2.0", "id", CONNECT_ID, "method",
+                            "mcpd/connect", "params", params);
+    char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    size_t len = text ? strlen(text) : 0;
+    char *line = text ? malloc(len + 1) : NULL;
+    if (line) {
+        memcpy(line, text, len);
+        line[len] = '\n';
+    }
+    if (text) {
+        memset(text, 0, len); /* the token was in there */
+        free(text);
+    }
+    if (!line) {
+        snprintf(msg, MSG_CAP, "mcp-bridge: out of memory");
+        curl_easy_cleanup(e);
+        return -1;
+    }
+    int64_t deadline = clock_mono_ms() + w->o->connect_timeout_ms;
+    CURLcode cc;
+    int sent = send_all(e, fd, line, len + 1, deadline, &cc) == 0;
+    memset(line, 0, len + 1);
+    free(line);
+    char head[MAX_HANDSHAKE + 1];
+    size_t got = 0;
+    char *nl = NULL;
+    while (sent && got < MAX_HANDSHAKE) {
+        size_t n = 0;
+        cc = curl_easy_recv(e, head + got, MAX_HANDSHAKE - got, &n);
+        if (cc == CURLE_AGAIN) {
+            if (wait_fd(fd, POLLIN, deadline) != 0)
+                break;
+            continue;
+        }
+        if (cc != CURLE_OK || n == 0)
+            break;
+        got += n;
+        if ((nl = memchr(head, '\n', got)) != NULL)
+            break;
+    }
+    int rc = -1;
+    if (!nl) {
+        if (!sent || cc != CURLE_OK)
+            remote_error_curl(msg, MSG_CAP, w->host, cc == CURLE_OK ? CURLE_RECV_ERROR : cc, "",
+                              w->o->connect_timeout_ms);
+        else if (got)
+            snprintf(msg, MSG_CAP,
+                     "mcp-bridge: %s closed the connection without answering mcpd/connect",
+                     w->host);
+        else
+            remote_error_silent(msg, MSG_CAP, w->host, w->o->connect_timeout_ms, 0);
+    } else {
+        rc = check_connect_answer(w, head, (size_t)(nl - head), resume, msg);
+    }
+    if (rc == 0 && !(w->dec = stdio_frame_decoder_new(MAX_MESSAGE))) {
+        snprintf(msg, MSG_CAP, "mcp-bridge: out of memory");
+        rc = -1;
+    }
+    if (rc != 0) {
+        curl_easy_cleanup(e);
+        return -1;
+    }
+    size_t line_len = (size_t)(nl + 1 - head);
+    up_with(w, e, fd, head + line_len, got - line_len);
+    return 0;
+}
+
+/* Connects and does the handshake. Returns 0, or -1 with msg set. */
+static int connect_ws(struct ws_remote *w, char *msg)
+{
+    if (w->tcp)
+        return connect_tcp(w, msg);
+    const struct bridge_options *o = w->o;
+    CURL *e;
+    curl_socket_t fd;
+    if (open_conn(w, msg, &e, &fd) != 0)
+        return -1;
+    CURLcode cc;
     char key[25];
     if (ws_handshake_new_key(key) != 0) {
         snprintf(msg, MSG_CAP, "mcp-bridge: no randomness for the WebSocket key");
@@ -495,24 +722,15 @@ static int connect_ws(struct ws_remote *w, char *msg)
     fclose(f);
 
     int64_t deadline = clock_mono_ms() + o->connect_timeout_ms;
-    size_t sent = 0;
     int rc = -1;
-    while (sent < req_len) {
-        size_t n = 0;
-        cc = curl_easy_send(e, req + sent, req_len - sent, &n);
-        if (cc == CURLE_AGAIN && wait_fd(fd, POLLOUT, deadline) == 0)
-            continue;
-        if (cc != CURLE_OK)
-            break;
-        sent += n;
-    }
+    int sent = send_all(e, fd, req, req_len, deadline, &cc) == 0;
     /* the token was in there */
     memset(req, 0, req_len);
     free(req);
     char head[MAX_HANDSHAKE + 1];
     size_t got = 0;
     char *end = NULL;
-    while (sent == req_len && got < MAX_HANDSHAKE) {
+    while (sent && got < MAX_HANDSHAKE) {
         size_t n = 0;
         cc = curl_easy_recv(e, head + got, MAX_HANDSHAKE - got, &n);
         if (cc == CURLE_AGAIN) {
@@ -528,7 +746,7 @@ static int connect_ws(struct ws_remote *w, char *msg)
             break;
     }
     if (!end) {
-        if (sent < req_len || cc != CURLE_OK)
+        if (!sent || cc != CURLE_OK)
             remote_error_curl(msg, MSG_CAP, w->host, cc == CURLE_OK ? CURLE_RECV_ERROR : cc, "",
                               o->connect_timeout_ms);
         else
@@ -542,21 +760,9 @@ static int connect_ws(struct ws_remote *w, char *msg)
         curl_easy_cleanup(e);
         return -1;
     }
-    w->easy = e;
-    w->fd = fd;
-    w->up = 1;
-    w->conn++;
-    w->big_len = 0;
-    free(w->big_key);
-    w->big_key = NULL;
-    ws_parser_init_client(&w->parser, MAX_MESSAGE);
-    if (w->down_since)
-        bridge_log(LOG_INFO, "ws_resumed", "reconnected%s",
-                   w->last_event_id ? " and resumed after the last event" : "");
     /* frames may follow the handshake in the same read */
     size_t head_len = (size_t)(end + 4 - head);
-    if (got > head_len)
-        on_bytes(w, head + head_len, got - head_len);
+    up_with(w, e, fd, head + head_len, got - head_len);
     return 0;
 }
 
@@ -701,6 +907,8 @@ struct ws_remote *ws_remote_new(const struct bridge_options *o, struct remote_si
     curl_url_get(u, CURLUPART_PATH, &path, 0);
     curl_url_get(u, CURLUPART_QUERY, &query, 0);
     int tls = strcmp(scheme, "wss") == 0 || strcmp(scheme, "https") == 0;
+    /* curl connects a raw TCP socket for an http:// URL with CONNECT_ONLY */
+    w->tcp = o->transport == TRANSPORT_TCP;
     snprintf(w->host, sizeof w->host, "%s%s%s", host, port ? ":" : "", port ? port : "");
     snprintf(w->target, sizeof w->target, "%s%s%s", path ? path : "/", query ? "?" : "",
              query ? query : "");
@@ -877,7 +1085,7 @@ int ws_remote_pending(struct ws_remote *w)
 void ws_remote_shutdown(struct ws_remote *w, const char *why)
 {
     fail_all(w, why);
-    if (w->up) {
+    if (w->up && !w->tcp) {
         unsigned char f[WS_MAX_CONTROL_FRAME];
         size_t n = ws_frame_close(f, WS_CLOSE_NORMAL, "mcp-bridge stopping");
         queue_frame(w, WS_OP_CLOSE, f + 2, n - 2, NULL);

@@ -1,7 +1,13 @@
 /* ws_remote — the server's end of the bridge over mcpd's WebSocket
  * transport (--transport ws): one connection, subprotocol "mcp", one
  * JSON-RPC message per text frame, for networks whose proxies pass
- * WebSockets but buffer SSE.
+ * WebSockets but buffer SSE. The same code speaks mcpd's raw TCP transport
+ * (a tcp:// URL; README "TCP wire rules"): newline-delimited JSON, and
+ * instead of the HTTP handshake the greeting mcpd/connect, with the token,
+ * and on a reconnect the session id and last event id; mcpd's answer to
+ * it plays the handshake's part (an error -32001 with reason "unauthorized"
+ * is a 401, another -32001 the 404 of a forgotten session). Only the
+ * framing and the greeting differ: everything below holds for both.
  *
  * libcurl makes the connection (TCP and TLS, with the same verification
  * and --cacert as HTTP: CURLOPT_CONNECT_ONLY), the bridge speaks the
@@ -17,7 +23,7 @@
  *     its store, an expired or killed session) rebuilds the session as
  *     session.h says, on a new connection, and sends the requests again;
  *   - a close with 1009 (message too big) answers the request that was
- *     too big with an error saying so;
+ *     too big with an error saying so (WebSocket);
  *   - a request that went out on a connection that dropped may never have
  *     been read, and nothing on the connection tells: unless its reply or
  *     its progress comes, it is answered with an error response_timeout_ms

@@ -63,6 +63,15 @@ static const struct setting settings[] = {
      "a request (headers and body) must arrive within this long of the connection opening or "
      "of the previous response, and a client that stops reading a response is cut after as "
      "long; 0 = no limit"},
+    {"tcp-listen", K_STR, S(tcp_listen), NULL,
+     "HOST:PORT to serve MCP on over raw TCP (NDJSON or Content-Length, detected; README "
+     "\"TCP wire rules\"); off by default; the HTTP caps and --auth apply"},
+    {"tcp-idle-ms", K_INT, S(tcp_idle_ms), "300000",
+     "close a TCP connection that sent no complete message and has nothing in flight for this "
+     "long"},
+    {"tcp-handshake-ms", K_INT, S(tcp_handshake_ms), "10000",
+     "close a TCP connection whose first message (with --auth token: a successful "
+     "mcpd/connect) has not arrived within this long"},
     {"trusted-proxies", K_STR, S(trusted_proxies), NULL,
      "addresses and networks (CIDR; or loopback, private) whose X-Forwarded-For names the client"},
     {"max-workers", K_INT, S(max_workers), "512", "request handler threads at most"},
@@ -209,13 +218,15 @@ static void env_name(const struct setting *s, char *out, size_t cap)
     out[o] = '\0';
 }
 
-/* Splits HOST:PORT ([v6]:PORT allowed); "localhost" means 127.0.0.1. */
-static int parse_listen(struct config *cfg, char *err, size_t errcap)
+/* Splits the HOST:PORT ([v6]:PORT allowed) of option `opt` into host
+ * (cap bytes) and port; "localhost" means 127.0.0.1. Refuses a
+ * non-loopback host without authentication, as for every way in. */
+static int parse_hostport(const struct config *cfg, const char *opt, const char *l, char *host,
+                          size_t cap, int *port_out, char *err, size_t errcap)
 {
-    const char *l = cfg->listen;
     const char *colon = l[0] == '[' ? strstr(l, "]:") : strrchr(l, ':');
     if (!colon) {
-        snprintf(err, errcap, "--listen needs HOST:PORT, got '%s'", l);
+        snprintf(err, errcap, "--%s needs HOST:PORT, got '%s'", opt, l);
         return -1;
     }
     const char *hs = l[0] == '[' ? l + 1 : l;
@@ -223,36 +234,47 @@ static int parse_listen(struct config *cfg, char *err, size_t errcap)
     const char *ps = colon + (l[0] == '[' ? 2 : 1);
     char *end;
     long port = strtol(ps, &end, 10);
-    if (hlen == 0 || hlen >= sizeof cfg->host || *end || end == ps || port < 0 || port > 65535) {
-        snprintf(err, errcap, "--listen needs HOST:PORT, got '%s'", l);
+    if (hlen == 0 || hlen >= cap || *end || end == ps || port < 0 || port > 65535) {
+        snprintf(err, errcap, "--%s needs HOST:PORT, got '%s'", opt, l);
         return -1;
     }
-    memcpy(cfg->host, hs, hlen);
-    cfg->host[hlen] = '\0';
-    if (strcmp(cfg->host, "localhost") == 0)
-        strcpy(cfg->host, "127.0.0.1");
-    cfg->port = (int)port;
+    memcpy(host, hs, hlen);
+    host[hlen] = '\0';
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, cap, "127.0.0.1");
+    *port_out = (int)port;
     struct in_addr a4;
     struct in6_addr a6;
-    int loop4 = inet_pton(AF_INET, cfg->host, &a4) == 1;
-    int loop6 = !loop4 && inet_pton(AF_INET6, cfg->host, &a6) == 1;
+    int loop4 = inet_pton(AF_INET, host, &a4) == 1;
+    int loop6 = !loop4 && inet_pton(AF_INET6, host, &a6) == 1;
     if (!loop4 && !loop6) {
-        snprintf(err, errcap, "--listen host must be a numeric address or localhost, got '%s'",
-                 cfg->host);
+        snprintf(err, errcap, "--%s host must be a numeric address or localhost, got '%s'", opt,
+                 host);
         return -1;
     }
     int loopback = loop4 ? (ntohl(a4.s_addr) >> 24) == 127 : IN6_IS_ADDR_LOOPBACK(&a6);
-    if (strcmp(cfg->auth, "none") != 0 && strcmp(cfg->auth, "token") != 0) {
-        snprintf(err, errcap, "--auth must be none or token, got '%s'", cfg->auth);
-        return -1;
-    }
     if (!loopback && strcmp(cfg->auth, "token") != 0 && !cfg->allow_unauthenticated) {
         snprintf(err, errcap,
                  "refusing to listen on non-loopback %s without authentication; pass "
                  "--auth token (tokens from mcp-admin), or --allow-unauthenticated",
-                 cfg->host);
+                 host);
         return -1;
     }
+    return 0;
+}
+
+static int parse_listen(struct config *cfg, char *err, size_t errcap)
+{
+    if (strcmp(cfg->auth, "none") != 0 && strcmp(cfg->auth, "token") != 0) {
+        snprintf(err, errcap, "--auth must be none or token, got '%s'", cfg->auth);
+        return -1;
+    }
+    if (parse_hostport(cfg, "listen", cfg->listen, cfg->host, sizeof cfg->host, &cfg->port, err,
+                       errcap) != 0)
+        return -1;
+    if (cfg->tcp_listen && parse_hostport(cfg, "tcp-listen", cfg->tcp_listen, cfg->tcp_host,
+                                          sizeof cfg->tcp_host, &cfg->tcp_port, err, errcap) != 0)
+        return -1;
     return 0;
 }
 
@@ -334,7 +356,7 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
     }
     if (cfg->keepalive_ms < 100 || cfg->session_idle_ms < 100 || cfg->stream_retention_ms < 100 ||
         cfg->max_workers < 1 || cfg->loop_threads < 1 || cfg->max_connections < 1 ||
-        cfg->max_body < 1) {
+        cfg->max_body < 1 || cfg->tcp_idle_ms < 100 || cfg->tcp_handshake_ms < 100) {
         snprintf(err, errcap,
                  "a limit is too small (timeouts must be at least 100 ms, counts at "
                  "least 1)");
@@ -365,11 +387,13 @@ void config_free(struct config *cfg)
 
 void config_usage(FILE *out)
 {
-    fprintf(out, "usage: mcpd [options]\n\n"
-                 "Serves the Model Context Protocol over Streamable HTTP, WebSocket,\n"
-                 "long-polling or stdio, keeping sessions and every server message in SQLite.\n\n"
-                 "Options (also settable as MCPD_<NAME> in the environment or as\n"
-                 "`name = value` in the --config file; the command line wins):\n");
+    fprintf(
+        out,
+        "usage: mcpd [options]\n\n"
+        "Serves the Model Context Protocol over Streamable HTTP, WebSocket,\n"
+        "long-polling, raw TCP or stdio, keeping sessions and every server message in SQLite.\n\n"
+        "Options (also settable as MCPD_<NAME> in the environment or as\n"
+        "`name = value` in the --config file; the command line wins):\n");
     for (size_t i = 0; i < NSETTINGS; i++) {
         const struct setting *s = &settings[i];
         char left[64];
@@ -382,7 +406,7 @@ void config_usage(FILE *out)
     fprintf(
         out,
         "\nEndpoints: POST/GET/DELETE /mcp, GET /mcp/ws (WebSocket), GET/HEAD /healthz, /readyz,\n"
-        "/metrics.\n"
+        "/metrics; with --tcp-listen, MCP over raw TCP.\n"
         "Exit status: 0 on success, 2 on bad usage, 1 on any other failure.\n");
 }
 

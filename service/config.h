@@ -35,6 +35,9 @@ struct config {
     int64_t max_connections;
     int64_t max_connections_per_ip;
     int64_t request_timeout_ms;
+    char *tcp_listen; /* HOST:PORT for raw TCP, or NULL (off) */
+    int64_t tcp_idle_ms;
+    int64_t tcp_handshake_ms;
     char *trusted_proxies; /* addresses and networks whose X-Forwarded-For is believed */
     int64_t max_workers;
     int64_t loop_threads;
@@ -63,6 +66,9 @@ struct config {
     /* derived from listen */
     char host[64];
     int port;
+    /* derived from tcp_listen */
+    char tcp_host[64];
+    int tcp_port;
 };
 
 /* Fills cfg from defaults, file, environment and argv. Returns 0, or -1

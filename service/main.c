@@ -15,6 +15,7 @@
 #include "replica.h"
 #include "stdio_transport.h"
 #include "store.h"
+#include "tcp.h"
 #include "upstream.h"
 
 #include <errno.h>
@@ -249,10 +250,29 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
     }
     log_event(LOG_INFO, NULL, "listening", "http://%s/mcp db=%s reply-mode=%s", cfg->listen,
               db_shown(cfg->db), cfg->reply_mode);
+    struct tcp_config tc = {
+        .host = cfg->tcp_host,
+        .port = cfg->tcp_port,
+        .max_message = (size_t)cfg->max_body,
+        .max_connections = (unsigned)cfg->max_connections,
+        .max_per_ip = (unsigned)cfg->max_connections_per_ip,
+        .idle_ms = cfg->tcp_idle_ms,
+        .handshake_ms = cfg->tcp_handshake_ms,
+        .write_timeout_ms = cfg->request_timeout_ms,
+    };
+    if (cfg->tcp_listen && tcp_start(&tc, why) != 0) {
+        fprintf(stderr, "mcpd: %s\n", *why ? *why : "cannot listen on --tcp-listen");
+        core_stop(0);
+        http_stop();
+        loop_stop();
+        core_cleanup();
+        return 1;
+    }
     int sig = 0;
     sigwait(sigs, &sig);
     log_event(LOG_INFO, NULL, "shutting_down", "signal %d", sig);
     core_stop(cfg->shutdown_grace_ms);
+    tcp_stop();  /* TCP connections end here, before the loop stops */
     http_stop(); /* WebSocket sessions end here, before the loop stops */
     loop_stop();
     core_cleanup();

@@ -640,6 +640,14 @@ const char *push_session_id(struct push *p)
     return s ? session_id(s) : NULL;
 }
 
+int push_inflight(struct push *p)
+{
+    pthread_mutex_lock(&p->mu);
+    int busy = p->busy;
+    pthread_mutex_unlock(&p->mu);
+    return busy;
+}
+
 int push_drain(struct push *p, int64_t timeout_ms)
 {
     int64_t deadline = clock_mono_ms() + timeout_ms;

@@ -75,6 +75,10 @@ int push_resume(struct push *p, const char *session_id, const char *last_event_i
 /* The connection's session id, or NULL before initialize. Borrowed. */
 const char *push_session_id(struct push *p);
 
+/* Requests of this connection not yet fully sent (a transport's idle
+ * timeout does not count a connection waiting for its replies). */
+int push_inflight(struct push *p);
+
 /* The client can answer nothing more (stdio at EOF): the requests the
  * server sent it and still waits on fail now (core_client_gone). */
 void push_client_gone(struct push *p);

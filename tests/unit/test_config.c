@@ -445,6 +445,31 @@ static void test_listen(void)
     }
 }
 
+/* --tcp-listen: off by default; the same HOST:PORT rules as --listen,
+ * named after its own option; off loopback it needs --auth token too. */
+static void test_tcp_listen(void)
+{
+    CHECK_INT(LOAD0(), 0);
+    CHECK(cfg.tcp_listen == NULL);
+    CHECK_INT(cfg.tcp_idle_ms, 300000);
+    CHECK_INT(cfg.tcp_handshake_ms, 10000);
+    CHECK_INT(LOAD("--tcp-listen=localhost:9000", "--tcp-handshake-ms=250"), 0);
+    CHECK_STR(cfg.tcp_host, "127.0.0.1");
+    CHECK_INT(cfg.tcp_port, 9000);
+    CHECK_INT(cfg.tcp_handshake_ms, 250);
+    CHECK_INT(LOAD("--tcp-listen=[::1]:1"), 0);
+    CHECK_STR(cfg.tcp_host, "::1");
+    CHECK_INT(LOAD("--tcp-listen=0.0.0.0:9000", "--auth=token"), 0);
+    CHECK_INT(LOAD("--tcp-listen=9000"), -1);
+    CHECK_STR(err, "--tcp-listen needs HOST:PORT, got '9000'");
+    CHECK_INT(LOAD("--tcp-listen=example.com:1"), -1);
+    CHECK_STR(err, "--tcp-listen host must be a numeric address or localhost, got 'example.com'");
+    CHECK_INT(LOAD("--tcp-listen=0.0.0.0:9000"), -1);
+    CHECK_STR(err, "refusing to listen on non-loopback 0.0.0.0 without authentication; pass "
+                   "--auth token (tokens from mcp-admin), or --allow-unauthenticated");
+    CHECK_INT(LOAD("--tcp-listen=127.0.0.1:1", "--tcp-idle-ms=99"), -1);
+}
+
 static void test_env(void)
 {
     setenv("MCPD_MAX_BODY", "123", 1);
@@ -651,11 +676,11 @@ static void test_usage(void)
     CHECK(strstr(text, "--stdio VALUE") == NULL);
     CHECK(strstr(text, "(default 0)\n") != NULL);     /* sse-poll-ms */
     CHECK(strstr(text, "print this help\n") != NULL); /* flags print no default */
-    /* One option line per setting: 47 settings. */
+    /* One option line per setting: 50 settings. */
     int options = 0;
     for (const char *p = text; (p = strstr(p, "\n  --")) != NULL; p++)
         options++;
-    CHECK_INT(options, 47);
+    CHECK_INT(options, 50);
     free(text);
 }
 
@@ -692,6 +717,7 @@ int main(void)
     test_argv_forms();
     test_usage_errors();
     test_listen();
+    test_tcp_listen();
     test_env();
     test_file();
     test_precedence();

@@ -14,7 +14,7 @@
 //   const info = await d.close(); // stop mcpd, {exit, stderr}; throws on a bad exit
 //
 // Drivers: http-json, http-sse, http-longpoll, http-pull, ws, stdio-ndjson,
-// stdio-content-length (see DRIVERS). Each starts its own mcpd ($MCPD_BIN).
+// stdio-content-length, tcp-ndjson, tcp-content-length (see DRIVERS). Each starts its own mcpd ($MCPD_BIN).
 //
 // How HTTP drivers turn HTTP into a message sequence: each POSTed request's
 // reply messages (the JSON body, or the SSE events as they arrive) are
@@ -32,9 +32,10 @@
 
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 
-import { MCPD_BIN, REPO_ROOT, getStream, mcpHeaders, openStream, request, startMcpd, withTimeout } from './mcpd.mjs';
+import { MCPD_BIN, REPO_ROOT, freePort, getStream, mcpHeaders, openStream, request, startMcpd, withTimeout } from './mcpd.mjs';
 
 export const TRANSCRIPT_DIR = path.join(REPO_ROOT, 'tests', 'transcripts');
 
@@ -907,6 +908,74 @@ export class StdioDriver {
   }
 }
 
+/**
+ * mcpd's raw TCP transport (--tcp-listen), framing 'ndjson' or
+ * 'content-length': the stdio contract over a socket, so the frames are
+ * checked the way StdioDriver checks stdout. No mcpd/connect (no auth, a
+ * new session). close() closes the socket, then SIGTERMs mcpd, which must
+ * exit 0.
+ */
+class TcpDriver extends StdioDriver {
+  constructor(name, { framing }) {
+    super(name, { framing });
+    this.vars = { TRANSPORT: 'tcp' };
+  }
+
+  async open() {
+    const tport = await freePort();
+    try {
+      this.mcpd = await startMcpd({ args: ['--tcp-listen', `127.0.0.1:${tport}`] });
+    } catch (e) {
+      if (/unknown option '--tcp-listen'/.test(e.message)) throw new SkipError('mcpd has no --tcp-listen yet');
+      throw e;
+    }
+    const sock = net.connect({ host: '127.0.0.1', port: tport });
+    this.sock = sock;
+    this.sockClosed = new Promise((resolve) => sock.on('close', resolve));
+    sock.on('error', () => {});
+    await withTimeout(
+      new Promise((resolve, reject) => {
+        sock.once('connect', resolve);
+        sock.once('error', reject);
+      }),
+      5000,
+      'TCP connect',
+    );
+    sock.on('data', (d) => this._feed(d));
+    sock.on('close', () => {
+      if (!this.closing) this.inbox.fail(new Error(`${this.name}: mcpd closed the TCP connection`));
+    });
+  }
+
+  async send(msg) {
+    const text = JSON.stringify(msg);
+    const frame =
+      this.framing === 'ndjson' ? `${text}\n` : `Content-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`;
+    await new Promise((resolve, reject) => this.sock.write(frame, (e) => (e ? reject(e) : resolve())));
+  }
+
+  async close() {
+    this.closing = true;
+    if (this.sock) {
+      this.sock.end();
+      await withTimeout(this.sockClosed, 3000, 'TCP close').catch(() => this.sock.destroy());
+    }
+    const m = this.mcpd;
+    if (!m) return { exit: null, stderr: '' };
+    let exit;
+    try {
+      exit = await m.stop('SIGTERM', 10000);
+    } finally {
+      this.stderr = m.stderr;
+      await m.cleanup();
+    }
+    if (sanitizerReport(this.stderr)) throw new Error(`${this.name}: sanitizer report from mcpd:\n${this.stderr}`);
+    if (!exit || exit.code !== 0) throw new Error(`${this.name}: mcpd exit ${show(exit)} after SIGTERM:\n${this.stderr}`);
+    if (this.buf.length) throw new Error(`${this.name}: a partial frame left on the socket: ${show(this.buf.toString('utf8'))}`);
+    return { exit, stderr: this.stderr };
+  }
+}
+
 /** Every driver, in the order the suite runs them. */
 export const DRIVERS = {
   'http-json': () => new HttpDriver('http-json', { mode: 'json' }),
@@ -916,6 +985,8 @@ export const DRIVERS = {
   ws: () => new WsDriver('ws'),
   'stdio-ndjson': () => new StdioDriver('stdio-ndjson', { framing: 'ndjson' }),
   'stdio-content-length': () => new StdioDriver('stdio-content-length', { framing: 'content-length' }),
+  'tcp-ndjson': () => new TcpDriver('tcp-ndjson', { framing: 'ndjson' }),
+  'tcp-content-length': () => new TcpDriver('tcp-content-length', { framing: 'content-length' }),
 };
 
 export function makeDriver(name) {

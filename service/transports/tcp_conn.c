@@ -1,0 +1,614 @@
+/* tcp_conn — see tcp_conn.h.
+ *
+ * The reader is a loop fiber: it reads whatever the socket has
+ * (MSG_DONTWAIT), decodes it and acts on each event, and parks in
+ * loop_wait_fd until more comes, a deadline (handshake, idle) passes or it
+ * is woken (a token's end, the session's end, tcp_stop: flags it looks at
+ * first). Writes come from push's writer fiber and from the reader
+ * (immediate answers, goodbyes), one frame at a time under wmu; a full
+ * socket parks the writing fiber until the client reads or the write
+ * timeout passes. */
+#include "tcp_conn.h"
+#include "auth.h"
+#include "clock.h"
+#include "core.h"
+#include "fcond.h"
+#include "fd_write.h"
+#include "fiber.h"
+#include "greeting.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "loop.h"
+#include "push.h"
+#include "stdio_frame.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define READ_CHUNK 16384
+/* A writer waiting for a full socket looks this often whether the
+ * connection died meanwhile. */
+#define WRITE_TICK_MS 1000
+/* After a goodbye, how long to read (and discard) for the client's FIN:
+ * closing with unread bytes makes the kernel send a reset, which can
+ * destroy the goodbye before the client reads it. */
+#define LINGER_MS 1000
+
+static struct tcp_config cfg = {.max_message = STDIO_FRAME_DEFAULT_MAX,
+                                .idle_ms = 300000,
+                                .handshake_ms = 10000,
+                                .write_timeout_ms = 30000};
+
+/* Set by tcp_conn_stop_all, which wakes every reader. */
+static atomic_int stopping;
+static atomic_int running;
+/* Readers running, for a wake (stop, token's end, session's end): guards
+ * every connection's `reader` and the list links. */
+static pthread_mutex_t readers_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct tcp_conn *readers;
+
+struct tcp_conn {
+    int fd;
+    char addr[64];
+    struct fmutex wmu; /* one frame at a time on the socket (held across a wait) */
+    /* Under wmu: the client's framing (decided by its first bytes, before
+     * anything is sent), and whether a goodbye went out (nothing after). */
+    enum stdio_framing framing;
+    int said_goodbye;
+    atomic_int dead; /* a write failed or timed out: the socket is shut down */
+    struct stdio_frame_decoder *dec;
+    struct push *push; /* once served: the reader's */
+    int served;        /* the first message was accepted (reader only) */
+    /* The token of mcpd/connect, held for the connection's life; its end
+     * is recorded in token_why and wakes the reader. */
+    struct auth_hold hold;
+    _Atomic(const char *) token_why;
+    atomic_int session_over; /* push's writer said the session ended */
+    int64_t opened_ms, last_in_ms;
+    const char *why; /* how it ended, for the log (reader only) */
+    struct fiber *reader;
+    struct tcp_conn *next_reader, **prev_reader;
+};
+
+void tcp_conn_configure(const struct tcp_config *c)
+{
+    cfg = *c;
+    if (!cfg.max_message)
+        cfg.max_message = STDIO_FRAME_DEFAULT_MAX;
+    if (cfg.write_timeout_ms <= 0)
+        cfg.write_timeout_ms = 30000;
+}
+
+/* ---- waking readers ---- */
+
+static void wake_reader(struct tcp_conn *c)
+{
+    pthread_mutex_lock(&readers_mu);
+    if (c->reader)
+        fiber_wake(c->reader);
+    pthread_mutex_unlock(&readers_mu);
+}
+
+static void reader_enter(struct tcp_conn *c)
+{
+    pthread_mutex_lock(&readers_mu);
+    c->reader = fiber_current();
+    c->next_reader = readers;
+    if (readers)
+        readers->prev_reader = &c->next_reader;
+    c->prev_reader = &readers;
+    readers = c;
+    pthread_mutex_unlock(&readers_mu);
+}
+
+static void reader_leave(struct tcp_conn *c)
+{
+    pthread_mutex_lock(&readers_mu);
+    *c->prev_reader = c->next_reader;
+    if (c->next_reader)
+        c->next_reader->prev_reader = c->prev_reader;
+    c->reader = NULL;
+    pthread_mutex_unlock(&readers_mu);
+}
+
+/* Marks the connection dead; after shutdown() the reader's wait and any
+ * blocked write end at once. The descriptor stays open until the reader
+ * closes it, so its number cannot be reused meanwhile. */
+static void conn_kill(struct tcp_conn *c)
+{
+    atomic_store(&c->dead, 1);
+    shutdown(c->fd, SHUT_RDWR);
+}
+
+/* ---- writing ---- */
+
+struct write_wait {
+    struct tcp_conn *c;
+    int64_t deadline;
+};
+
+/* fd_write's wait: the socket is full; the fiber parks until the client
+ * reads, the connection dies or the write timeout passes. */
+static int wait_client(void *ud)
+{
+    struct write_wait *w = ud;
+    int64_t now = clock_mono_ms();
+    if (now >= w->deadline) {
+        log_event(LOG_WARN, NULL, "tcp_write_timeout",
+                  "client %s did not read for %lld ms; closing", w->c->addr,
+                  (long long)cfg.write_timeout_ms);
+        return -1;
+    }
+    int64_t until = w->deadline - now > WRITE_TICK_MS ? now + WRITE_TICK_MS : w->deadline;
+    int rc = loop_wait_fd(w->c->fd, EPOLLOUT, until);
+    if (rc != 0 && rc != ETIMEDOUT && rc != EINTR)
+        return -1;
+    return atomic_load(&w->c->dead) ? -1 : 0;
+}
+
+/* One message as one frame in the client's framing. Caller holds wmu. */
+static int send_locked(struct tcp_conn *c, const char *msg, size_t len)
+{
+    if (c->said_goodbye || atomic_load(&c->dead))
+        return -1;
+    char prefix[STDIO_FRAME_PREFIX_MAX];
+    size_t pl = stdio_frame_prefix(c->framing, len, prefix, sizeof prefix);
+    const char *suffix = stdio_frame_suffix(c->framing);
+    struct iovec iov[3] = {
+        {.iov_base = prefix, .iov_len = pl},
+        {.iov_base = (void *)msg, .iov_len = len},
+        {.iov_base = (void *)suffix, .iov_len = strlen(suffix)},
+    };
+    struct write_wait w = {c, clock_mono_ms() + cfg.write_timeout_ms};
+    if (fd_write_all(c->fd, 1, iov, 3, wait_client, &w) == 0)
+        return 0;
+    conn_kill(c);
+    return -1;
+}
+
+/* push_io.send. */
+static int conn_send(void *io, const char *msg, size_t len)
+{
+    struct tcp_conn *c = io;
+    fmutex_lock(&c->wmu);
+    int rc = send_locked(c, msg, len);
+    fmutex_unlock(&c->wmu);
+    return rc;
+}
+
+/* Sends msg (stolen); caller holds wmu. */
+static int send_json_locked(struct tcp_conn *c, json_t *msg)
+{
+    size_t len;
+    char *text = msg ? jsonrpc_dump(msg, &len) : NULL;
+    json_decref(msg);
+    int rc = text ? send_locked(c, text, len) : -1;
+    free(text);
+    return rc;
+}
+
+/* Sends msg (stolen). */
+static void send_msg(struct tcp_conn *c, json_t *msg)
+{
+    fmutex_lock(&c->wmu);
+    send_json_locked(c, msg);
+    fmutex_unlock(&c->wmu);
+}
+
+static void send_error(struct tcp_conn *c, json_t *id, int code, const char *message,
+                       const char *reason)
+{
+    send_msg(c, greeting_error(id, code, message, TCP_TRANSPORT, reason));
+}
+
+/* The last thing mcpd says on the connection (once): an error with id
+ * null naming why it ends. */
+static void say_goodbye(struct tcp_conn *c, int code, const char *message, const char *reason)
+{
+    fmutex_lock(&c->wmu);
+    if (!c->said_goodbye) {
+        send_json_locked(c, greeting_error(NULL, code, message, TCP_TRANSPORT, reason));
+        c->said_goodbye = 1;
+    }
+    fmutex_unlock(&c->wmu);
+}
+
+/* After a goodbye: half-closes, and reads until the client closes too or
+ * LINGER_MS pass, so the goodbye is not lost to a reset. */
+static void linger(struct tcp_conn *c)
+{
+    if (atomic_load(&c->dead))
+        return;
+    shutdown(c->fd, SHUT_WR);
+    int64_t deadline = clock_mono_ms() + LINGER_MS;
+    char sink[4096];
+    for (;;) {
+        ssize_t got = recv(c->fd, sink, sizeof sink, MSG_DONTWAIT);
+        if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
+            break;
+        if (got > 0 || errno == EINTR)
+            continue;
+        int waited = loop_wait_fd(c->fd, EPOLLIN, deadline);
+        if (waited != 0 && waited != EINTR)
+            break;
+    }
+}
+
+/* ---- callbacks from elsewhere ---- */
+
+/* push_io.session_ended (on push's writer): the session was deleted,
+ * expired or killed elsewhere, or its token ended. The goodbye says so;
+ * the reader then ends the connection. */
+static void conn_session_ended(void *io)
+{
+    struct tcp_conn *c = io;
+    const char *token_why = atomic_load(&c->token_why);
+    if (token_why)
+        say_goodbye(c, JSONRPC_SESSION_NOT_FOUND, token_why, "unauthorized");
+    else
+        say_goodbye(c, JSONRPC_SESSION_NOT_FOUND, "Session ended", "session ended");
+    atomic_store(&c->session_over, 1);
+    wake_reader(c);
+}
+
+/* auth's callback (watcher's thread, under its lock): record and wake. */
+static void conn_token_ended(void *ud, const char *why)
+{
+    struct tcp_conn *c = ud;
+    atomic_store(&c->token_why, why);
+    wake_reader(c);
+}
+
+/* ---- the first message ---- */
+
+static int open_push(struct tcp_conn *c, const struct auth_grant *grant)
+{
+    struct push_io io = {.send = conn_send,
+                         .io = c,
+                         .transport = TCP_TRANSPORT,
+                         .event_ids = 1,
+                         .max_inflight = cfg.max_inflight,
+                         .session_ended = conn_session_ended};
+    snprintf(io.principal, sizeof io.principal, "%s", grant->principal);
+    c->push = push_open(&io);
+    if (!c->push)
+        return -1;
+    /* Held from here: a revocation before the next read is seen by it. */
+    auth_hold(&c->hold, grant, conn_token_ended, c);
+    c->served = 1;
+    return 0;
+}
+
+/* mcpd/connect (greeting.h): authenticates, opens the connection and,
+ * with a sessionId, resumes the session. Returns 1 when the connection is
+ * to end. */
+static int on_connect(struct tcp_conn *c, json_t *msg)
+{
+    struct greeting g;
+    struct auth_grant grant;
+    json_t *refusal;
+    int fatal;
+    if (greeting_accept(msg, TCP_TRANSPORT, &g, &grant, &refusal, &fatal) != 0) {
+        log_event(LOG_INFO, NULL, "tcp_connect_refused", "client %s: %s", c->addr,
+                  json_string_value(json_object_get(json_object_get(refusal, "error"), "message")));
+        send_msg(c, refusal);
+        return fatal;
+    }
+    if (open_push(c, &grant) != 0) {
+        send_error(c, g.id, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
+        return 1;
+    }
+    /* The answer goes out before anything of a resumed stream: push's
+     * writer sends through wmu, held until the answer is out. */
+    fmutex_lock(&c->wmu);
+    struct core_reply refused;
+    if (g.session_id && push_resume(c->push, g.session_id, g.last_event_id, &refused) != 0) {
+        json_t *err = json_deep_copy(refused.error);
+        core_reply_clear(&refused);
+        if (err)
+            json_object_set(err, "id", g.id);
+        send_json_locked(c, err);
+        fmutex_unlock(&c->wmu);
+        log_event(LOG_INFO, NULL, "tcp_resume_refused", "client %s", c->addr);
+        return 0;
+    }
+    const char *sid = push_session_id(c->push);
+    send_json_locked(c, greeting_answer(g.id, TCP_TRANSPORT, sid));
+    fmutex_unlock(&c->wmu);
+    log_event(LOG_INFO, sid, "tcp_connected", "client %s%s%s", c->addr,
+              g.session_id ? " resumed its session" : "",
+              g.last_event_id ? " from an event id" : "");
+    return 0;
+}
+
+/* The first message: mcpd/connect, or (without auth) anything else, which
+ * is then served as is. Returns 1 when the connection is to end. */
+static int on_first(struct tcp_conn *c, const char *data, size_t len)
+{
+    struct jsonrpc_error perr;
+    json_t *msg = jsonrpc_parse(data, len, &perr);
+    int rc;
+    if (greeting_is(msg)) {
+        rc = on_connect(c, msg);
+    } else if (auth_required()) {
+        log_event(LOG_INFO, NULL, "tcp_unauthorized", "client %s: no mcpd/connect first", c->addr);
+        json_t *id = json_object_get(msg, "id");
+        send_error(
+            c, json_is_string(id) || json_is_integer(id) ? id : NULL, JSONRPC_SESSION_NOT_FOUND,
+            "Unauthorized: the first message must be mcpd/connect with a token", "unauthorized");
+        rc = 1;
+    } else {
+        struct auth_grant none = {0};
+        if (open_push(c, &none) != 0) {
+            send_error(c, NULL, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
+            rc = 1;
+        } else {
+            push_receive(c->push, data, len);
+            rc = 0;
+        }
+    }
+    json_decref(msg);
+    return rc;
+}
+
+/* ---- reading ---- */
+
+/* Acts on one decoded event. Returns 1 when the connection is to end. */
+static int on_event(struct tcp_conn *c, const struct stdio_frame_event *ev)
+{
+    if (ev->kind == STDIO_FRAME_MESSAGE) {
+        if (!c->served)
+            return on_first(c, ev->data, ev->len);
+        push_receive(c->push, ev->data, ev->len);
+        return 0;
+    }
+    char message[160];
+    if (ev->error == STDIO_FRAME_ERR_TOO_LARGE)
+        snprintf(message, sizeof message,
+                 "Invalid Request: message larger than %zu bytes (--max-body)", cfg.max_message);
+    else
+        snprintf(message, sizeof message, "%s", stdio_frame_error_message(ev->error));
+    log_event(LOG_INFO, c->push ? push_session_id(c->push) : NULL, "tcp_bad_frame", "client %s: %s",
+              c->addr, message);
+    send_error(c, NULL, stdio_frame_error_code(ev->error), message, NULL);
+    /* Before a successful mcpd/connect, with auth, nothing is served. */
+    return !c->served && auth_required();
+}
+
+/* Decodes what was read. Returns 1 when the connection is to end. */
+static int feed(struct tcp_conn *c, const char *buf, size_t n)
+{
+    size_t off = 0;
+    while (off < n) {
+        size_t used;
+        struct stdio_frame_event ev;
+        int got = stdio_frame_decode(c->dec, buf + off, n - off, &used, &ev);
+        off += used;
+        enum stdio_framing f = stdio_frame_framing(c->dec);
+        if (f != c->framing) { /* decided before the first event: once */
+            fmutex_lock(&c->wmu);
+            c->framing = f;
+            fmutex_unlock(&c->wmu);
+        }
+        if (!got)
+            continue;
+        /* Idleness counts whole messages: a client that trickles bytes
+         * of one it never finishes is idle (slowloris). */
+        c->last_in_ms = clock_mono_ms();
+        if (on_event(c, &ev))
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether the connection's time is up (handshake or idle); says goodbye
+ * if so. Sets *deadline to when to look again. */
+static int timed_out(struct tcp_conn *c, int64_t now, int64_t *deadline)
+{
+    if (!c->served) {
+        *deadline = c->opened_ms + cfg.handshake_ms;
+        if (now < *deadline)
+            return 0;
+        c->why = "handshake timeout";
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "no complete %sfirst message within %lld ms (--tcp-handshake-ms); closing",
+                 auth_required() ? "mcpd/connect " : "", (long long)cfg.handshake_ms);
+        say_goodbye(c, JSONRPC_SERVER_ERROR, msg, "handshake timeout");
+        return 1;
+    }
+    *deadline = c->last_in_ms + cfg.idle_ms;
+    if (now < *deadline)
+        return 0;
+    if (push_inflight(c->push) > 0) { /* a long call is not idleness */
+        c->last_in_ms = now;
+        *deadline = now + cfg.idle_ms;
+        return 0;
+    }
+    c->why = "idle timeout";
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "no complete message and nothing in flight for %lld ms (--tcp-idle-ms); closing",
+             (long long)cfg.idle_ms);
+    say_goodbye(c, JSONRPC_SERVER_ERROR, msg, "idle timeout");
+    return 1;
+}
+
+/* Looks at the flags others set. Returns 1 when the connection is to end
+ * (after a goodbye where one is due). */
+static int ended_elsewhere(struct tcp_conn *c)
+{
+    if (atomic_load(&c->dead)) {
+        c->why = "a write failed or timed out";
+        return 1;
+    }
+    const char *token_why = atomic_load(&c->token_why);
+    if (token_why) {
+        c->why = token_why;
+        say_goodbye(c, JSONRPC_SESSION_NOT_FOUND, token_why, "unauthorized");
+        return 1;
+    }
+    if (atomic_load(&c->session_over)) {
+        c->why = "session ended";
+        return 1;
+    }
+    if (atomic_load(&stopping)) {
+        c->why = "server shutting down";
+        say_goodbye(c, JSONRPC_SERVER_ERROR, "server shutting down", "shutting down");
+        return 1;
+    }
+    return 0;
+}
+
+static void run(struct tcp_conn *c, char *buf)
+{
+    for (;;) {
+        if (ended_elsewhere(c))
+            return;
+        int64_t now = clock_mono_ms(), deadline;
+        if (timed_out(c, now, &deadline))
+            return;
+        ssize_t got = recv(c->fd, buf, READ_CHUNK, MSG_DONTWAIT);
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int rc = loop_wait_fd(c->fd, EPOLLIN, deadline);
+            if (rc == ECANCELED) {
+                c->why = "server shutting down";
+                return;
+            }
+            if (rc != 0 && rc != ETIMEDOUT && rc != EINTR) {
+                c->why = "cannot wait for the socket";
+                return;
+            }
+            continue;
+        }
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            c->why = atomic_load(&c->dead) ? "a write failed or timed out" : "connection lost";
+            return;
+        }
+        if (got == 0) {
+            /* A last NDJSON line without its newline is a message. */
+            struct stdio_frame_event ev;
+            if (!atomic_load(&c->dead) && stdio_frame_finish(c->dec, &ev))
+                on_event(c, &ev);
+            c->why = atomic_load(&c->dead) ? "a write failed or timed out" : "closed by the client";
+            return;
+        }
+        if (feed(c, buf, (size_t)got)) {
+            c->why = "refused";
+            return;
+        }
+    }
+}
+
+/* ---- lifecycle ---- */
+
+struct tcp_conn *tcp_conn_new(int fd, const char *addr)
+{
+    struct tcp_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->dec = stdio_frame_decoder_new(cfg.max_message);
+    if (!c->dec || fmutex_init(&c->wmu) != 0) {
+        stdio_frame_decoder_free(c->dec);
+        free(c);
+        return NULL;
+    }
+    c->fd = fd;
+    snprintf(c->addr, sizeof c->addr, "%s", addr);
+    c->opened_ms = clock_mono_ms();
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* A peer that vanished (no FIN, no RST) while a long call runs is found
+     * by the kernel's keepalive probes. */
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    int idle = 60, intvl = 10, cnt = 6;
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    atomic_fetch_add(&running, 1);
+    return c;
+}
+
+static void conn_free(struct tcp_conn *c)
+{
+    char addr[sizeof c->addr];
+    memcpy(addr, c->addr, sizeof addr);
+    close(c->fd);
+    stdio_frame_decoder_free(c->dec);
+    fmutex_destroy(&c->wmu);
+    free(c);
+    atomic_fetch_sub(&running, 1);
+    tcp_conn_gone(addr);
+}
+
+void tcp_conn_discard(struct tcp_conn *c)
+{
+    conn_free(c);
+}
+
+void tcp_conn_main(void *arg)
+{
+    struct tcp_conn *c = arg;
+    reader_enter(c);
+    char *buf = malloc(READ_CHUNK);
+    if (buf)
+        run(c, buf);
+    else
+        c->why = "out of memory";
+    free(buf);
+    reader_leave(c);
+    fmutex_lock(&c->wmu);
+    int goodbye = c->said_goodbye;
+    fmutex_unlock(&c->wmu);
+    if (goodbye)
+        linger(c);
+    char sid[80];
+    const char *s = c->push ? push_session_id(c->push) : NULL;
+    snprintf(sid, sizeof sid, "%s", s ? s : "");
+    log_event(LOG_INFO, sid[0] ? sid : NULL, "tcp_closed", "client %s: %s", c->addr,
+              c->why ? c->why : "ended");
+    /* No token callback from here on; then push's writer stops (a write
+     * it is blocked in fails once the socket is shut down). */
+    auth_release(&c->hold);
+    conn_kill(c);
+    push_close(c->push);
+    conn_free(c);
+}
+
+static void wait_running(int64_t ms)
+{
+    int64_t deadline = clock_mono_ms() + ms;
+    while (atomic_load(&running) > 0 && clock_mono_ms() < deadline) {
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void tcp_conn_stop_all(void)
+{
+    atomic_store(&stopping, 1);
+    pthread_mutex_lock(&readers_mu);
+    for (struct tcp_conn *c = readers; c; c = c->next_reader)
+        fiber_wake(c->reader);
+    pthread_mutex_unlock(&readers_mu);
+    wait_running(LINGER_MS + 1000);
+    /* One still here is stuck on a client that neither reads nor closes. */
+    pthread_mutex_lock(&readers_mu);
+    for (struct tcp_conn *c = readers; c; c = c->next_reader)
+        conn_kill(c);
+    pthread_mutex_unlock(&readers_mu);
+    wait_running(1000);
+}
