@@ -93,7 +93,8 @@ if want ceiling && [ ! -x "$MHD_CEILING_BIN" ]; then
 fi
 
 # --- the TCP load driver ---------------------------------------------------------
-if want tcp && ! { want mcpd && "$MCPD_BIN" --help 2>&1 | grep -q -- '--tcp-listen'; }; then
+# (--help read whole first: grep -q would end the pipe early, and pipefail fail it.)
+if want tcp && ! { want mcpd && grep -q -- '--tcp-listen' <<<"$("$MCPD_BIN" --help 2>&1)"; }; then
   note "no TCP runs: they need mcpd in BENCH_SERVERS and an mcpd with --tcp-listen"
   BENCH_SERVERS=${BENCH_SERVERS//tcp/}
 fi

@@ -34,7 +34,7 @@ note() { echo "tcp_conns: $*" >&2; }
 
 [ -x "$MCPD_BIN" ] || die "mcpd not found at $MCPD_BIN"
 "$NODE" --version >/dev/null 2>&1 || die "node not found"
-"$MCPD_BIN" --help 2>&1 | grep -q -- '--tcp-listen' || die "$MCPD_BIN has no --tcp-listen"
+grep -q -- '--tcp-listen' <<<"$("$MCPD_BIN" --help 2>&1)" || die "$MCPD_BIN has no --tcp-listen"
 
 # One descriptor per connection in each process, plus mcpd's own (store,
 # listeners, event loops): N + 256 at least.
