@@ -21,8 +21,8 @@
 #      transport (tests/client-conformance.sh), at 2025-11-25 and 2026-07-28,
 #      with a 2025-era client and with a 2026-era one;
 #   6. the deployment: its files with their own tools, Caddy and nginx in front
-#      (and nginx stream terminating TLS in front of the raw TCP transport)
-#      of mcpd, and the compose stack on a real Docker engine (compose-e2e.sh);
+#      of mcpd (and nginx stream terminating TLS before its raw TCP), and the
+#      compose stack on a real Docker engine (compose-e2e.sh);
 #   7. the libFuzzer harnesses in tests/fuzz (decoders and parsers), bounded
 #      (FUZZ_SECONDS each, 30 by default).
 #   8. with PostgreSQL (a throwaway server, tests/pg/pg-server.sh): the store's
