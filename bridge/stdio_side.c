@@ -3,36 +3,27 @@
 
 #include "rpc_message.h"
 
+#include "note_gate.h"
 #include "stdio_frame.h"
 
 #include <errno.h>
-#include <linux/sockios.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 /* Kept of the start of each message, to answer one that is too large
  * with its id: JSON-RPC clients put the id before the params. */
 #define HEAD_CAP 4096
-/* How long a message after a notification waits for the client to read
- * it (stdio_side.h); messages larger than NOTE_MAX are not parsed to see
- * whether they are notifications (progress and most others are small). */
-#define NOTE_DRAIN_MS 50
+/* Messages larger than this are not parsed to see whether they are
+ * notifications (note_gate.h; progress and most others are small). */
 #define NOTE_MAX 8192
-
-enum out_kind { OUT_UNCOUNTED, OUT_PIPE, OUT_SOCKET };
 
 struct stdio_side {
     int in_fd, out_fd;
     int out_broken;
-    enum out_kind out_kind;
-    int note_unread;  /* the last message written was a notification */
-    int drain_lapsed; /* a wait ran out: none until stdout is seen empty */
+    struct note_gate gate;
     size_t max_message;
     struct stdio_frame_decoder *dec;
     char head[HEAD_CAP];
@@ -52,11 +43,7 @@ struct stdio_side *stdio_side_new(int in_fd, int out_fd, size_t max_message)
     s->in_fd = in_fd;
     s->out_fd = out_fd;
     s->max_message = max_message ? max_message : STDIO_FRAME_DEFAULT_MAX;
-    struct stat sb;
-    if (fstat(out_fd, &sb) == 0)
-        s->out_kind = S_ISFIFO(sb.st_mode)   ? OUT_PIPE
-                      : S_ISSOCK(sb.st_mode) ? OUT_SOCKET
-                                             : OUT_UNCOUNTED;
+    note_gate_init(&s->gate, out_fd);
     s->dec = stdio_frame_decoder_new(max_message);
     if (!s->dec) {
         free(s);
@@ -162,35 +149,6 @@ int stdio_side_read(struct stdio_side *s, const struct stdio_side_handler *h)
     return 0;
 }
 
-/* Bytes written to stdout that the client has not read yet, or -1 when
- * that cannot be told. */
-static long unread_out(const struct stdio_side *s)
-{
-    int n = 0;
-    if (s->out_kind == OUT_PIPE && ioctl(s->out_fd, FIONREAD, &n) == 0)
-        return n;
-    if (s->out_kind == OUT_SOCKET && ioctl(s->out_fd, SIOCOUTQ, &n) == 0)
-        return n;
-    return -1;
-}
-
-/* Waits until the client has read what was written (see stdio_side.h). */
-static void wait_read(struct stdio_side *s)
-{
-    for (int waited = 0;; waited++) {
-        long n = unread_out(s);
-        if (n <= 0) {
-            s->drain_lapsed = 0;
-            return;
-        }
-        if (s->drain_lapsed || waited >= NOTE_DRAIN_MS) {
-            s->drain_lapsed = 1;
-            return;
-        }
-        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-    }
-}
-
 static int is_notification(const char *json, size_t len)
 {
     if (len > NOTE_MAX)
@@ -205,10 +163,7 @@ int stdio_side_write(struct stdio_side *s, const char *json, size_t len)
 {
     if (s->out_broken)
         return -1;
-    int note = is_notification(json, len);
-    if (s->note_unread && !note)
-        wait_read(s);
-    s->note_unread = note;
+    note_gate_before(&s->gate, is_notification(json, len));
     enum stdio_framing f = stdio_frame_framing(s->dec);
     char prefix[STDIO_FRAME_PREFIX_MAX];
     size_t pl = stdio_frame_prefix(f, len, prefix, sizeof prefix);

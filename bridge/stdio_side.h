@@ -9,13 +9,9 @@
  * message, so a message is never interleaved with another; stdout carries
  * nothing else.
  *
- * A message that follows a notification waits (up to 50 ms) until the
- * client has read that notification, when stdout is a pipe or a socket
- * whose unread bytes can be counted: the official TypeScript SDK handles a
- * notification a tick after it reads it but a response at once, so a
- * progress notification read together with its result finds its handler
- * gone and is dropped. Once a wait runs out (a client that does not read),
- * none is made until stdout is found empty again.
+ * A message that follows a notification waits until the client has read
+ * it (note_gate.h: the official SDK drops progress read together with its
+ * result).
  *
  * Ownership: the struct is the caller's (stdio_side_new/_free); message
  * data passed to callbacks is borrowed for the duration of the call. */
