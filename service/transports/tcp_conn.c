@@ -326,7 +326,10 @@ static int on_connect(struct tcp_conn *c, json_t *msg)
     const char *sid = push_session_id(c->push);
     send_json_locked(c, greeting_answer(g.id, TCP_TRANSPORT, sid));
     fmutex_unlock(&c->wmu);
-    log_event(LOG_INFO, sid, "tcp_connected", "client %s%s%s", c->addr,
+    /* The principal says who it is behind a TLS proxy, where every client's
+     * address is the proxy's. */
+    log_event(LOG_INFO, sid, "tcp_connected", "client %s principal=%s%s%s", c->addr,
+              grant.principal[0] ? grant.principal : "-",
               g.session_id ? " resumed its session" : "",
               g.last_event_id ? " from an event id" : "");
     return 0;

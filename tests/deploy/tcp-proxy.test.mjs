@@ -294,9 +294,10 @@ describe('deploy/nginx-tcp.conf: TLS in front of mcpd --tcp-listen', { skip }, (
     const access = fs.readFileSync(path.join(stack.dir, 'access.log'), 'utf8');
     assert.match(access, /^127\.0\.0\.1 \[[^\]]+\] TCP 200 \d+ \d+ [\d.]+ "TLSv1\.[23]"$/m, 'a proxied TLS connection');
     assert.match(access, /^127\.0\.0\.1 \[[^\]]+\] TCP 503 /m, 'the one limit_conn refused');
-    // mcpd logged the connections too (the proxy's address), and the refusal.
+    // mcpd logged the connections too (the proxy's address, and who: the
+    // token's name, never the token), and the refusal.
     const mcpdLog = fs.readFileSync(stack.mcpdLog, 'utf8');
-    assert.match(mcpdLog, /event=tcp_connected msg="client 127\.0\.0\.1"/);
+    assert.match(mcpdLog, stack.token ? /event=tcp_connected msg="client 127\.0\.0\.1 principal=tcp-proxy-test"/ : /event=tcp_connected msg="client 127\.0\.0\.1 principal=-"/);
     if (stack.unknown) assert.match(mcpdLog, /event=tcp_connect_refused msg="client 127\.0\.0\.1: Unauthorized: unknown token"/);
   });
 });
