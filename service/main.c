@@ -264,6 +264,7 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
         .idle_ms = cfg->tcp_idle_ms,
         .handshake_ms = cfg->tcp_handshake_ms,
         .write_timeout_ms = cfg->request_timeout_ms,
+        .auth_required = auth_required(),
     };
     if (cfg->tcp_listen && tcp_start(&tc, why) != 0) {
         fprintf(stderr, "mcpd: %s\n", *why ? *why : "cannot listen on --tcp-listen");
