@@ -16,6 +16,7 @@
 #include "stdio_transport.h"
 #include "store.h"
 #include "tcp.h"
+#include "udp.h"
 #include "upstream.h"
 
 #include <errno.h>
@@ -268,10 +269,30 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
         core_cleanup();
         return 1;
     }
+    struct udp_config uc = {
+        .host = cfg->udp_host,
+        .port = cfg->udp_port,
+        .max_message = (size_t)cfg->max_body,
+        .max_datagram = (size_t)cfg->udp_max_datagram,
+        .max_peers = (unsigned)cfg->max_connections,
+        .max_per_ip = (unsigned)cfg->max_connections_per_ip,
+        .idle_ms = cfg->udp_idle_ms,
+        .rate_per_ip = (double)cfg->udp_rate_per_ip,
+    };
+    if (cfg->udp_listen && udp_start(&uc, why) != 0) {
+        fprintf(stderr, "mcpd: %s\n", *why ? *why : "cannot listen on --udp-listen");
+        core_stop(0);
+        tcp_stop();
+        http_stop();
+        loop_stop();
+        core_cleanup();
+        return 1;
+    }
     int sig = 0;
     sigwait(sigs, &sig);
     log_event(LOG_INFO, NULL, "shutting_down", "signal %d", sig);
     core_stop(cfg->shutdown_grace_ms);
+    udp_stop();  /* UDP peers end here, before the loop stops */
     tcp_stop();  /* TCP connections end here, before the loop stops */
     http_stop(); /* WebSocket sessions end here, before the loop stops */
     loop_stop();
