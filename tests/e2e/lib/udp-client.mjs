@@ -35,7 +35,8 @@ export class UdpClient {
     return c;
   }
 
-  constructor(port, { host = '127.0.0.1', bind = '127.0.0.1', maxDatagram = 1200, onMessage } = {}) {
+  constructor(port, { host = '127.0.0.1', bind = '127.0.0.1', maxDatagram = 1200, onMessage, noAck = false } = {}) {
+    this.noAck = noAck; // the abuse tests: a client that never acknowledges
     this.port = port;
     this.host = host;
     this.bindAddr = bind;
@@ -97,8 +98,10 @@ export class UdpClient {
   }
 
   /** A new socket (so a new source port), a new cookie, sequence numbers from 1. */
-  async reconnect(ms = 5000) {
+  async reconnect({ port, ms = 5000 } = {}) {
     const old = this.sock;
+    if (port) this.port = port;
+    this.resetSeen = false;
     this._fresh();
     this.error = null;
     await this._handshake(ms);
@@ -198,6 +201,7 @@ export class UdpClient {
 
   _onData(d) {
     const s = d._udp_seq;
+    this.highestSeqIn = Math.max(this.highestSeqIn ?? 0, s);
     if (s > this.delivered && s <= this.delivered + WINDOW) {
       if (this.reorder.has(s)) this.duplicatesIn++;
       else this.reorder.set(s, d);
@@ -208,6 +212,7 @@ export class UdpClient {
       this.delivered++;
       this._inOrder(n);
     }
+    if (this.noAck) return;
     const sack = [...this.reorder.keys()].sort((a, b) => a - b).slice(0, 32);
     const ack = { _udp_cookie: this.cookie, _udp_ack: this.delivered };
     if (sack.length) ack._udp_sack = sack;
