@@ -330,11 +330,10 @@ static void from_stranger(const struct sockaddr_storage *ss, socklen_t sl, struc
         udp_peer_unref(p);
         return;
     }
-    if (valid && in->has_seq && in->seq <= UDP_PEER_RECV_WINDOW)
-        return; /* ahead of its seq 1, which was lost: that comes again */
     /* A client that believes it has state here (it sends a cookie or
      * sequence numbers) learns that it has none: mcpd restarted, or the
-     * peer timed out. */
+     * peer ended. (A client whose seq 1 was lost, so that its seq 2 comes
+     * first, ignores this: nothing of it was acknowledged yet.) */
     int reset = decoded && (in->cookie[0] || in->has_seq || in->has_ack);
     send_cookie(ss, sl, reset, got);
 }

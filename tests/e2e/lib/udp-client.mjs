@@ -68,6 +68,7 @@ export class UdpClient {
     this.srtt = 0;
     this.rttvar = 0;
     this.rto = RTO_INITIAL;
+    this.heard = false; // mcpd acknowledged or sent something since the cookie
   }
 
   async _open() {
@@ -151,13 +152,16 @@ export class UdpClient {
       if (!this.cookie && this._cookieWaiter) {
         this.cookie = d._udp_cookie;
         this._cookieWaiter();
-      } else if (d._udp_reset && this.cookie) {
+      } else if (d._udp_reset && this.cookie && this.heard) {
+        // (before mcpd acknowledged anything, a reset only means that our
+        // seq 1 was lost and a later datagram came first: ignored)
         this.resets++;
         this.resetSeen = true;
         this._wake();
       }
       return;
     }
+    this.heard = true;
     if (typeof d._udp_ack === 'number') this._onAck(d);
     if (typeof d._udp_seq === 'number') return this._onData(d);
     if (d.jsonrpc) {
