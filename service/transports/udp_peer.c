@@ -35,8 +35,9 @@
 /* How long a goodbye (or a refusal that ends the peer) waits to be
  * acknowledged. */
 #define LINGER_MS 1500
-/* Complete messages waiting for the fiber, at most; past it, new
- * datagrams are not taken (nor acknowledged): the client retransmits. */
+/* Complete messages waiting for the fiber, at most (and --max-body bytes
+ * of them); past it, new datagrams are not taken (nor acknowledged): the
+ * client retransmits. */
 #define QUEUE_MAX 16
 /* Bytes held in the reorder window, at most. */
 #define REORDER_BYTES_MAX (256 * 1024)
@@ -90,6 +91,7 @@ struct udp_peer {
     int asm_skip; /* refused (too large): its fragments are dropped */
     struct queued *qhead, **qtail;
     int qcount;
+    size_t qbytes;
     int64_t last_in_ms;
     /* why the peer ends: set once (under mu) */
     const char *end_why;
@@ -129,6 +131,7 @@ static void queue_free(struct udp_peer *p)
     }
     p->qtail = &p->qhead;
     p->qcount = 0;
+    p->qbytes = 0;
 }
 
 void udp_peer_unref(struct udp_peer *p)
@@ -345,6 +348,7 @@ static void enqueue_locked(struct udp_peer *p, char *data, size_t len, const cha
     *p->qtail = q;
     p->qtail = &q->next;
     p->qcount++;
+    p->qbytes += len;
     fcond_broadcast(&p->cv);
 }
 
@@ -419,7 +423,8 @@ static int take_locked(struct udp_peer *p, struct udp_wire_in *in)
 {
     if (in->seq <= p->delivered)
         return 0; /* a duplicate */
-    if (in->seq > p->delivered + UDP_PEER_RECV_WINDOW || p->qcount >= QUEUE_MAX)
+    if (in->seq > p->delivered + UDP_PEER_RECV_WINDOW || p->qcount >= QUEUE_MAX ||
+        p->qbytes >= cfg.max_message)
         return -1;
     struct in_dgram *slot = &p->in[in->seq % UDP_PEER_RECV_WINDOW];
     if (slot->present)
@@ -674,6 +679,7 @@ static void run(struct udp_peer *p)
             if (!p->qhead)
                 p->qtail = &p->qhead;
             p->qcount--;
+            p->qbytes -= q->len;
             pthread_mutex_unlock(&p->mu);
             int stop = on_item(p, q);
             free(q->data);

@@ -403,10 +403,10 @@ test('a flood from one address is cut by --udp-rate-per-ip while another client 
 
 // ---------------------------------------------------------------- 9. no acks
 
-test('a client that never acknowledges gets at most the send window of 64 datagrams', async () => {
+test('a client that never acknowledges gets at most the send window of 64 datagrams, then is given up; its session stays', { timeout: 90000 }, async () => {
   await withUdp([], {}, async (m, uport) => {
     const c = await UdpClient.open(uport);
-    await c.init();
+    const sid = await c.init();
     await sleep(200);
     const acked = c.delivered; // the last acknowledgement the client sent
     c.noAck = true;
@@ -416,7 +416,18 @@ test('a client that never acknowledges gets at most the send window of 64 datagr
     assert.ok(c.highestSeqIn > acked + 32, `mcpd sent (${c.highestSeqIn} after ${acked})`);
     assert.ok(c.highestSeqIn - acked <= 64, `highest ${c.highestSeqIn}, acknowledged ${acked}`);
     assert.ok(c.duplicatesIn > 0, 'and it retransmitted what was not acknowledged');
+    // 8 retransmissions of one datagram (RTO doubling from >= 100 ms, capped
+    // at 4 s: some 15 to 25 s), then the peer is dropped
+    const t0 = Date.now();
+    await waitFor(() => /event=udp_closed msg="peer [^"]*: no acknowledgement/.test(m.stderr), 45000, 'the peer given up', 200);
+    const took = Date.now() - t0;
+    assert.ok(took < 40000, `given up after ${took} ms`);
     c.close();
+    // the session and its streams stay: a new address resumes it
+    const c2 = await UdpClient.open(uport);
+    assert.deepEqual((await c2.connect({ sessionId: sid })).result, { transport: 'udp', sessionId: sid });
+    assert.equal((await c2.request(call('echo', { message: 'after give-up' }))).result.content[0].text, 'after give-up');
+    c2.close();
   });
 });
 
