@@ -274,7 +274,7 @@ static int send_message(struct udp_peer *p, const char *msg, size_t len)
         if (p->dead || p->next_seq - p->base >= UDP_PEER_SEND_WINDOW)
             break;
         size_t dl;
-        char *d = udp_wire_encode(msg, len, i, n, p->next_seq, cfg.max_datagram, &dl);
+        char *d = udp_wire_encode(msg, len, i, n, p->next_seq, NULL, cfg.max_datagram, &dl);
         if (!d) {
             p->dead = 1;
             end_locked(p, "out of memory");

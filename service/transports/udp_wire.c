@@ -15,6 +15,8 @@
 #define FRAG_OVERHEAD 80
 /* A whole message's envelope: "_udp_seq":<20 digits>, */
 #define SEQ_OVERHEAD 32
+/* A client's cookie: "_udp_cookie":"<16>", */
+#define COOKIE_OVERHEAD 32
 
 /* ---- base64 (RFC 4648, with padding) ---- */
 
@@ -204,12 +206,21 @@ static size_t frag_bytes(size_t max_datagram)
 {
     if (max_datagram < UDP_WIRE_MIN_DATAGRAM)
         return 0;
-    return (max_datagram - FRAG_OVERHEAD) / 4 * 3;
+    return (max_datagram - FRAG_OVERHEAD - COOKIE_OVERHEAD) / 4 * 3;
 }
 
 static int whole(const char *msg, size_t len, size_t max_datagram)
 {
-    return len >= 2 && msg[0] == '{' && len + SEQ_OVERHEAD <= max_datagram;
+    return len >= 2 && msg[0] == '{' && len + SEQ_OVERHEAD + COOKIE_OVERHEAD <= max_datagram;
+}
+
+/* The envelope's head: {"_udp_cookie":"…","_udp_seq":N */
+static size_t head(char *out, size_t cap, const char *cookie, uint64_t seq)
+{
+    int k =
+        cookie ? snprintf(out, cap, "{\"_udp_cookie\":\"%.16s\",\"_udp_seq\":%" PRIu64, cookie, seq)
+               : snprintf(out, cap, "{\"_udp_seq\":%" PRIu64, seq);
+    return k < 0 ? 0 : (size_t)k;
 }
 
 size_t udp_wire_count(const char *msg, size_t len, size_t max_datagram)
@@ -223,14 +234,13 @@ size_t udp_wire_count(const char *msg, size_t len, size_t max_datagram)
 }
 
 char *udp_wire_encode(const char *msg, size_t len, size_t i, size_t n, uint64_t seq,
-                      size_t max_datagram, size_t *out_len)
+                      const char *cookie, size_t max_datagram, size_t *out_len)
 {
     if (n == 1 && whole(msg, len, max_datagram)) {
-        char *out = malloc(len + SEQ_OVERHEAD + 1);
+        char *out = malloc(len + SEQ_OVERHEAD + COOKIE_OVERHEAD + 1);
         if (!out)
             return NULL;
-        int k = snprintf(out, SEQ_OVERHEAD, "{\"_udp_seq\":%" PRIu64, seq);
-        size_t o = (size_t)k;
+        size_t o = head(out, SEQ_OVERHEAD + COOKIE_OVERHEAD, cookie, seq);
         /* "{}" has no member to put a comma before. */
         if (len > 2)
             out[o++] = ',';
@@ -242,13 +252,13 @@ char *udp_wire_encode(const char *msg, size_t len, size_t i, size_t n, uint64_t 
     }
     size_t per = frag_bytes(max_datagram);
     size_t from = i * per, take = len - from < per ? len - from : per;
-    char *out = malloc(FRAG_OVERHEAD + (take + 2) / 3 * 4 + 1);
+    size_t cap = FRAG_OVERHEAD + COOKIE_OVERHEAD + (take + 2) / 3 * 4 + 1;
+    char *out = malloc(cap);
     if (!out)
         return NULL;
-    int k =
-        snprintf(out, FRAG_OVERHEAD,
-                 "{\"_udp_seq\":%" PRIu64 ",\"_udp_frag\":[%zu,%zu],\"_udp_data\":\"", seq, i, n);
-    size_t o = (size_t)k;
+    size_t o = head(out, cap, cookie, seq);
+    int k = snprintf(out + o, cap - o, ",\"_udp_frag\":[%zu,%zu],\"_udp_data\":\"", i, n);
+    o += (size_t)k;
     o += b64_encode((const unsigned char *)msg + from, take, out + o);
     out[o++] = '"';
     out[o++] = '}';

@@ -66,10 +66,12 @@ void udp_wire_in_clear(struct udp_wire_in *in);
 size_t udp_wire_count(const char *msg, size_t len, size_t max_datagram);
 /* Datagram i (of udp_wire_count's n) of the message, with sequence number
  * seq: the message itself with "_udp_seq" added when n is 1 and it is a
- * JSON object, else fragment i of n. Returns a malloc'd buffer (its length
- * in *out_len), NULL when out of memory. */
+ * JSON object, else fragment i of n. A client's datagrams also carry its
+ * cookie (cookie: UDP_WIRE_COOKIE_LEN hex digits; NULL for mcpd's), within
+ * the same max_datagram. Returns a malloc'd buffer (its length in
+ * *out_len), NULL when out of memory. */
 char *udp_wire_encode(const char *msg, size_t len, size_t i, size_t n, uint64_t seq,
-                      size_t max_datagram, size_t *out_len);
+                      const char *cookie, size_t max_datagram, size_t *out_len);
 
 /* {"_udp_ack":ack[,"_udp_sack":[...]]} into out; returns its length. */
 size_t udp_wire_ack(uint64_t ack, const uint64_t *sack, size_t nsack, char *out, size_t cap);

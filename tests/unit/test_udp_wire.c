@@ -25,7 +25,7 @@ static void test_whole(void)
     size_t len = strlen(msg);
     CHECK_INT(udp_wire_count(msg, len, 1200), 1);
     size_t dl;
-    char *d = udp_wire_encode(msg, len, 0, 1, 7, 1200, &dl);
+    char *d = udp_wire_encode(msg, len, 0, 1, 7, NULL, 1200, &dl);
     CHECK_STR(d, "{\"_udp_seq\":7,\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
     CHECK_INT(dl, strlen(d));
     struct udp_wire_in in;
@@ -38,14 +38,20 @@ static void test_whole(void)
     udp_wire_in_clear(&in);
     free(d);
     /* {} has no member to put a comma before */
-    d = udp_wire_encode("{}", 2, 0, 1, 1, 1200, &dl);
+    d = udp_wire_encode("{}", 2, 0, 1, 1, NULL, 1200, &dl);
     CHECK_STR(d, "{\"_udp_seq\":1}");
+    free(d);
+    /* a client's: the cookie first */
+    d = udp_wire_encode(msg, len, 0, 1, 2, "0123456789abcdef", 1200, &dl);
+    CHECK_STR(d,
+              "{\"_udp_cookie\":\"0123456789abcdef\",\"_udp_seq\":2,\"jsonrpc\":\"2.0\",\"id\":1,"
+              "\"method\":\"ping\"}");
     free(d);
 }
 
 /* Encodes msg into fragments, checks each datagram's size and decodes
  * them back in order. */
-static void roundtrip_fragments(const char *msg, size_t len, size_t max)
+static void roundtrip_cookie(const char *msg, size_t len, size_t max, const char *cookie)
 {
     size_t n = udp_wire_count(msg, len, max);
     CHECK(n >= 1);
@@ -53,12 +59,13 @@ static void roundtrip_fragments(const char *msg, size_t len, size_t max)
     size_t got = 0;
     for (size_t i = 0; i < n; i++) {
         size_t dl;
-        char *d = udp_wire_encode(msg, len, i, n, 100 + i, max, &dl);
+        char *d = udp_wire_encode(msg, len, i, n, 100 + i, cookie, max, &dl);
         CHECK(dl <= max);
         struct udp_wire_in in;
         char why[160];
         CHECK_INT(udp_wire_decode(d, dl, &in, why, sizeof why), 0);
         CHECK_INT(in.seq, 100 + i);
+        CHECK_STR(in.cookie, cookie ? cookie : "");
         if (n > 1 || msg[0] != '{') {
             CHECK_INT(in.frag_i, i);
             CHECK_INT(in.frag_n, n);
@@ -72,6 +79,13 @@ static void roundtrip_fragments(const char *msg, size_t len, size_t max)
     CHECK_INT(got, len);
     CHECK(got == len && memcmp(back, msg, len) == 0);
     free(back);
+}
+
+/* Both ways: mcpd's datagrams (no cookie) and a client's (with one). */
+static void roundtrip_fragments(const char *msg, size_t len, size_t max)
+{
+    roundtrip_cookie(msg, len, max, NULL);
+    roundtrip_cookie(msg, len, max, "0123456789abcdef");
 }
 
 static void test_fragments(void)
