@@ -3,6 +3,7 @@
 
 #include "rpc_message.h"
 
+#include "note_gate.h"
 #include "stdio_frame.h"
 
 #include <errno.h>
@@ -15,10 +16,14 @@
 /* Kept of the start of each message, to answer one that is too large
  * with its id: JSON-RPC clients put the id before the params. */
 #define HEAD_CAP 4096
+/* Messages larger than this are not parsed to see whether they are
+ * notifications (note_gate.h; progress and most others are small). */
+#define NOTE_MAX 8192
 
 struct stdio_side {
     int in_fd, out_fd;
     int out_broken;
+    struct note_gate gate;
     size_t max_message;
     struct stdio_frame_decoder *dec;
     char head[HEAD_CAP];
@@ -38,6 +43,7 @@ struct stdio_side *stdio_side_new(int in_fd, int out_fd, size_t max_message)
     s->in_fd = in_fd;
     s->out_fd = out_fd;
     s->max_message = max_message ? max_message : STDIO_FRAME_DEFAULT_MAX;
+    note_gate_init(&s->gate, out_fd);
     s->dec = stdio_frame_decoder_new(max_message);
     if (!s->dec) {
         free(s);
@@ -143,10 +149,21 @@ int stdio_side_read(struct stdio_side *s, const struct stdio_side_handler *h)
     return 0;
 }
 
+static int is_notification(const char *json, size_t len)
+{
+    if (len > NOTE_MAX)
+        return 0;
+    json_t *m = json_loadb(json, len, 0, NULL);
+    int note = m && rpc_classify(m) == RPC_NOTIFICATION;
+    json_decref(m);
+    return note;
+}
+
 int stdio_side_write(struct stdio_side *s, const char *json, size_t len)
 {
     if (s->out_broken)
         return -1;
+    note_gate_before(&s->gate, is_notification(json, len));
     enum stdio_framing f = stdio_frame_framing(s->dec);
     char prefix[STDIO_FRAME_PREFIX_MAX];
     size_t pl = stdio_frame_prefix(f, len, prefix, sizeof prefix);

@@ -9,6 +9,10 @@
  * message, so a message is never interleaved with another; stdout carries
  * nothing else.
  *
+ * A message that follows a notification waits until the client has read
+ * it (note_gate.h: the official SDK drops progress read together with its
+ * result).
+ *
  * Ownership: the struct is the caller's (stdio_side_new/_free); message
  * data passed to callbacks is borrowed for the duration of the call. */
 #ifndef MCP_BRIDGE_STDIO_SIDE_H

@@ -27,6 +27,9 @@ if [ "${1:-}" = "--test" ]; then
     # The deployment files are checked with their own tools and run in front
     # of mcpd: docker-compose (config -q, no engine needed), nginx, openssl.
     packages+=(docker-compose nginx openssl)
+    # Debian's nginx has its stream module apart: deploy/nginx-tcp.conf
+    # (TLS in front of --tcp-listen, tests/deploy/tcp-proxy.test.mjs).
+    packages+=(libnginx-mod-stream)
     # tests/deploy/compose-e2e.sh: a Docker engine of its own, and a base
     # image built with debootstrap where none can be pulled.
     packages+=(docker.io debootstrap)

@@ -74,27 +74,32 @@ static int64_t cap_within(int64_t limit, int64_t per)
 
 /* A connection costs a descriptor, and while its request waits (an open
  * GET stream, most of all) a fiber's stack: two memory mappings with its
- * guard page. A connection past either limit would wait
- * unanswered in the kernel's accept queue instead of getting 503, so the
- * cap comes down to what the process can hold, and says so. */
+ * guard page. With --tcp-listen the cap holds for HTTP and for TCP each
+ * (tcp.h), and a TCP connection has two fibers (its reader and push's
+ * writer), so a slot costs two descriptors and six mappings. A connection
+ * past either limit would wait unanswered in the kernel's accept queue
+ * instead of getting 503, so the cap comes down to what the process can
+ * hold, and says so. */
 static void fit_connection_cap(struct config *cfg)
 {
     int64_t cap = cfg->max_connections;
+    int tcp = cfg->tcp_listen != NULL;
     const char *why = NULL;
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
         int64_t fds =
             (int64_t)rl.rlim_cur - FD_RESERVE - (cfg->upstream ? 4 * cfg->upstream_max : 0);
-        if (cap_within(fds, 1) < cap) {
-            cap = cap_within(fds, 1);
-            why = "the open-files limit (ulimit -n)";
+        if (cap_within(fds, tcp ? 2 : 1) < cap) {
+            cap = cap_within(fds, tcp ? 2 : 1);
+            why = tcp ? "the open-files limit (ulimit -n), shared by HTTP and TCP"
+                      : "the open-files limit (ulimit -n)";
         }
     }
     FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
     long long maps = 0;
     if (f) {
-        if (fscanf(f, "%lld", &maps) == 1 && cap_within(maps - MAP_RESERVE, 2) < cap) {
-            cap = cap_within(maps - MAP_RESERVE, 2);
+        if (fscanf(f, "%lld", &maps) == 1 && cap_within(maps - MAP_RESERVE, tcp ? 6 : 2) < cap) {
+            cap = cap_within(maps - MAP_RESERVE, tcp ? 6 : 2);
             why = "vm.max_map_count";
         }
         fclose(f);

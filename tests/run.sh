@@ -21,7 +21,8 @@
 #      transport (tests/client-conformance.sh), at 2025-11-25 and 2026-07-28,
 #      with a 2025-era client and with a 2026-era one;
 #   6. the deployment: its files with their own tools, Caddy and nginx in front
-#      of mcpd, and the compose stack on a real Docker engine (compose-e2e.sh);
+#      of mcpd (and nginx stream terminating TLS before its raw TCP), and the
+#      compose stack on a real Docker engine (compose-e2e.sh);
 #   7. the libFuzzer harnesses in tests/fuzz (decoders and parsers), bounded
 #      (FUZZ_SECONDS each, 30 by default).
 #   8. with PostgreSQL (a throwaway server, tests/pg/pg-server.sh): the store's
@@ -200,13 +201,13 @@ stage_tsan() {
 }
 
 stage_deploy() {
-    echo "== deployment files and proxies (docker-compose config, Caddy and nginx in front of mcpd)"
+    echo "== deployment files and proxies (docker-compose config, Caddy and nginx in front of mcpd, nginx stream TLS in front of its TCP)"
     local out
     [ -d tests/deploy/lint/node_modules ] ||
         (cd tests/deploy/lint && npm ci --no-audit --no-fund --loglevel=error) >/dev/null 2>&1 ||
         echo "deploy: the Dockerfile linter could not be installed; its check is skipped"
     out="$(cd tests && MCPD_BIN="$repo/build/bin/mcpd" "$node22" --test --test-concurrency=1 \
-            --test-timeout=180000 deploy/proxies.test.mjs 2>&1)"
+            --test-timeout=180000 deploy/proxies.test.mjs deploy/tcp-proxy.test.mjs 2>&1)"
     node_counts "deploy" "$out"
 
     echo "== the compose stack on a real Docker engine (tests/deploy/compose-e2e.sh)"

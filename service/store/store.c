@@ -354,9 +354,10 @@ static void commit_sqlite(struct db *db, struct write_op *batch, struct batch_re
 
 /* PostgreSQL: the statements op adds to a pipelined batch. A stream
  * write's chunk and end are followed by its signal (pg_notify), which
- * PostgreSQL delivers at the commit. */
+ * PostgreSQL delivers at the commit. row_chunk_elsewhere: its stream row
+ * and first chunk are in a W_ROW_CHUNK_MANY (pg_run). */
 static int pg_calls_of(struct store *st, struct write_op *op, struct db_call *calls,
-                       struct db_param *sig, char **payload)
+                       struct db_param *sig, char **payload, int row_chunk_elsewhere)
 {
     int n = 0;
 #define CALL(k_) (calls[n++] = (struct db_call){.k = (k_), .p = op->p, .n = op->nparams})
@@ -367,7 +368,8 @@ static int pg_calls_of(struct store *st, struct write_op *op, struct db_call *ca
         return n;
     }
     if (op->row && op->chunk) {
-        CALL(W_ROW_CHUNK);
+        if (!row_chunk_elsewhere)
+            CALL(W_ROW_CHUNK);
     } else {
         if (op->row)
             CALL(W_ROW);
@@ -400,39 +402,110 @@ static int pg_calls_of(struct store *st, struct write_op *op, struct db_call *ca
     return n;
 }
 
-/* The log lines of a group commit (nlogs of them, from `first`), as the
- * one W_LOG_MANY call: its four arrays go in p[] and the texts in text[]
- * (the caller frees them). 0, or -1 when out of memory. */
-static int pg_logs_call(struct write_op *first, struct write_op *end, struct db_param p[4],
-                        char *text[4], struct db_call *call)
+/* A statement of many rows (W_LOG_MANY, W_ROW_CHUNK_MANY): its parameters
+ * are array literals (pg_array.h), one a column, owned here. */
+struct many {
+    struct db_param p[10];
+    char *text[10];
+};
+
+static void many_free(struct many *m)
+{
+    for (int c = 0; c < 10; c++)
+        free(m->text[c]);
+}
+
+/* Column c of m from a; 0, or -1 when out of memory. */
+static int many_column(struct many *m, int c, struct pg_array *a)
+{
+    m->text[c] = pg_array_end(a);
+    m->p[c] = (struct db_param){
+        .type = DB_TEXT, .s = m->text[c], .len = m->text[c] ? strlen(m->text[c]) : 0};
+    return m->text[c] ? 0 : -1;
+}
+
+/* Adds param p of op to a (text, NULL, or an integer). */
+static void many_add(struct pg_array *a, const struct db_param *p)
+{
+    if (p->type == DB_INT)
+        pg_array_add_int(a, p->i);
+    else
+        pg_array_add_text(a, p->type == DB_NULL ? NULL : p->s, p->len);
+}
+
+/* Every log line of the batch as one W_LOG_MANY call. 0, or -1 when out of
+ * memory. */
+static int pg_logs_call(struct write_op *first, struct write_op *end, struct many *m,
+                        struct db_call *call)
 {
     struct pg_array a[4];
     for (int c = 0; c < 4; c++)
         pg_array_begin(&a[c]);
-    for (struct write_op *op = first; op != end; op = op->next) {
-        if (op->kind != W_LOG)
-            continue;
-        pg_array_add_int(&a[0], op->p[0].i);
-        for (int c = 1; c < 4; c++)
-            pg_array_add_text(&a[c], op->p[c].type == DB_NULL ? NULL : op->p[c].s, op->p[c].len);
-    }
-    int ok = 1;
-    for (int c = 0; c < 4; c++) {
-        text[c] = pg_array_end(&a[c]);
-        ok &= text[c] != NULL;
-        p[c] =
-            (struct db_param){.type = DB_TEXT, .s = text[c], .len = text[c] ? strlen(text[c]) : 0};
-    }
-    *call = (struct db_call){.k = W_LOG_MANY, .p = p, .n = 4};
-    return ok ? 0 : -1;
+    for (struct write_op *op = first; op != end; op = op->next)
+        if (op->kind == W_LOG)
+            for (int c = 0; c < 4; c++)
+                many_add(&a[c], &op->p[c]);
+    int rc = 0;
+    for (int c = 0; c < 4; c++)
+        rc |= many_column(m, c, &a[c]);
+    *call = (struct db_call){.k = W_LOG_MANY, .p = m->p, .n = 4};
+    return rc;
+}
+
+/* A stream's creation with its first message (a quick reply, mostly) that
+ * can go with others' in one W_ROW_CHUNK_MANY; a large message goes alone,
+ * rather than be copied and escaped into an array. */
+#define ROW_CHUNK_MANY_MAX (64 * 1024)
+static int row_chunk_joins(const struct write_op *op)
+{
+    return op->kind == W_STREAM_WRITE && op->row && op->chunk && !op->mark &&
+           op->p[2].len <= ROW_CHUNK_MANY_MAX;
+}
+
+/* The run of ops from `from` that share one W_ROW_CHUNK_MANY: those that
+ * join, and the log lines between them (which go elsewhere and depend on
+ * nothing); it ends at any other op, which may depend on the rows before it
+ * or be depended on by those after it. Returns the op after the run, and
+ * the number that join in *joined. */
+static struct write_op *row_chunk_run(struct write_op *from, struct write_op *end, int *joined)
+{
+    *joined = 0;
+    struct write_op *op = from;
+    for (; op != end && (row_chunk_joins(op) || op->kind == W_LOG); op = op->next)
+        *joined += row_chunk_joins(op);
+    return op;
+}
+
+/* The run's stream rows and first messages as one W_ROW_CHUNK_MANY call (its
+ * ten columns: store_sql.c). 0, or -1 when out of memory. */
+static int pg_row_chunks_call(struct write_op *from, struct write_op *to, struct many *m,
+                              struct db_call *call)
+{
+    /* The columns, from the W_STREAM_WRITE params (store_stream_write). */
+    static const int param_of[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 11};
+    struct pg_array a[10];
+    for (int c = 0; c < 10; c++)
+        pg_array_begin(&a[c]);
+    for (struct write_op *op = from; op != to; op = op->next)
+        if (row_chunk_joins(op))
+            for (int c = 0; c < 10; c++)
+                many_add(&a[c], &op->p[param_of[c]]);
+    int rc = 0;
+    for (int c = 0; c < 10; c++)
+        rc |= many_column(m, c, &a[c]);
+    *call = (struct db_call){.k = W_ROW_CHUNK_MANY, .p = m->p, .n = 10};
+    return rc;
 }
 
 /* Runs the ops from `first` up to `end` (exclusive) as one pipelined
  * transaction and gives each its rc: 0 when committed (a chunk or end
  * that found no stream: STORE_STREAM_GONE), else the batch's failure.
- * Two or more log lines go as one statement, where the first of them was
- * (logs depend on nothing else in the batch); when the batch fails, each op
- * runs again alone (commit_pg), a log line as its own W_LOG. */
+ * Two or more log lines go as one statement where the first of them was
+ * (logs depend on nothing else in the batch), and a run of two or more new
+ * streams with their first messages as one statement where the run began.
+ * A statement per row costs PostgreSQL more than the rows themselves. When
+ * the batch fails, each op runs again alone (commit_pg), as its own
+ * statements. */
 static int pg_run(struct store *st, struct db *db, struct write_op *first, struct write_op *end,
                   struct batch_result *res)
 {
@@ -441,27 +514,42 @@ static int pg_run(struct store *st, struct db *db, struct write_op *first, struc
         nops++;
         nlogs += op->kind == W_LOG;
     }
-    struct db_param log_p[4];
-    char *log_text[4] = {NULL, NULL, NULL, NULL};
     /* At most five statements an op (a stream write), and its signal. */
     struct db_call *calls = calloc((size_t)nops * 5 + 1, sizeof *calls);
     struct db_param *sig = calloc((size_t)nops + 1, sizeof *sig);
     char **payload = calloc((size_t)nops + 1, sizeof *payload);
     int *at = calloc((size_t)nops + 1, sizeof *at);
-    int rc = -1, n = 0, i = 0;
-    int logs_ok = 1, logs_placed = 0;
-    if (calls && sig && payload && at) {
+    /* The logs' statement and one a run (a run is at least two ops). */
+    struct many *many = calloc((size_t)nops / 2 + 2, sizeof *many);
+    int rc = -1, n = 0, i = 0, nmany = 0, many_failed = 0, logs_placed = 0;
+    /* In a run put in one statement (run_to: the op after it, NULL at the end). */
+    int in_run = 0;
+    struct write_op *run_to = NULL;
+    if (calls && sig && payload && at && many) {
         for (struct write_op *op = first; op != end; op = op->next, i++) {
             at[i] = n;
+            if (in_run && op == run_to)
+                in_run = 0;
             if (nlogs > 1 && op->kind == W_LOG) {
                 if (!logs_placed++)
-                    logs_ok = pg_logs_call(first, end, log_p, log_text, &calls[n++]) == 0;
+                    many_failed |= pg_logs_call(first, end, &many[nmany++], &calls[n++]);
                 continue;
             }
-            n += pg_calls_of(st, op, calls + n, &sig[i], &payload[i]);
+            int in_many = 0;
+            if (row_chunk_joins(op)) {
+                if (!in_run) {
+                    int joined;
+                    run_to = row_chunk_run(op, end, &joined);
+                    in_run = joined > 1;
+                    if (in_run)
+                        many_failed |= pg_row_chunks_call(op, run_to, &many[nmany++], &calls[n++]);
+                }
+                in_many = in_run;
+            }
+            n += pg_calls_of(st, op, calls + n, &sig[i], &payload[i], in_many);
         }
         at[i] = n;
-        rc = !logs_ok ? -1 : n > 0 ? db_batch(db, calls, n) : 0;
+        rc = many_failed ? -1 : n > 0 ? db_batch(db, calls, n) : 0;
     }
     res->t_statements = res->t_commit = clock_mono_us();
     i = 0;
@@ -490,8 +578,9 @@ static int pg_run(struct store *st, struct db *db, struct write_op *first, struc
     }
     for (int k = 0; payload && k < nops; k++)
         free(payload[k]);
-    for (int c = 0; c < 4; c++)
-        free(log_text[c]);
+    for (int k = 0; k < nmany; k++)
+        many_free(&many[k]);
+    free(many);
     free(calls);
     free(sig);
     free(payload);

@@ -191,6 +191,19 @@ static const char *const pg_only[SQL_COUNT] = {
                     "$5::bigint END, $12) RETURNING id) INSERT INTO chunks(stream_id, seq, "
                     "message, is_end, created_ms) SELECT r.id, $2::bigint, $3::text, "
                     "$4::integer, $5::bigint FROM r",
+    /* Many streams, each with its first message, in one statement (store.c's
+     * pg_run; the columns are arrays, pg_array.h): a chunk is inserted only
+     * with its stream's row (the join on r), which the chunk's foreign key
+     * needs. */
+    [W_ROW_CHUNK_MANY] =
+        "WITH u AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[], "
+        "$5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[]) AS "
+        "u(id, seq, message, is_end, created_ms, session_id, kind, request_id, state, owner)), "
+        "r AS (INSERT INTO streams(id, session_id, kind, request_id, state, created_ms, ended_ms, "
+        "owner) SELECT id, session_id, kind, request_id, COALESCE(state, 'active'), created_ms, "
+        "CASE WHEN state IS NULL THEN NULL ELSE created_ms END, owner FROM u RETURNING id) "
+        "INSERT INTO chunks(stream_id, seq, message, is_end, created_ms) SELECT u.id, u.seq, "
+        "u.message, u.is_end, u.created_ms FROM u JOIN r ON r.id = u.id",
     /* Every log line of a group commit in one statement (pg_array.h): a
      * request's log line would otherwise cost PostgreSQL as much as its
      * reply. */

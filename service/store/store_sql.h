@@ -19,7 +19,8 @@ enum store_sql {
     W_SESSION_STREAMS_DELETE,
     W_ROW,
     W_CHUNK,
-    W_ROW_CHUNK, /* PostgreSQL: W_ROW and W_CHUNK in one statement */
+    W_ROW_CHUNK,      /* PostgreSQL: W_ROW and W_CHUNK in one statement */
+    W_ROW_CHUNK_MANY, /* PostgreSQL: many W_ROW_CHUNKs in one statement */
     W_END,
     W_UNDO_ROW,
     W_UNDO_CHUNK,

@@ -14,11 +14,13 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "loop.h"
+#include "note_gate.h"
 #include "push.h"
 #include "stdio_frame.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,7 +48,22 @@ struct out {
      * the monotonic time at which a blocked write gives up (set at EOF or
      * on a stop signal, so a client that never reads cannot hold us). */
     _Atomic int64_t give_up_at;
+    struct note_gate gate; /* a result waits for the progress before it */
 };
+
+/* Messages larger than this are not parsed to see whether they are
+ * notifications (note_gate.h; progress and most others are small). */
+#define NOTE_MAX 8192
+
+static int is_notification(const char *msg, size_t len)
+{
+    if (len > NOTE_MAX)
+        return 0;
+    json_t *m = json_loadb(msg, len, 0, NULL);
+    int note = json_is_object(m) && json_object_get(m, "method") && !json_object_get(m, "id");
+    json_decref(m);
+    return note;
+}
 
 static void give_up_after_grace(struct out *o)
 {
@@ -109,6 +126,7 @@ static int out_send(void *arg, const char *msg, size_t len)
     int rc = -1;
     fmutex_lock(&o->mu);
     if (!o->dead) {
+        note_gate_before(&o->gate, is_notification(msg, len));
         char prefix[STDIO_FRAME_PREFIX_MAX];
         size_t pl = stdio_frame_prefix(o->framing, len, prefix, sizeof prefix);
         const char *suffix = stdio_frame_suffix(o->framing);
@@ -269,6 +287,7 @@ int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sig
     struct out o = {.fd = out_fd, .sfd = sfd, .grace_ms = grace};
     fmutex_init(&o.mu);
     atomic_init(&o.give_up_at, 0);
+    note_gate_init(&o.gate, out_fd);
     struct push_io io = {.send = out_send, .io = &o, .transport = "stdio", .event_ids = 0};
     struct stdio_frame_decoder *dec = stdio_frame_decoder_new(max);
     char *buf = malloc(READ_CHUNK);

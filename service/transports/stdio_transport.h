@@ -10,7 +10,9 @@
  * in the core and their replies go out as they come, so they may be out of
  * order, as JSON-RPC allows.
  *
- * out_fd carries nothing but JSON-RPC; logs go to stderr (log.c).
+ * out_fd carries nothing but JSON-RPC; logs go to stderr (log.c). A
+ * message after a notification waits until the client has read it
+ * (note_gate.h: the official SDK drops progress read with its result).
  *
  * Ending: at EOF on in_fd, requests in flight finish (up to grace_ms), then
  * stdio_serve returns 0. A stop signal does the same without reading

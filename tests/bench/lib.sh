@@ -93,8 +93,14 @@ cpu_us_per_request() {
 }
 
 # run_wrk NAME SESSION CONC SECONDS: tools/call echo (echo.lua) on PORT[NAME].
+# NAME mcpd-tcp is mcpd's raw TCP port: TCP_ECHO_BIN (tcp_echo.c) drives it
+# instead, with a session per connection, and writes what wrk writes.
 run_wrk() {
   local name=$1 sid=$2 c=$3 secs=$4 t=2
+  if [ "$name" = mcpd-tcp ]; then
+    timeout -k 5 $((secs + 60)) "$TCP_ECHO_BIN" 127.0.0.1 "${PORT[$name]}" "$c" "$secs" >"$TMP/wrk-$name-$c.txt" 2>&1
+    return
+  fi
   [ "$c" -lt 2 ] && t=1
   MCP_SESSION_ID=$sid timeout -k 5 $((secs + 30)) "$WRK" -t$t -c"$c" -d"${secs}s" --timeout 5s --latency \
     -s "$HERE/echo.lua" "http://127.0.0.1:${PORT[$name]}/mcp" >"$TMP/wrk-$name-$c.txt" 2>&1

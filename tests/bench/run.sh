@@ -12,6 +12,15 @@
 # With BENCH_GROWTH=1 it also runs growth.sh (mcpd on a store of 100,000
 # sessions and 1,000,000 chunks: throughput, restart, reaper).
 #
+# Raw TCP (server "tcp", on an mcpd with --tcp-listen): the JSON mcpd also
+# listens on TCP, and tcp_echo.c (compiled here) drives `tools/call echo`
+# over it as wrk does over HTTP: the same concurrencies, one connection per
+# unit of concurrency with one request in flight each, its own session per
+# connection (mcpd/connect + initialize), warmed up, and in the paired
+# rounds beside HTTP on the same process. The report sets its figures
+# beside the JSON mcpd's over HTTP. tcp_conns.sh then measures mcpd's
+# resident memory and threads with BENCH_TCP_CONNS open TCP connections.
+#
 # At the highest concurrency it then runs BENCH_ROUNDS paired rounds: every
 # server once per round, back to back, in an order that rotates, so that each
 # ratio compares runs seconds apart instead of minutes; the targets' ratios
@@ -36,7 +45,8 @@
 #   BENCH_ROUNDS     paired rounds at the highest concurrency (3; 0: none)
 #   BENCH_ROUND_SECONDS  seconds per server in each round (10)
 #   BENCH_STREAMS    GET streams for the memory figure (10000; 0 skips it)
-#   BENCH_SERVERS    which servers to run ("mcpd sdk ceiling")
+#   BENCH_SERVERS    which servers to run ("mcpd sdk ceiling tcp"; tcp needs mcpd)
+#   BENCH_TCP_CONNS  open TCP connections for the memory figure (10000; 0 skips it)
 #   BENCH_GROWTH     1 runs growth.sh too (0)
 #   NODE             node binary (node on PATH, else the one in tests/node_modules)
 #   WRK              wrk binary (wrk on PATH)
@@ -51,7 +61,8 @@ BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_CONC=${BENCH_CONC:-"1 16 64"}
 BENCH_WARMUP=${BENCH_WARMUP:-2}
 BENCH_STREAMS=${BENCH_STREAMS:-10000}
-BENCH_SERVERS=${BENCH_SERVERS:-"mcpd sdk ceiling"}
+BENCH_SERVERS=${BENCH_SERVERS:-"mcpd sdk ceiling tcp"}
+BENCH_TCP_CONNS=${BENCH_TCP_CONNS:-10000}
 # shellcheck source=tools.sh
 . "$HERE/tools.sh"
 
@@ -81,13 +92,24 @@ if want ceiling && [ ! -x "$MHD_CEILING_BIN" ]; then
     die "cannot compile mhd_ceiling.c (needs libmicrohttpd-dev)"
 fi
 
+# --- the TCP load driver ---------------------------------------------------------
+# (--help read whole first: grep -q would end the pipe early, and pipefail fail it.)
+if want tcp && ! { want mcpd && grep -q -- '--tcp-listen' <<<"$("$MCPD_BIN" --help 2>&1)"; }; then
+  note "no TCP runs: they need mcpd in BENCH_SERVERS and an mcpd with --tcp-listen"
+  BENCH_SERVERS=${BENCH_SERVERS//tcp/}
+fi
+if want tcp; then
+  TCP_ECHO_BIN=$TMP/tcp_echo
+  cc -std=c11 -O2 -Wall -Wextra -o "$TCP_ECHO_BIN" "$HERE/tcp_echo.c" || die "cannot compile tcp_echo.c"
+fi
+
 # --- is the machine quiet? --------------------------------------------------------
 BUSY_BEFORE=$(busy_percent 3)
 [ "$BUSY_BEFORE" -gt 10 ] &&
   note "WARNING: the CPUs were ${BUSY_BEFORE}% busy before the run started; figures will be low and noisy"
 
 # --- start the servers ----------------------------------------------------------
-declare -A PORT SERVER_PID
+declare -A PORT SERVER_PID MPORT # MPORT: a TCP run's mcpd's HTTP port (/metrics)
 RUNS=() # "server mode"; the ceiling first, and again at the end (the busy check)
 if want ceiling; then
   PORT[ceiling-json]=$(free_port)
@@ -99,11 +121,24 @@ fi
 if want mcpd; then
   for mode in json sse; do
     PORT[mcpd-$mode]=$(free_port)
+    tcp_args=()
+    if [ "$mode" = json ] && want tcp; then
+      # The same process serves the TCP runs; every connection of one comes
+      # from 127.0.0.1, so the per-address cap is lifted.
+      PORT[mcpd-tcp]=$(free_port)
+      tcp_args=(--tcp-listen "127.0.0.1:${PORT[mcpd-tcp]}" --max-connections-per-ip 0)
+    fi
     start "mcpd-$mode" "${PORT[mcpd-$mode]}" "$MCPD_BIN" --listen "127.0.0.1:${PORT[mcpd-$mode]}" \
-      --db "$TMP/mcpd-$mode.db" --reply-mode "$mode" --log-level error || die "mcpd ($mode) did not start"
+      --db "$TMP/mcpd-$mode.db" --reply-mode "$mode" --log-level error "${tcp_args[@]}" || die "mcpd ($mode) did not start"
     SERVER_PID[mcpd-$mode]=$LAST_PID
     RUNS+=("mcpd $mode")
   done
+  if want tcp; then
+    wait_port "${PORT[mcpd-tcp]}" "${SERVER_PID[mcpd-json]}" mcpd-json || die "mcpd does not listen on TCP"
+    SERVER_PID[mcpd-tcp]=${SERVER_PID[mcpd-json]}
+    MPORT[mcpd-tcp]=${PORT[mcpd-json]}
+    RUNS+=("mcpd tcp")
+  fi
 fi
 if want sdk; then
   for mode in json sse; do
@@ -121,14 +156,14 @@ fi
 declare -A RPS P50 P99 ERR CPU LOCK
 # lock_sums NAME: "seconds holds" of mcpd's mcpd_store_commit_lock_seconds.
 lock_sums() {
-  curl -s "http://127.0.0.1:${PORT[$1]}/metrics" | awk '/^mcpd_store_commit_lock_seconds_sum / { s = $2 }
+  curl -s "http://127.0.0.1:${MPORT[$1]:-${PORT[$1]}}/metrics" | awk '/^mcpd_store_commit_lock_seconds_sum / { s = $2 }
     /^mcpd_store_commit_lock_seconds_count / { n = $2 } END { print s + 0, n + 0 }'
 }
 for run in "${RUNS[@]}"; do
   read -r server mode <<<"$run"
   name=$server-$mode
-  if [ "$server" = ceiling ]; then
-    sid=none
+  if [ "$server" = ceiling ] || [ "$mode" = tcp ]; then
+    sid=none # tcp_echo opens a session per connection
   else
     sid=$(session_on "$name") ||
       die "cannot open a session on $name"
@@ -138,7 +173,7 @@ for run in "${RUNS[@]}"; do
   for c in $BENCH_CONC; do
     note "$name: c=$c for ${BENCH_SECONDS}s"
     sleep 1
-    if [ "$server" != ceiling ]; then # a fresh session per run (lib.sh)
+    if [ "$server" != ceiling ] && [ "$mode" != tcp ]; then # a fresh session per run (lib.sh)
       sid=$(session_on "$name") ||
         die "cannot open a session on $name"
     fi
@@ -196,7 +231,7 @@ measure_round() {
   local rps=${RPS[$k]:-} p50=${P50[$k]:-} p99=${P99[$k]:-} err=${ERR[$k]:-}
   if [ "${name%%-*}" = ceiling ]; then
     fixed=fixed
-  else
+  elif [ "$name" != mcpd-tcp ]; then
     sid=$(session_on "$name") || die "cannot open a session on $name"
   fi
   run_wrk "$name" "$sid" 16 "$BENCH_WARMUP"
@@ -259,6 +294,15 @@ if want mcpd && [ "$BENCH_IDLE_POLLS" -gt 0 ]; then
   fi
 fi
 
+# --- memory and threads with N open TCP connections (tcp_conns.sh: its own mcpd) ----
+TCPCONNS_LINE=""
+if want tcp && [ "$BENCH_TCP_CONNS" -gt 0 ]; then
+  note "tcp: opening $BENCH_TCP_CONNS TCP connections (tcp_conns.sh)"
+  TCPCONNS_LINE=$(MCPD_BIN=$MCPD_BIN NODE=$NODE TCP_CONNS=$BENCH_TCP_CONNS bash "$HERE/tcp_conns.sh" \
+    2> >(sed 's/^/bench: /' >&2) | grep '^TCPCONNS' || true)
+  [ -n "$TCPCONNS_LINE" ] || note "tcp_conns: no result (see its lines above)"
+fi
+
 # --- growth (growth.sh: its own servers and stores) ---------------------------------
 GROWTH_LINE=""
 if want mcpd && [ "${BENCH_GROWTH:-0}" = 1 ]; then
@@ -291,6 +335,19 @@ summary_rows() { # FORMAT
   done
 }
 
+# One row per concurrency: mcpd over TCP beside the same mcpd over HTTP
+# (JSON replies), with each one's CPU per request and the ratio.
+tcp_rows() { # FORMAT
+  local c
+  for c in $BENCH_CONC; do
+    [ -n "${RPS[mcpd-tcp-$c]:-}" ] || continue
+    # shellcheck disable=SC2059
+    printf "$1" "$c" "$(val "mcpd-tcp-$c")" "$(lat "P50[mcpd-tcp-$c]")" "$(lat "P99[mcpd-tcp-$c]")" \
+      "${CPU[mcpd-tcp-$c]:--}" "$(val "mcpd-json-$c")" "$(lat "P50[mcpd-json-$c]")" "$(lat "P99[mcpd-json-$c]")" \
+      "${CPU[mcpd-json-$c]:--}" "$(rat "mcpd-tcp-$c" "mcpd-json-$c")" "${ERR[mcpd-tcp-$c]:--}"
+  done
+}
+
 join_by() { # SEP V...
   local sep=$1 out=$2
   shift 2
@@ -306,7 +363,7 @@ pair_or_pass() {
 
 # The paired rounds, one line per round and the medians: FORMAT takes the
 # round, every server's req/s (ROUND_NAMES' order, joined by SEP), then the
-# three ratios.
+# four ratios (the last: mcpd over TCP / over HTTP, JSON replies).
 round_rows() { # FORMAT SEP
   local r name cells
   for ((r = 1; r <= BENCH_ROUNDS; r++)); do
@@ -314,7 +371,8 @@ round_rows() { # FORMAT SEP
     for name in "${ROUND_NAMES[@]}"; do cells+=("${RND[$name-$r]:--}"); done
     # shellcheck disable=SC2059
     printf "$1" "$r" "$(join_by "$2" "${cells[@]}")" "$(round_ratio mcpd-json sdk-json "$r")" \
-      "$(round_ratio mcpd-sse sdk-sse "$r")" "$(round_ratio mcpd-json ceiling-json "$r")"
+      "$(round_ratio mcpd-sse sdk-sse "$r")" "$(round_ratio mcpd-json ceiling-json "$r")" \
+      "$(round_ratio mcpd-tcp mcpd-json "$r")"
   done
   cells=()
   for name in "${ROUND_NAMES[@]}"; do
@@ -324,7 +382,7 @@ round_rows() { # FORMAT SEP
   done
   # shellcheck disable=SC2059
   printf "$1" median "$(join_by "$2" "${cells[@]}")" "$(paired mcpd-json sdk-json)" "$(paired mcpd-sse sdk-sse)" \
-    "$(paired mcpd-json ceiling-json)"
+    "$(paired mcpd-json ceiling-json)" "$(paired mcpd-tcp mcpd-json)"
 }
 
 # The issue's targets: "what | figure | bound | status" lines.
@@ -389,18 +447,27 @@ echo "summary (ceiling = bare libmicrohttpd, fixed JSON body; at c=$C_MAX the me
 printf '  %-4s %4s | %8s %7s %7s | %8s %7s | %8s | %8s %12s | %6s\n' mode conc mcpd p50_ms p99_ms sdk p99_ms \
   ceiling mcpd/sdk mcpd/ceiling errors
 summary_rows '  %-4s %4s | %8s %7s %7s | %8s %7s | %8s | %7sx %12s | %6s\n'
+if want tcp; then
+  echo
+  echo "mcpd over raw TCP beside the same mcpd over HTTP (JSON replies; tcp_echo: one connection and session per"
+  echo "unit of concurrency, one request in flight on each, one client thread; wrk: -t2, one session):"
+  printf '  %4s | %8s %7s %7s %8s | %8s %7s %7s %8s | %8s | %6s\n' conc tcp p50_ms p99_ms cpu_us http p50_ms p99_ms \
+    cpu_us tcp/http errors
+  tcp_rows '  %4s | %8s %7s %7s %8s | %8s %7s %7s %8s | %8s | %6s\n'
+fi
 if [ "$BENCH_ROUNDS" -gt 0 ]; then
   echo
   echo "paired rounds at c=$C_MAX (${BENCH_ROUND_SECONDS}s per server, back to back, order rotated each round):"
-  echo "  round | ${ROUND_NAMES[*]} | json mcpd/sdk  sse mcpd/sdk  json mcpd/ceiling"
-  round_rows '  %6s | %s | %13sx %12sx %18s\n' ' '
+  echo "  round | ${ROUND_NAMES[*]} | json mcpd/sdk  sse mcpd/sdk  json mcpd/ceiling  mcpd tcp/http"
+  round_rows '  %6s | %s | %13sx %12sx %18s %14s\n' ' '
   for ((r = 1; r <= BENCH_ROUNDS; r++)); do
     for name in "${ROUND_NAMES[@]}"; do
       [ "${RND_ERR[$name-$r]:-0}" != 0 ] && echo "  round $r: $name had ${RND_ERR[$name-$r]} errors"
     done
   done
   echo "  (ratio ranges over the rounds: json mcpd/sdk $(paired_range mcpd-json sdk-json)," \
-    "sse mcpd/sdk $(paired_range mcpd-sse sdk-sse), json mcpd/ceiling $(paired_range mcpd-json ceiling-json))"
+    "sse mcpd/sdk $(paired_range mcpd-sse sdk-sse), json mcpd/ceiling $(paired_range mcpd-json ceiling-json)," \
+    "mcpd tcp/http $(paired_range mcpd-tcp mcpd-json))"
 fi
 echo
 echo "targets:"
@@ -414,6 +481,18 @@ if [ -n "$STREAMS_LINE" ]; then
 elif want mcpd && [ "$BENCH_STREAMS" -gt 0 ]; then
   echo
   echo "mcpd GET streams memory: no result (see bench: lines above)"
+fi
+if [ -n "$TCPCONNS_LINE" ]; then
+  tc() { field "$TCPCONNS_LINE" "$1"; }
+  echo
+  echo "mcpd with $(tc connected) of $(tc n) raw TCP connections open (mcpd/connect on each, then a session each):" \
+    "VmRSS $(tc rss_idle_kib) KiB idle, $(tc rss_connected_kib) KiB connected, $(tc rss_sessions_kib) KiB with the sessions;" \
+    "$(tc kib_per_connection) KiB per connection ($(tc kib_per_connection_and_session) KiB per connection+session);" \
+    "threads $(tc threads_idle) idle, $(tc threads_connected) connected, $(tc threads_sessions) with the sessions;" \
+    "$(tc still_open) still open at the end"
+  [ "$(tc failed)" != 0 ] && echo "  connections failed: $(tc failed) $(sed -n 's/.*first_failure=//p' <<<"$TCPCONNS_LINE")"
+elif want tcp && [ "$BENCH_TCP_CONNS" -gt 0 ]; then
+  echo "mcpd TCP connections memory: no result (see bench: lines above)"
 fi
 if [ -n "$IDLE_LINE" ]; then
   idle() { field "$IDLE_LINE" "$1"; }
@@ -429,13 +508,19 @@ echo
 echo "| reply mode | concurrency | mcpd req/s | mcpd p50 (ms) | mcpd p99 (ms) | SDK req/s | SDK p99 (ms) | ceiling req/s | mcpd / SDK | mcpd / ceiling |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 summary_rows '| %s | %s | %s | %s | %s | %s | %s | %s | %sx | %s |%.0s\n'
+if want tcp; then
+  echo
+  echo "| concurrency | TCP req/s | TCP p50 (ms) | TCP p99 (ms) | TCP CPU µs/req | HTTP req/s | HTTP p50 (ms) | HTTP p99 (ms) | HTTP CPU µs/req | TCP / HTTP |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  tcp_rows '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%.0s\n'
+fi
 if [ "$BENCH_ROUNDS" -gt 0 ]; then
   echo
   echo "Paired rounds at c=$C_MAX (req/s; ${BENCH_ROUND_SECONDS} s per server, back to back, order rotated):"
   echo
-  echo "| round | $(join_by ' | ' "${ROUND_NAMES[@]}") | JSON mcpd / SDK | SSE mcpd / SDK | JSON mcpd / ceiling |"
-  echo "|---|$(for _ in "${ROUND_NAMES[@]}"; do printf -- '---:|'; done)---:|---:|---:|"
-  round_rows '| %s | %s | %sx | %sx | %s |\n' ' | '
+  echo "| round | $(join_by ' | ' "${ROUND_NAMES[@]}") | JSON mcpd / SDK | SSE mcpd / SDK | JSON mcpd / ceiling | mcpd TCP / HTTP |"
+  echo "|---|$(for _ in "${ROUND_NAMES[@]}"; do printf -- '---:|'; done)---:|---:|---:|---:|"
+  round_rows '| %s | %s | %sx | %sx | %s | %s |\n' ' | '
 fi
 echo
 echo "| target | figure | bound | |"

@@ -295,4 +295,13 @@ test('a process with few descriptors lowers --max-connections to fit, and answer
   } finally {
     await m.stop();
   }
+  // With raw TCP too, the cap holds for each, so the descriptors are shared:
+  // (300 - 64) / 2 = 118, less 16 of headroom.
+  const t = new Mcpd({ db, dir, port: await freePort(), bin: wrapper, args: ['--tcp-listen', `127.0.0.1:${await freePort()}`] });
+  await t.start();
+  try {
+    assert.match(t.stderr, /max_connections_lowered.*--max-connections 16384 lowered to 102: the open-files limit \(ulimit -n\), shared by HTTP and TCP/);
+  } finally {
+    await t.stop();
+  }
 });

@@ -88,6 +88,29 @@ for (const transport of ['http', 'poll', 'ws']) {
   });
 }
 
+// The official SDK runs a notification's handler a tick after reading it
+// but a response's at once, dropping its progress handler: progress read
+// together with its result was lost. A poll brings a whole countdown in one
+// answer, so the bridge writes them back to back.
+test('SDK through mcp-bridge --transport poll: progress that comes in one poll with its result reaches the client', async () => {
+  const b = await sdkBridge(['--transport', 'poll', mcpd.url]);
+  const { client } = b;
+  try {
+    for (let round = 0; round < 3; round++) {
+      const progress = [];
+      const c = await client.callTool({ name: 'countdown', arguments: { n: 8, interval_ms: 1 } }, undefined, {
+        onprogress: (p) => progress.push(p.progress),
+        timeout: 20000,
+      });
+      assert.equal(c.content?.[0]?.text, 'countdown finished');
+      assert.deepEqual(progress, [1, 2, 3, 4, 5, 6, 7, 8], `round ${round}`);
+    }
+  } finally {
+    await client.close();
+  }
+  assert.equal((await withTimeout(b.exited, 15000, 'bridge exit')).code, 0, b.stderr());
+});
+
 for (const framing of ['ndjson', 'content-length']) {
   test(`raw ${framing}: replies and server messages come back in the client's framing`, async () => {
     const b = new BridgeProc([mcpd.url], { framing: framing === 'ndjson' ? 'ndjson' : 'cl' });

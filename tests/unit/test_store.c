@@ -1224,6 +1224,99 @@ static int raw_exec(const char *path, const char *sql)
 /* store_token_create (--bootstrap-token-file) adds a token only when none
  * of its name exists, and never changes one: not its hash, not a
  * revocation, across a reopen too. */
+/* New streams with their first message, from many threads at once, so that
+ * commits carry several (PostgreSQL writes a run of them as one statement of
+ * arrays): each lands whole with its row's fields; one for a session that
+ * does not exist fails alone, and the others in its commit still land. */
+#define BURST_THREADS 8
+#define BURST_STREAMS 60
+
+struct burst {
+    struct store *st;
+    int t;
+    int failures, ghost_failures;
+};
+
+static void burst_msg(int t, int i, char *msg, size_t cap)
+{
+    snprintf(msg, cap, "{\"t\":%d,\"i\":%d,\"s\":\"q\\\"b\\\\s {a,b} NULL caf\u00e9\"}", t, i);
+}
+
+static void *burst_worker(void *arg)
+{
+    struct burst *b = arg;
+    char id[48], rid[16], msg[96];
+    for (int i = 0; i < BURST_STREAMS; i++) {
+        snprintf(id, sizeof id, SID("burst-%d-%d"), b->t, i);
+        snprintf(rid, sizeof rid, "%d", i);
+        burst_msg(b->t, i, msg, sizeof msg);
+        int ghost = b->t == 0 && i % 10 == 5;
+        struct store_stream_new c = {ghost ? "no-such-session" : "burst",
+                                     i % 3 == 2 ? "standalone" : "request", i % 3 == 2 ? NULL : rid,
+                                     NULL};
+        const char *end = i % 3 == 0 ? "finished" : i % 3 == 1 ? "error" : NULL;
+        int rc = store_stream_write(b->st, id, &c, 0, msg, strlen(msg), end, 1000 + i);
+        if (ghost)
+            b->ghost_failures += rc != 0;
+        else
+            b->failures += rc != 0;
+    }
+    return NULL;
+}
+
+static void test_stream_burst(const char *path)
+{
+    struct store *st = open_store(path);
+    if (!st)
+        return;
+    CHECK_INT(put_session(st, "burst", 1), 0);
+    pthread_t th[BURST_THREADS];
+    struct burst b[BURST_THREADS];
+    for (int t = 0; t < BURST_THREADS; t++) {
+        b[t] = (struct burst){.st = st, .t = t};
+        CHECK_INT(pthread_create(&th[t], NULL, burst_worker, &b[t]), 0);
+    }
+    int failures = 0;
+    for (int t = 0; t < BURST_THREADS; t++) {
+        pthread_join(th[t], NULL);
+        failures += b[t].failures;
+    }
+    CHECK_INT(failures, 0);
+    CHECK_INT(b[0].ghost_failures, BURST_STREAMS / 10);
+    struct chunks *c = malloc(sizeof *c);
+    char id[48], msg[96];
+    int bad = 0;
+    for (int t = 0; t < BURST_THREADS && c; t++)
+        for (int i = 0; i < BURST_STREAMS; i++) {
+            snprintf(id, sizeof id, SID("burst-%d-%d"), t, i);
+            struct store_stream row;
+            int found = get_stream(st, id, &row, c);
+            if (t == 0 && i % 10 == 5) {
+                bad += found != 1;
+                chunks_free(c);
+                continue;
+            }
+            burst_msg(t, i, msg, sizeof msg);
+            const char *state = i % 3 == 0 ? "finished" : i % 3 == 1 ? "error" : "active";
+            int ok = found == 0 && strcmp(row.session_id, "burst") == 0 &&
+                     strcmp(row.kind, i % 3 == 2 ? "standalone" : "request") == 0 &&
+                     (i % 3 == 2 ? row.request_id == NULL
+                                 : row.request_id && atoi(row.request_id) == i) &&
+                     strcmp(row.state, state) == 0 && row.ended_ms == (i % 3 == 2 ? 0 : 1000 + i) &&
+                     c->n == 1 && c->seq[0] == 0 && strcmp(c->msg[0], msg) == 0 &&
+                     c->is_end[0] == (i % 3 != 2);
+            if (!ok)
+                printf("burst stream %d-%d: found %d\n", t, i, found);
+            bad += !ok;
+            if (found == 0)
+                store_stream_free(&row);
+            chunks_free(c);
+        }
+    CHECK_INT(bad, 0);
+    free(c);
+    store_close(st);
+}
+
 /* Log lines with every character an array literal or SQL could trip on
  * (PostgreSQL writes a commit's lines as one statement of arrays,
  * pg_array.h): each lands whole, once, with its session or NULL. */
@@ -1468,6 +1561,9 @@ int main(void)
     char lpath[256];
     snprintf(lpath, sizeof lpath, "%s/logs/mcpd.db", tmpdir);
     test_log_lines(lpath);
+    char bpath[256];
+    snprintf(bpath, sizeof bpath, "%s/burst/mcpd.db", tmpdir);
+    test_stream_burst(bpath);
 
     /* The same on a throwaway in-memory store. */
     test_data(":memory:", NULL);
@@ -1492,6 +1588,8 @@ int main(void)
             test_token_create(url);
         if (check_record(pg_test_db(url, sizeof url) == 0, __FILE__, __LINE__, "pg_test_db"))
             test_log_lines(url);
+        if (check_record(pg_test_db(url, sizeof url) == 0, __FILE__, __LINE__, "pg_test_db"))
+            test_stream_burst(url);
         pg_test_drop_all();
     }
 
