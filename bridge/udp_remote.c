@@ -67,6 +67,8 @@ struct udp_remote {
     struct remote_sink sink;
     CURLM *multi;
     int fd;
+    struct sockaddr_storage addr; /* mcpd's */
+    socklen_t addr_len;
     char host[300]; /* host:port, for messages */
     char cookie[UDP_WIRE_COOKIE_LEN + 1];
     int ready; /* the cookie came */
@@ -250,14 +252,22 @@ static void queue_connect(struct udp_remote *u)
     json_decref(m);
 }
 
-/* The peer is gone at mcpd (reset, or no acknowledgement): a new cookie,
- * then mcpd/connect resumes the session from the last event seen. What
+/* The peer is gone at mcpd (reset, or no acknowledgement): a new socket,
+ * a new cookie, then mcpd/connect resumes the session from the last event seen. What
  * was not acknowledged is lost; a request still unanswered is answered
  * with an error response_timeout_ms from now unless its reply comes (the
  * resumed stream of the last event carries the replies in flight there). */
+static int open_socket(struct udp_remote *u);
+
 static void start_over(struct udp_remote *u, const char *why)
 {
-    bridge_log(LOG_INFO, "udp_reconnect", "%s: a new cookie, then mcpd/connect", why);
+    bridge_log(LOG_INFO, "udp_reconnect", "%s: a new socket, a new cookie, then mcpd/connect", why);
+    /* A new source port: mcpd may still hold a peer for the old one (it
+     * gave up on us less soon than we on it), which would take the new
+     * greeting for old datagrams. */
+    if (open_socket(u) != 0)
+        bridge_log(LOG_WARN, "udp_failed", "no new socket: %s; the old one goes on",
+                   strerror(errno));
     int64_t deadline = now_ms() + u->o->response_timeout_ms;
     for (struct pending *p = u->pending; p; p = p->next)
         if (!p->deadline)
@@ -589,6 +599,22 @@ static int parse_url(const char *url, char *host, size_t hcap, char *port, size_
     return rc;
 }
 
+/* A new socket (so a new source port) connected to mcpd, in place of the
+ * old one. Returns 0, or -1 (the old one stays). */
+static int open_socket(struct udp_remote *u)
+{
+    int fd = socket(u->addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&u->addr, u->addr_len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (u->fd >= 0)
+        close(u->fd);
+    u->fd = fd;
+    return 0;
+}
+
 struct udp_remote *udp_remote_new(const struct bridge_options *o, struct remote_sink sink)
 {
     struct udp_remote *u = calloc(1, sizeof *u);
@@ -607,9 +633,9 @@ struct udp_remote *udp_remote_new(const struct bridge_options *o, struct remote_
         return NULL;
     }
     snprintf(u->host, sizeof u->host, "%s:%s", host, port);
-    u->fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (u->fd < 0 || connect(u->fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
-        !(u->multi = curl_multi_init())) {
+    memcpy(&u->addr, ai->ai_addr, ai->ai_addrlen);
+    u->addr_len = ai->ai_addrlen;
+    if (open_socket(u) != 0 || !(u->multi = curl_multi_init())) {
         bridge_log(LOG_ERROR, "udp_failed", "cannot open a UDP socket to %s", u->host);
         if (u->fd >= 0)
             close(u->fd);
