@@ -15,14 +15,12 @@
 #include "clock.h"
 #include "core.h"
 #include "fcond.h"
-#include "fiber.h"
 #include "greeting.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "loop.h"
 #include "push.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
