@@ -14,7 +14,7 @@
 //   const info = await d.close(); // stop mcpd, {exit, stderr}; throws on a bad exit
 //
 // Drivers: http-json, http-sse, http-longpoll, http-pull, ws, stdio-ndjson,
-// stdio-content-length, tcp-ndjson, tcp-content-length (see DRIVERS). Each starts its own mcpd ($MCPD_BIN).
+// stdio-content-length, tcp-ndjson, tcp-content-length, udp, udp-lossy (see DRIVERS). Each starts its own mcpd ($MCPD_BIN).
 //
 // How HTTP drivers turn HTTP into a message sequence: each POSTed request's
 // reply messages (the JSON body, or the SSE events as they arrive) are
@@ -976,6 +976,73 @@ class TcpDriver extends StdioDriver {
   }
 }
 
+/**
+ * mcpd's UDP transport (--udp-listen), through the client of the README's
+ * "UDP wire rules" (udp-client.mjs), directly or (lossy) through a relay
+ * that drops 10% of the datagrams each way and duplicates and reorders
+ * some, with a seed per run. No mcpd/connect (no auth, a new session).
+ * close() closes the socket, then SIGTERMs mcpd, which must exit 0.
+ */
+class UdpDriver {
+  constructor(name, { lossy = false } = {}) {
+    this.name = name;
+    this.lossy = lossy;
+    this.vars = { TRANSPORT: 'udp' };
+    this.inbox = new Inbox(name);
+    this.stderr = '';
+  }
+
+  async open() {
+    const uport = await freePort();
+    try {
+      this.mcpd = await startMcpd({ args: ['--udp-listen', `127.0.0.1:${uport}`] });
+    } catch (e) {
+      if (/unknown option '--udp-listen'/.test(e.message)) throw new SkipError('mcpd has no --udp-listen yet');
+      throw e;
+    }
+    const { UdpClient, LossyRelay } = await import('./udp-client.mjs');
+    if (this.lossy) this.relay = await LossyRelay.start(uport, { seed: (udpSeed += 7) });
+    this.client = await UdpClient.open(this.relay ? this.relay.port : uport, {
+      ms: 10000,
+      onMessage: (m) => this.inbox.push(m),
+    });
+  }
+
+  async send(msg) {
+    if (this.client.error) throw new Error(`${this.name}: ${this.client.error.message}`);
+    this.client.send(msg);
+  }
+
+  next(ms) {
+    return this.inbox.next(ms);
+  }
+
+  tryNext(ms) {
+    return this.inbox.tryNext(ms);
+  }
+
+  async close() {
+    const clientError = this.client?.error;
+    this.client?.close();
+    this.relay?.close();
+    const m = this.mcpd;
+    if (!m) return { exit: null, stderr: '' };
+    let exit;
+    try {
+      exit = await m.stop('SIGTERM', 10000);
+    } finally {
+      this.stderr = m.stderr;
+      await m.cleanup();
+    }
+    if (sanitizerReport(this.stderr)) throw new Error(`${this.name}: sanitizer report from mcpd:\n${this.stderr}`);
+    if (!exit || exit.code !== 0) throw new Error(`${this.name}: mcpd exit ${show(exit)} after SIGTERM:\n${this.stderr}`);
+    if (clientError) throw new Error(`${this.name}: the UDP client saw: ${clientError.message}`);
+    return { exit, stderr: this.stderr };
+  }
+}
+
+let udpSeed = 1;
+
 /** Every driver, in the order the suite runs them. */
 export const DRIVERS = {
   'http-json': () => new HttpDriver('http-json', { mode: 'json' }),
@@ -987,6 +1054,8 @@ export const DRIVERS = {
   'stdio-content-length': () => new StdioDriver('stdio-content-length', { framing: 'content-length' }),
   'tcp-ndjson': () => new TcpDriver('tcp-ndjson', { framing: 'ndjson' }),
   'tcp-content-length': () => new TcpDriver('tcp-content-length', { framing: 'content-length' }),
+  udp: () => new UdpDriver('udp'),
+  'udp-lossy': () => new UdpDriver('udp-lossy', { lossy: true }),
 };
 
 export function makeDriver(name) {
