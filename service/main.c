@@ -287,6 +287,7 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
         .max_per_ip = (unsigned)cfg->max_connections_per_ip,
         .idle_ms = cfg->udp_idle_ms,
         .rate_per_ip = (double)cfg->udp_rate_per_ip,
+        .auth_required = auth_required(),
     };
     if (cfg->udp_listen && udp_start(&uc, why) != 0) {
         fprintf(stderr, "mcpd: %s\n", *why ? *why : "cannot listen on --udp-listen");

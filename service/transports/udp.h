@@ -44,6 +44,7 @@ struct udp_config {
     int64_t idle_ms;
     double rate_per_ip; /* datagrams a second from one address; 0: no limit */
     int max_inflight;   /* per peer; 0: push's default */
+    int auth_required;  /* a peer greets with a token before anything */
 };
 
 /* Binds and starts receiving. Returns 0, or -1 with a message in *err

@@ -538,7 +538,7 @@ static int on_connect(struct udp_peer *p, json_t *msg)
         log_event(LOG_INFO, NULL, "udp_connect_refused", "peer %s: %s", p->name,
                   json_string_value(json_object_get(json_object_get(refusal, "error"), "message")));
         send_json(p, refusal);
-        return fatal;
+        return fatal || cfg.auth_required;
     }
     if (open_push(p, &grant) != 0) {
         send_error(p, g.id, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
@@ -572,7 +572,7 @@ static int on_first(struct udp_peer *p, const char *data, size_t len)
     int rc = 0;
     if (greeting_is(msg)) {
         rc = on_connect(p, msg);
-    } else if (auth_required()) {
+    } else if (cfg.auth_required) {
         log_event(LOG_INFO, NULL, "udp_unauthorized", "peer %s: no mcpd/connect first", p->name);
         json_t *id = json_object_get(msg, "id");
         send_error(
@@ -599,7 +599,7 @@ static int on_item(struct udp_peer *p, struct queued *q)
         log_event(LOG_INFO, p->push ? push_session_id(p->push) : NULL, "udp_bad_message",
                   "peer %s: %s", p->name, q->err);
         send_error(p, NULL, JSONRPC_INVALID_REQUEST, q->err, NULL);
-        return !p->served && auth_required();
+        return !p->served && cfg.auth_required;
     }
     if (!p->served)
         return on_first(p, q->data, q->len);
