@@ -35,7 +35,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 
-import { MCPD_BIN, REPO_ROOT, freePort, getStream, mcpHeaders, openStream, request, startMcpd, withTimeout } from './mcpd.mjs';
+import { CLUSTER_N, MCPD_BIN, REPO_ROOT, freePort, getStream, mcpHeaders, openStream, request, startMcpd, withTimeout } from './mcpd.mjs';
 
 export const TRANSCRIPT_DIR = path.join(REPO_ROOT, 'tests', 'transcripts');
 
@@ -922,6 +922,9 @@ class TcpDriver extends StdioDriver {
   }
 
   async open() {
+    // The cluster's balancer speaks HTTP; a raw connection would reach one
+    // replica only, on a port each replica would want for itself.
+    if (CLUSTER_N) throw new SkipError('raw TCP has no balancer in front of the replicas');
     const tport = await freePort();
     try {
       this.mcpd = await startMcpd({ args: ['--tcp-listen', `127.0.0.1:${tport}`] });
@@ -993,6 +996,7 @@ class UdpDriver {
   }
 
   async open() {
+    if (CLUSTER_N) throw new SkipError('UDP has no balancer in front of the replicas');
     const uport = await freePort();
     try {
       this.mcpd = await startMcpd({ args: ['--udp-listen', `127.0.0.1:${uport}`] });
