@@ -250,15 +250,6 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
         .ws_max_message = (size_t)cfg->ws_max_message,
         .ws_ping_ms = cfg->ws_ping_ms,
     };
-    if (http_start(&hc, why) != 0) {
-        fprintf(stderr, "mcpd: %s\n", *why ? *why : "cannot start the HTTP server");
-        core_stop(0);
-        loop_stop();
-        core_cleanup();
-        return 1;
-    }
-    log_event(LOG_INFO, NULL, "listening", "http://%s/mcp db=%s reply-mode=%s", cfg->listen,
-              db_shown(cfg->db), cfg->reply_mode);
     struct tcp_config tc = {
         .host = cfg->tcp_host,
         .port = cfg->tcp_port,
@@ -270,14 +261,6 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
         .write_timeout_ms = cfg->request_timeout_ms,
         .auth_required = auth_required(),
     };
-    if (cfg->tcp_listen && tcp_start(&tc, why) != 0) {
-        fprintf(stderr, "mcpd: %s\n", *why ? *why : "cannot listen on --tcp-listen");
-        core_stop(0);
-        http_stop();
-        loop_stop();
-        core_cleanup();
-        return 1;
-    }
     struct udp_config uc = {
         .host = cfg->udp_host,
         .port = cfg->udp_port,
@@ -289,15 +272,26 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
         .rate_per_ip = (double)cfg->udp_rate_per_ip,
         .auth_required = auth_required(),
     };
-    if (cfg->udp_listen && udp_start(&uc, why) != 0) {
-        fprintf(stderr, "mcpd: %s\n", *why ? *why : "cannot listen on --udp-listen");
+    /* The raw listeners first: once /healthz answers, every way in is
+     * open (a client told "ready" must not find the TCP port closed). */
+    const char *failed = NULL;
+    if (cfg->tcp_listen && tcp_start(&tc, why) != 0)
+        failed = "cannot listen on --tcp-listen";
+    else if (cfg->udp_listen && udp_start(&uc, why) != 0)
+        failed = "cannot listen on --udp-listen";
+    else if (http_start(&hc, why) != 0)
+        failed = "cannot start the HTTP server";
+    if (failed) {
+        fprintf(stderr, "mcpd: %s\n", *why ? *why : failed);
         core_stop(0);
+        udp_stop();
         tcp_stop();
-        http_stop();
         loop_stop();
         core_cleanup();
         return 1;
     }
+    log_event(LOG_INFO, NULL, "listening", "http://%s/mcp db=%s reply-mode=%s", cfg->listen,
+              db_shown(cfg->db), cfg->reply_mode);
     int sig = 0;
     sigwait(sigs, &sig);
     log_event(LOG_INFO, NULL, "shutting_down", "signal %d", sig);
