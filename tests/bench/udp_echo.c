@@ -7,15 +7,15 @@
  * before the next (one request in flight per peer), for SECONDS.
  *
  * It speaks README's "UDP wire rules" from the client's side: the hello
- * until a cookie comes, the cookie and "_udp_seq" on every message,
- * cumulative acknowledgements of what mcpd sends (riding on the next
- * request when one goes out at once, else alone), fragments reassembled,
- * and a retransmission timer (200 ms, doubled per try, at most 4 s; a peer
- * is given up after 8 tries and counted as a timeout) so a datagram lost on
- * loopback does not hang a peer. A datagram from mcpd above the next
- * expected number is dropped unacknowledged (mcpd resends it): on loopback
- * with a socket per peer datagrams do not overtake each other, so holding
- * them would buy nothing here.
+ * until a cookie comes (from a new socket after a second of silence), the
+ * cookie and "_udp_seq" on every message, cumulative acknowledgements of
+ * what mcpd sends (riding on the next request when one goes out at once,
+ * else alone), fragments reassembled, and a retransmission timer (200 ms,
+ * doubled per try, at most 4 s; a peer is given up after 8 tries and
+ * counted as a timeout) so a datagram lost on loopback does not hang a
+ * peer. A datagram from mcpd above the next expected number is dropped
+ * unacknowledged (mcpd resends it): on loopback with a socket per peer
+ * datagrams do not overtake each other, so holding them would buy nothing.
  *
  * Why not udp_wire.c: it decodes with jansson (and pulls in json_text.c);
  * this driver shares the CPUs with mcpd, so it reads mcpd's envelope the
@@ -59,6 +59,8 @@
 #define MAX_TRIES 8
 #define TICK_S 0.01 /* how often the retransmission timers are looked at */
 #define SETUP_S 30.0
+#define DRAIN_S 0.2
+#define REOPEN_TRIES 5 /* hellos unanswered before a peer takes a new socket */
 
 enum state { HELLO, CONNECTING, INITIALIZING, READY, RUNNING, DEAD };
 
@@ -92,6 +94,7 @@ static long responses, errors, err_read, err_write, err_timeout, retransmits;
 static char first_error[200];
 static char rx[DGRAM_MAX + 1];
 static int ep;
+static struct sockaddr_in server;
 
 static double now(void)
 {
@@ -120,11 +123,36 @@ static void transmit(struct peer *p, const char *buf, size_t len)
         kill_peer(p, &err_write);
 }
 
+/* A new socket (so a new port) for p, in place of its old one. */
+static int open_socket(struct peer *p)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = p};
+    if (fd < 0 || connect(fd, (const struct sockaddr *)&server, sizeof server) != 0 ||
+        epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (p->fd >= 0)
+        close(p->fd);
+    p->fd = fd;
+    return 0;
+}
+
 static void send_hello(struct peer *p, double t)
 {
     /* At least 40 bytes, or mcpd's 3x rule leaves no room for the cookie. */
     static const char hello[] =
         "{\"_udp_hello\":\"udp_echo\",\"_udp_pad\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}";
+    /* Silence for a second: the kernel may have given this socket the port
+     * of a peer mcpd still holds from an earlier run, whose datagrams
+     * without that peer's cookie it drops unanswered (rule 3). A new
+     * socket gets a new port. */
+    if (p->hello_tries > 0 && p->hello_tries % REOPEN_TRIES == 0 && open_socket(p) != 0) {
+        kill_peer(p, &err_write);
+        return;
+    }
     transmit(p, hello, sizeof hello - 1);
     p->hello_due = t + 0.2;
     p->hello_tries++;
@@ -283,31 +311,30 @@ static int on_message(struct peer *p, const char *m, const char *token, double t
     if (!at || (at[strlen(want)] >= '0' && at[strlen(want)] <= '9'))
         return 0; /* a notification, or not ours: keep waiting */
     int ok = strstr(m, "\"result\"") != NULL;
+    if (p->st == RUNNING) {
+        if (t >= end)
+            return 0; /* late: not counted, as tcp_echo does not read it */
+        if (ok)
+            record(t - p->sent_at);
+        else
+            note_error(m);
+        if (send_echo(p, t) != 0)
+            kill_peer(p, &err_write);
+        return 1;
+    }
     if (!ok) {
         note_error(m);
-        if (p->st != RUNNING) {
-            kill_peer(p, &err_read);
-            return 0;
-        }
+        kill_peer(p, &err_read);
+        return 0;
     }
     if (p->st == CONNECTING) {
         p->st = INITIALIZING;
         send_setup(p, token, t);
         return 1;
     }
-    if (p->st == INITIALIZING) {
+    if (p->st == INITIALIZING)
         p->st = READY;
-        return 0;
-    }
-    if (p->st != RUNNING)
-        return 0;
-    if (ok)
-        record(t - p->sent_at);
-    if (t >= end)
-        return 0;
-    if (send_echo(p, t) != 0)
-        kill_peer(p, &err_write);
-    return 1;
+    return 0;
 }
 
 /* One datagram d (NUL-terminated) from mcpd to p. */
@@ -330,6 +357,8 @@ static void on_datagram(struct peer *p, char *d, const char *token, double t, do
         }
         return;
     }
+    if (p->st == HELLO)
+        return; /* for a peer mcpd holds from before on this port: not ours */
     if (strncmp(d, "{\"_udp_ack\":", 12) == 0) {
         p->heard = 1;
         on_ack(p, d);
@@ -466,8 +495,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: udp_echo HOST PORT PEERS SECONDS [TOKEN]\n");
         return 2;
     }
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2]))};
-    if (inet_pton(AF_INET, argv[1], &addr.sin_addr) != 1) {
+    server.sin_family = AF_INET;
+    server.sin_port = htons((uint16_t)atoi(argv[2]));
+    if (inet_pton(AF_INET, argv[1], &server.sin_addr) != 1) {
         fprintf(stderr, "udp_echo: bad address %s\n", argv[1]);
         return 2;
     }
@@ -490,13 +520,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++) {
         struct peer *p = &peers[i];
         p->next_seq = 1;
-        p->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
-        if (p->fd < 0 || connect(p->fd, (const struct sockaddr *)&addr, sizeof addr) != 0) {
+        p->fd = -1;
+        if (open_socket(p) != 0) {
             fprintf(stderr, "udp_echo: peer %d: %s\n", i, strerror(errno));
             return 1;
         }
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = p};
-        epoll_ctl(ep, EPOLL_CTL_ADD, p->fd, &ev);
         send_hello(p, t);
     }
     pump(peers, n, token, now() + SETUP_S, 0, 1);
@@ -519,7 +547,9 @@ int main(int argc, char **argv)
     double elapsed = now() - start;
     if (elapsed > secs)
         elapsed = secs;
-    /* Acknowledge what came, so that mcpd does not resend to closed ports. */
+    /* The replies in flight, read and acknowledged (not counted), so that
+     * mcpd does not resend them to closed ports during the next run. */
+    pump(peers, n, token, now() + DRAIN_S, end, 0);
     for (int i = 0; i < n; i++)
         if (peers[i].st != DEAD && peers[i].delivered > peers[i].acked)
             send_ack(&peers[i]);
