@@ -94,11 +94,14 @@ cpu_us_per_request() {
 
 # run_wrk NAME SESSION CONC SECONDS: tools/call echo (echo.lua) on PORT[NAME].
 # NAME mcpd-tcp is mcpd's raw TCP port: TCP_ECHO_BIN (tcp_echo.c) drives it
-# instead, with a session per connection, and writes what wrk writes.
+# instead, with a session per connection, and writes what wrk writes; NAME
+# mcpd-udp is its UDP port, driven the same way by UDP_ECHO_BIN (udp_echo.c).
 run_wrk() {
   local name=$1 sid=$2 c=$3 secs=$4 t=2
-  if [ "$name" = mcpd-tcp ]; then
-    timeout -k 5 $((secs + 60)) "$TCP_ECHO_BIN" 127.0.0.1 "${PORT[$name]}" "$c" "$secs" >"$TMP/wrk-$name-$c.txt" 2>&1
+  if [ "$name" = mcpd-tcp ] || [ "$name" = mcpd-udp ]; then
+    local bin=$TCP_ECHO_BIN
+    [ "$name" = mcpd-udp ] && bin=$UDP_ECHO_BIN
+    timeout -k 5 $((secs + 60)) "$bin" 127.0.0.1 "${PORT[$name]}" "$c" "$secs" >"$TMP/wrk-$name-$c.txt" 2>&1
     return
   fi
   [ "$c" -lt 2 ] && t=1

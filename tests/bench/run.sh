@@ -21,6 +21,14 @@
 # beside the JSON mcpd's over HTTP. tcp_conns.sh then measures mcpd's
 # resident memory and threads with BENCH_TCP_CONNS open TCP connections.
 #
+# UDP (server "udp"): the same JSON mcpd also listens on UDP (with
+# --udp-rate-per-ip 0: every peer comes from 127.0.0.1), and udp_echo.c
+# (compiled here) drives it as tcp_echo does TCP: one peer (socket) per unit
+# of concurrency, each with its cookie, mcpd/connect, its own session and
+# one request in flight, acknowledging what it receives and retransmitting
+# what mcpd does not acknowledge. Its figures stand beside the same HTTP
+# ones as TCP's.
+#
 # At the highest concurrency it then runs BENCH_ROUNDS paired rounds: every
 # server once per round, back to back, in an order that rotates, so that each
 # ratio compares runs seconds apart instead of minutes; the targets' ratios
@@ -45,7 +53,7 @@
 #   BENCH_ROUNDS     paired rounds at the highest concurrency (3; 0: none)
 #   BENCH_ROUND_SECONDS  seconds per server in each round (10)
 #   BENCH_STREAMS    GET streams for the memory figure (10000; 0 skips it)
-#   BENCH_SERVERS    which servers to run ("mcpd sdk ceiling tcp"; tcp needs mcpd)
+#   BENCH_SERVERS    which servers to run ("mcpd sdk ceiling tcp udp"; tcp and udp need mcpd)
 #   BENCH_TCP_CONNS  open TCP connections for the memory figure (10000; 0 skips it)
 #   BENCH_GROWTH     1 runs growth.sh too (0)
 #   NODE             node binary (node on PATH, else the one in tests/node_modules)
@@ -61,7 +69,7 @@ BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_CONC=${BENCH_CONC:-"1 16 64"}
 BENCH_WARMUP=${BENCH_WARMUP:-2}
 BENCH_STREAMS=${BENCH_STREAMS:-10000}
-BENCH_SERVERS=${BENCH_SERVERS:-"mcpd sdk ceiling tcp"}
+BENCH_SERVERS=${BENCH_SERVERS:-"mcpd sdk ceiling tcp udp"}
 BENCH_TCP_CONNS=${BENCH_TCP_CONNS:-10000}
 # shellcheck source=tools.sh
 . "$HERE/tools.sh"
@@ -102,6 +110,15 @@ if want tcp; then
   TCP_ECHO_BIN=$TMP/tcp_echo
   cc -std=c11 -O2 -Wall -Wextra -o "$TCP_ECHO_BIN" "$HERE/tcp_echo.c" || die "cannot compile tcp_echo.c"
 fi
+# --- the UDP load driver ---------------------------------------------------------
+if want udp && ! { want mcpd && grep -q -- '--udp-listen' <<<"$("$MCPD_BIN" --help 2>&1)"; }; then
+  note "no UDP runs: they need mcpd in BENCH_SERVERS and an mcpd with --udp-listen"
+  BENCH_SERVERS=${BENCH_SERVERS//udp/}
+fi
+if want udp; then
+  UDP_ECHO_BIN=$TMP/udp_echo
+  cc -std=c11 -O2 -Wall -Wextra -o "$UDP_ECHO_BIN" "$HERE/udp_echo.c" || die "cannot compile udp_echo.c"
+fi
 
 # --- is the machine quiet? --------------------------------------------------------
 BUSY_BEFORE=$(busy_percent 3)
@@ -109,7 +126,7 @@ BUSY_BEFORE=$(busy_percent 3)
   note "WARNING: the CPUs were ${BUSY_BEFORE}% busy before the run started; figures will be low and noisy"
 
 # --- start the servers ----------------------------------------------------------
-declare -A PORT SERVER_PID MPORT # MPORT: a TCP run's mcpd's HTTP port (/metrics)
+declare -A PORT SERVER_PID MPORT # MPORT: a TCP or UDP run's mcpd's HTTP port (/metrics)
 RUNS=() # "server mode"; the ceiling first, and again at the end (the busy check)
 if want ceiling; then
   PORT[ceiling-json]=$(free_port)
@@ -128,6 +145,14 @@ if want mcpd; then
       PORT[mcpd-tcp]=$(free_port)
       tcp_args=(--tcp-listen "127.0.0.1:${PORT[mcpd-tcp]}" --max-connections-per-ip 0)
     fi
+    if [ "$mode" = json ] && want udp; then
+      # And the UDP runs: every peer comes from 127.0.0.1, so the caps per
+      # address (peers, datagrams a second) are lifted too. (A free TCP
+      # port number: UDP's of the same number is almost always free too.)
+      PORT[mcpd-udp]=$(free_port)
+      tcp_args+=(--udp-listen "127.0.0.1:${PORT[mcpd-udp]}" --udp-rate-per-ip 0)
+      want tcp || tcp_args+=(--max-connections-per-ip 0)
+    fi
     start "mcpd-$mode" "${PORT[mcpd-$mode]}" "$MCPD_BIN" --listen "127.0.0.1:${PORT[mcpd-$mode]}" \
       --db "$TMP/mcpd-$mode.db" --reply-mode "$mode" --log-level error "${tcp_args[@]}" || die "mcpd ($mode) did not start"
     SERVER_PID[mcpd-$mode]=$LAST_PID
@@ -138,6 +163,11 @@ if want mcpd; then
     SERVER_PID[mcpd-tcp]=${SERVER_PID[mcpd-json]}
     MPORT[mcpd-tcp]=${PORT[mcpd-json]}
     RUNS+=("mcpd tcp")
+  fi
+  if want udp; then # udp_echo resends its hello until mcpd answers
+    SERVER_PID[mcpd-udp]=${SERVER_PID[mcpd-json]}
+    MPORT[mcpd-udp]=${PORT[mcpd-json]}
+    RUNS+=("mcpd udp")
   fi
 fi
 if want sdk; then
@@ -162,8 +192,8 @@ lock_sums() {
 for run in "${RUNS[@]}"; do
   read -r server mode <<<"$run"
   name=$server-$mode
-  if [ "$server" = ceiling ] || [ "$mode" = tcp ]; then
-    sid=none # tcp_echo opens a session per connection
+  if [ "$server" = ceiling ] || [ "$mode" = tcp ] || [ "$mode" = udp ]; then
+    sid=none # tcp_echo and udp_echo open a session per connection (peer)
   else
     sid=$(session_on "$name") ||
       die "cannot open a session on $name"
@@ -173,7 +203,7 @@ for run in "${RUNS[@]}"; do
   for c in $BENCH_CONC; do
     note "$name: c=$c for ${BENCH_SECONDS}s"
     sleep 1
-    if [ "$server" != ceiling ] && [ "$mode" != tcp ]; then # a fresh session per run (lib.sh)
+    if [ "$server" != ceiling ] && [ "$mode" != tcp ] && [ "$mode" != udp ]; then # a fresh session per run (lib.sh)
       sid=$(session_on "$name") ||
         die "cannot open a session on $name"
     fi
@@ -231,7 +261,7 @@ measure_round() {
   local rps=${RPS[$k]:-} p50=${P50[$k]:-} p99=${P99[$k]:-} err=${ERR[$k]:-}
   if [ "${name%%-*}" = ceiling ]; then
     fixed=fixed
-  elif [ "$name" != mcpd-tcp ]; then
+  elif [ "$name" != mcpd-tcp ] && [ "$name" != mcpd-udp ]; then
     sid=$(session_on "$name") || die "cannot open a session on $name"
   fi
   run_wrk "$name" "$sid" 16 "$BENCH_WARMUP"
@@ -335,16 +365,19 @@ summary_rows() { # FORMAT
   done
 }
 
-# One row per concurrency: mcpd over TCP beside the same mcpd over HTTP
-# (JSON replies), with each one's CPU per request and the ratio.
-tcp_rows() { # FORMAT
-  local c
+# One row per concurrency and raw transport (TCP, UDP): mcpd over it beside
+# the same mcpd over HTTP (JSON replies), with each one's CPU per request
+# and the ratio.
+raw_rows() { # FORMAT
+  local c t
   for c in $BENCH_CONC; do
-    [ -n "${RPS[mcpd-tcp-$c]:-}" ] || continue
-    # shellcheck disable=SC2059
-    printf "$1" "$c" "$(val "mcpd-tcp-$c")" "$(lat "P50[mcpd-tcp-$c]")" "$(lat "P99[mcpd-tcp-$c]")" \
-      "${CPU[mcpd-tcp-$c]:--}" "$(val "mcpd-json-$c")" "$(lat "P50[mcpd-json-$c]")" "$(lat "P99[mcpd-json-$c]")" \
-      "${CPU[mcpd-json-$c]:--}" "$(rat "mcpd-tcp-$c" "mcpd-json-$c")" "${ERR[mcpd-tcp-$c]:--}"
+    for t in tcp udp; do
+      [ -n "${RPS[mcpd-$t-$c]:-}" ] || continue
+      # shellcheck disable=SC2059
+      printf "$1" "$c" "${t^^}" "$(val "mcpd-$t-$c")" "$(lat "P50[mcpd-$t-$c]")" "$(lat "P99[mcpd-$t-$c]")" \
+        "${CPU[mcpd-$t-$c]:--}" "$(val "mcpd-json-$c")" "$(lat "P50[mcpd-json-$c]")" "$(lat "P99[mcpd-json-$c]")" \
+        "${CPU[mcpd-json-$c]:--}" "$(rat "mcpd-$t-$c" "mcpd-json-$c")" "${ERR[mcpd-$t-$c]:--}"
+    done
   done
 }
 
@@ -363,7 +396,8 @@ pair_or_pass() {
 
 # The paired rounds, one line per round and the medians: FORMAT takes the
 # round, every server's req/s (ROUND_NAMES' order, joined by SEP), then the
-# four ratios (the last: mcpd over TCP / over HTTP, JSON replies).
+# five ratios (the last two: mcpd over TCP and over UDP / over HTTP, JSON
+# replies).
 round_rows() { # FORMAT SEP
   local r name cells
   for ((r = 1; r <= BENCH_ROUNDS; r++)); do
@@ -372,7 +406,7 @@ round_rows() { # FORMAT SEP
     # shellcheck disable=SC2059
     printf "$1" "$r" "$(join_by "$2" "${cells[@]}")" "$(round_ratio mcpd-json sdk-json "$r")" \
       "$(round_ratio mcpd-sse sdk-sse "$r")" "$(round_ratio mcpd-json ceiling-json "$r")" \
-      "$(round_ratio mcpd-tcp mcpd-json "$r")"
+      "$(round_ratio mcpd-tcp mcpd-json "$r")" "$(round_ratio mcpd-udp mcpd-json "$r")"
   done
   cells=()
   for name in "${ROUND_NAMES[@]}"; do
@@ -382,7 +416,7 @@ round_rows() { # FORMAT SEP
   done
   # shellcheck disable=SC2059
   printf "$1" median "$(join_by "$2" "${cells[@]}")" "$(paired mcpd-json sdk-json)" "$(paired mcpd-sse sdk-sse)" \
-    "$(paired mcpd-json ceiling-json)" "$(paired mcpd-tcp mcpd-json)"
+    "$(paired mcpd-json ceiling-json)" "$(paired mcpd-tcp mcpd-json)" "$(paired mcpd-udp mcpd-json)"
 }
 
 # The issue's targets: "what | figure | bound | status" lines.
@@ -447,19 +481,20 @@ echo "summary (ceiling = bare libmicrohttpd, fixed JSON body; at c=$C_MAX the me
 printf '  %-4s %4s | %8s %7s %7s | %8s %7s | %8s | %8s %12s | %6s\n' mode conc mcpd p50_ms p99_ms sdk p99_ms \
   ceiling mcpd/sdk mcpd/ceiling errors
 summary_rows '  %-4s %4s | %8s %7s %7s | %8s %7s | %8s | %7sx %12s | %6s\n'
-if want tcp; then
+if want tcp || want udp; then
   echo
-  echo "mcpd over raw TCP beside the same mcpd over HTTP (JSON replies; tcp_echo: one connection and session per"
-  echo "unit of concurrency, one request in flight on each, one client thread; wrk: -t2, one session):"
-  printf '  %4s | %8s %7s %7s %8s | %8s %7s %7s %8s | %8s | %6s\n' conc tcp p50_ms p99_ms cpu_us http p50_ms p99_ms \
-    cpu_us tcp/http errors
-  tcp_rows '  %4s | %8s %7s %7s %8s | %8s %7s %7s %8s | %8s | %6s\n'
+  echo "mcpd over raw TCP and UDP beside the same mcpd over HTTP (JSON replies; tcp_echo, udp_echo: one connection"
+  echo "or peer, and session, per unit of concurrency, one request in flight on each, one client thread; wrk: -t2,"
+  echo "one session):"
+  printf '  %4s %4s | %8s %7s %7s %8s | %8s %7s %7s %8s | %8s | %6s\n' conc via req/s p50_ms p99_ms cpu_us http \
+    p50_ms p99_ms cpu_us via/http errors
+  raw_rows '  %4s %4s | %8s %7s %7s %8s | %8s %7s %7s %8s | %8s | %6s\n'
 fi
 if [ "$BENCH_ROUNDS" -gt 0 ]; then
   echo
   echo "paired rounds at c=$C_MAX (${BENCH_ROUND_SECONDS}s per server, back to back, order rotated each round):"
-  echo "  round | ${ROUND_NAMES[*]} | json mcpd/sdk  sse mcpd/sdk  json mcpd/ceiling  mcpd tcp/http"
-  round_rows '  %6s | %s | %13sx %12sx %18s %14s\n' ' '
+  echo "  round | ${ROUND_NAMES[*]} | json mcpd/sdk  sse mcpd/sdk  json mcpd/ceiling  mcpd tcp/http  mcpd udp/http"
+  round_rows '  %6s | %s | %13sx %12sx %18s %14s %14s\n' ' '
   for ((r = 1; r <= BENCH_ROUNDS; r++)); do
     for name in "${ROUND_NAMES[@]}"; do
       [ "${RND_ERR[$name-$r]:-0}" != 0 ] && echo "  round $r: $name had ${RND_ERR[$name-$r]} errors"
@@ -467,7 +502,7 @@ if [ "$BENCH_ROUNDS" -gt 0 ]; then
   done
   echo "  (ratio ranges over the rounds: json mcpd/sdk $(paired_range mcpd-json sdk-json)," \
     "sse mcpd/sdk $(paired_range mcpd-sse sdk-sse), json mcpd/ceiling $(paired_range mcpd-json ceiling-json)," \
-    "mcpd tcp/http $(paired_range mcpd-tcp mcpd-json))"
+    "mcpd tcp/http $(paired_range mcpd-tcp mcpd-json), mcpd udp/http $(paired_range mcpd-udp mcpd-json))"
 fi
 echo
 echo "targets:"
@@ -508,19 +543,21 @@ echo
 echo "| reply mode | concurrency | mcpd req/s | mcpd p50 (ms) | mcpd p99 (ms) | SDK req/s | SDK p99 (ms) | ceiling req/s | mcpd / SDK | mcpd / ceiling |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 summary_rows '| %s | %s | %s | %s | %s | %s | %s | %s | %sx | %s |%.0s\n'
-if want tcp; then
+if want tcp || want udp; then
   echo
-  echo "| concurrency | TCP req/s | TCP p50 (ms) | TCP p99 (ms) | TCP CPU µs/req | HTTP req/s | HTTP p50 (ms) | HTTP p99 (ms) | HTTP CPU µs/req | TCP / HTTP |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-  tcp_rows '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%.0s\n'
+  echo "TCP and UDP beside HTTP (the same mcpd, JSON replies):"
+  echo
+  echo "| concurrency | transport | req/s | p50 (ms) | p99 (ms) | CPU µs/req | HTTP req/s | HTTP p50 (ms) | HTTP p99 (ms) | HTTP CPU µs/req | / HTTP |"
+  echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  raw_rows '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%.0s\n'
 fi
 if [ "$BENCH_ROUNDS" -gt 0 ]; then
   echo
   echo "Paired rounds at c=$C_MAX (req/s; ${BENCH_ROUND_SECONDS} s per server, back to back, order rotated):"
   echo
-  echo "| round | $(join_by ' | ' "${ROUND_NAMES[@]}") | JSON mcpd / SDK | SSE mcpd / SDK | JSON mcpd / ceiling | mcpd TCP / HTTP |"
-  echo "|---|$(for _ in "${ROUND_NAMES[@]}"; do printf -- '---:|'; done)---:|---:|---:|---:|"
-  round_rows '| %s | %s | %sx | %sx | %s | %s |\n' ' | '
+  echo "| round | $(join_by ' | ' "${ROUND_NAMES[@]}") | JSON mcpd / SDK | SSE mcpd / SDK | JSON mcpd / ceiling | mcpd TCP / HTTP | mcpd UDP / HTTP |"
+  echo "|---|$(for _ in "${ROUND_NAMES[@]}"; do printf -- '---:|'; done)---:|---:|---:|---:|---:|"
+  round_rows '| %s | %s | %sx | %sx | %s | %s | %s |\n' ' | '
 fi
 echo
 echo "| target | figure | bound | |"
