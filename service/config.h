@@ -57,7 +57,10 @@ struct config {
     int64_t upstream_log_rate;
     int64_t log_retention_ms;
     int64_t log_max_rows;
-    char *auth; /* none | token */
+    char *auth; /* none | token | oauth | token,oauth */
+    char *oauth_issuer;   /* the authorization server whose JWTs are accepted */
+    char *oauth_resource; /* this server's resource identifier; derived from listen when NULL */
+    char *oauth_scopes;   /* space-separated scopes every token must hold */
     char *bootstrap_token_file;
     int allow_unauthenticated;
     int stdio;
