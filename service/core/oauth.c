@@ -72,14 +72,24 @@ int oauth_alg_allowed(const char *alg, int *kty_rsa)
     return 0;
 }
 
+/* Printable ASCII without blanks, quotes or backslashes. */
+static int plain(const char *s)
+{
+    for (; *s; s++)
+        if (*s <= ' ' || *s > '~' || *s == '"' || *s == '\\' || *s == '\'')
+            return 0;
+    return 1;
+}
+
 int oauth_principal(const char *iss, const char *sub, char *out, size_t cap)
 {
     if (cap < 48)
         return -1;
     int n = snprintf(out, cap, "oauth:%s#%s", iss, sub);
-    if (n >= 0 && (size_t)n < cap)
+    if (n >= 0 && (size_t)n < cap && plain(iss) && plain(sub))
         return 0;
-    /* Too long to keep whole: a digest names the same person every time. */
+    /* Too long to keep whole, or holding what a log line or a terminal
+     * should not show: a digest names the same person every time. */
     char *both = NULL, hash[TOKEN_HASH_LEN + 1];
     if (asprintf(&both, "%s#%s", iss, sub) < 0)
         return -1;
@@ -223,6 +233,12 @@ enum oauth_verdict oauth_check(const char *token, char *principal, size_t cap, i
     uint8_t *payload = NULL;
     size_t payload_len = 0;
     json_t *claims = NULL;
+    /* RFC 7515 4.1.11: an extension named critical must be understood, and
+     * this code understands none. */
+    if (json_object_get(hdr, "crit")) {
+        *why = "the token has critical header parameters";
+        goto out;
+    }
     if (!oauth_alg_allowed(alg, &rsa)) {
         *why = "the token's signing algorithm is not allowed";
         goto out;

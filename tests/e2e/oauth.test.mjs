@@ -26,7 +26,12 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { describe, test } from 'node:test';
 
-import { Oidc, mint, rsaKey, CLIENT_ID } from './lib/oidc.mjs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+import { Oidc, mint, rsaKey, CLIENT_ID, CLIENT_SECRET } from './lib/oidc.mjs';
+import { TcpClient } from './lib/tcp-client.mjs';
 import { ACCEPT_BOTH, freePort, mcpAdmin, newId, openStream, request, rpc, sleep, startMcpd, waitFor } from './lib/mcpd.mjs';
 
 const REQUIRED = 'mcp:tools';
@@ -188,6 +193,53 @@ describe('mcpd as an OAuth resource server', () => {
     });
   });
 
+  test("the official SDK client signs in with its own OAuth support and uses mcpd", async () => {
+    await withOauth({}, async (m, oidc) => {
+      // Given only mcpd's URL and its client credentials, the SDK follows
+      // the 401 to the resource metadata, then the provider's metadata, gets
+      // a token for this resource, and retries.
+      const authProvider = new ClientCredentialsProvider({
+        clientId: CLIENT_ID,
+        clientSecret: CLIENT_SECRET,
+        scope: REQUIRED,
+        expectedIssuer: oidc.issuer,
+      });
+      const client = new Client({ name: 'oauth-sdk', version: '1' });
+      const transport = new StreamableHTTPClientTransport(new URL(m.url), { authProvider });
+      try {
+        await client.connect(transport);
+        const tools = await client.listTools();
+        assert.ok(tools.tools.some((t) => t.name === 'echo'));
+        const r = await client.callTool({ name: 'echo', arguments: { message: 'sdk via oauth' } });
+        assert.equal(r.content[0].text, 'sdk via oauth');
+        assert.ok(authProvider.tokens()?.access_token, 'the SDK holds no token');
+        const a = mcpAdmin(m.dbUrl, '--json', 'sessions', '--active');
+        assert.match(a.stdout, new RegExp(`oauth:${oidc.issuer.replace(/[.:/]/g, '\\$&')}#${CLIENT_ID}`));
+      } finally {
+        await client.close();
+      }
+    });
+  });
+
+  test('raw TCP: mcpd/connect takes a JWT access token', async () => {
+    const tport = await freePort();
+    await withOauth({ extra: ['--tcp-listen', `127.0.0.1:${tport}`] }, async (m, oidc) => {
+      const { access_token: token } = await oidc.token();
+      assert.ok(token.length > 255); // longer than a static token's limit was
+      const bad = await TcpClient.open(tport);
+      const no = await bad.request({ jsonrpc: '2.0', id: 'c', method: 'mcpd/connect', params: { token: oidc.sign({ aud: 'x' }) } });
+      assert.equal(no.error?.data?.reason, 'unauthorized', JSON.stringify(no));
+      bad.destroy();
+      const g = await TcpClient.open(tport);
+      const ok = await g.request({ jsonrpc: '2.0', id: 'c', method: 'mcpd/connect', params: { token } });
+      assert.deepEqual(ok.result, { transport: 'tcp', sessionId: null }, JSON.stringify(ok));
+      await g.init();
+      const r = await g.request({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'echo', arguments: { message: 'tcp' } } });
+      assert.equal(r.result.content[0].text, 'tcp');
+      g.destroy();
+    });
+  });
+
   test('the bad-token table: each refused with the right status and WWW-Authenticate', async () => {
     await withOauth({}, async (m, oidc) => {
       const now = Math.floor(Date.now() / 1000);
@@ -212,6 +264,7 @@ describe('mcpd as an OAuth resource server', () => {
         ['HS256 keyed with the JWK n', mint({ alg: 'HS256', kid: 'k1' }, oidc.claims(), { secret: oidc.keys[0].publicJwk.n })],
         ['tampered payload', `${h}.${tamperedClaims}.${s}`],
         ['tampered signature', `${h}.${c}.${s.slice(0, 5)}${flipped}${s.slice(6)}`],
+        ['a critical header parameter', oidc.sign({}, { header: { crit: ['exp'] } })],
         ['not a JWT', 'abc.def.ghi'],
         ['one segment', 'opaque-token-value'],
       ];

@@ -98,6 +98,10 @@ static void test_principal(void)
     CHECK_INT(oauth_principal("https://a", longsub, p, sizeof p), 0);
     CHECK(strncmp(p, "oauth:", 6) == 0 && strlen(p) == sizeof p - 1);
     longsub[5] = 'y';
+    CHECK_INT(oauth_principal("https://a", "b\"c", q, sizeof q), 0); /* a quote: hashed */
+    CHECK(strncmp(q, "oauth:", 6) == 0 && strlen(q) == sizeof q - 1);
+    CHECK_INT(oauth_principal("https://a", "b\nc", q, sizeof q), 0); /* a newline: hashed */
+    CHECK(strchr(q, '\n') == NULL && strlen(q) == sizeof q - 1);
     CHECK_INT(oauth_principal("https://a", longsub, q, sizeof q), 0);
     CHECK(strcmp(p, q) != 0);
 }
