@@ -123,6 +123,10 @@ static const struct setting settings[] = {
     {"oauth-resource", K_STR, S(oauth_resource), NULL,
      "with --auth oauth: this server's resource identifier, which tokens must name in aud; "
      "default http://HOST:PORT/mcp from --listen (set it to the public URL behind a proxy)"},
+    {"oauth-audience", K_STR, S(oauth_audience), NULL,
+     "with --auth oauth: the value a token's aud must hold, when the provider puts something "
+     "else there than the resource (Entra ID: the API's application ID); default "
+     "--oauth-resource"},
     {"oauth-scopes", K_STR, S(oauth_scopes), NULL,
      "with --auth oauth: space-separated scopes every token must hold (403 "
      "insufficient_scope otherwise)"},

@@ -61,6 +61,7 @@ struct config {
     char *oauth_issuer;   /* the authorization server whose JWTs are accepted */
     char *oauth_resource; /* this server's resource identifier; derived from listen when NULL */
     char *oauth_scopes;   /* space-separated scopes every token must hold */
+    char *oauth_audience; /* what aud must hold, when not the resource (Entra ID) */
     char *bootstrap_token_file;
     int allow_unauthenticated;
     int stdio;

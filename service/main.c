@@ -334,8 +334,8 @@ int main(int argc, char **argv)
      * streams it owns, its node row) and what its signals carry. */
     store_set_run(st, replica_run());
     log_set_sink(log_to_store, st);
-    if (strstr(cfg.auth, "oauth") &&
-        oauth_configure(cfg.oauth_issuer, cfg.oauth_resource, cfg.oauth_scopes) != 0) {
+    if (strstr(cfg.auth, "oauth") && oauth_configure(cfg.oauth_issuer, cfg.oauth_resource,
+                                                     cfg.oauth_audience, cfg.oauth_scopes) != 0) {
         fprintf(stderr, "mcpd: cannot set up OAuth\n");
         goto out;
     }

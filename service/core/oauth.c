@@ -11,16 +11,18 @@
 #include <string.h>
 
 static struct {
-    char *issuer, *resource, *scopes;
+    char *issuer, *resource, *audience, *scopes;
 } oa;
 
-int oauth_configure(const char *issuer, const char *resource, const char *scopes)
+int oauth_configure(const char *issuer, const char *resource, const char *audience,
+                    const char *scopes)
 {
     oauth_shutdown();
     oa.issuer = strdup(issuer);
     oa.resource = strdup(resource);
+    oa.audience = strdup(audience && *audience ? audience : resource);
     oa.scopes = strdup(scopes ? scopes : "");
-    if (!oa.issuer || !oa.resource || !oa.scopes || jwks_configure(issuer) != 0) {
+    if (!oa.issuer || !oa.resource || !oa.audience || !oa.scopes || jwks_configure(issuer) != 0) {
         oauth_shutdown();
         return -1;
     }
@@ -38,8 +40,9 @@ void oauth_shutdown(void)
         jwks_shutdown();
     free(oa.issuer);
     free(oa.resource);
+    free(oa.audience);
     free(oa.scopes);
-    oa.issuer = oa.resource = oa.scopes = NULL;
+    oa.issuer = oa.resource = oa.audience = oa.scopes = NULL;
 }
 
 const char *oauth_issuer(void)
@@ -133,15 +136,15 @@ static int granted(json_t *claims, const char *word, size_t len)
     return 0;
 }
 
-static int audience_holds(json_t *aud, const char *resource)
+static int audience_holds(json_t *aud, const char *audience)
 {
     if (json_is_string(aud))
-        return strcmp(json_string_value(aud), resource) == 0;
+        return strcmp(json_string_value(aud), audience) == 0;
     size_t i;
     json_t *a;
     json_array_foreach(aud, i, a)
     {
-        if (json_is_string(a) && strcmp(json_string_value(a), resource) == 0)
+        if (json_is_string(a) && strcmp(json_string_value(a), audience) == 0)
             return 1;
     }
     return 0;
@@ -163,7 +166,7 @@ static int date_claim(json_t *claims, const char *name, int64_t *out)
     return 1;
 }
 
-enum oauth_verdict oauth_claims_check(json_t *claims, const char *issuer, const char *resource,
+enum oauth_verdict oauth_claims_check(json_t *claims, const char *issuer, const char *audience,
                                       const char *scopes, int64_t now_s, char *principal,
                                       size_t cap, int64_t *expires_ms, const char **why)
 {
@@ -172,7 +175,7 @@ enum oauth_verdict oauth_claims_check(json_t *claims, const char *issuer, const 
         *why = "the token was issued by another authorization server";
         return OAUTH_INVALID;
     }
-    if (!audience_holds(json_object_get(claims, "aud"), resource)) {
+    if (!audience_holds(json_object_get(claims, "aud"), audience)) {
         *why = "the token is not meant for this resource (aud)";
         return OAUTH_INVALID;
     }
@@ -262,7 +265,7 @@ enum oauth_verdict oauth_check(const char *token, char *principal, size_t cap, i
         *why = "the token's claims are not a JSON object";
         goto out;
     }
-    v = oauth_claims_check(claims, oa.issuer, oa.resource, oa.scopes, clock_wall_ms() / 1000,
+    v = oauth_claims_check(claims, oa.issuer, oa.audience, oa.scopes, clock_wall_ms() / 1000,
                            principal, cap, expires_ms, why);
 out:
     json_decref(claims);

@@ -6,8 +6,8 @@
  * never an HMAC, so a public key can never serve as a shared secret); its
  * signature verifies (cjose) with the issuer's key of that `kid` (jwks.h);
  * and only then its claims: `iss` is the issuer, `aud` (a string or an
- * array) holds this resource (RFC 8707: a token meant for another service
- * is refused), `exp` is ahead and `nbf`/`iat` behind, each with
+ * array) holds this resource, or the audience configured instead (RFC
+ * 8707: a token meant for another service is refused), `exp` is ahead and `nbf`/`iat` behind, each with
  * OAUTH_LEEWAY_S of clock skew, and every required scope is in `scope`
  * (space-separated) or `scp` (an array or a string).
  *
@@ -29,9 +29,11 @@ enum oauth_verdict {
     OAUTH_INSUFFICIENT_SCOPE, /* 403 error="insufficient_scope" */
 };
 
-/* issuer and resource are URLs; scopes is a space-separated list (may be
- * NULL or ""). Copies them. 0, or -1. */
-int oauth_configure(const char *issuer, const char *resource, const char *scopes);
+/* issuer and resource are URLs; audience what `aud` must hold (NULL or
+ * "": the resource); scopes a space-separated list (may be NULL or "").
+ * Copies them. 0, or -1. */
+int oauth_configure(const char *issuer, const char *resource, const char *audience,
+                    const char *scopes);
 int oauth_enabled(void);
 void oauth_shutdown(void);
 const char *oauth_issuer(void);
@@ -53,9 +55,10 @@ char *oauth_metadata_url(const char *resource);
 
 /* 1 when alg may sign an access token, and which key type it needs. */
 int oauth_alg_allowed(const char *alg, int *kty_rsa);
-/* The claims' verdict for a token whose signature verified. now_s: wall
- * clock seconds. Fills principal and *expires_ms on OAUTH_OK. */
-enum oauth_verdict oauth_claims_check(json_t *claims, const char *issuer, const char *resource,
+/* The claims' verdict for a token whose signature verified; audience is
+ * what aud must hold. now_s: wall clock seconds. Fills principal and
+ * *expires_ms on OAUTH_OK. */
+enum oauth_verdict oauth_claims_check(json_t *claims, const char *issuer, const char *audience,
                                       const char *scopes, int64_t now_s, char *principal,
                                       size_t cap, int64_t *expires_ms, const char **why);
 /* The principal for iss and sub, into out (cap bytes, at least 48). 0, or -1. */

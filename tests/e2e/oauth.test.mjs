@@ -17,7 +17,10 @@
 //     accepted after the interval;
 //   - the provider unreachable: fail closed with no key held, then keys
 //     once it answers, and cached keys keep serving when it goes away;
-//   - the token's expiry ends the event stream it opened.
+//   - --oauth-audience replaces the resource in the aud check;
+//   - TCP's mcpd/connect and the official SDK client (its own OAuth
+//     support, client credentials) sign in;
+//   - the token's expiry ends the event stream and the WebSocket it opened.
 //
 // Runs on SQLite and (MCPD_TEST_DB=postgres) PostgreSQL. Every process this
 // file signals is one it started.
@@ -155,7 +158,7 @@ describe('mcpd as an OAuth resource server', () => {
       assert.equal(g.headers['www-authenticate'], want);
       const ws = await request(m.port, {
         method: 'GET',
-        path: '/mcp',
+        path: '/mcp/ws',
         headers: {
           Connection: 'Upgrade',
           Upgrade: 'websocket',
@@ -218,6 +221,16 @@ describe('mcpd as an OAuth resource server', () => {
       } finally {
         await client.close();
       }
+    });
+  });
+
+  test('--oauth-audience: aud must hold that value instead of the resource', async () => {
+    await withOauth({ extra: ['--oauth-audience', 'api-client-id-0001'] }, async (m, oidc) => {
+      assert.equal((await refusal(m, oidc.sign({ aud: ['other', 'api-client-id-0001'] }))).status, 200);
+      assertInvalid(m, await refusal(m, oidc.sign()), 'aud is the resource, not the audience');
+      // The metadata still names the resource clients reach.
+      const r = await request(m.port, { method: 'GET', path: '/.well-known/oauth-protected-resource/mcp' });
+      assert.equal(r.json.resource, `http://127.0.0.1:${m.port}/mcp`);
     });
   });
 
@@ -334,7 +347,7 @@ describe('mcpd as an OAuth resource server', () => {
     });
   });
 
-  test("the token's expiry ends the event stream it opened", async () => {
+  test("the token's expiry ends the event stream and the WebSocket it opened", async () => {
     await withOauth({}, async (m, oidc) => {
       // Expired 57 s ago: inside the 60 s leeway for 3 s more.
       const now = Math.floor(Date.now() / 1000);
@@ -350,10 +363,18 @@ describe('mcpd as an OAuth resource server', () => {
         s.res.on('data', (d) => (text += d));
         s.res.on('close', () => resolve(text));
       });
+      const ws = new WebSocket(`ws://127.0.0.1:${m.port}/mcp/ws`, ['mcp', `bearer.${token}`]);
+      const wsClosed = new Promise((done) => ws.addEventListener('close', (e) => done({ code: e.code, reason: e.reason }), { once: true }));
+      await new Promise((resolve, reject) => {
+        ws.addEventListener('open', resolve, { once: true });
+        ws.addEventListener('error', () => reject(new Error('WebSocket refused')), { once: true });
+      });
       const text = await Promise.race([ended, sleep(10000).then(() => null)]);
       s.close();
       assert.notEqual(text, null, 'the stream outlived its token');
       assert.match(text, /: token expired/);
+      const closed = await Promise.race([wsClosed, sleep(5000).then(() => null)]);
+      assert.deepEqual(closed, { code: 1008, reason: 'token expired' });
       assertInvalid(m, await refusal(m, token), 'after expiry');
     });
   });

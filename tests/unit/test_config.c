@@ -696,11 +696,11 @@ static void test_usage(void)
     CHECK(strstr(text, "--stdio VALUE") == NULL);
     CHECK(strstr(text, "(default 0)\n") != NULL);     /* sse-poll-ms */
     CHECK(strstr(text, "print this help\n") != NULL); /* flags print no default */
-    /* One option line per setting: 53 settings. */
+    /* One option line per setting: 54 settings. */
     int options = 0;
     for (const char *p = text; (p = strstr(p, "\n  --")) != NULL; p++)
         options++;
-    CHECK_INT(options, 53);
+    CHECK_INT(options, 54);
     free(text);
 }
 
