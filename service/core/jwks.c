@@ -168,9 +168,15 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-/* GETs url as JSON. NULL (and a warning naming what failed) on any error. */
-static json_t *get_json(const char *url)
+/* GETs url as JSON by deadline (monotonic ms). NULL (and a warning naming
+ * what failed) on any error. */
+static json_t *get_json(const char *url, int64_t deadline)
 {
+    int64_t left = deadline - clock_mono_ms();
+    if (left <= 0) {
+        log_event(LOG_WARN, NULL, "oauth_fetch_failed", "%s: no time left", url);
+        return NULL;
+    }
     CURL *c = curl_easy_init();
     if (!c)
         return NULL;
@@ -179,7 +185,7 @@ static json_t *get_json(const char *url)
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)JWKS_FETCH_TIMEOUT_MS);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)left);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
@@ -205,7 +211,7 @@ static json_t *get_json(const char *url)
 }
 
 /* The jwks_uri, from the metadata (found once, then kept). Caller frees. */
-static char *find_jwks_uri(void)
+static char *find_jwks_uri(int64_t deadline)
 {
     pthread_mutex_lock(&jw.mu);
     char *known = jw.jwks_uri ? strdup(jw.jwks_uri) : NULL;
@@ -214,7 +220,7 @@ static char *find_jwks_uri(void)
         return known;
     for (int kind = 0; kind < 2; kind++) {
         char *url = jwks_discovery_url(jw.issuer, kind);
-        json_t *doc = url ? get_json(url) : NULL;
+        json_t *doc = url ? get_json(url, deadline) : NULL;
         const char *why = NULL;
         const char *uri = doc ? jwks_uri_of(doc, jw.issuer, &why) : NULL;
         if (why)
@@ -236,8 +242,10 @@ static char *find_jwks_uri(void)
 /* Fetches the set and, when it reads, replaces the keys held. */
 static void refresh(void)
 {
-    char *uri = find_jwks_uri();
-    json_t *doc = uri ? get_json(uri) : NULL;
+    /* One deadline for the metadata and the set together. */
+    int64_t deadline = clock_mono_ms() + JWKS_FETCH_TIMEOUT_MS;
+    char *uri = find_jwks_uri(deadline);
+    json_t *doc = uri ? get_json(uri, deadline) : NULL;
     struct jwks_key fresh[JWKS_KEYS_MAX];
     int n = doc ? jwks_parse(doc, fresh, JWKS_KEYS_MAX) : -1;
     json_decref(doc);
@@ -311,8 +319,13 @@ cjose_jwk_t *jwks_key(const char *kid, cjose_jwk_kty_t kty, const char **why, in
     int fetch = (!k || stale) && may_fetch(now);
     int64_t seen_attempt = jw.attempted_ms;
     pthread_mutex_unlock(&jw.mu);
+    /* A set grown old is refreshed by one request, while the others go
+     * on with the key they have. */
+    if (fetch && k && pthread_mutex_trylock(&jw.fetch_mu) != 0)
+        return k;
     if (fetch) {
-        pthread_mutex_lock(&jw.fetch_mu);
+        if (!k)
+            pthread_mutex_lock(&jw.fetch_mu);
         pthread_mutex_lock(&jw.mu);
         /* Another request fetched while this one waited: use its set. */
         int again = jw.attempted_ms == seen_attempt;

@@ -5,8 +5,8 @@
  * (<issuer>/.well-known/openid-configuration), then RFC 8414
  * (<origin>/.well-known/oauth-authorization-server<path>); its `issuer`
  * must equal the configured one, and its `jwks_uri` names the key set.
- * Both are fetched with libcurl (no redirects, JWKS_FETCH_TIMEOUT_MS,
- * JWKS_DOC_MAX bytes).
+ * Both are fetched with libcurl (no redirects, JWKS_DOC_MAX bytes each),
+ * within JWKS_FETCH_TIMEOUT_MS for the whole refresh.
  *
  * Keys are kept in memory. A token naming a `kid` that is not there makes
  * the set be fetched again, at most once every JWKS_REFRESH_MIN_MS, so a
