@@ -127,6 +127,14 @@ static const struct setting settings[] = {
      "with --auth oauth: the value a token's aud must hold, when the provider puts something "
      "else there than the resource (Entra ID: the API's application ID); default "
      "--oauth-resource"},
+    {"oauth-introspection-url", K_STR, S(oauth_introspection_url), NULL,
+     "with --auth oauth: the authorization server's introspection endpoint (RFC 7662), to "
+     "accept opaque access tokens too; needs --oauth-client-id and --oauth-client-secret"},
+    {"oauth-client-id", K_STR, S(oauth_client_id), NULL,
+     "with --oauth-introspection-url: mcpd's client ID at the authorization server"},
+    {"oauth-client-secret", K_STR, S(oauth_client_secret), NULL,
+     "with --oauth-introspection-url: mcpd's client secret (better given as "
+     "MCPD_OAUTH_CLIENT_SECRET or in the config file than on the command line)"},
     {"oauth-scopes", K_STR, S(oauth_scopes), NULL,
      "with --auth oauth: space-separated scopes every token must hold (403 "
      "insufficient_scope otherwise)"},
@@ -308,8 +316,17 @@ static int parse_listen(struct config *cfg, char *err, size_t errcap)
                 snprintf(err, errcap, "out of memory");
                 return -1;
             }
-        } else if (strncmp(cfg->oauth_resource, "http", 4) != 0 ||
-                   !strstr(cfg->oauth_resource, "://")) {
+        }
+        if (cfg->oauth_introspection_url && *cfg->oauth_introspection_url &&
+            (strncmp(cfg->oauth_introspection_url, "http", 4) != 0 ||
+             !strstr(cfg->oauth_introspection_url, "://") || !cfg->oauth_client_id ||
+             !*cfg->oauth_client_id || !cfg->oauth_client_secret || !*cfg->oauth_client_secret)) {
+            snprintf(err, errcap,
+                     "--oauth-introspection-url needs an http(s) URL, --oauth-client-id and "
+                     "--oauth-client-secret");
+            return -1;
+        }
+        if (strncmp(cfg->oauth_resource, "http", 4) != 0 || !strstr(cfg->oauth_resource, "://")) {
             snprintf(err, errcap, "--oauth-resource must be an http(s) URL");
             return -1;
         }

@@ -5,6 +5,7 @@
 #include "backend.h"
 #include "builtin.h"
 #include "auth.h"
+#include "introspect.h"
 #include "oauth.h"
 #include "config.h"
 #include "core.h"
@@ -339,6 +340,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "mcpd: cannot set up OAuth\n");
         goto out;
     }
+    if (strstr(cfg.auth, "oauth") && cfg.oauth_introspection_url && *cfg.oauth_introspection_url &&
+        introspect_configure(cfg.oauth_introspection_url, cfg.oauth_client_id,
+                             cfg.oauth_client_secret) != 0) {
+        fprintf(stderr, "mcpd: cannot set up token introspection\n");
+        goto out;
+    }
     if (auth_configure(cfg.auth, st) != 0 ||
         (cfg.bootstrap_token_file && auth_bootstrap(cfg.bootstrap_token_file, &why) != 0)) {
         fprintf(stderr, "mcpd: %s\n", why ? why : "cannot set up authentication");
@@ -370,6 +377,7 @@ out:
     origin_policy_free(origins);
     auth_shutdown();
     oauth_shutdown();
+    introspect_shutdown();
     log_set_sink(NULL, NULL);
     if (st && store_flush(st) != 0)
         status = 1;

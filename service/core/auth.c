@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
+#include "introspect.h"
 #include "oauth.h"
 #include "store.h"
 #include "token.h"
@@ -78,6 +79,11 @@ int auth_configure(const char *mode, struct store *st)
     auth.metadata_url = oauth ? oauth_metadata_url(oauth_resource()) : NULL;
     if (oauth && !auth.metadata_url)
         return -1;
+    if (oauth)
+        log_event(LOG_INFO, NULL, "oauth_configured",
+                  "issuer %s, resource %s (metadata %s), audience %s, scopes '%s'%s",
+                  oauth_issuer(), oauth_resource(), auth.metadata_url, oauth_audience(),
+                  oauth_scopes(), introspect_enabled() ? ", opaque tokens introspected" : "");
     if (auth.required && !auth.cache)
         auth.cache = auth_cache_new(AUTH_CACHE_KNOWN_MAX, AUTH_CACHE_UNKNOWN_MAX, AUTH_CACHE_MS);
     return auth.required && !auth.cache ? -1 : 0;
@@ -220,8 +226,10 @@ int auth_check(const char *authorization, const char *ws_protocols, struct auth_
         return -1;
     }
     grant->refusal = AUTH_INVALID_TOKEN;
-    /* mcp-admin's tokens hold no dot; a JWT holds two. */
-    if (auth.oauth && (strchr(token, '.') || !auth.tokens))
+    /* mcp-admin's tokens ("mcpd_…") hold no dot; a JWT holds two; any
+     * other value is an opaque token for introspection, when configured. */
+    if (auth.oauth && (strchr(token, '.') || !auth.tokens ||
+                       (introspect_enabled() && strncmp(token, "mcpd_", 5) != 0)))
         return check_jwt(token, grant, why);
     if (token_hash(token, hash) != 0) {
         *why = "Unauthorized: the token could not be checked";

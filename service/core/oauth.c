@@ -1,6 +1,7 @@
 /* oauth — see oauth.h. */
 #include "oauth.h"
 #include "auth.h"
+#include "introspect.h"
 #include "jwks.h"
 #include "clock.h"
 #include "token.h"
@@ -53,6 +54,11 @@ const char *oauth_issuer(void)
 const char *oauth_resource(void)
 {
     return oa.resource;
+}
+
+const char *oauth_audience(void)
+{
+    return oa.audience;
 }
 
 const char *oauth_scopes(void)
@@ -221,6 +227,8 @@ enum oauth_verdict oauth_claims_check(json_t *claims, const char *issuer, const 
 enum oauth_verdict oauth_check(const char *token, char *principal, size_t cap, int64_t *expires_ms,
                                const char **why)
 {
+    if (!strchr(token, '.') && introspect_enabled())
+        return introspect_check(token, principal, cap, expires_ms, why);
     cjose_err err;
     cjose_jws_t *jws = cjose_jws_import(token, strlen(token), &err);
     if (!jws) {

@@ -7,9 +7,9 @@
  * signature verifies (cjose) with the issuer's key of that `kid` (jwks.h);
  * and only then its claims: `iss` is the issuer, `aud` (a string or an
  * array) holds this resource, or the audience configured instead (RFC
- * 8707: a token meant for another service is refused), `exp` is ahead and `nbf`/`iat` behind, each with
- * OAUTH_LEEWAY_S of clock skew, and every required scope is in `scope`
- * (space-separated) or `scp` (an array or a string).
+ * 8707: a token meant for another service is refused), `exp` is ahead and `nbf`/`iat` behind, each
+ * with OAUTH_LEEWAY_S of clock skew, and every required scope is in `scope` (space-separated) or
+ * `scp` (an array or a string).
  *
  * The principal is "oauth:<iss>#<sub>", or, when that does not fit
  * AUTH_PRINCIPAL_MAX, "oauth:" and the SHA-256 of "<iss>#<sub>" in hex
@@ -38,10 +38,11 @@ int oauth_enabled(void);
 void oauth_shutdown(void);
 const char *oauth_issuer(void);
 const char *oauth_resource(void);
-const char *oauth_scopes(void); /* "" when none is required */
+const char *oauth_scopes(void);   /* "" when none is required */
+const char *oauth_audience(void); /* what aud must hold */
 
-/* Checks a compact JWS. On OAUTH_OK fills principal (cap bytes) and
- * *expires_ms (wall clock). Otherwise *why (static text) says why. */
+/* Checks a compact JWS, or (introspect.h, when configured) an opaque token. On OAUTH_OK fills
+ * principal (cap bytes) and *expires_ms (wall clock). Otherwise *why (static text) says why. */
 enum oauth_verdict oauth_check(const char *token, char *principal, size_t cap, int64_t *expires_ms,
                                const char **why);
 

@@ -33,7 +33,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
-import { Oidc, mint, rsaKey, CLIENT_ID, CLIENT_SECRET } from './lib/oidc.mjs';
+import { Oidc, mint, rsaKey, CLIENT_ID, CLIENT_SECRET, RS_ID, RS_SECRET } from './lib/oidc.mjs';
 import { TcpClient } from './lib/tcp-client.mjs';
 import { ACCEPT_BOTH, freePort, mcpAdmin, newId, openStream, request, rpc, sleep, startMcpd, waitFor } from './lib/mcpd.mjs';
 
@@ -42,10 +42,12 @@ const REQUIRED = 'mcp:tools';
 const REFRESH_MS = 10000;
 
 /** mcpd with --auth oauth against a fresh provider; fn(m, oidc). */
-async function withOauth({ scopes = REQUIRED, auth = 'oauth', extra = [] } = {}, fn) {
+async function withOauth({ scopes = REQUIRED, auth = 'oauth', extra = [], format, introspect = false } = {}, fn) {
   const port = await freePort();
-  const oidc = await Oidc.start(`http://127.0.0.1:${port}/mcp`);
+  const oidc = await Oidc.start(`http://127.0.0.1:${port}/mcp`, { format });
   const args = ['--auth', auth, '--oauth-issuer', oidc.issuer, ...(scopes ? ['--oauth-scopes', scopes] : []), ...extra];
+  if (introspect)
+    args.push('--oauth-introspection-url', `${oidc.issuer}/token/introspection`, '--oauth-client-id', RS_ID, '--oauth-client-secret', RS_SECRET);
   let m;
   try {
     m = await startMcpd({ args, port });
@@ -231,6 +233,34 @@ describe('mcpd as an OAuth resource server', () => {
       // The metadata still names the resource clients reach.
       const r = await request(m.port, { method: 'GET', path: '/.well-known/oauth-protected-resource/mcp' });
       assert.equal(r.json.resource, `http://127.0.0.1:${m.port}/mcp`);
+    });
+  });
+
+  test('--auth token,oauth with introspection: static tokens, JWTs and opaque tokens', async () => {
+    await withOauth({ auth: 'token,oauth', format: 'opaque', introspect: true }, async (m, oidc) => {
+      const { access_token: opaque } = await oidc.token();
+      assert.ok(!opaque.includes('.'), opaque.length);
+      const sid = await session(m.port, opaque);
+      await echo(m.port, sid, opaque, 'opaque');
+      const rows = mcpAdmin(m.dbUrl, '--json', 'sessions', '--active');
+      assert.ok(rows.stdout.includes(`"oauth:${oidc.issuer}#${CLIENT_ID}"`), rows.stdout);
+      // A JWT signed by the provider's key, and a static token, alongside.
+      assert.equal((await refusal(m, oidc.sign())).status, 200);
+      const added = mcpAdmin(m.dbUrl, 'tokens', 'add', 'alice');
+      assert.equal(added.status, 0, added.stderr);
+      const staticToken = added.stdout.match(/mcpd_[A-Za-z0-9_-]+/)[0];
+      assert.equal((await refusal(m, staticToken)).status, 200);
+      // Refusals: an unknown opaque value, a token without the scope.
+      assertInvalid(m, await refusal(m, 'made-up-opaque-token-value-123456'), 'unknown opaque');
+      assertInvalid(m, await refusal(m, 'mcpd_notAToken'), 'unknown static');
+      const { access_token: extraOnly } = await oidc.token({ scope: 'mcp:extra' });
+      const f = await refusal(m, extraOnly);
+      assert.equal(f.status, 403);
+      assert.match(f.challenge, /error="insufficient_scope"/);
+      // Revoked at the provider: refused once mcpd's 10 s answer is over.
+      await oidc.revoke(opaque);
+      await waitFor(async () => (await refusal(m, opaque)).status === 401, 15000, 'revoked opaque token refused', 500);
+      assert.ok(!m.stderr.includes(opaque) && !m.stderr.includes(RS_SECRET), 'a secret in the log');
     });
   });
 

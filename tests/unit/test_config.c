@@ -338,6 +338,10 @@ static const struct usage_case usage_cases[] = {
     {{"--auth=token,oauth", "--oauth-issuer=id.example"}, "--auth oauth needs --oauth-issuer URL"},
     {{"--auth=oauth", "--oauth-issuer=https://id.example", "--oauth-resource=mcp"},
      "--oauth-resource must be an http(s) URL"},
+    {{"--auth=oauth", "--oauth-issuer=https://id.example",
+      "--oauth-introspection-url=https://id.example/introspect"},
+     "--oauth-introspection-url needs an http(s) URL, --oauth-client-id and "
+     "--oauth-client-secret"},
     {{"--keepalive-ms=99"},
      "a limit is too small (timeouts must be at least 100 ms, counts at "
      "least 1)"},
@@ -696,11 +700,11 @@ static void test_usage(void)
     CHECK(strstr(text, "--stdio VALUE") == NULL);
     CHECK(strstr(text, "(default 0)\n") != NULL);     /* sse-poll-ms */
     CHECK(strstr(text, "print this help\n") != NULL); /* flags print no default */
-    /* One option line per setting: 54 settings. */
+    /* One option line per setting: 57 settings. */
     int options = 0;
     for (const char *p = text; (p = strstr(p, "\n  --")) != NULL; p++)
         options++;
-    CHECK_INT(options, 54);
+    CHECK_INT(options, 57);
     free(text);
 }
 

@@ -5,6 +5,7 @@
  * discovery and metadata URLs, and which keys of a JWKS are kept. */
 #include "auth.h"
 #include "check.h"
+#include "introspect.h"
 #include "jwks.h"
 #include "oauth.h"
 
@@ -166,8 +167,41 @@ static void test_parse(void)
     json_decref(none);
 }
 
+/* RFC 7662 answers: only active ones count; iss and sub are filled in. */
+static void test_introspection_answer(void)
+{
+    json_t *a = json_loads("{\"active\":true,\"client_id\":\"c\",\"aud\":\"" RES
+                           "\",\"exp\":2000,\"scope\":\"mcp:tools\"}",
+                           0, NULL);
+    json_t *c = introspect_claims(a, ISS);
+    CHECK_STR(json_string_value(json_object_get(c, "iss")), ISS);
+    CHECK_STR(json_string_value(json_object_get(c, "sub")), "c");
+    char p[AUTH_PRINCIPAL_MAX];
+    int64_t exp;
+    const char *why = NULL;
+    CHECK_INT(oauth_claims_check(c, ISS, RES, "mcp:tools", 1500, p, sizeof p, &exp, &why),
+              OAUTH_OK);
+    CHECK_STR(p, "oauth:" ISS "#c");
+    json_decref(c);
+    json_decref(a);
+    /* Another issuer named in the answer is not overwritten. */
+    a = json_loads("{\"active\":true,\"iss\":\"https://evil\",\"sub\":\"s\"}", 0, NULL);
+    c = introspect_claims(a, ISS);
+    CHECK_STR(json_string_value(json_object_get(c, "iss")), "https://evil");
+    json_decref(c);
+    json_decref(a);
+    const char *inactive[] = {"{\"active\":false,\"sub\":\"s\"}", "{\"active\":\"true\"}",
+                              "{\"sub\":\"s\"}", "[]"};
+    for (size_t i = 0; i < sizeof inactive / sizeof inactive[0]; i++) {
+        a = json_loads(inactive[i], JSON_DECODE_ANY, NULL);
+        CHECK(introspect_claims(a, ISS) == NULL);
+        json_decref(a);
+    }
+}
+
 int main(void)
 {
+    test_introspection_answer();
     test_algs();
     test_claims();
     test_principal();

@@ -23,6 +23,9 @@ import Provider from 'oidc-provider';
 export const CLIENT_ID = 'mcpd-tests';
 export const CLIENT_SECRET = 'mcpd-tests-secret-0123456789abcdef';
 export const SCOPES = 'mcp:tools mcp:extra';
+/** mcpd's own client, for token introspection (RFC 7662). */
+export const RS_ID = 'mcpd-rs';
+export const RS_SECRET = 'mcpd-rs-secret-0123456789abcdef';
 
 /** A fresh RSA signing key: {jwk (private), publicJwk, key (KeyObject)}. */
 export function rsaKey(kid) {
@@ -51,7 +54,7 @@ export function mint(header, claims, { key, secret } = {}) {
   return `${input}.${sig}`;
 }
 
-function makeProvider(issuer, resource, keys) {
+function makeProvider(issuer, resource, keys, format) {
   const provider = new Provider(issuer, {
     clients: [
       {
@@ -62,6 +65,7 @@ function makeProvider(issuer, resource, keys) {
         response_types: [],
         scope: SCOPES,
       },
+      { client_id: RS_ID, client_secret: RS_SECRET, grant_types: [], redirect_uris: [], response_types: [] },
     ],
     jwks: { keys: keys.map((k) => k.jwk) },
     scopes: SCOPES.split(' '),
@@ -69,13 +73,16 @@ function makeProvider(issuer, resource, keys) {
     features: {
       devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
+      // mcpd's client may introspect any token.
+      introspection: { enabled: true, allowedPolicy: async () => true },
+      revocation: { enabled: true },
       resourceIndicators: {
         enabled: true,
         defaultResource: () => resource,
         useGrantedResource: () => true,
         getResourceServerInfo: (ctx, indicator) => {
           if (indicator !== resource) throw new Error(`unknown resource ${indicator}`);
-          return { scope: SCOPES, audience: resource, accessTokenTTL: 300, accessTokenFormat: 'jwt' };
+          return { scope: SCOPES, audience: resource, accessTokenTTL: 300, accessTokenFormat: format };
         },
       },
     },
@@ -86,8 +93,9 @@ function makeProvider(issuer, resource, keys) {
 
 export class Oidc {
   /** Starts on a free loopback port; resource: the mcpd resource URL. */
-  static async start(resource, { keys } = {}) {
+  static async start(resource, { keys, format = 'jwt' } = {}) {
     const o = new Oidc();
+    o.format = format; // of the access tokens it issues: 'jwt' or 'opaque'
     o.resource = resource;
     o.keys = keys || [rsaKey('k1')];
     o.jwksHits = 0;
@@ -115,7 +123,7 @@ export class Oidc {
   /** Serves these keys (the first signs) from now on. */
   setKeys(keys) {
     this.keys = keys;
-    this.provider = makeProvider(this.issuer, this.resource, keys);
+    this.provider = makeProvider(this.issuer, this.resource, keys, this.format);
     this.handler = this.provider.callback();
   }
 
@@ -133,6 +141,19 @@ export class Oidc {
     const j = await r.json();
     if (r.status !== 200) throw new Error(`token endpoint: ${r.status} ${JSON.stringify(j)}`);
     return j;
+  }
+
+  /** Revokes a token at the provider (RFC 7009). */
+  async revoke(token) {
+    const r = await fetch(`${this.issuer}/token/revocation`, {
+      method: 'POST',
+      headers: {
+        'Content-Type': 'application/x-www-form-urlencoded',
+        Authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${CLIENT_SECRET}`).toString('base64')}`,
+      },
+      body: new URLSearchParams({ token }),
+    });
+    if (r.status !== 200) throw new Error(`revocation endpoint: ${r.status}`);
   }
 
   /** Claims as the provider would write them, overridden by `over`. */
