@@ -35,7 +35,9 @@ static const char usage_text[] =
     "                             only; ws: mcpd's WebSocket transport, URL\n"
     "                             wss://host/mcp/ws (default http); a tcp://host:port\n"
     "                             URL selects mcpd's raw TCP transport (--tcp-listen;\n"
-    "                             no TLS: loopback only unless --allow-http)\n"
+    "                             no TLS: loopback only unless --allow-http), a\n"
+    "                             udp://host:port URL its UDP transport (--udp-listen;\n"
+    "                             the same rule)\n"
     "  --connect-timeout-ms N     time to connect, TLS included (default 10000)\n"
     "  --response-timeout-ms N    time to the first byte of a response, and the\n"
     "                             longest silence on a response stream (default 60000)\n"
@@ -177,10 +179,10 @@ int options_check_url(const char *url, enum bridge_transport t, int allow_http, 
         goto out;
     }
     int ws = strcmp(scheme, "ws") == 0 || strcmp(scheme, "wss") == 0;
-    int tcp = strcmp(scheme, "tcp") == 0;
+    int tcp = strcmp(scheme, "tcp") == 0 || strcmp(scheme, "udp") == 0;
     int plain = strcmp(scheme, "http") == 0 || strcmp(scheme, "ws") == 0 || tcp;
     if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0 && !(ws && t == TRANSPORT_WS) &&
-        !(tcp && t == TRANSPORT_TCP)) {
+        !(tcp && (t == TRANSPORT_TCP || t == TRANSPORT_UDP))) {
         snprintf(err, cap, "the URL's scheme '%s' is not supported (use https://%s)", scheme,
                  t == TRANSPORT_WS ? " or wss://" : "");
         goto out;
@@ -364,6 +366,8 @@ enum options_result options_parse(int argc, char **argv, struct bridge_options *
     o->url = strdup(argv[optind]);
     if (o->url && strncasecmp(o->url, "tcp://", 6) == 0)
         o->transport = TRANSPORT_TCP; /* the scheme says it all */
+    if (o->url && strncasecmp(o->url, "udp://", 6) == 0)
+        o->transport = TRANSPORT_UDP;
     char err[512];
     if (!o->url || options_check_url(o->url, o->transport, o->allow_http, err, sizeof err) < 0) {
         fprintf(stderr, "mcp-bridge: %s\n", o->url ? err : "out of memory");

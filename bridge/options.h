@@ -27,6 +27,7 @@ enum bridge_transport {
     TRANSPORT_POLL,     /* mcpd's long-polling mode */
     TRANSPORT_SSE,      /* the 2024-11-05 HTTP+SSE transport, forced */
     TRANSPORT_TCP,      /* mcpd's raw TCP transport (a tcp:// URL) */
+    TRANSPORT_UDP,      /* mcpd's UDP transport (a udp:// URL) */
 };
 
 struct bridge_options {

@@ -1,7 +1,8 @@
 /* remote — the server's end of the bridge, whatever the transport: the
  * poll loop in main.c drives it through these calls, and they go to
- * http_remote (Streamable HTTP, HTTP+SSE, long-polling) or ws_remote
- * (mcpd's WebSocket transport).
+ * http_remote (Streamable HTTP, HTTP+SSE, long-polling), ws_remote
+ * (mcpd's WebSocket and raw TCP transports) or udp_remote (mcpd's UDP
+ * transport).
  *
  * Whatever the server sends, and every reply, goes to sink.emit one
  * JSON-RPC message at a time (compact JSON, borrowed for the call).
@@ -18,6 +19,7 @@
 struct bridge_options;
 struct http_remote;
 struct ws_remote;
+struct udp_remote;
 
 struct remote_sink {
     void (*emit)(void *ud, const char *json, size_t len);
@@ -27,6 +29,7 @@ struct remote_sink {
 struct remote {
     struct http_remote *http;
     struct ws_remote *ws;
+    struct udp_remote *udp;
 };
 
 /* Returns 0, or -1 when out of memory. */

@@ -72,6 +72,15 @@ static const struct setting settings[] = {
     {"tcp-handshake-ms", K_INT, S(tcp_handshake_ms), "10000",
      "close a TCP connection whose first message (with --auth token: a successful "
      "mcpd/connect) has not arrived within this long"},
+    {"udp-listen", K_STR, S(udp_listen), NULL,
+     "HOST:PORT to serve MCP on over UDP (one message per datagram, made reliable; README "
+     "\"UDP wire rules\"); off by default; the HTTP caps and --auth apply"},
+    {"udp-idle-ms", K_INT, S(udp_idle_ms), "300000",
+     "drop a UDP peer that sent no datagram and has nothing in flight for this long"},
+    {"udp-max-datagram", K_INT, S(udp_max_datagram), "1200",
+     "largest UDP payload mcpd sends (a larger message goes in fragments); at least 256"},
+    {"udp-rate-per-ip", K_INT, S(udp_rate_per_ip), "2000",
+     "UDP datagrams a second taken from one address (more are dropped unread); 0 = no limit"},
     {"trusted-proxies", K_STR, S(trusted_proxies), NULL,
      "addresses and networks (CIDR; or loopback, private) whose X-Forwarded-For names the client"},
     {"max-workers", K_INT, S(max_workers), "512", "request handler threads at most"},
@@ -334,6 +343,9 @@ static int parse_listen(struct config *cfg, char *err, size_t errcap)
     if (cfg->tcp_listen && parse_hostport(cfg, "tcp-listen", cfg->tcp_listen, cfg->tcp_host,
                                           sizeof cfg->tcp_host, &cfg->tcp_port, err, errcap) != 0)
         return -1;
+    if (cfg->udp_listen && parse_hostport(cfg, "udp-listen", cfg->udp_listen, cfg->udp_host,
+                                          sizeof cfg->udp_host, &cfg->udp_port, err, errcap) != 0)
+        return -1;
     return 0;
 }
 
@@ -415,7 +427,8 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
     }
     if (cfg->keepalive_ms < 100 || cfg->session_idle_ms < 100 || cfg->stream_retention_ms < 100 ||
         cfg->max_workers < 1 || cfg->loop_threads < 1 || cfg->max_connections < 1 ||
-        cfg->max_body < 1 || cfg->tcp_idle_ms < 100 || cfg->tcp_handshake_ms < 100) {
+        cfg->max_body < 1 || cfg->tcp_idle_ms < 100 || cfg->tcp_handshake_ms < 100 ||
+        cfg->udp_idle_ms < 100 || cfg->udp_rate_per_ip < 0) {
         snprintf(err, errcap,
                  "a limit is too small (timeouts must be at least 100 ms, counts at "
                  "least 1)");
@@ -428,6 +441,11 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
                  "--replica-lease-ms must be at least 1000 (a process beats once a "
                  "second), got %lld",
                  (long long)cfg->replica_lease_ms);
+        return -1;
+    }
+    if (cfg->udp_max_datagram < 256 || cfg->udp_max_datagram > 65507) {
+        snprintf(err, errcap, "--udp-max-datagram must be from 256 to 65507, got %lld",
+                 (long long)cfg->udp_max_datagram);
         return -1;
     }
     if (cfg->loop_threads > 1024) {

@@ -38,6 +38,10 @@ struct config {
     char *tcp_listen; /* HOST:PORT for raw TCP, or NULL (off) */
     int64_t tcp_idle_ms;
     int64_t tcp_handshake_ms;
+    char *udp_listen; /* HOST:PORT for UDP, or NULL (off) */
+    int64_t udp_idle_ms;
+    int64_t udp_max_datagram;
+    int64_t udp_rate_per_ip;
     char *trusted_proxies; /* addresses and networks whose X-Forwarded-For is believed */
     int64_t max_workers;
     int64_t loop_threads;
@@ -76,6 +80,9 @@ struct config {
     /* derived from tcp_listen */
     char tcp_host[64];
     int tcp_port;
+    /* derived from udp_listen */
+    char udp_host[64];
+    int udp_port;
 };
 
 /* Fills cfg from defaults, file, environment and argv. Returns 0, or -1

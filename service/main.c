@@ -18,6 +18,7 @@
 #include "stdio_transport.h"
 #include "store.h"
 #include "tcp.h"
+#include "udp.h"
 #include "upstream.h"
 
 #include <errno.h>
@@ -77,7 +78,9 @@ static int64_t cap_within(int64_t limit, int64_t per)
  * GET stream, most of all) a fiber's stack: two memory mappings with its
  * guard page. With --tcp-listen the cap holds for HTTP and for TCP each
  * (tcp.h), and a TCP connection has two fibers (its reader and push's
- * writer), so a slot costs two descriptors and six mappings. A connection
+ * writer), so a slot costs two descriptors and six mappings; with
+ * --udp-listen a UDP peer (no descriptor of its own: the socket is shared)
+ * adds two fibers, four mappings. A connection
  * past either limit would wait unanswered in the kernel's accept queue
  * instead of getting 503, so the cap comes down to what the process can
  * hold, and says so. */
@@ -85,6 +88,7 @@ static void fit_connection_cap(struct config *cfg)
 {
     int64_t cap = cfg->max_connections;
     int tcp = cfg->tcp_listen != NULL;
+    int64_t per_slot_maps = (tcp ? 6 : 2) + (cfg->udp_listen ? 4 : 0);
     const char *why = NULL;
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
@@ -99,8 +103,8 @@ static void fit_connection_cap(struct config *cfg)
     FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
     long long maps = 0;
     if (f) {
-        if (fscanf(f, "%lld", &maps) == 1 && cap_within(maps - MAP_RESERVE, tcp ? 6 : 2) < cap) {
-            cap = cap_within(maps - MAP_RESERVE, tcp ? 6 : 2);
+        if (fscanf(f, "%lld", &maps) == 1 && cap_within(maps - MAP_RESERVE, per_slot_maps) < cap) {
+            cap = cap_within(maps - MAP_RESERVE, per_slot_maps);
             why = "vm.max_map_count";
         }
         fclose(f);
@@ -266,6 +270,7 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
         .idle_ms = cfg->tcp_idle_ms,
         .handshake_ms = cfg->tcp_handshake_ms,
         .write_timeout_ms = cfg->request_timeout_ms,
+        .auth_required = auth_required(),
     };
     if (cfg->tcp_listen && tcp_start(&tc, why) != 0) {
         fprintf(stderr, "mcpd: %s\n", *why ? *why : "cannot listen on --tcp-listen");
@@ -275,10 +280,31 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
         core_cleanup();
         return 1;
     }
+    struct udp_config uc = {
+        .host = cfg->udp_host,
+        .port = cfg->udp_port,
+        .max_message = (size_t)cfg->max_body,
+        .max_datagram = (size_t)cfg->udp_max_datagram,
+        .max_peers = (unsigned)cfg->max_connections,
+        .max_per_ip = (unsigned)cfg->max_connections_per_ip,
+        .idle_ms = cfg->udp_idle_ms,
+        .rate_per_ip = (double)cfg->udp_rate_per_ip,
+        .auth_required = auth_required(),
+    };
+    if (cfg->udp_listen && udp_start(&uc, why) != 0) {
+        fprintf(stderr, "mcpd: %s\n", *why ? *why : "cannot listen on --udp-listen");
+        core_stop(0);
+        tcp_stop();
+        http_stop();
+        loop_stop();
+        core_cleanup();
+        return 1;
+    }
     int sig = 0;
     sigwait(sigs, &sig);
     log_event(LOG_INFO, NULL, "shutting_down", "signal %d", sig);
     core_stop(cfg->shutdown_grace_ms);
+    udp_stop();  /* UDP peers end here, before the loop stops */
     tcp_stop();  /* TCP connections end here, before the loop stops */
     http_stop(); /* WebSocket sessions end here, before the loop stops */
     loop_stop();

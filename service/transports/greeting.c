@@ -59,7 +59,6 @@ int greeting_accept(json_t *msg, const char *transport, struct greeting *g,
                                   "Invalid params: mcpd/connect is a request whose params are "
                                   "strings: token, sessionId, lastEventId (which needs sessionId)",
                                   transport, "bad connect");
-        *fatal = auth_required();
         return -1;
     }
     char authz[TOKEN_MAX + 16];

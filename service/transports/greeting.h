@@ -34,8 +34,9 @@ int greeting_is(const json_t *msg);
 /* Parses the greeting msg and checks its token. Returns 0 with *g and
  * *grant filled (grant's principal "" when auth is off); or -1 with
  * *refusal, the error to send (with the greeting's id), and *fatal set
- * when the connection is not to be served on (a refused token; a bad
- * greeting when auth is on). */
+ * when the connection is not to be served on (a refused token). A bad
+ * greeting is fatal too where the transport requires one (with auth: its
+ * own setting, so that this module needs nothing of the core's). */
 int greeting_accept(json_t *msg, const char *transport, struct greeting *g,
                     struct auth_grant *grant, json_t **refusal, int *fatal);
 

@@ -47,6 +47,7 @@ struct tcp_config {
     int64_t handshake_ms;
     int64_t write_timeout_ms; /* 0: 30 s */
     int max_inflight;         /* per connection; 0: push's default */
+    int auth_required;        /* a connection greets with a token before anything */
 };
 
 /* Binds, listens and starts accepting. Returns 0, or -1 with a message

@@ -303,7 +303,7 @@ static int on_connect(struct tcp_conn *c, json_t *msg)
         log_event(LOG_INFO, NULL, "tcp_connect_refused", "client %s: %s", c->addr,
                   json_string_value(json_object_get(json_object_get(refusal, "error"), "message")));
         send_msg(c, refusal);
-        return fatal;
+        return fatal || cfg.auth_required;
     }
     if (open_push(c, &grant) != 0) {
         send_error(c, g.id, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
@@ -344,7 +344,7 @@ static int on_first(struct tcp_conn *c, const char *data, size_t len)
     int rc;
     if (greeting_is(msg)) {
         rc = on_connect(c, msg);
-    } else if (auth_required()) {
+    } else if (cfg.auth_required) {
         log_event(LOG_INFO, NULL, "tcp_unauthorized", "client %s: no mcpd/connect first", c->addr);
         json_t *id = json_object_get(msg, "id");
         send_error(
@@ -386,7 +386,7 @@ static int on_event(struct tcp_conn *c, const struct stdio_frame_event *ev)
               c->addr, message);
     send_error(c, NULL, stdio_frame_error_code(ev->error), message, NULL);
     /* Before a successful mcpd/connect, with auth, nothing is served. */
-    return !c->served && auth_required();
+    return !c->served && cfg.auth_required;
 }
 
 /* Decodes what was read. Returns 1 when the connection is to end. */
@@ -427,7 +427,7 @@ static int timed_out(struct tcp_conn *c, int64_t now, int64_t *deadline)
         char msg[160];
         snprintf(msg, sizeof msg,
                  "no complete %sfirst message within %lld ms (--tcp-handshake-ms); closing",
-                 auth_required() ? "mcpd/connect " : "", (long long)cfg.handshake_ms);
+                 cfg.auth_required ? "mcpd/connect " : "", (long long)cfg.handshake_ms);
         say_goodbye(c, JSONRPC_SERVER_ERROR, msg, "handshake timeout");
         return 1;
     }

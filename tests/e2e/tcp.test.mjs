@@ -165,6 +165,15 @@ test('--auth token: nothing before mcpd/connect, no bad token; a good one is ser
       assert.match(rb[0].error.message, /Unauthorized/);
     }
 
+    // a malformed connect (a token that is not a string): refused, closed
+    const bad = await TcpClient.open(tport);
+    bad.send({ jsonrpc: '2.0', id: 'c', method: 'mcpd/connect', params: { token: 5 } });
+    const rbad = await drain(bad);
+    assert.equal(rbad.length, 1, JSON.stringify(rbad));
+    assert.equal(rbad[0].error.code, -32602);
+    assert.equal(rbad[0].error.data.reason, 'bad connect');
+    assert.ok(bad.ended, 'closed after a bad connect with --auth token');
+
     // the good token
     const g = await TcpClient.open(tport);
     const ok = await g.request({ jsonrpc: '2.0', id: 'c', method: 'mcpd/connect', params: { token } });

@@ -494,6 +494,34 @@ static void test_tcp_listen(void)
     CHECK_INT(LOAD("--tcp-listen=127.0.0.1:1", "--tcp-idle-ms=99"), -1);
 }
 
+/* --udp-listen: off by default; the same HOST:PORT rules as --listen and
+ * --tcp-listen, named after its own option; off loopback it needs --auth
+ * token; --udp-max-datagram within what UDP carries. */
+static void test_udp_listen(void)
+{
+    CHECK_INT(LOAD0(), 0);
+    CHECK(cfg.udp_listen == NULL);
+    CHECK_INT(cfg.udp_idle_ms, 300000);
+    CHECK_INT(cfg.udp_max_datagram, 1200);
+    CHECK_INT(cfg.udp_rate_per_ip, 2000);
+    CHECK_INT(LOAD("--udp-listen=localhost:9001", "--udp-max-datagram=256"), 0);
+    CHECK_STR(cfg.udp_host, "127.0.0.1");
+    CHECK_INT(cfg.udp_port, 9001);
+    CHECK_INT(LOAD("--udp-listen=[::1]:1"), 0);
+    CHECK_STR(cfg.udp_host, "::1");
+    CHECK_INT(LOAD("--udp-listen=0.0.0.0:9001", "--auth=token"), 0);
+    CHECK_INT(LOAD("--udp-listen=9001"), -1);
+    CHECK_STR(err, "--udp-listen needs HOST:PORT, got '9001'");
+    CHECK_INT(LOAD("--udp-listen=0.0.0.0:9001"), -1);
+    CHECK_STR(err, "refusing to listen on non-loopback 0.0.0.0 without authentication; pass "
+                   "--auth token (tokens from mcp-admin), or --allow-unauthenticated");
+    CHECK_INT(LOAD("--udp-max-datagram=255"), -1);
+    CHECK_STR(err, "--udp-max-datagram must be from 256 to 65507, got 255");
+    CHECK_INT(LOAD("--udp-max-datagram=65508"), -1);
+    CHECK_INT(LOAD("--udp-idle-ms=99"), -1);
+    CHECK_INT(LOAD("--udp-rate-per-ip=-1"), -1);
+}
+
 static void test_env(void)
 {
     setenv("MCPD_MAX_BODY", "123", 1);
@@ -700,11 +728,11 @@ static void test_usage(void)
     CHECK(strstr(text, "--stdio VALUE") == NULL);
     CHECK(strstr(text, "(default 0)\n") != NULL);     /* sse-poll-ms */
     CHECK(strstr(text, "print this help\n") != NULL); /* flags print no default */
-    /* One option line per setting: 57 settings. */
+    /* One option line per setting: 61 settings. */
     int options = 0;
     for (const char *p = text; (p = strstr(p, "\n  --")) != NULL; p++)
         options++;
-    CHECK_INT(options, 57);
+    CHECK_INT(options, 61);
     free(text);
 }
 
@@ -743,6 +771,7 @@ int main(void)
     test_oauth();
     test_listen();
     test_tcp_listen();
+    test_udp_listen();
     test_env();
     test_file();
     test_precedence();

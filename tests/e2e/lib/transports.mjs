@@ -14,7 +14,7 @@
 //   const info = await d.close(); // stop mcpd, {exit, stderr}; throws on a bad exit
 //
 // Drivers: http-json, http-sse, http-longpoll, http-pull, ws, stdio-ndjson,
-// stdio-content-length, tcp-ndjson, tcp-content-length (see DRIVERS). Each starts its own mcpd ($MCPD_BIN).
+// stdio-content-length, tcp-ndjson, tcp-content-length, udp, udp-lossy (see DRIVERS). Each starts its own mcpd ($MCPD_BIN).
 //
 // How HTTP drivers turn HTTP into a message sequence: each POSTed request's
 // reply messages (the JSON body, or the SSE events as they arrive) are
@@ -35,7 +35,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 
-import { MCPD_BIN, REPO_ROOT, freePort, getStream, mcpHeaders, openStream, request, startMcpd, withTimeout } from './mcpd.mjs';
+import { CLUSTER_N, MCPD_BIN, REPO_ROOT, freePort, getStream, mcpHeaders, openStream, request, startMcpd, withTimeout } from './mcpd.mjs';
 
 export const TRANSCRIPT_DIR = path.join(REPO_ROOT, 'tests', 'transcripts');
 
@@ -922,6 +922,9 @@ class TcpDriver extends StdioDriver {
   }
 
   async open() {
+    // The cluster's balancer speaks HTTP; a raw connection would reach one
+    // replica only, on a port each replica would want for itself.
+    if (CLUSTER_N) throw new SkipError('raw TCP has no balancer in front of the replicas');
     const tport = await freePort();
     try {
       this.mcpd = await startMcpd({ args: ['--tcp-listen', `127.0.0.1:${tport}`] });
@@ -976,6 +979,74 @@ class TcpDriver extends StdioDriver {
   }
 }
 
+/**
+ * mcpd's UDP transport (--udp-listen), through the client of the README's
+ * "UDP wire rules" (udp-client.mjs), directly or (lossy) through a relay
+ * that drops 10% of the datagrams each way and duplicates and reorders
+ * some, with a seed per run. No mcpd/connect (no auth, a new session).
+ * close() closes the socket, then SIGTERMs mcpd, which must exit 0.
+ */
+class UdpDriver {
+  constructor(name, { lossy = false } = {}) {
+    this.name = name;
+    this.lossy = lossy;
+    this.vars = { TRANSPORT: 'udp' };
+    this.inbox = new Inbox(name);
+    this.stderr = '';
+  }
+
+  async open() {
+    if (CLUSTER_N) throw new SkipError('UDP has no balancer in front of the replicas');
+    const uport = await freePort();
+    try {
+      this.mcpd = await startMcpd({ args: ['--udp-listen', `127.0.0.1:${uport}`] });
+    } catch (e) {
+      if (/unknown option '--udp-listen'/.test(e.message)) throw new SkipError('mcpd has no --udp-listen yet');
+      throw e;
+    }
+    const { UdpClient, LossyRelay } = await import('./udp-client.mjs');
+    if (this.lossy) this.relay = await LossyRelay.start(uport, { seed: (udpSeed += 7) });
+    this.client = await UdpClient.open(this.relay ? this.relay.port : uport, {
+      ms: 10000,
+      onMessage: (m) => this.inbox.push(m),
+    });
+  }
+
+  async send(msg) {
+    if (this.client.error) throw new Error(`${this.name}: ${this.client.error.message}`);
+    this.client.send(msg);
+  }
+
+  next(ms) {
+    return this.inbox.next(ms);
+  }
+
+  tryNext(ms) {
+    return this.inbox.tryNext(ms);
+  }
+
+  async close() {
+    const clientError = this.client?.error;
+    this.client?.close();
+    this.relay?.close();
+    const m = this.mcpd;
+    if (!m) return { exit: null, stderr: '' };
+    let exit;
+    try {
+      exit = await m.stop('SIGTERM', 10000);
+    } finally {
+      this.stderr = m.stderr;
+      await m.cleanup();
+    }
+    if (sanitizerReport(this.stderr)) throw new Error(`${this.name}: sanitizer report from mcpd:\n${this.stderr}`);
+    if (!exit || exit.code !== 0) throw new Error(`${this.name}: mcpd exit ${show(exit)} after SIGTERM:\n${this.stderr}`);
+    if (clientError) throw new Error(`${this.name}: the UDP client saw: ${clientError.message}`);
+    return { exit, stderr: this.stderr };
+  }
+}
+
+let udpSeed = 1;
+
 /** Every driver, in the order the suite runs them. */
 export const DRIVERS = {
   'http-json': () => new HttpDriver('http-json', { mode: 'json' }),
@@ -987,6 +1058,8 @@ export const DRIVERS = {
   'stdio-content-length': () => new StdioDriver('stdio-content-length', { framing: 'content-length' }),
   'tcp-ndjson': () => new TcpDriver('tcp-ndjson', { framing: 'ndjson' }),
   'tcp-content-length': () => new TcpDriver('tcp-content-length', { framing: 'content-length' }),
+  udp: () => new UdpDriver('udp'),
+  'udp-lossy': () => new UdpDriver('udp-lossy', { lossy: true }),
 };
 
 export function makeDriver(name) {
