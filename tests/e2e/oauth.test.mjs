@@ -7,14 +7,8 @@
 //     without a token, on /mcp, the WebSocket handshake and legacy /sse;
 //   - a token from the provider (client_credentials) initializes and calls
 //     tools; the session's principal is "oauth:<iss>#<sub>";
-//   - a bad-token table, each 401 invalid_token (or 403 insufficient_scope
-//     for a missing scope) with the metadata URL: wrong audience, wrong
-//     issuer, signed by another key, expired, not yet valid, alg none,
-//     HS256 keyed with the public key, a tampered payload, no token in a
-//     log line;
-//   - an unknown kid refetches the key set at most once per 10 s: a flood
-//     of random kids costs no fetch, and a key the provider added is
-//     accepted after the interval;
+//   - (the bad-token table and the flood of random kids are in
+//     abuse-oauth.test.mjs);
 //   - the provider unreachable: fail closed with no key held, then keys
 //     once it answers, and cached keys keep serving when it goes away;
 //   - --oauth-audience replaces the resource in the aud check;
@@ -33,94 +27,10 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
-import { Oidc, mint, rsaKey, CLIENT_ID, CLIENT_SECRET, RS_ID, RS_SECRET } from './lib/oidc.mjs';
+import { CLIENT_ID, CLIENT_SECRET, RS_SECRET } from './lib/oidc.mjs';
+import { REFRESH_MS, REQUIRED, assertInvalid, echo, metadataUrl, refusal, session, withOauth } from './lib/oauth-mcpd.mjs';
 import { TcpClient } from './lib/tcp-client.mjs';
-import { ACCEPT_BOTH, freePort, mcpAdmin, newId, openStream, request, rpc, sleep, startMcpd, waitFor } from './lib/mcpd.mjs';
-
-const REQUIRED = 'mcp:tools';
-/** The interval at which mcpd may refetch the key set (JWKS_REFRESH_MIN_MS). */
-const REFRESH_MS = 10000;
-
-/** mcpd with --auth oauth against a fresh provider; fn(m, oidc). */
-async function withOauth({ scopes = REQUIRED, auth = 'oauth', extra = [], format, introspect = false } = {}, fn) {
-  const port = await freePort();
-  const oidc = await Oidc.start(`http://127.0.0.1:${port}/mcp`, { format });
-  const args = ['--auth', auth, '--oauth-issuer', oidc.issuer, ...(scopes ? ['--oauth-scopes', scopes] : []), ...extra];
-  if (introspect)
-    args.push('--oauth-introspection-url', `${oidc.issuer}/token/introspection`, '--oauth-client-id', RS_ID, '--oauth-client-secret', RS_SECRET);
-  let m;
-  try {
-    m = await startMcpd({ args, port });
-    await fn(m, oidc);
-    const ex = await m.stop('SIGTERM', 8000);
-    assert.equal(ex.code, 0, `mcpd exit after SIGTERM: ${JSON.stringify(ex)}`);
-  } catch (e) {
-    if (m) e.message += `\n--- mcpd stderr (tail) ---\n${m.stderr.slice(-4000)}`;
-    throw e;
-  } finally {
-    if (m) await m.cleanup();
-    await oidc.stop();
-  }
-}
-
-const metadataUrl = (m) => `http://127.0.0.1:${m.port}/.well-known/oauth-protected-resource/mcp`;
-
-function initialize(port, token) {
-  return rpc(
-    port,
-    {
-      jsonrpc: '2.0',
-      id: newId(),
-      method: 'initialize',
-      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'oauth-e2e', version: '1' } },
-    },
-    { version: null, headers: token === undefined ? {} : { Authorization: `Bearer ${token}` } },
-  );
-}
-
-/** initialize + initialized with the token; the session id. */
-async function session(port, token) {
-  const r = await initialize(port, token);
-  assert.equal(r.status, 200, JSON.stringify(r.messages));
-  const sid = r.headers['mcp-session-id'];
-  const n = await request(port, {
-    headers: {
-      'Content-Type': 'application/json',
-      Accept: ACCEPT_BOTH,
-      'Mcp-Session-Id': sid,
-      'MCP-Protocol-Version': '2025-11-25',
-      Authorization: `Bearer ${token}`,
-    },
-    body: { jsonrpc: '2.0', method: 'notifications/initialized' },
-  });
-  assert.equal(n.status, 202, n.text);
-  return sid;
-}
-
-async function echo(port, sid, token, message) {
-  const id = newId();
-  const r = await rpc(
-    port,
-    { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'echo', arguments: { message } } },
-    { session: sid, headers: { Authorization: `Bearer ${token}` } },
-  );
-  assert.equal(r.status, 200, JSON.stringify(r.messages));
-  const reply = r.messages.find((x) => x.id === id);
-  assert.equal(reply?.result?.content?.[0]?.text, message, JSON.stringify(r.messages));
-}
-
-/** The refusal of a request with this token: {status, challenge}. */
-async function refusal(m, token) {
-  const r = await initialize(m.port, token);
-  return { status: r.status, challenge: r.headers['www-authenticate'] };
-}
-
-function assertInvalid(m, got, what) {
-  assert.equal(got.status, 401, what);
-  assert.match(got.challenge, /^Bearer /, what);
-  assert.ok(got.challenge.includes(`resource_metadata="${metadataUrl(m)}"`), `${what}: ${got.challenge}`);
-  assert.ok(got.challenge.includes('error="invalid_token"'), `${what}: ${got.challenge}`);
-}
+import { freePort, mcpAdmin, newId, openStream, request, rpc, sleep, startMcpd, waitFor } from './lib/mcpd.mjs';
 
 describe('mcpd as an OAuth resource server', () => {
   test('serves the protected resource metadata at both well-known paths', async () => {
@@ -280,80 +190,6 @@ describe('mcpd as an OAuth resource server', () => {
       const r = await g.request({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'echo', arguments: { message: 'tcp' } } });
       assert.equal(r.result.content[0].text, 'tcp');
       g.destroy();
-    });
-  });
-
-  test('the bad-token table: each refused with the right status and WWW-Authenticate', async () => {
-    await withOauth({}, async (m, oidc) => {
-      const now = Math.floor(Date.now() / 1000);
-      const stranger = rsaKey('k1'); // another issuer's key, under the provider's kid
-      const pem = crypto.createPublicKey({ key: oidc.keys[0].publicJwk, format: 'jwk' }).export({ type: 'spki', format: 'pem' });
-      const good = oidc.sign();
-      const [h, c, s] = good.split('.');
-      const tamperedClaims = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(c, 'base64url')), sub: 'root' })).toString('base64url');
-      const flipped = (s[5] === 'A' ? 'B' : 'A');
-      const table = [
-        ['wrong audience', oidc.sign({ aud: 'http://127.0.0.1:1/mcp' })],
-        ['audience with a trailing slash', oidc.sign({ aud: `http://127.0.0.1:${m.port}/mcp/` })],
-        ['wrong issuer (signed with the provider key)', oidc.sign({ iss: 'http://127.0.0.1:1' })],
-        ['another issuer, its own key', oidc.sign({ iss: 'http://127.0.0.1:1' }, { key: stranger })],
-        ['signed by a key not the provider', oidc.sign({}, { key: stranger })],
-        ['expired', oidc.sign({ iat: now - 3600, exp: now - 600 })],
-        ['not yet valid', oidc.sign({ nbf: now + 600 })],
-        ['no exp', oidc.sign({ exp: undefined })],
-        ['alg none', mint({ alg: 'none', typ: 'at+jwt', kid: 'k1' }, oidc.claims())],
-        ['alg none, signature kept', `${mint({ alg: 'none', kid: 'k1' }, oidc.claims())}${s}`],
-        ['HS256 keyed with the public key (PEM)', mint({ alg: 'HS256', kid: 'k1' }, oidc.claims(), { secret: pem })],
-        ['HS256 keyed with the JWK n', mint({ alg: 'HS256', kid: 'k1' }, oidc.claims(), { secret: oidc.keys[0].publicJwk.n })],
-        ['tampered payload', `${h}.${tamperedClaims}.${s}`],
-        ['tampered signature', `${h}.${c}.${s.slice(0, 5)}${flipped}${s.slice(6)}`],
-        ['a critical header parameter', oidc.sign({}, { header: { crit: ['exp'] } })],
-        ['not a JWT', 'abc.def.ghi'],
-        ['one segment', 'opaque-token-value'],
-      ];
-      for (const [what, token] of table) assertInvalid(m, await refusal(m, token), what);
-      // The provider's real token for these scopes works; without the
-      // required one it is 403 insufficient_scope with the scope to ask for.
-      const { access_token: extraOnly } = await oidc.token({ scope: 'mcp:extra' });
-      const f = await refusal(m, extraOnly);
-      assert.equal(f.status, 403);
-      assert.equal(
-        f.challenge,
-        `Bearer resource_metadata="${metadataUrl(m)}", scope="${REQUIRED}", error="insufficient_scope", ` +
-          'error_description="the token lacks a required scope"',
-      );
-      assert.equal((await refusal(m, good)).status, 200);
-      for (const [what, token] of table)
-        if (token.length > 20) assert.ok(!m.stderr.includes(token), `the ${what} token appears in mcpd log`);
-    });
-  });
-
-  test('an unknown kid: one refetch per interval, however many; a key the provider added is accepted', async () => {
-    await withOauth({}, async (m, oidc) => {
-      assert.equal((await refusal(m, oidc.sign())).status, 200);
-      const firstFetch = Date.now();
-      assert.equal(oidc.jwksHits, 1);
-      // The provider rotates in a second key; a token under it arrives
-      // within the interval: refused, no refetch.
-      const k2 = rsaKey('k2');
-      oidc.setKeys([oidc.keys[0], k2]);
-      const t2 = oidc.sign({}, { key: k2 });
-      assertInvalid(m, await refusal(m, t2), 'k2 within the interval');
-      // A flood of tokens with random kids: refused, and not one fetch.
-      const flood = [];
-      for (let i = 0; i < 300; i++) flood.push(oidc.sign({}, { header: { kid: crypto.randomBytes(8).toString('hex') } }));
-      for (let i = 0; i < flood.length; i += 30) {
-        const got = await Promise.all(flood.slice(i, i + 30).map((t) => refusal(m, t)));
-        for (const g of got) assertInvalid(m, g, 'random kid');
-      }
-      assert.equal(oidc.jwksHits, 1, 'the key set was refetched for unknown kids within the interval');
-      // After the interval, the k2 token makes one refetch, and passes.
-      await sleep(Math.max(0, firstFetch + REFRESH_MS + 200 - Date.now()));
-      assert.equal((await refusal(m, t2)).status, 200);
-      assert.equal(oidc.jwksHits, 2);
-      // Once more random kids: the interval starts again.
-      for (let i = 0; i < 50; i++) assertInvalid(m, await refusal(m, flood[i]), 'random kid');
-      assert.equal(oidc.jwksHits, 2);
     });
   });
 
