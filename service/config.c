@@ -124,7 +124,29 @@ static const struct setting settings[] = {
      "serve MCP on stdin/stdout (NDJSON or Content-Length, detected) instead of HTTP; "
      "--max-body limits a message"},
     {"auth", K_STR, S(auth), "none",
-     "none, or token: every request needs a bearer token issued by mcp-admin tokens add"},
+     "none, or token: every request needs a bearer token issued by mcp-admin tokens add; "
+     "oauth: a JWT access token from --oauth-issuer; token,oauth: either"},
+    {"oauth-issuer", K_STR, S(oauth_issuer), NULL,
+     "with --auth oauth: the authorization server's issuer URL (its keys are found through "
+     "its OpenID or RFC 8414 metadata)"},
+    {"oauth-resource", K_STR, S(oauth_resource), NULL,
+     "with --auth oauth: this server's resource identifier, which tokens must name in aud; "
+     "default http://HOST:PORT/mcp from --listen (set it to the public URL behind a proxy)"},
+    {"oauth-audience", K_STR, S(oauth_audience), NULL,
+     "with --auth oauth: the value a token's aud must hold, when the provider puts something "
+     "else there than the resource (Entra ID: the API's application ID); default "
+     "--oauth-resource"},
+    {"oauth-introspection-url", K_STR, S(oauth_introspection_url), NULL,
+     "with --auth oauth: the authorization server's introspection endpoint (RFC 7662), to "
+     "accept opaque access tokens too; needs --oauth-client-id and --oauth-client-secret"},
+    {"oauth-client-id", K_STR, S(oauth_client_id), NULL,
+     "with --oauth-introspection-url: mcpd's client ID at the authorization server"},
+    {"oauth-client-secret", K_STR, S(oauth_client_secret), NULL,
+     "with --oauth-introspection-url: mcpd's client secret (better given as "
+     "MCPD_OAUTH_CLIENT_SECRET or in the config file than on the command line)"},
+    {"oauth-scopes", K_STR, S(oauth_scopes), NULL,
+     "with --auth oauth: space-separated scopes every token must hold (403 "
+     "insufficient_scope otherwise)"},
     {"bootstrap-token-file", K_STR, S(bootstrap_token_file), NULL,
      "a file holding a token to accept as the one named 'bootstrap' (only its hash is stored)"},
     {"allow-unauthenticated", K_FLAG, S(allow_unauthenticated), "0",
@@ -262,7 +284,7 @@ static int parse_hostport(const struct config *cfg, const char *opt, const char 
         return -1;
     }
     int loopback = loop4 ? (ntohl(a4.s_addr) >> 24) == 127 : IN6_IS_ADDR_LOOPBACK(&a6);
-    if (!loopback && strcmp(cfg->auth, "token") != 0 && !cfg->allow_unauthenticated) {
+    if (!loopback && strcmp(cfg->auth, "none") == 0 && !cfg->allow_unauthenticated) {
         snprintf(err, errcap,
                  "refusing to listen on non-loopback %s without authentication; pass "
                  "--auth token (tokens from mcp-admin), or --allow-unauthenticated",
@@ -274,13 +296,50 @@ static int parse_hostport(const struct config *cfg, const char *opt, const char 
 
 static int parse_listen(struct config *cfg, char *err, size_t errcap)
 {
-    if (strcmp(cfg->auth, "none") != 0 && strcmp(cfg->auth, "token") != 0) {
-        snprintf(err, errcap, "--auth must be none or token, got '%s'", cfg->auth);
+    static const char *const modes[] = {"none", "token", "oauth", "token,oauth", "oauth,token"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        known |= strcmp(cfg->auth, modes[i]) == 0;
+    if (!known) {
+        snprintf(err, errcap, "--auth must be none, token, oauth or token,oauth, got '%s'",
+                 cfg->auth);
         return -1;
     }
     if (parse_hostport(cfg, "listen", cfg->listen, cfg->host, sizeof cfg->host, &cfg->port, err,
                        errcap) != 0)
         return -1;
+    if (strstr(cfg->auth, "oauth")) {
+        if (!cfg->oauth_issuer || strncmp(cfg->oauth_issuer, "http", 4) != 0 ||
+            !strstr(cfg->oauth_issuer, "://")) {
+            snprintf(err, errcap, "--auth oauth needs --oauth-issuer URL");
+            return -1;
+        }
+        if (!cfg->oauth_resource) {
+            /* The /mcp URL as clients on this host reach it. */
+            char url[128];
+            snprintf(url, sizeof url,
+                     strchr(cfg->host, ':') ? "http://[%s]:%d/mcp" : "http://%s:%d/mcp", cfg->host,
+                     cfg->port);
+            cfg->oauth_resource = strdup(url);
+            if (!cfg->oauth_resource) {
+                snprintf(err, errcap, "out of memory");
+                return -1;
+            }
+        }
+        if (cfg->oauth_introspection_url && *cfg->oauth_introspection_url &&
+            (strncmp(cfg->oauth_introspection_url, "http", 4) != 0 ||
+             !strstr(cfg->oauth_introspection_url, "://") || !cfg->oauth_client_id ||
+             !*cfg->oauth_client_id || !cfg->oauth_client_secret || !*cfg->oauth_client_secret)) {
+            snprintf(err, errcap,
+                     "--oauth-introspection-url needs an http(s) URL, --oauth-client-id and "
+                     "--oauth-client-secret");
+            return -1;
+        }
+        if (strncmp(cfg->oauth_resource, "http", 4) != 0 || !strstr(cfg->oauth_resource, "://")) {
+            snprintf(err, errcap, "--oauth-resource must be an http(s) URL");
+            return -1;
+        }
+    }
     if (cfg->tcp_listen && parse_hostport(cfg, "tcp-listen", cfg->tcp_listen, cfg->tcp_host,
                                           sizeof cfg->tcp_host, &cfg->tcp_port, err, errcap) != 0)
         return -1;

@@ -61,7 +61,14 @@ struct config {
     int64_t upstream_log_rate;
     int64_t log_retention_ms;
     int64_t log_max_rows;
-    char *auth; /* none | token */
+    char *auth; /* none | token | oauth | token,oauth */
+    char *oauth_issuer;   /* the authorization server whose JWTs are accepted */
+    char *oauth_resource; /* this server's resource identifier; derived from listen when NULL */
+    char *oauth_scopes;   /* space-separated scopes every token must hold */
+    char *oauth_audience; /* what aud must hold, when not the resource (Entra ID) */
+    char *oauth_introspection_url; /* RFC 7662, for opaque tokens */
+    char *oauth_client_id;         /* mcpd's credentials there */
+    char *oauth_client_secret;
     char *bootstrap_token_file;
     int allow_unauthenticated;
     int stdio;

@@ -5,6 +5,8 @@
 #include "backend.h"
 #include "builtin.h"
 #include "auth.h"
+#include "introspect.h"
+#include "oauth.h"
 #include "config.h"
 #include "core.h"
 #include "http.h"
@@ -353,6 +355,17 @@ int main(int argc, char **argv)
      * streams it owns, its node row) and what its signals carry. */
     store_set_run(st, replica_run());
     log_set_sink(log_to_store, st);
+    if (strstr(cfg.auth, "oauth") && oauth_configure(cfg.oauth_issuer, cfg.oauth_resource,
+                                                     cfg.oauth_audience, cfg.oauth_scopes) != 0) {
+        fprintf(stderr, "mcpd: cannot set up OAuth\n");
+        goto out;
+    }
+    if (strstr(cfg.auth, "oauth") && cfg.oauth_introspection_url && *cfg.oauth_introspection_url &&
+        introspect_configure(cfg.oauth_introspection_url, cfg.oauth_client_id,
+                             cfg.oauth_client_secret) != 0) {
+        fprintf(stderr, "mcpd: cannot set up token introspection\n");
+        goto out;
+    }
     if (auth_configure(cfg.auth, st) != 0 ||
         (cfg.bootstrap_token_file && auth_bootstrap(cfg.bootstrap_token_file, &why) != 0)) {
         fprintf(stderr, "mcpd: %s\n", why ? why : "cannot set up authentication");
@@ -383,6 +396,8 @@ out:
         ops->destroy(backend);
     origin_policy_free(origins);
     auth_shutdown();
+    oauth_shutdown();
+    introspect_shutdown();
     log_set_sink(NULL, NULL);
     if (st && store_flush(st) != 0)
         status = 1;

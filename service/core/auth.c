@@ -4,6 +4,8 @@
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
+#include "introspect.h"
+#include "oauth.h"
 #include "store.h"
 #include "token.h"
 #include "token_bucket.h"
@@ -17,6 +19,9 @@
 
 static struct {
     int required;
+    int tokens; /* static tokens from mcp-admin */
+    int oauth;  /* JWT access tokens from --oauth-issuer */
+    char *metadata_url;
     struct store *store;
     pthread_mutex_t mu;       /* the cache; never held across a lookup */
     struct auth_cache *cache; /* token hash -> the store's answer */
@@ -58,10 +63,27 @@ static void warn_revoked_use(const char *name, int64_t now)
 
 int auth_configure(const char *mode, struct store *st)
 {
-    if (strcmp(mode, "none") != 0 && strcmp(mode, "token") != 0)
+    int tokens = strcmp(mode, "token") == 0 || strcmp(mode, "token,oauth") == 0 ||
+                 strcmp(mode, "oauth,token") == 0;
+    int oauth = strcmp(mode, "oauth") == 0 || strcmp(mode, "token,oauth") == 0 ||
+                strcmp(mode, "oauth,token") == 0;
+    if (strcmp(mode, "none") != 0 && !tokens && !oauth)
         return -1;
-    auth.required = strcmp(mode, "token") == 0;
+    if (oauth && !oauth_enabled())
+        return -1;
+    auth.tokens = tokens;
+    auth.oauth = oauth;
+    auth.required = tokens || oauth;
     auth.store = st;
+    free(auth.metadata_url);
+    auth.metadata_url = oauth ? oauth_metadata_url(oauth_resource()) : NULL;
+    if (oauth && !auth.metadata_url)
+        return -1;
+    if (oauth)
+        log_event(LOG_INFO, NULL, "oauth_configured",
+                  "issuer %s, resource %s (metadata %s), audience %s, scopes '%s'%s",
+                  oauth_issuer(), oauth_resource(), auth.metadata_url, oauth_audience(),
+                  oauth_scopes(), introspect_enabled() ? ", opaque tokens introspected" : "");
     if (auth.required && !auth.cache)
         auth.cache = auth_cache_new(AUTH_CACHE_KNOWN_MAX, AUTH_CACHE_UNKNOWN_MAX, AUTH_CACHE_MS);
     return auth.required && !auth.cache ? -1 : 0;
@@ -78,6 +100,32 @@ void auth_shutdown(void)
     auth_cache_free(auth.cache);
     auth.cache = NULL;
     pthread_mutex_unlock(&auth.mu);
+    free(auth.metadata_url);
+    auth.metadata_url = NULL;
+}
+
+int auth_challenge(const struct auth_grant *grant, const char *why, char *buf, size_t cap)
+{
+    int status = grant->refusal == AUTH_INSUFFICIENT_SCOPE ? 403 : 401;
+    if (!auth.oauth) {
+        snprintf(buf, cap, "Bearer");
+        return status;
+    }
+    const char *scopes = oauth_scopes();
+    const char *error = grant->refusal == AUTH_INSUFFICIENT_SCOPE ? "insufficient_scope"
+                        : grant->refusal == AUTH_INVALID_TOKEN    ? "invalid_token"
+                                                                  : NULL;
+    /* why holds no quotes; error_description drops the "Unauthorized: "
+     * or "Forbidden: " that the JSON-RPC message starts with. */
+    const char *colon = why ? strstr(why, ": ") : NULL;
+    const char *desc = colon ? colon + 2 : why;
+    int n = snprintf(buf, cap, "Bearer resource_metadata=\"%s\"", auth.metadata_url);
+    if (n >= 0 && (size_t)n < cap && *scopes)
+        n += snprintf(buf + n, cap - (size_t)n, ", scope=\"%s\"", scopes);
+    if (n >= 0 && (size_t)n < cap && error)
+        n += snprintf(buf + n, cap - (size_t)n, ", error=\"%s\", error_description=\"%s\"", error,
+                      desc ? desc : error);
+    return status;
 }
 
 /* The token in "Bearer <token>" (scheme case-insensitive), or in a
@@ -140,18 +188,49 @@ static int answer_for(const char *hash, int64_t now, struct auth_answer *a, int 
     return 0;
 }
 
+/* A JWT access token (oauth.h). */
+static int check_jwt(const char *token, struct auth_grant *grant, const char **why)
+{
+    static __thread char msg[160];
+    const char *reason = "the token could not be checked";
+    switch (oauth_check(token, grant->principal, sizeof grant->principal, &grant->expires_ms,
+                        &reason)) {
+    case OAUTH_OK:
+        return 0;
+    case OAUTH_INSUFFICIENT_SCOPE:
+        grant->refusal = AUTH_INSUFFICIENT_SCOPE;
+        snprintf(msg, sizeof msg, "Forbidden: %s", reason);
+        metrics_refused("auth_scope");
+        break;
+    case OAUTH_INVALID:
+        snprintf(msg, sizeof msg, "Unauthorized: %s", reason);
+        metrics_refused("auth_invalid_jwt");
+        break;
+    }
+    grant->principal[0] = '\0';
+    grant->expires_ms = 0;
+    *why = msg;
+    return -1;
+}
+
 int auth_check(const char *authorization, const char *ws_protocols, struct auth_grant *grant,
                const char **why)
 {
     memset(grant, 0, sizeof *grant);
     if (!auth.required)
         return 0;
-    char token[256], hash[TOKEN_HASH_LEN + 1];
+    char token[AUTH_BEARER_MAX], hash[TOKEN_HASH_LEN + 1];
     if (extract(authorization, ws_protocols, token, sizeof token) != 0) {
         *why = "Unauthorized: a bearer token is required (Authorization: Bearer <token>)";
         metrics_refused("auth_missing");
         return -1;
     }
+    grant->refusal = AUTH_INVALID_TOKEN;
+    /* mcp-admin's tokens ("mcpd_…") hold no dot; a JWT holds two; any
+     * other value is an opaque token for introspection, when configured. */
+    if (auth.oauth && (strchr(token, '.') || !auth.tokens ||
+                       (introspect_enabled() && strncmp(token, "mcpd_", 5) != 0)))
+        return check_jwt(token, grant, why);
     if (token_hash(token, hash) != 0) {
         *why = "Unauthorized: the token could not be checked";
         return -1;

@@ -36,10 +36,22 @@ struct store;
 #define AUTH_CACHE_UNKNOWN_MAX 1024
 #define AUTH_PRINCIPAL_MAX 64
 
-/* What a successful check grants. */
+/* The longest bearer value read (JWT access tokens run to kilobytes). */
+#define AUTH_BEARER_MAX 8192
+
+/* Why a check failed, for the refusal's status and WWW-Authenticate. */
+enum auth_refusal {
+    AUTH_NO_TOKEN = 0,      /* 401, no error code */
+    AUTH_INVALID_TOKEN,     /* 401 error="invalid_token" */
+    AUTH_INSUFFICIENT_SCOPE /* 403 error="insufficient_scope" */
+};
+
+/* What a successful check grants (and, on failure, why it failed). */
 struct auth_grant {
-    char principal[AUTH_PRINCIPAL_MAX]; /* the token's name; "" when auth is off */
+    char principal[AUTH_PRINCIPAL_MAX]; /* the token's name, or "oauth:<iss>#<sub>"; "" when auth is
+                                           off */
     int64_t expires_ms;                 /* wall clock; 0: never */
+    enum auth_refusal refusal;          /* when the check failed */
 };
 
 /* A connection holding a token: embedded in the connection (which owns it),
@@ -52,7 +64,8 @@ struct auth_hold {
     struct auth_hold *next, **prev; /* prev is NULL while not held */
 };
 
-/* mode: "none" or "token". Returns 0, or -1 for another mode. */
+/* mode: "none", "token", "oauth" or "token,oauth" (oauth.h must be
+ * configured first for oauth). Returns 0, or -1 for another mode. */
 int auth_configure(const char *mode, struct store *st);
 int auth_required(void);
 /* Accepts the token in `file` (surrounding blanks ignored) as the one named
@@ -69,6 +82,12 @@ void auth_shutdown(void);
  * and *why says why, for the 401's message (static text). */
 int auth_check(const char *authorization, const char *ws_protocols, struct auth_grant *grant,
                const char **why);
+
+/* The refusal of a failed check: returns its status (401 or 403) and
+ * writes the WWW-Authenticate value into buf (cap bytes): "Bearer" with
+ * static tokens alone; with OAuth, the resource metadata's URL, the
+ * required scopes, the error and why (RFC 6750, RFC 9728). */
+int auth_challenge(const struct auth_grant *grant, const char *why, char *buf, size_t cap);
 
 /* Holds the grant's token for a connection until auth_release: when the
  * token is revoked or expires, end(ud, why) is called once, on the

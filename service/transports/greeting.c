@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The longest token taken (auth's own buffer is 256 bytes). */
-#define TOKEN_MAX 255
+/* The longest token taken (auth's own buffer: JWTs run to kilobytes). */
+#define TOKEN_MAX (AUTH_BEARER_MAX - 1)
 
 int greeting_is(const json_t *msg)
 {

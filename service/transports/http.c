@@ -4,6 +4,7 @@
 #include "legacy_sse.h"
 #include "linger.h"
 #include "auth.h"
+#include "oauth.h"
 #include "body_gate.h"
 #include "conn_guard.h"
 #include "forwarded.h"
@@ -140,8 +141,10 @@ static int admitted(const struct _u_request *req, struct _u_response *resp,
     int rc = auth_check(header(req, "Authorization"), NULL, grant, &why);
     request_log_principal(grant->principal);
     if (rc != 0) {
-        u_map_put(resp->map_header, "WWW-Authenticate", "Bearer");
-        fail(resp, 401, JSONRPC_SERVER_ERROR, why);
+        char challenge[512];
+        int status = auth_challenge(grant, why, challenge, sizeof challenge);
+        u_map_put(resp->map_header, "WWW-Authenticate", challenge);
+        fail(resp, (unsigned)status, JSONRPC_SERVER_ERROR, why);
         return 0;
     }
     return 1;
@@ -847,6 +850,21 @@ static int on_healthz(const struct _u_request *req, struct _u_response *resp, vo
     return U_CALLBACK_COMPLETE;
 }
 
+/* RFC 9728: where clients learn which authorization server to ask. */
+static int on_resource_metadata(const struct _u_request *req, struct _u_response *resp, void *ud)
+{
+    (void)req;
+    (void)ud;
+    char *doc = oauth_resource_metadata();
+    if (!doc)
+        return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
+    u_map_put(resp->map_header, "Content-Type", "application/json");
+    u_map_put(resp->map_header, "Cache-Control", "max-age=300");
+    ulfius_set_string_body_response(resp, 200, doc);
+    free(doc);
+    return U_CALLBACK_COMPLETE;
+}
+
 static int on_readyz(const struct _u_request *req, struct _u_response *resp, void *ud)
 {
     (void)req;
@@ -1052,6 +1070,13 @@ int http_start(const struct http_config *cfg, char **err)
         ulfius_add_endpoint_by_val(&http.inst, "HEAD", probes[i].path, NULL, 0, probes[i].cb, NULL);
     }
     legacy_sse_add_endpoints(&http.inst);
+    if (oauth_enabled()) {
+        static const char *const meta[] = {"/.well-known/oauth-protected-resource",
+                                           "/.well-known/oauth-protected-resource/mcp"};
+        for (size_t i = 0; i < 2; i++)
+            ulfius_add_endpoint_by_val(&http.inst, "GET", meta[i], NULL, 0, on_resource_metadata,
+                                       NULL);
+    }
     ulfius_set_default_endpoint(&http.inst, on_unknown, NULL);
 
     struct MHD_OptionItem ops[] = {

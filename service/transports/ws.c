@@ -663,8 +663,12 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, struct ws_conn **pending)
     int denied = auth_check(header(con, "Authorization"), header(con, "Sec-WebSocket-Protocol"),
                             &grant, &why);
     request_log_principal(grant.principal);
-    if (denied)
-        return fail(con, 401, JSONRPC_SERVER_ERROR, why, "WWW-Authenticate", "Bearer");
+    if (denied) {
+        char challenge[512];
+        int status = auth_challenge(&grant, why, challenge, sizeof challenge);
+        return fail(con, (unsigned)status, JSONRPC_SERVER_ERROR, why, "WWW-Authenticate",
+                    challenge);
+    }
     char accept[29];
     if (ws_handshake_accept(header(con, "Sec-WebSocket-Key"), accept) != 0)
         return fail(con, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable", NULL, NULL);

@@ -333,7 +333,15 @@ static const struct usage_case usage_cases[] = {
     {{"--upstream="}, "the command is empty"},
     {{"--upstream", "  "}, "the command is empty"},
     {{"--upstream=node 'x"}, "unbalanced ' in: node 'x"},
-    {{"--auth=basic"}, "--auth must be none or token, got 'basic'"},
+    {{"--auth=basic"}, "--auth must be none, token, oauth or token,oauth, got 'basic'"},
+    {{"--auth=oauth"}, "--auth oauth needs --oauth-issuer URL"},
+    {{"--auth=token,oauth", "--oauth-issuer=id.example"}, "--auth oauth needs --oauth-issuer URL"},
+    {{"--auth=oauth", "--oauth-issuer=https://id.example", "--oauth-resource=mcp"},
+     "--oauth-resource must be an http(s) URL"},
+    {{"--auth=oauth", "--oauth-issuer=https://id.example",
+      "--oauth-introspection-url=https://id.example/introspect"},
+     "--oauth-introspection-url needs an http(s) URL, --oauth-client-id and "
+     "--oauth-client-secret"},
     {{"--keepalive-ms=99"},
      "a limit is too small (timeouts must be at least 100 ms, counts at "
      "least 1)"},
@@ -357,6 +365,22 @@ static const struct usage_case usage_cases[] = {
      "a limit is too small (timeouts must be at least 100 ms, counts at least "
      "1)"},
 };
+
+/* --auth oauth: the resource defaults to the /mcp URL of --listen. */
+static void test_oauth(void)
+{
+    char *a[] = {"--auth=oauth", "--oauth-issuer=https://id.example", "--listen=localhost:9000",
+                 NULL};
+    CHECK_INT(load_v(a), 0);
+    CHECK_STR(cfg.oauth_resource, "http://127.0.0.1:9000/mcp");
+    char *b[] = {"--auth=oauth", "--oauth-issuer=https://id.example", "--listen=[::1]:9000", NULL};
+    CHECK_INT(load_v(b), 0);
+    CHECK_STR(cfg.oauth_resource, "http://[::1]:9000/mcp");
+    char *c[] = {"--auth=token,oauth", "--oauth-issuer=https://id.example",
+                 "--oauth-resource=https://mcp.example.com/mcp", "--listen=0.0.0.0:80", NULL};
+    CHECK_INT(load_v(c), 0); /* authenticated: a public address is fine */
+    CHECK_STR(cfg.oauth_resource, "https://mcp.example.com/mcp");
+}
 
 static void test_usage_errors(void)
 {
@@ -704,11 +728,11 @@ static void test_usage(void)
     CHECK(strstr(text, "--stdio VALUE") == NULL);
     CHECK(strstr(text, "(default 0)\n") != NULL);     /* sse-poll-ms */
     CHECK(strstr(text, "print this help\n") != NULL); /* flags print no default */
-    /* One option line per setting: 54 settings. */
+    /* One option line per setting: 61 settings. */
     int options = 0;
     for (const char *p = text; (p = strstr(p, "\n  --")) != NULL; p++)
         options++;
-    CHECK_INT(options, 54);
+    CHECK_INT(options, 61);
     free(text);
 }
 
@@ -744,6 +768,7 @@ int main(void)
     test_defaults();
     test_argv_forms();
     test_usage_errors();
+    test_oauth();
     test_listen();
     test_tcp_listen();
     test_udp_listen();

@@ -1,0 +1,202 @@
+/* introspect — see introspect.h. */
+#include "introspect.h"
+#include "auth.h"
+#include "clock.h"
+#include "log.h"
+#include "token.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ANSWER_MAX (64 * 1024)
+
+struct slot {
+    char hash[TOKEN_HASH_LEN + 1]; /* "" when empty */
+    int64_t until;                 /* monotonic: the answer is kept until then */
+    enum oauth_verdict verdict;
+    const char *why; /* static text */
+    char principal[AUTH_PRINCIPAL_MAX];
+    int64_t expires_ms;
+};
+
+static struct {
+    char *url, *userpwd;
+    pthread_mutex_t mu;
+    struct slot *slots;
+} in = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+int introspect_configure(const char *url, const char *client_id, const char *client_secret)
+{
+    introspect_shutdown();
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return -1;
+    /* RFC 6749 2.3.1: each half form-encoded before Basic. */
+    char *id = curl_easy_escape(NULL, client_id, 0);
+    char *secret = curl_easy_escape(NULL, client_secret, 0);
+    in.url = strdup(url);
+    if (id && secret && asprintf(&in.userpwd, "%s:%s", id, secret) < 0)
+        in.userpwd = NULL;
+    curl_free(id);
+    curl_free(secret);
+    in.slots = calloc(INTROSPECT_CACHE_SLOTS, sizeof *in.slots);
+    if (!in.url || !in.userpwd || !in.slots) {
+        introspect_shutdown();
+        return -1;
+    }
+    return 0;
+}
+
+int introspect_enabled(void)
+{
+    return in.url != NULL;
+}
+
+void introspect_shutdown(void)
+{
+    free(in.url);
+    free(in.userpwd);
+    free(in.slots);
+    in.url = in.userpwd = NULL;
+    in.slots = NULL;
+}
+
+json_t *introspect_claims(json_t *answer, const char *issuer)
+{
+    if (!json_is_object(answer) || !json_is_true(json_object_get(answer, "active")))
+        return NULL;
+    json_t *c = json_deep_copy(answer);
+    if (!c)
+        return NULL;
+    if (!json_object_get(c, "iss"))
+        json_object_set_new(c, "iss", json_string(issuer));
+    json_t *client = json_object_get(c, "client_id");
+    if (!json_object_get(c, "sub") && json_is_string(client))
+        json_object_set(c, "sub", client);
+    return c;
+}
+
+struct body {
+    char *data;
+    size_t len;
+};
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    struct body *b = ud;
+    size_t n = size * nmemb;
+    if (b->len + n > ANSWER_MAX)
+        return 0;
+    char *grown = realloc(b->data, b->len + n + 1);
+    if (!grown)
+        return 0;
+    memcpy(grown + b->len, ptr, n);
+    b->len += n;
+    grown[b->len] = '\0';
+    b->data = grown;
+    return n;
+}
+
+/* The server's answer for token, or NULL (with a warning) when there is none. */
+static json_t *ask(const char *token)
+{
+    CURL *c = curl_easy_init();
+    char *esc = c ? curl_easy_escape(c, token, 0) : NULL;
+    char *form = NULL;
+    if (!esc || asprintf(&form, "token=%s&token_type_hint=access_token", esc) < 0) {
+        curl_free(esc);
+        if (c)
+            curl_easy_cleanup(c);
+        return NULL;
+    }
+    curl_free(esc);
+    struct body b = {0};
+    curl_easy_setopt(c, CURLOPT_URL, in.url);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)INTROSPECT_TIMEOUT_MS);
+    curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+    curl_easy_setopt(c, CURLOPT_USERPWD, in.userpwd);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, form);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    CURLcode rc = curl_easy_perform(c);
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    /* The form holds the token: gone before anything else happens. */
+    memset(form, 0, strlen(form));
+    free(form);
+    json_t *doc = NULL;
+    if (rc != CURLE_OK)
+        log_event(LOG_WARN, NULL, "oauth_introspection_failed", "%s: %s", in.url,
+                  curl_easy_strerror(rc));
+    else if (status != 200)
+        log_event(LOG_WARN, NULL, "oauth_introspection_failed", "%s: HTTP status %ld", in.url,
+                  status);
+    else if (!(doc = json_loadb(b.data ? b.data : "", b.len, 0, NULL)) || !json_is_object(doc)) {
+        log_event(LOG_WARN, NULL, "oauth_introspection_failed", "%s: not a JSON object", in.url);
+        json_decref(doc);
+        doc = NULL;
+    }
+    free(b.data);
+    return doc;
+}
+
+enum oauth_verdict introspect_check(const char *token, char *principal, size_t cap,
+                                    int64_t *expires_ms, const char **why)
+{
+    char hash[TOKEN_HASH_LEN + 1];
+    if (token_hash(token, hash) != 0) {
+        *why = "the token could not be checked";
+        return OAUTH_INVALID;
+    }
+    /* The digest's first hex digits pick the slot: tokens spread evenly. */
+    char head[5];
+    memcpy(head, hash, 4);
+    head[4] = '\0';
+    struct slot *s = &in.slots[strtoul(head, NULL, 16) % INTROSPECT_CACHE_SLOTS];
+    int64_t now = clock_mono_ms();
+    pthread_mutex_lock(&in.mu);
+    if (strcmp(s->hash, hash) == 0 && now < s->until) {
+        enum oauth_verdict v = s->verdict;
+        *why = s->why;
+        snprintf(principal, cap, "%s", s->principal);
+        *expires_ms = s->expires_ms;
+        pthread_mutex_unlock(&in.mu);
+        return v;
+    }
+    pthread_mutex_unlock(&in.mu);
+
+    json_t *answer = ask(token);
+    if (!answer) {
+        /* Not kept: the next request asks again. */
+        *why = "the authorization server could not check the token";
+        return OAUTH_INVALID;
+    }
+    json_t *claims = introspect_claims(answer, oauth_issuer());
+    json_decref(answer);
+    enum oauth_verdict v = OAUTH_INVALID;
+    *expires_ms = 0;
+    principal[0] = '\0';
+    if (!claims)
+        *why = "the token is not active";
+    else
+        v = oauth_claims_check(claims, oauth_issuer(), oauth_audience(), oauth_scopes(),
+                               clock_wall_ms() / 1000, principal, cap, expires_ms, why);
+    json_decref(claims);
+    pthread_mutex_lock(&in.mu);
+    snprintf(s->hash, sizeof s->hash, "%s", hash);
+    s->until = now + INTROSPECT_CACHE_MS;
+    s->verdict = v;
+    s->why = *why;
+    snprintf(s->principal, sizeof s->principal, "%s", principal);
+    s->expires_ms = *expires_ms;
+    pthread_mutex_unlock(&in.mu);
+    return v;
+}

@@ -1,0 +1,45 @@
+/* introspect — opaque access tokens, checked by the authorization server
+ * (OAuth 2.0 Token Introspection, RFC 7662).
+ *
+ * With --oauth-introspection-url, a bearer value that is not a JWT is
+ * POSTed there (token=…, token_type_hint=access_token) with mcpd's client
+ * credentials (HTTP Basic, RFC 6749 2.3.1), within INTROSPECT_TIMEOUT_MS.
+ * An answer with "active": true is then checked as a JWT's claims are
+ * (oauth.h: aud, exp, nbf, scopes; iss when present must be the issuer),
+ * `sub` falling back to `client_id` for the principal.
+ *
+ * Answers are kept INTROSPECT_CACHE_MS, keyed by the token's SHA-256 (the
+ * token itself is never kept), in a direct-mapped table of
+ * INTROSPECT_CACHE_SLOTS entries: bounded memory however many tokens are
+ * tried, and a token revoked at the server is refused within
+ * INTROSPECT_CACHE_MS. The server is asked outside the lock. Thread-safe
+ * once configured. */
+#ifndef MCPD_INTROSPECT_H
+#define MCPD_INTROSPECT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "oauth.h"
+
+#define INTROSPECT_TIMEOUT_MS 5000
+#define INTROSPECT_CACHE_MS 10000
+#define INTROSPECT_CACHE_SLOTS 1024
+
+/* Copies the settings. 0, or -1. */
+int introspect_configure(const char *url, const char *client_id, const char *client_secret);
+int introspect_enabled(void);
+void introspect_shutdown(void);
+
+/* As oauth_check, for an opaque token. */
+enum oauth_verdict introspect_check(const char *token, char *principal, size_t cap,
+                                    int64_t *expires_ms, const char **why);
+
+/* The claims to check for an introspection answer (pure; for the unit
+ * tests): NULL when it is not an active token's, else a new object with
+ * `iss` set to issuer when absent and `sub` to `client_id` when absent
+ * (caller decrefs). */
+json_t *introspect_claims(json_t *answer, const char *issuer);
+
+#endif
