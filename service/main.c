@@ -252,6 +252,9 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
         .ws_max_message = (size_t)cfg->ws_max_message,
         .ws_ping_ms = cfg->ws_ping_ms,
     };
+    /* Made once: the settings it says do not change while serving. */
+    char *metadata = oauth_enabled() ? oauth_resource_metadata() : NULL;
+    hc.resource_metadata = metadata;
     struct tcp_config tc = {
         .host = cfg->tcp_host,
         .port = cfg->tcp_port,
@@ -277,7 +280,9 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
     /* The raw listeners first: once /healthz answers, every way in is
      * open (a client told "ready" must not find the TCP port closed). */
     const char *failed = NULL;
-    if (cfg->tcp_listen && tcp_start(&tc, why) != 0)
+    if (oauth_enabled() && !metadata)
+        failed = "out of memory";
+    else if (cfg->tcp_listen && tcp_start(&tc, why) != 0)
         failed = "cannot listen on --tcp-listen";
     else if (cfg->udp_listen && udp_start(&uc, why) != 0)
         failed = "cannot listen on --udp-listen";
@@ -290,6 +295,7 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
         tcp_stop();
         loop_stop();
         core_cleanup();
+        free(metadata);
         return 1;
     }
     log_event(LOG_INFO, NULL, "listening", "http://%s/mcp db=%s reply-mode=%s", cfg->listen,
@@ -303,6 +309,7 @@ static int serve_http(const struct config *cfg, struct origin_policy *origins, c
     http_stop(); /* WebSocket sessions end here, before the loop stops */
     loop_stop();
     core_cleanup();
+    free(metadata);
     return 0;
 }
 

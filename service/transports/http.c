@@ -4,7 +4,6 @@
 #include "legacy_sse.h"
 #include "linger.h"
 #include "auth.h"
-#include "oauth.h"
 #include "body_gate.h"
 #include "conn_guard.h"
 #include "forwarded.h"
@@ -855,13 +854,9 @@ static int on_resource_metadata(const struct _u_request *req, struct _u_response
 {
     (void)req;
     (void)ud;
-    char *doc = oauth_resource_metadata();
-    if (!doc)
-        return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     u_map_put(resp->map_header, "Content-Type", "application/json");
     u_map_put(resp->map_header, "Cache-Control", "max-age=300");
-    ulfius_set_string_body_response(resp, 200, doc);
-    free(doc);
+    ulfius_set_string_body_response(resp, 200, http.cfg.resource_metadata);
     return U_CALLBACK_COMPLETE;
 }
 
@@ -1070,7 +1065,7 @@ int http_start(const struct http_config *cfg, char **err)
         ulfius_add_endpoint_by_val(&http.inst, "HEAD", probes[i].path, NULL, 0, probes[i].cb, NULL);
     }
     legacy_sse_add_endpoints(&http.inst);
-    if (oauth_enabled()) {
+    if (http.cfg.resource_metadata) {
         static const char *const meta[] = {"/.well-known/oauth-protected-resource",
                                            "/.well-known/oauth-protected-resource/mcp"};
         for (size_t i = 0; i < 2; i++)

@@ -45,6 +45,10 @@ struct http_config {
     const struct origin_policy *origins; /* borrowed for the server's life */
     size_t ws_max_message;
     int64_t ws_ping_ms;
+    /* RFC 9728's protected resource metadata (JSON text, borrowed for the
+     * server's life), served at /.well-known/oauth-protected-resource[/mcp];
+     * NULL without OAuth (those paths are then unknown). */
+    const char *resource_metadata;
 };
 
 /* Starts listening. Returns 0, or -1 with *err (caller frees). */
