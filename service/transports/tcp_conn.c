@@ -13,13 +13,13 @@
 #include "clock.h"
 #include "core.h"
 #include "fcond.h"
-#include "fd_write.h"
 #include "fiber.h"
 #include "greeting.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "loop.h"
 #include "push.h"
+#include "sock_io.h"
 #include "stdio_frame.h"
 
 #include <errno.h>
@@ -37,9 +37,6 @@
 #include <unistd.h>
 
 #define READ_CHUNK 16384
-/* A writer waiting for a full socket looks this often whether the
- * connection died meanwhile. */
-#define WRITE_TICK_MS 1000
 /* After a goodbye, how long to read (and discard) for the client's FIN:
  * closing with unread bytes makes the kernel send a reset, which can
  * destroy the goodbye before the client reads it. */
@@ -133,30 +130,6 @@ static void conn_kill(struct tcp_conn *c)
 
 /* ---- writing ---- */
 
-struct write_wait {
-    struct tcp_conn *c;
-    int64_t deadline;
-};
-
-/* fd_write's wait: the socket is full; the fiber parks until the client
- * reads, the connection dies or the write timeout passes. */
-static int wait_client(void *ud)
-{
-    struct write_wait *w = ud;
-    int64_t now = clock_mono_ms();
-    if (now >= w->deadline) {
-        log_event(LOG_WARN, NULL, "tcp_write_timeout",
-                  "client %s did not read for %lld ms; closing", w->c->addr,
-                  (long long)cfg.write_timeout_ms);
-        return -1;
-    }
-    int64_t until = w->deadline - now > WRITE_TICK_MS ? now + WRITE_TICK_MS : w->deadline;
-    int rc = loop_wait_fd(w->c->fd, EPOLLOUT, until);
-    if (rc != 0 && rc != ETIMEDOUT && rc != EINTR)
-        return -1;
-    return atomic_load(&w->c->dead) ? -1 : 0;
-}
-
 /* One message as one frame in the client's framing. Caller holds wmu. */
 static int send_locked(struct tcp_conn *c, const char *msg, size_t len)
 {
@@ -170,9 +143,13 @@ static int send_locked(struct tcp_conn *c, const char *msg, size_t len)
         {.iov_base = (void *)msg, .iov_len = len},
         {.iov_base = (void *)suffix, .iov_len = strlen(suffix)},
     };
-    struct write_wait w = {c, clock_mono_ms() + cfg.write_timeout_ms};
-    if (fd_write_all(c->fd, 1, iov, 3, wait_client, &w) == 0)
+    int rc = sock_io_write(c->fd, iov, 3, cfg.write_timeout_ms, &c->dead);
+    if (rc == 0)
         return 0;
+    if (rc == SOCK_IO_TIMEOUT)
+        log_event(LOG_WARN, NULL, "tcp_write_timeout",
+                  "client %s did not read for %lld ms; closing", c->addr,
+                  (long long)cfg.write_timeout_ms);
     conn_kill(c);
     return -1;
 }
@@ -228,21 +205,8 @@ static void say_goodbye(struct tcp_conn *c, int code, const char *message, const
  * LINGER_MS pass, so the goodbye is not lost to a reset. */
 static void linger(struct tcp_conn *c)
 {
-    if (atomic_load(&c->dead))
-        return;
-    shutdown(c->fd, SHUT_WR);
-    int64_t deadline = clock_mono_ms() + LINGER_MS;
-    char sink[4096];
-    for (;;) {
-        ssize_t got = recv(c->fd, sink, sizeof sink, MSG_DONTWAIT);
-        if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
-            break;
-        if (got > 0 || errno == EINTR)
-            continue;
-        int waited = loop_wait_fd(c->fd, EPOLLIN, deadline);
-        if (waited != 0 && waited != EINTR)
-            break;
-    }
+    if (!atomic_load(&c->dead))
+        sock_io_linger(c->fd, LINGER_MS);
 }
 
 /* ---- callbacks from elsewhere ---- */

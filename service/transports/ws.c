@@ -3,7 +3,6 @@
 #include "auth.h"
 #include "clock.h"
 #include "fcond.h"
-#include "fd_write.h"
 #include "fiber.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -12,6 +11,7 @@
 #include "refusal.h"
 #include "push.h"
 #include "request_log.h"
+#include "sock_io.h"
 #include "stream.h"
 #include "ws_frame.h"
 #include "ws_handshake.h"
@@ -40,9 +40,6 @@
  * buffer would make the kernel send a reset, which can destroy the close
  * frame before the client reads it. */
 #define LINGER_MS 2000
-/* A writer waiting for a full socket looks this often whether the
- * connection died meanwhile. */
-#define WRITE_TICK_MS 1000
 
 static struct ws_config ws_cfg = {1048576, 15000, 10000, NULL};
 
@@ -266,32 +263,6 @@ static void conn_kill(struct ws_conn *c)
     shutdown(c->fd, SHUT_RDWR);
 }
 
-struct write_wait {
-    struct ws_conn *c;
-    int64_t deadline;
-};
-
-/* fd_write's wait: the socket is full; give the client until the deadline,
- * looking every WRITE_TICK_MS whether the connection died meanwhile. The
- * fiber parks (a reader's or push's writer's: every write is on one);
- * its loop thread serves the other connections. */
-static int wait_client(void *ud)
-{
-    struct write_wait *w = ud;
-    int64_t now = clock_mono_ms();
-    if (now >= w->deadline) {
-        log_event(LOG_WARN, push_session_id(w->c->push), "ws_write_timeout",
-                  "the client did not read for %lld ms; closing",
-                  (long long)ws_cfg.write_timeout_ms);
-        return -1;
-    }
-    int64_t until = w->deadline - now > WRITE_TICK_MS ? now + WRITE_TICK_MS : w->deadline;
-    int rc = loop_wait_fd(w->c->fd, EPOLLOUT, until);
-    if (rc != 0 && rc != ETIMEDOUT && rc != EINTR)
-        return -1; /* cancelled (the loop is stopping), or not on a loop fiber */
-    return atomic_load(&w->c->dead) ? -1 : 0;
-}
-
 /* Writes the iovecs completely within write_timeout_ms. Caller holds wmu.
  * A client that does not read fills the socket buffer; it gets the
  * timeout, not a thread blocked forever. Returns 0 or -1. */
@@ -299,9 +270,13 @@ static int conn_writev(struct ws_conn *c, struct iovec *iov, int n)
 {
     if (atomic_load(&c->dead))
         return -1;
-    struct write_wait w = {c, clock_mono_ms() + ws_cfg.write_timeout_ms};
-    if (fd_write_all(c->fd, 1, iov, n, wait_client, &w) == 0)
+    int rc = sock_io_write(c->fd, iov, n, ws_cfg.write_timeout_ms, &c->dead);
+    if (rc == 0)
         return 0;
+    if (rc == SOCK_IO_TIMEOUT)
+        log_event(LOG_WARN, push_session_id(c->push), "ws_write_timeout",
+                  "the client did not read for %lld ms; closing",
+                  (long long)ws_cfg.write_timeout_ms);
     conn_kill(c);
     return -1;
 }
@@ -345,21 +320,8 @@ static void close_with(struct ws_conn *c, uint16_t code, const char *reason)
     c->closing = 1;
     int rc = sent_before ? -1 : conn_writev(c, &(struct iovec){.iov_base = f, .iov_len = n}, 1);
     fmutex_unlock(&c->wmu);
-    if (rc != 0)
-        return;
-    shutdown(c->fd, SHUT_WR);
-    int64_t deadline = clock_mono_ms() + LINGER_MS;
-    char sink[4096];
-    for (;;) {
-        ssize_t got = recv(c->fd, sink, sizeof sink, MSG_DONTWAIT);
-        if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
-            break;
-        if (got > 0 || errno == EINTR)
-            continue;
-        int waited = loop_wait_fd(c->fd, EPOLLIN, deadline);
-        if (waited != 0 && waited != EINTR)
-            break; /* the deadline, or the loop is stopping */
-    }
+    if (rc == 0)
+        sock_io_linger(c->fd, LINGER_MS);
 }
 
 /* push_io.session_ended: the session was deleted, expired or killed
