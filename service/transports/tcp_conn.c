@@ -11,9 +11,9 @@
 #include "tcp_conn.h"
 #include "auth.h"
 #include "clock.h"
-#include "core.h"
 #include "fcond.h"
 #include "fiber.h"
+#include "first_message.h"
 #include "greeting.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -236,97 +236,34 @@ static void conn_token_ended(void *ud, const char *why)
 
 /* ---- the first message ---- */
 
-static int open_push(struct tcp_conn *c, const struct auth_grant *grant)
+/* first_message's send_locked. */
+static void send_first_locked(void *io, json_t *msg)
 {
-    struct push_io io = {.send = conn_send,
-                         .io = c,
-                         .transport = TCP_TRANSPORT,
-                         .event_ids = 1,
-                         .max_inflight = cfg.max_inflight,
-                         .session_ended = conn_session_ended};
-    snprintf(io.principal, sizeof io.principal, "%s", grant->principal);
-    c->push = push_open(&io);
-    if (!c->push)
-        return -1;
-    /* Held from here: a revocation before the next read is seen by it. */
-    auth_hold(&c->hold, grant, conn_token_ended, c);
-    c->served = 1;
-    return 0;
-}
-
-/* mcpd/connect (greeting.h): authenticates, opens the connection and,
- * with a sessionId, resumes the session. Returns 1 when the connection is
- * to end. */
-static int on_connect(struct tcp_conn *c, json_t *msg)
-{
-    struct greeting g;
-    struct auth_grant grant;
-    json_t *refusal;
-    int fatal;
-    if (greeting_accept(msg, TCP_TRANSPORT, &g, &grant, &refusal, &fatal) != 0) {
-        log_event(LOG_INFO, NULL, "tcp_connect_refused", "client %s: %s", c->addr,
-                  json_string_value(json_object_get(json_object_get(refusal, "error"), "message")));
-        send_msg(c, refusal);
-        return fatal || cfg.auth_required;
-    }
-    if (open_push(c, &grant) != 0) {
-        send_error(c, g.id, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
-        return 1;
-    }
-    /* The answer goes out before anything of a resumed stream: push's
-     * writer sends through wmu, held until the answer is out. */
-    fmutex_lock(&c->wmu);
-    struct core_reply refused;
-    if (g.session_id && push_resume(c->push, g.session_id, g.last_event_id, &refused) != 0) {
-        json_t *err = json_deep_copy(refused.error);
-        core_reply_clear(&refused);
-        if (err)
-            json_object_set(err, "id", g.id);
-        send_json_locked(c, err);
-        fmutex_unlock(&c->wmu);
-        log_event(LOG_INFO, NULL, "tcp_resume_refused", "client %s", c->addr);
-        return 0;
-    }
-    const char *sid = push_session_id(c->push);
-    send_json_locked(c, greeting_answer(g.id, TCP_TRANSPORT, sid));
-    fmutex_unlock(&c->wmu);
-    /* The principal says who it is behind a TLS proxy, where every client's
-     * address is the proxy's. */
-    log_event(LOG_INFO, sid, "tcp_connected", "client %s principal=%s%s%s", c->addr,
-              grant.principal[0] ? grant.principal : "-",
-              g.session_id ? " resumed its session" : "",
-              g.last_event_id ? " from an event id" : "");
-    return 0;
+    send_json_locked(io, msg);
 }
 
 /* The first message: mcpd/connect, or (without auth) anything else, which
- * is then served as is. Returns 1 when the connection is to end. */
+ * is then served as is (first_message.h). Returns 1 when the connection is
+ * to end. */
 static int on_first(struct tcp_conn *c, const char *data, size_t len)
 {
-    struct jsonrpc_error perr;
-    json_t *msg = jsonrpc_parse(data, len, &perr);
-    int rc;
-    if (greeting_is(msg)) {
-        rc = on_connect(c, msg);
-    } else if (cfg.auth_required) {
-        log_event(LOG_INFO, NULL, "tcp_unauthorized", "client %s: no mcpd/connect first", c->addr);
-        json_t *id = json_object_get(msg, "id");
-        send_error(
-            c, json_is_string(id) || json_is_integer(id) ? id : NULL, JSONRPC_SESSION_NOT_FOUND,
-            "Unauthorized: the first message must be mcpd/connect with a token", "unauthorized");
-        rc = 1;
-    } else {
-        struct auth_grant none = {0};
-        if (open_push(c, &none) != 0) {
-            send_error(c, NULL, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
-            rc = 1;
-        } else {
-            push_receive(c->push, data, len);
-            rc = 0;
-        }
-    }
-    json_decref(msg);
-    return rc;
+    struct first_message fm = {.noun = "client",
+                               .name = c->addr,
+                               .auth_required = cfg.auth_required,
+                               .log_principal = 1,
+                               .io = {.send = conn_send,
+                                      .io = c,
+                                      .transport = TCP_TRANSPORT,
+                                      .event_ids = 1,
+                                      .max_inflight = cfg.max_inflight,
+                                      .session_ended = conn_session_ended},
+                               .wmu = &c->wmu,
+                               .send_locked = send_first_locked,
+                               .push = &c->push,
+                               .hold = &c->hold,
+                               .token_ended = conn_token_ended,
+                               .served = &c->served};
+    return first_message_serve(&fm, data, len);
 }
 
 /* ---- reading ---- */
