@@ -19,6 +19,7 @@
 #include "log.h"
 #include "loop.h"
 #include "push.h"
+#include "reader_set.h"
 #include "sock_io.h"
 #include "stdio_frame.h"
 
@@ -50,10 +51,8 @@ static struct tcp_config cfg = {.max_message = STDIO_FRAME_DEFAULT_MAX,
 /* Set by tcp_conn_stop_all, which wakes every reader. */
 static atomic_int stopping;
 static atomic_int running;
-/* Readers running, for a wake (stop, token's end, session's end): guards
- * every connection's `reader` and the list links. */
-static pthread_mutex_t readers_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct tcp_conn *readers;
+/* Readers running, for a wake (stop, token's end, session's end). */
+static struct reader_set readers = READER_SET_INIT;
 
 struct tcp_conn {
     int fd;
@@ -74,8 +73,7 @@ struct tcp_conn {
     atomic_int session_over; /* push's writer said the session ended */
     int64_t opened_ms, last_in_ms;
     const char *why; /* how it ended, for the log (reader only) */
-    struct fiber *reader;
-    struct tcp_conn *next_reader, **prev_reader;
+    struct reader reader;
 };
 
 void tcp_conn_configure(const struct tcp_config *c)
@@ -85,38 +83,6 @@ void tcp_conn_configure(const struct tcp_config *c)
         cfg.max_message = STDIO_FRAME_DEFAULT_MAX;
     if (cfg.write_timeout_ms <= 0)
         cfg.write_timeout_ms = 30000;
-}
-
-/* ---- waking readers ---- */
-
-static void wake_reader(struct tcp_conn *c)
-{
-    pthread_mutex_lock(&readers_mu);
-    if (c->reader)
-        fiber_wake(c->reader);
-    pthread_mutex_unlock(&readers_mu);
-}
-
-static void reader_enter(struct tcp_conn *c)
-{
-    pthread_mutex_lock(&readers_mu);
-    c->reader = fiber_current();
-    c->next_reader = readers;
-    if (readers)
-        readers->prev_reader = &c->next_reader;
-    c->prev_reader = &readers;
-    readers = c;
-    pthread_mutex_unlock(&readers_mu);
-}
-
-static void reader_leave(struct tcp_conn *c)
-{
-    pthread_mutex_lock(&readers_mu);
-    *c->prev_reader = c->next_reader;
-    if (c->next_reader)
-        c->next_reader->prev_reader = c->prev_reader;
-    c->reader = NULL;
-    pthread_mutex_unlock(&readers_mu);
 }
 
 /* Marks the connection dead; after shutdown() the reader's wait and any
@@ -223,7 +189,7 @@ static void conn_session_ended(void *io)
     else
         say_goodbye(c, JSONRPC_SESSION_NOT_FOUND, "Session ended", "session ended");
     atomic_store(&c->session_over, 1);
-    wake_reader(c);
+    reader_set_wake(&readers, &c->reader);
 }
 
 /* auth's callback (watcher's thread, under its lock): record and wake. */
@@ -231,7 +197,7 @@ static void conn_token_ended(void *ud, const char *why)
 {
     struct tcp_conn *c = ud;
     atomic_store(&c->token_why, why);
-    wake_reader(c);
+    reader_set_wake(&readers, &c->reader);
 }
 
 /* ---- the first message ---- */
@@ -466,14 +432,14 @@ void tcp_conn_discard(struct tcp_conn *c)
 void tcp_conn_main(void *arg)
 {
     struct tcp_conn *c = arg;
-    reader_enter(c);
+    reader_set_enter(&readers, &c->reader, c);
     char *buf = malloc(READ_CHUNK);
     if (buf)
         run(c, buf);
     else
         c->why = "out of memory";
     free(buf);
-    reader_leave(c);
+    reader_set_leave(&readers, &c->reader);
     fmutex_lock(&c->wmu);
     int goodbye = c->said_goodbye;
     fmutex_unlock(&c->wmu);
@@ -501,18 +467,18 @@ static void wait_running(int64_t ms)
     }
 }
 
+/* reader_set_each's: cuts a connection stuck at the stop. */
+static void kill_one(void *conn)
+{
+    conn_kill(conn);
+}
+
 void tcp_conn_stop_all(void)
 {
     atomic_store(&stopping, 1);
-    pthread_mutex_lock(&readers_mu);
-    for (struct tcp_conn *c = readers; c; c = c->next_reader)
-        fiber_wake(c->reader);
-    pthread_mutex_unlock(&readers_mu);
+    reader_set_wake_all(&readers);
     wait_running(LINGER_MS + 1000);
     /* One still here is stuck on a client that neither reads nor closes. */
-    pthread_mutex_lock(&readers_mu);
-    for (struct tcp_conn *c = readers; c; c = c->next_reader)
-        conn_kill(c);
-    pthread_mutex_unlock(&readers_mu);
+    reader_set_each(&readers, kill_one);
     wait_running(1000);
 }

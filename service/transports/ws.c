@@ -8,6 +8,7 @@
 #include "log.h"
 #include "loop.h"
 #include "origin.h"
+#include "reader_set.h"
 #include "refusal.h"
 #include "push.h"
 #include "request_log.h"
@@ -50,9 +51,8 @@ static atomic_int stopping;
  * before the HTTP server tears the sockets down. */
 static atomic_int running_sessions;
 /* The sessions whose reader runs, for ws_stop and a token's end to wake
- * them: guards every ws_conn's `reader` and the list links. */
-static pthread_mutex_t readers_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct ws_conn *readers;
+ * them. */
+static struct reader_set readers = READER_SET_INIT;
 
 void ws_configure(const struct ws_config *cfg)
 {
@@ -67,8 +67,7 @@ void ws_configure(const struct ws_config *cfg)
         ws_cfg.write_timeout_ms = 10000;
 }
 
-static void wake_readers(void);
-static void kill_readers(void);
+static void kill_one(void *conn);
 
 static void wait_sessions(int64_t ms)
 {
@@ -82,12 +81,12 @@ static void wait_sessions(int64_t ms)
 void ws_stop(void)
 {
     atomic_store(&stopping, 1);
-    wake_readers();
+    reader_set_wake_all(&readers);
     wait_sessions(LINGER_MS + 1000);
     /* A session still here is stuck on a client that does not read or
      * close: cut its socket, so that it ends (and hands its socket back
      * to libmicrohttpd) before the HTTP server stops. */
-    kill_readers();
+    reader_set_each(&readers, kill_one);
     wait_sessions(1000);
 }
 
@@ -187,61 +186,9 @@ struct ws_conn {
      * is woken, which closes with 1008. */
     struct auth_hold hold;
     _Atomic(const char *) token_why;
-    /* The reader's fiber while it runs (under readers_mu), and its links
-     * on `readers`. */
-    struct fiber *reader;
-    struct ws_conn *next_reader, **prev_reader;
+    /* On `readers` while the reader runs. */
+    struct reader reader;
 };
-
-/* Wakes c's reader, if it runs: its loop looks at its flags. */
-static void wake_reader(struct ws_conn *c)
-{
-    pthread_mutex_lock(&readers_mu);
-    if (c->reader)
-        fiber_wake(c->reader);
-    pthread_mutex_unlock(&readers_mu);
-}
-
-static void wake_readers(void)
-{
-    pthread_mutex_lock(&readers_mu);
-    for (struct ws_conn *c = readers; c; c = c->next_reader)
-        fiber_wake(c->reader);
-    pthread_mutex_unlock(&readers_mu);
-}
-
-static void conn_kill(struct ws_conn *c);
-
-static void kill_readers(void)
-{
-    pthread_mutex_lock(&readers_mu);
-    for (struct ws_conn *c = readers; c; c = c->next_reader)
-        conn_kill(c);
-    pthread_mutex_unlock(&readers_mu);
-}
-
-static void reader_enter(struct ws_conn *c)
-{
-    pthread_mutex_lock(&readers_mu);
-    c->reader = fiber_current();
-    c->next_reader = readers;
-    if (readers)
-        readers->prev_reader = &c->next_reader;
-    c->prev_reader = &readers;
-    readers = c;
-    pthread_mutex_unlock(&readers_mu);
-}
-
-/* Before the fiber ends: nobody wakes it from here on. */
-static void reader_leave(struct ws_conn *c)
-{
-    pthread_mutex_lock(&readers_mu);
-    *c->prev_reader = c->next_reader;
-    if (c->next_reader)
-        c->next_reader->prev_reader = c->prev_reader;
-    c->reader = NULL;
-    pthread_mutex_unlock(&readers_mu);
-}
 
 static void set_why(struct ws_conn *c, const char *why, unsigned code)
 {
@@ -261,6 +208,12 @@ static void conn_kill(struct ws_conn *c)
 {
     atomic_store(&c->dead, 1);
     shutdown(c->fd, SHUT_RDWR);
+}
+
+/* reader_set_each's, at ws_stop. */
+static void kill_one(void *conn)
+{
+    conn_kill(conn);
 }
 
 /* Writes the iovecs completely within write_timeout_ms. Caller holds wmu.
@@ -358,7 +311,7 @@ static void conn_token_ended(void *ud, const char *why)
 {
     struct ws_conn *c = ud;
     atomic_store(&c->token_why, why);
-    wake_reader(c);
+    reader_set_wake(&readers, &c->reader);
 }
 
 /* Hands one event to push or answers it. Returns 1 when the connection is
@@ -540,9 +493,9 @@ static void conn_free(struct ws_conn *c)
 static void session_main(void *arg)
 {
     struct ws_conn *c = arg;
-    reader_enter(c);
+    reader_set_enter(&readers, &c->reader, c);
     conn_run(c, c->extra, c->extra_len);
-    reader_leave(c);
+    reader_set_leave(&readers, &c->reader);
     free(c->extra);
     c->extra = NULL;
     /* Stop push's writer first (a write it is blocked in fails once the
