@@ -25,7 +25,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { freePort, sleep, startMcpd, tempDb, waitFor } from './lib/mcpd.mjs';
-import { admin, call, manyClientsAddNoThreads, newId, seqOf, withListener } from './lib/raw-tests.mjs';
+import { admin, call, manyClientsAddNoThreads, newId, refusedWithoutAuth, seqOf, withListener } from './lib/raw-tests.mjs';
 import { TcpClient, eventIdOf } from './lib/tcp-client.mjs';
 
 /** Reads to the end: every message left, then the close. */
@@ -182,13 +182,7 @@ test('--auth token: nothing before mcpd/connect, no bad token; a good one is ser
   });
 });
 
-test('--tcp-listen on a non-loopback address without --auth token is refused at start', async () => {
-  const { spawnSync } = await import('node:child_process');
-  const { MCPD_BIN } = await import('./lib/mcpd.mjs');
-  const r = spawnSync(MCPD_BIN, ['--listen', '127.0.0.1:0', '--tcp-listen', '0.0.0.0:1', '--db', ':memory:'], { timeout: 10000 });
-  assert.equal(r.status, 2);
-  assert.match(r.stderr.toString(), /non-loopback 0\.0\.0\.0 without authentication/);
-});
+test('--tcp-listen on a non-loopback address without --auth token is refused at start', () => refusedWithoutAuth('tcp'));
 
 // ---------------------------------------------------------------- 4. resume
 

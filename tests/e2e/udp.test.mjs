@@ -31,7 +31,7 @@ import dgram from 'node:dgram';
 import { test } from 'node:test';
 
 import { freePort, sleep, startMcpd, tempDb, waitFor } from './lib/mcpd.mjs';
-import { admin, call, manyClientsAddNoThreads, newId, seqOf, withListener } from './lib/raw-tests.mjs';
+import { admin, call, manyClientsAddNoThreads, newId, refusedWithoutAuth, seqOf, withListener } from './lib/raw-tests.mjs';
 import { eventIdOf } from './lib/tcp-client.mjs';
 import { LossyRelay, UdpClient } from './lib/udp-client.mjs';
 
@@ -232,13 +232,7 @@ test('--auth token: nothing before mcpd/connect; a good token is served', async 
   });
 });
 
-test('--udp-listen on a non-loopback address without --auth token is refused at start', async () => {
-  const { spawnSync } = await import('node:child_process');
-  const { MCPD_BIN } = await import('./lib/mcpd.mjs');
-  const r = spawnSync(MCPD_BIN, ['--listen', '127.0.0.1:0', '--udp-listen', '0.0.0.0:1', '--db', ':memory:'], { timeout: 10000 });
-  assert.equal(r.status, 2);
-  assert.match(r.stderr.toString(), /non-loopback 0\.0\.0\.0 without authentication/);
-});
+test('--udp-listen on a non-loopback address without --auth token is refused at start', () => refusedWithoutAuth('udp'));
 
 // ---------------------------------------------------------------- 5. resume
 

@@ -1,12 +1,14 @@
 // What the tests of the raw transports (tcp.test, udp.test) share: mcpd
 // with one raw listener, JSON-RPC ids and tools/call messages, mcp-admin
-// that must succeed, event-id sequence numbers, and the scale check (many
-// clients add no threads). A client class passed in is TcpClient or
+// that must succeed, event-id sequence numbers, the refusal of a
+// non-loopback listener without auth, and the scale check (many clients
+// add no threads). A client class passed in is TcpClient or
 // UdpClient: open(port), init(id), request(msg), and close via `close`.
 
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 
-import { freePort, mcpAdmin, procThreads, sleep, withMcpd } from './mcpd.mjs';
+import { MCPD_BIN, freePort, mcpAdmin, procThreads, sleep, withMcpd } from './mcpd.mjs';
 
 let nextId = 1;
 
@@ -64,4 +66,12 @@ export async function manyClientsAddNoThreads(m, port, Client, close, what) {
   for (const c of clients) close(c);
   close(warm);
   assert.doesNotMatch(m.stderr, /event=blocking_wait/);
+}
+
+/** --<scheme>-listen on a non-loopback address without --auth token: mcpd
+ * refuses to start (exit 2), saying why. */
+export function refusedWithoutAuth(scheme) {
+  const r = spawnSync(MCPD_BIN, ['--listen', '127.0.0.1:0', `--${scheme}-listen`, '0.0.0.0:1', '--db', ':memory:'], { timeout: 10000 });
+  assert.equal(r.status, 2);
+  assert.match(r.stderr.toString(), /non-loopback 0\.0\.0\.0 without authentication/);
 }
