@@ -25,7 +25,16 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
 import { freePort, sleep, startMcpd, tempDb, waitFor } from './lib/mcpd.mjs';
-import { admin, call, manyClientsAddNoThreads, newId, refusedWithoutAuth, seqOf, withListener } from './lib/raw-tests.mjs';
+import {
+  admin,
+  call,
+  manyClientsAddNoThreads,
+  newId,
+  progressNotes,
+  refusedWithoutAuth,
+  seqOf,
+  withListener,
+} from './lib/raw-tests.mjs';
 import { TcpClient, eventIdOf } from './lib/tcp-client.mjs';
 
 /** Reads to the end: every message left, then the close. */
@@ -192,11 +201,7 @@ test('reconnect with mcpd/connect {sessionId, lastEventId}: the rest of a countd
     const sid = await c.init();
     const cd = call('countdown', { n: 10, interval_ms: 100 }, { _meta: { progressToken: 'r' } });
     c.send(cd);
-    const got = [];
-    while (got.length < 3) {
-      const x = await c.next();
-      if (x.method === 'notifications/progress') got.push(x);
-    }
+    const got = await progressNotes(c, 3);
     assert.deepEqual(got.map((x) => x.params.progress), [1, 2, 3]);
     const last = eventIdOf(got[2]);
     assert.match(last ?? '', /^[0-9a-f]+:\d+$/);
@@ -243,11 +248,7 @@ test('SIGKILL mid-countdown, restart on the same db, resume: stored messages onc
     const sid = await c.init();
     const cd = call('countdown', { n: 50, interval_ms: 100 }, { _meta: { progressToken: 'k' } });
     c.send(cd);
-    const got = [];
-    while (got.length < 3) {
-      const x = await c.next();
-      if (x.method === 'notifications/progress') got.push(x);
-    }
+    const got = await progressNotes(c, 3);
     const last = eventIdOf(got[2]);
     await sleep(250);
     mcpd.kill('SIGKILL');

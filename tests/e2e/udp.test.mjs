@@ -31,7 +31,16 @@ import dgram from 'node:dgram';
 import { test } from 'node:test';
 
 import { freePort, sleep, startMcpd, tempDb, waitFor } from './lib/mcpd.mjs';
-import { admin, call, manyClientsAddNoThreads, newId, refusedWithoutAuth, seqOf, withListener } from './lib/raw-tests.mjs';
+import {
+  admin,
+  call,
+  manyClientsAddNoThreads,
+  newId,
+  progressNotes,
+  refusedWithoutAuth,
+  seqOf,
+  withListener,
+} from './lib/raw-tests.mjs';
 import { eventIdOf } from './lib/tcp-client.mjs';
 import { LossyRelay, UdpClient } from './lib/udp-client.mjs';
 
@@ -242,11 +251,7 @@ test('a new address resumes with mcpd/connect {sessionId, lastEventId}: the rest
     const sid = await c.init();
     const cd = call('countdown', { n: 10, interval_ms: 100 }, { _meta: { progressToken: 'r' } });
     c.send(cd);
-    const got = [];
-    while (got.length < 3) {
-      const x = await c.next();
-      if (x.method === 'notifications/progress') got.push(x);
-    }
+    const got = await progressNotes(c, 3);
     const last = eventIdOf(got[2]);
     assert.match(last ?? '', /^[0-9a-f]+:\d+$/);
     c.close();
@@ -277,11 +282,7 @@ test('SIGKILL mid-countdown, restart on the same db: reset, reconnect, resume; s
     const sid = await c.init();
     const cd = call('countdown', { n: 50, interval_ms: 100 }, { _meta: { progressToken: 'k' } });
     c.send(cd);
-    const got = [];
-    while (got.length < 3) {
-      const x = await c.next();
-      if (x.method === 'notifications/progress') got.push(x);
-    }
+    const got = await progressNotes(c, 3);
     await sleep(250);
     mcpd.kill('SIGKILL');
     await mcpd.exited;

@@ -38,6 +38,17 @@ export function admin(db, ...args) {
 /** The sequence number of an event id "<stream>:<seq>". */
 export const seqOf = (id) => Number(id.slice(id.lastIndexOf(':') + 1));
 
+/** The first n progress notifications client c receives (other messages
+ * are passed over). */
+export async function progressNotes(c, n) {
+  const got = [];
+  while (got.length < n) {
+    const x = await c.next();
+    if (x.method === 'notifications/progress') got.push(x);
+  }
+  return got;
+}
+
 /** 200 clients (20 at a time) add at most 8 threads to mcpd m, and each
  * answers; `what` names them in the failure message. */
 export async function manyClientsAddNoThreads(m, port, Client, close, what) {
