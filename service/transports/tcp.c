@@ -18,7 +18,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -12,7 +12,6 @@
 #include "auth.h"
 #include "clock.h"
 #include "fcond.h"
-#include "fiber.h"
 #include "first_message.h"
 #include "greeting.h"
 #include "jsonrpc.h"
@@ -26,7 +25,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>

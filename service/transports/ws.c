@@ -3,7 +3,6 @@
 #include "auth.h"
 #include "clock.h"
 #include "fcond.h"
-#include "fiber.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "loop.h"
@@ -21,7 +20,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
