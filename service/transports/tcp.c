@@ -6,17 +6,18 @@
  * (a JSON-RPC error line with id null, -32013 or -32014 as HTTP's 503 and
  * 429 carry) and closed at once, before it costs a fiber. */
 #include "tcp.h"
+#include "addr_caps.h"
 #include "clock.h"
 #include "fiber.h"
 #include "greeting.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "sock_bind.h"
 #include "loop.h"
 #include "tcp_conn.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -33,79 +34,21 @@
  * per ACCEPT_LOG_MS. */
 #define ACCEPT_BACKOFF_MS 100
 #define ACCEPT_LOG_MS 10000
-#define ADDR_BUCKETS 256
-
-/* Connections per client address: a chained hash table. */
-struct addr_count {
-    char addr[64];
-    unsigned n;
-    struct addr_count *next;
-};
 
 static struct {
     int fd;
     int port;
-    unsigned max_connections, max_per_ip;
     pthread_mutex_t mu; /* guards what follows */
     struct fiber *acceptor;
     int acceptor_done;
     int stopping;
-    unsigned total;
-    struct addr_count *buckets[ADDR_BUCKETS];
 } L = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
 
-static unsigned addr_hash(const char *s)
-{
-    unsigned h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h % ADDR_BUCKETS;
-}
-
-/* Takes a slot for a connection from addr. Returns 0, or the JSON-RPC
- * code of the cap it is past (and *what names it). */
-static int admit(const char *addr, const char **what)
-{
-    pthread_mutex_lock(&L.mu);
-    int refused = 0;
-    struct addr_count **bp = &L.buckets[addr_hash(addr)], *e = *bp;
-    while (e && strcmp(e->addr, addr) != 0)
-        e = e->next;
-    if (L.total >= L.max_connections) {
-        refused = JSONRPC_SERVER_BUSY;
-        *what = "Server busy: too many connections (--max-connections); try again later";
-    } else if (L.max_per_ip && e && e->n >= L.max_per_ip) {
-        refused = JSONRPC_TOO_MANY_CONNECTIONS;
-        *what = "Too many connections from this address (--max-connections-per-ip)";
-    } else if (!e && !(e = calloc(1, sizeof *e))) {
-        refused = JSONRPC_SERVER_BUSY;
-        *what = "Server busy: out of memory";
-    } else {
-        if (!e->n && !e->addr[0]) {
-            snprintf(e->addr, sizeof e->addr, "%s", addr);
-            e->next = *bp;
-            *bp = e;
-        }
-        e->n++;
-        L.total++;
-    }
-    pthread_mutex_unlock(&L.mu);
-    return refused;
-}
+static struct addr_caps caps = ADDR_CAPS_INIT;
 
 void tcp_conn_gone(const char *addr)
 {
-    pthread_mutex_lock(&L.mu);
-    struct addr_count **ep = &L.buckets[addr_hash(addr)];
-    while (*ep && strcmp((*ep)->addr, addr) != 0)
-        ep = &(*ep)->next;
-    if (*ep && --(*ep)->n == 0) {
-        struct addr_count *e = *ep;
-        *ep = e->next;
-        free(e);
-    }
-    L.total--;
-    pthread_mutex_unlock(&L.mu);
+    addr_caps_release(&caps, addr);
 }
 
 /* Tells a connection past a cap why (best effort: the socket is new, its
@@ -186,7 +129,7 @@ static void accept_main(void *arg)
         char addr[64];
         peer_name(&ss, addr, sizeof addr);
         const char *what = NULL;
-        int refused = admit(addr, &what);
+        int refused = addr_caps_take(&caps, addr, &what);
         if (refused) {
             refuse(fd, addr, refused, what);
             continue;
@@ -217,50 +160,13 @@ static void accept_entry(void *arg)
     accept_main(arg);
 }
 
-static int listen_on(const struct tcp_config *cfg, char **err)
-{
-    char port[16], msg[256];
-    snprintf(port, sizeof port, "%d", cfg->port);
-    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE,
-                             .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai = NULL;
-    int gai = getaddrinfo(cfg->host, port, &hints, &ai);
-    if (gai != 0) {
-        snprintf(msg, sizeof msg, "--tcp-listen %s:%d: %s", cfg->host, cfg->port,
-                 gai_strerror(gai));
-        *err = strdup(msg);
-        return -1;
-    }
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (fd >= 0)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
-        snprintf(msg, sizeof msg, "--tcp-listen %s:%d: %s", cfg->host, cfg->port, strerror(errno));
-        *err = strdup(msg);
-        if (fd >= 0)
-            close(fd);
-        freeaddrinfo(ai);
-        return -1;
-    }
-    freeaddrinfo(ai);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    L.port = cfg->port;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-        L.port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                : ((struct sockaddr_in *)&ss)->sin_port);
-    return fd;
-}
-
 int tcp_start(const struct tcp_config *cfg, char **err)
 {
-    int fd = listen_on(cfg, err);
+    int fd = sock_bind("--tcp-listen", cfg->host, cfg->port, SOCK_STREAM, &L.port, err);
     if (fd < 0)
         return -1;
     L.fd = fd;
-    L.max_connections = cfg->max_connections ? cfg->max_connections : 1;
-    L.max_per_ip = cfg->max_per_ip;
+    addr_caps_configure(&caps, cfg->max_connections, cfg->max_per_ip);
     tcp_conn_configure(cfg);
     if (loop_spawn(accept_entry, NULL) != 0) {
         close(fd);

@@ -11,21 +11,20 @@
 #include "tcp_conn.h"
 #include "auth.h"
 #include "clock.h"
-#include "core.h"
 #include "fcond.h"
-#include "fd_write.h"
-#include "fiber.h"
+#include "first_message.h"
 #include "greeting.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "loop.h"
 #include "push.h"
+#include "reader_set.h"
+#include "sock_io.h"
 #include "stdio_frame.h"
 
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,9 +36,6 @@
 #include <unistd.h>
 
 #define READ_CHUNK 16384
-/* A writer waiting for a full socket looks this often whether the
- * connection died meanwhile. */
-#define WRITE_TICK_MS 1000
 /* After a goodbye, how long to read (and discard) for the client's FIN:
  * closing with unread bytes makes the kernel send a reset, which can
  * destroy the goodbye before the client reads it. */
@@ -53,10 +49,8 @@ static struct tcp_config cfg = {.max_message = STDIO_FRAME_DEFAULT_MAX,
 /* Set by tcp_conn_stop_all, which wakes every reader. */
 static atomic_int stopping;
 static atomic_int running;
-/* Readers running, for a wake (stop, token's end, session's end): guards
- * every connection's `reader` and the list links. */
-static pthread_mutex_t readers_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct tcp_conn *readers;
+/* Readers running, for a wake (stop, token's end, session's end). */
+static struct reader_set readers = READER_SET_INIT;
 
 struct tcp_conn {
     int fd;
@@ -77,8 +71,7 @@ struct tcp_conn {
     atomic_int session_over; /* push's writer said the session ended */
     int64_t opened_ms, last_in_ms;
     const char *why; /* how it ended, for the log (reader only) */
-    struct fiber *reader;
-    struct tcp_conn *next_reader, **prev_reader;
+    struct reader reader;
 };
 
 void tcp_conn_configure(const struct tcp_config *c)
@@ -88,38 +81,6 @@ void tcp_conn_configure(const struct tcp_config *c)
         cfg.max_message = STDIO_FRAME_DEFAULT_MAX;
     if (cfg.write_timeout_ms <= 0)
         cfg.write_timeout_ms = 30000;
-}
-
-/* ---- waking readers ---- */
-
-static void wake_reader(struct tcp_conn *c)
-{
-    pthread_mutex_lock(&readers_mu);
-    if (c->reader)
-        fiber_wake(c->reader);
-    pthread_mutex_unlock(&readers_mu);
-}
-
-static void reader_enter(struct tcp_conn *c)
-{
-    pthread_mutex_lock(&readers_mu);
-    c->reader = fiber_current();
-    c->next_reader = readers;
-    if (readers)
-        readers->prev_reader = &c->next_reader;
-    c->prev_reader = &readers;
-    readers = c;
-    pthread_mutex_unlock(&readers_mu);
-}
-
-static void reader_leave(struct tcp_conn *c)
-{
-    pthread_mutex_lock(&readers_mu);
-    *c->prev_reader = c->next_reader;
-    if (c->next_reader)
-        c->next_reader->prev_reader = c->prev_reader;
-    c->reader = NULL;
-    pthread_mutex_unlock(&readers_mu);
 }
 
 /* Marks the connection dead; after shutdown() the reader's wait and any
@@ -132,30 +93,6 @@ static void conn_kill(struct tcp_conn *c)
 }
 
 /* ---- writing ---- */
-
-struct write_wait {
-    struct tcp_conn *c;
-    int64_t deadline;
-};
-
-/* fd_write's wait: the socket is full; the fiber parks until the client
- * reads, the connection dies or the write timeout passes. */
-static int wait_client(void *ud)
-{
-    struct write_wait *w = ud;
-    int64_t now = clock_mono_ms();
-    if (now >= w->deadline) {
-        log_event(LOG_WARN, NULL, "tcp_write_timeout",
-                  "client %s did not read for %lld ms; closing", w->c->addr,
-                  (long long)cfg.write_timeout_ms);
-        return -1;
-    }
-    int64_t until = w->deadline - now > WRITE_TICK_MS ? now + WRITE_TICK_MS : w->deadline;
-    int rc = loop_wait_fd(w->c->fd, EPOLLOUT, until);
-    if (rc != 0 && rc != ETIMEDOUT && rc != EINTR)
-        return -1;
-    return atomic_load(&w->c->dead) ? -1 : 0;
-}
 
 /* One message as one frame in the client's framing. Caller holds wmu. */
 static int send_locked(struct tcp_conn *c, const char *msg, size_t len)
@@ -170,9 +107,13 @@ static int send_locked(struct tcp_conn *c, const char *msg, size_t len)
         {.iov_base = (void *)msg, .iov_len = len},
         {.iov_base = (void *)suffix, .iov_len = strlen(suffix)},
     };
-    struct write_wait w = {c, clock_mono_ms() + cfg.write_timeout_ms};
-    if (fd_write_all(c->fd, 1, iov, 3, wait_client, &w) == 0)
+    int rc = sock_io_write(c->fd, iov, 3, cfg.write_timeout_ms, &c->dead);
+    if (rc == 0)
         return 0;
+    if (rc == SOCK_IO_TIMEOUT)
+        log_event(LOG_WARN, NULL, "tcp_write_timeout",
+                  "client %s did not read for %lld ms; closing", c->addr,
+                  (long long)cfg.write_timeout_ms);
     conn_kill(c);
     return -1;
 }
@@ -228,21 +169,8 @@ static void say_goodbye(struct tcp_conn *c, int code, const char *message, const
  * LINGER_MS pass, so the goodbye is not lost to a reset. */
 static void linger(struct tcp_conn *c)
 {
-    if (atomic_load(&c->dead))
-        return;
-    shutdown(c->fd, SHUT_WR);
-    int64_t deadline = clock_mono_ms() + LINGER_MS;
-    char sink[4096];
-    for (;;) {
-        ssize_t got = recv(c->fd, sink, sizeof sink, MSG_DONTWAIT);
-        if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
-            break;
-        if (got > 0 || errno == EINTR)
-            continue;
-        int waited = loop_wait_fd(c->fd, EPOLLIN, deadline);
-        if (waited != 0 && waited != EINTR)
-            break;
-    }
+    if (!atomic_load(&c->dead))
+        sock_io_linger(c->fd, LINGER_MS);
 }
 
 /* ---- callbacks from elsewhere ---- */
@@ -259,7 +187,7 @@ static void conn_session_ended(void *io)
     else
         say_goodbye(c, JSONRPC_SESSION_NOT_FOUND, "Session ended", "session ended");
     atomic_store(&c->session_over, 1);
-    wake_reader(c);
+    reader_set_wake(&readers, &c->reader);
 }
 
 /* auth's callback (watcher's thread, under its lock): record and wake. */
@@ -267,102 +195,39 @@ static void conn_token_ended(void *ud, const char *why)
 {
     struct tcp_conn *c = ud;
     atomic_store(&c->token_why, why);
-    wake_reader(c);
+    reader_set_wake(&readers, &c->reader);
 }
 
 /* ---- the first message ---- */
 
-static int open_push(struct tcp_conn *c, const struct auth_grant *grant)
+/* first_message's send_locked. */
+static void send_first_locked(void *io, json_t *msg)
 {
-    struct push_io io = {.send = conn_send,
-                         .io = c,
-                         .transport = TCP_TRANSPORT,
-                         .event_ids = 1,
-                         .max_inflight = cfg.max_inflight,
-                         .session_ended = conn_session_ended};
-    snprintf(io.principal, sizeof io.principal, "%s", grant->principal);
-    c->push = push_open(&io);
-    if (!c->push)
-        return -1;
-    /* Held from here: a revocation before the next read is seen by it. */
-    auth_hold(&c->hold, grant, conn_token_ended, c);
-    c->served = 1;
-    return 0;
-}
-
-/* mcpd/connect (greeting.h): authenticates, opens the connection and,
- * with a sessionId, resumes the session. Returns 1 when the connection is
- * to end. */
-static int on_connect(struct tcp_conn *c, json_t *msg)
-{
-    struct greeting g;
-    struct auth_grant grant;
-    json_t *refusal;
-    int fatal;
-    if (greeting_accept(msg, TCP_TRANSPORT, &g, &grant, &refusal, &fatal) != 0) {
-        log_event(LOG_INFO, NULL, "tcp_connect_refused", "client %s: %s", c->addr,
-                  json_string_value(json_object_get(json_object_get(refusal, "error"), "message")));
-        send_msg(c, refusal);
-        return fatal || cfg.auth_required;
-    }
-    if (open_push(c, &grant) != 0) {
-        send_error(c, g.id, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
-        return 1;
-    }
-    /* The answer goes out before anything of a resumed stream: push's
-     * writer sends through wmu, held until the answer is out. */
-    fmutex_lock(&c->wmu);
-    struct core_reply refused;
-    if (g.session_id && push_resume(c->push, g.session_id, g.last_event_id, &refused) != 0) {
-        json_t *err = json_deep_copy(refused.error);
-        core_reply_clear(&refused);
-        if (err)
-            json_object_set(err, "id", g.id);
-        send_json_locked(c, err);
-        fmutex_unlock(&c->wmu);
-        log_event(LOG_INFO, NULL, "tcp_resume_refused", "client %s", c->addr);
-        return 0;
-    }
-    const char *sid = push_session_id(c->push);
-    send_json_locked(c, greeting_answer(g.id, TCP_TRANSPORT, sid));
-    fmutex_unlock(&c->wmu);
-    /* The principal says who it is behind a TLS proxy, where every client's
-     * address is the proxy's. */
-    log_event(LOG_INFO, sid, "tcp_connected", "client %s principal=%s%s%s", c->addr,
-              grant.principal[0] ? grant.principal : "-",
-              g.session_id ? " resumed its session" : "",
-              g.last_event_id ? " from an event id" : "");
-    return 0;
+    send_json_locked(io, msg);
 }
 
 /* The first message: mcpd/connect, or (without auth) anything else, which
- * is then served as is. Returns 1 when the connection is to end. */
+ * is then served as is (first_message.h). Returns 1 when the connection is
+ * to end. */
 static int on_first(struct tcp_conn *c, const char *data, size_t len)
 {
-    struct jsonrpc_error perr;
-    json_t *msg = jsonrpc_parse(data, len, &perr);
-    int rc;
-    if (greeting_is(msg)) {
-        rc = on_connect(c, msg);
-    } else if (cfg.auth_required) {
-        log_event(LOG_INFO, NULL, "tcp_unauthorized", "client %s: no mcpd/connect first", c->addr);
-        json_t *id = json_object_get(msg, "id");
-        send_error(
-            c, json_is_string(id) || json_is_integer(id) ? id : NULL, JSONRPC_SESSION_NOT_FOUND,
-            "Unauthorized: the first message must be mcpd/connect with a token", "unauthorized");
-        rc = 1;
-    } else {
-        struct auth_grant none = {0};
-        if (open_push(c, &none) != 0) {
-            send_error(c, NULL, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
-            rc = 1;
-        } else {
-            push_receive(c->push, data, len);
-            rc = 0;
-        }
-    }
-    json_decref(msg);
-    return rc;
+    struct first_message fm = {.noun = "client",
+                               .name = c->addr,
+                               .auth_required = cfg.auth_required,
+                               .log_principal = 1,
+                               .io = {.send = conn_send,
+                                      .io = c,
+                                      .transport = TCP_TRANSPORT,
+                                      .event_ids = 1,
+                                      .max_inflight = cfg.max_inflight,
+                                      .session_ended = conn_session_ended},
+                               .wmu = &c->wmu,
+                               .send_locked = send_first_locked,
+                               .push = &c->push,
+                               .hold = &c->hold,
+                               .token_ended = conn_token_ended,
+                               .served = &c->served};
+    return first_message_serve(&fm, data, len);
 }
 
 /* ---- reading ---- */
@@ -565,14 +430,14 @@ void tcp_conn_discard(struct tcp_conn *c)
 void tcp_conn_main(void *arg)
 {
     struct tcp_conn *c = arg;
-    reader_enter(c);
+    reader_set_enter(&readers, &c->reader, c);
     char *buf = malloc(READ_CHUNK);
     if (buf)
         run(c, buf);
     else
         c->why = "out of memory";
     free(buf);
-    reader_leave(c);
+    reader_set_leave(&readers, &c->reader);
     fmutex_lock(&c->wmu);
     int goodbye = c->said_goodbye;
     fmutex_unlock(&c->wmu);
@@ -600,18 +465,18 @@ static void wait_running(int64_t ms)
     }
 }
 
+/* reader_set_each's: cuts a connection stuck at the stop. */
+static void kill_one(void *conn)
+{
+    conn_kill(conn);
+}
+
 void tcp_conn_stop_all(void)
 {
     atomic_store(&stopping, 1);
-    pthread_mutex_lock(&readers_mu);
-    for (struct tcp_conn *c = readers; c; c = c->next_reader)
-        fiber_wake(c->reader);
-    pthread_mutex_unlock(&readers_mu);
+    reader_set_wake_all(&readers);
     wait_running(LINGER_MS + 1000);
     /* One still here is stuck on a client that neither reads nor closes. */
-    pthread_mutex_lock(&readers_mu);
-    for (struct tcp_conn *c = readers; c; c = c->next_reader)
-        conn_kill(c);
-    pthread_mutex_unlock(&readers_mu);
+    reader_set_each(&readers, kill_one);
     wait_running(1000);
 }

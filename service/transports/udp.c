@@ -7,11 +7,13 @@
  * datagram past one is answered with an error (-32013 or -32014, as on TCP)
  * and creates nothing. */
 #include "udp.h"
+#include "addr_caps.h"
 #include "clock.h"
 #include "fiber.h"
 #include "greeting.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "sock_bind.h"
 #include "loop.h"
 #include "token_bucket.h"
 #include "udp_peer.h"
@@ -19,7 +21,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -32,7 +33,6 @@
 #include <unistd.h>
 
 #define PEER_BUCKETS 1024
-#define ADDR_BUCKETS 256
 /* Rate buckets: a fixed table indexed by a hash of the address, so a
  * flood of spoofed addresses costs no memory (addresses that collide
  * share a bucket, which only makes the limit stricter for them). */
@@ -53,12 +53,6 @@ struct peer_entry {
     struct peer_entry *next;
 };
 
-struct addr_count {
-    char ip[64];
-    unsigned n;
-    struct addr_count *next;
-};
-
 static struct {
     int fd;
     int port;
@@ -69,14 +63,15 @@ static struct {
     int reader_done;
     int stopping;    /* no new peers */
     int reader_stop; /* the reader ends (after the peers) */
-    unsigned total;
     struct peer_entry *peers[PEER_BUCKETS];
-    struct addr_count *per_ip[ADDR_BUCKETS];
     /* the reader's alone */
     struct token_bucket rate[RATE_SLOTS];
     uint64_t rate_dropped;
     int64_t rate_logged_ms;
 } L = {.fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Peers per address and in all (taken under L.mu, with the table). */
+static struct addr_caps caps = ADDR_CAPS_INIT;
 
 /* ---- addresses ---- */
 
@@ -144,14 +139,6 @@ static struct udp_peer *lookup(const struct sockaddr_storage *ss)
     return p;
 }
 
-static struct addr_count **count_of(const char *ip)
-{
-    struct addr_count **cp = &L.per_ip[fnv(ip, strlen(ip), 2166136261u) % ADDR_BUCKETS];
-    while (*cp && strcmp((*cp)->ip, ip) != 0)
-        cp = &(*cp)->next;
-    return cp;
-}
-
 /* Makes and registers a peer for a validated address. Returns it (a
  * reference for the caller), or NULL with the JSON-RPC code of the cap it
  * is past and *what naming it. */
@@ -162,26 +149,20 @@ static struct udp_peer *admit(const struct sockaddr_storage *ss, socklen_t len, 
     ip_name(ss, ip, sizeof ip);
     snprintf(name, sizeof name, "%s:%u", ip, port_of(ss));
     pthread_mutex_lock(&L.mu);
-    struct addr_count **cp = count_of(ip);
     struct udp_peer *p = NULL;
     struct peer_entry *e = NULL;
-    *code = JSONRPC_SERVER_BUSY;
     if (L.stopping) {
+        *code = JSONRPC_SERVER_BUSY;
         *what = "Server busy: shutting down";
-    } else if (L.total >= L.cfg.max_peers) {
-        *what = "Server busy: too many connections (--max-connections); try again later";
-    } else if (L.cfg.max_per_ip && *cp && (*cp)->n >= L.cfg.max_per_ip) {
-        *code = JSONRPC_TOO_MANY_CONNECTIONS;
-        *what = "Too many connections from this address (--max-connections-per-ip)";
-    } else if (!(e = calloc(1, sizeof *e)) || (!*cp && !(*cp = calloc(1, sizeof **cp))) ||
+    } else if ((*code = addr_caps_take(&caps, ip, what)) != 0) {
+        /* past a cap: *code and *what say which */
+    } else if (!(e = calloc(1, sizeof *e)) ||
                !(p = udp_peer_new((const struct sockaddr *)ss, len, name, cookie))) {
+        addr_caps_release(&caps, ip);
+        *code = JSONRPC_SERVER_BUSY;
         *what = "Server busy: out of memory";
         free(e);
     } else {
-        if (!(*cp)->ip[0])
-            snprintf((*cp)->ip, sizeof(*cp)->ip, "%s", ip);
-        (*cp)->n++;
-        L.total++;
         e->p = p;
         memcpy(&e->addr, ss, len);
         e->len = len;
@@ -190,11 +171,6 @@ static struct udp_peer *admit(const struct sockaddr_storage *ss, socklen_t len, 
         e->next = *bp;
         *bp = e;
         udp_peer_ref(p); /* the caller's */
-    }
-    if (*cp && !(*cp)->n) { /* made for a peer that was not */
-        struct addr_count *c = *cp;
-        *cp = c->next;
-        free(c);
     }
     pthread_mutex_unlock(&L.mu);
     return p;
@@ -210,13 +186,7 @@ void udp_peer_gone(struct udp_peer *p)
                 continue;
             struct peer_entry *e = *ep;
             *ep = e->next;
-            struct addr_count **cp = count_of(e->ip);
-            if (*cp && --(*cp)->n == 0) {
-                struct addr_count *c = *cp;
-                *cp = c->next;
-                free(c);
-            }
-            L.total--;
+            addr_caps_release(&caps, e->ip);
             free(e);
             drop = p;
             break;
@@ -407,37 +377,13 @@ static void reader_main(void *arg)
 
 static int bind_on(const struct udp_config *cfg, char **err)
 {
-    char port[16], msg[256];
-    snprintf(port, sizeof port, "%d", cfg->port);
-    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE,
-                             .ai_socktype = SOCK_DGRAM};
-    struct addrinfo *ai = NULL;
-    int gai = getaddrinfo(cfg->host, port, &hints, &ai);
-    if (gai != 0) {
-        snprintf(msg, sizeof msg, "--udp-listen %s:%d: %s", cfg->host, cfg->port,
-                 gai_strerror(gai));
-        *err = strdup(msg);
+    int fd = sock_bind("--udp-listen", cfg->host, cfg->port, SOCK_DGRAM, &L.port, err);
+    if (fd < 0)
         return -1;
-    }
-    int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        snprintf(msg, sizeof msg, "--udp-listen %s:%d: %s", cfg->host, cfg->port, strerror(errno));
-        *err = strdup(msg);
-        if (fd >= 0)
-            close(fd);
-        freeaddrinfo(ai);
-        return -1;
-    }
-    freeaddrinfo(ai);
     /* Room for bursts of many peers between two reads. */
     int sz = 4 * 1024 * 1024;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    L.port = cfg->port;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-        L.port = port_of(&ss);
     return fd;
 }
 
@@ -452,8 +398,7 @@ int udp_start(const struct udp_config *cfg, char **err)
         return -1;
     L.fd = fd;
     L.cfg = *cfg;
-    if (!L.cfg.max_peers)
-        L.cfg.max_peers = 1;
+    addr_caps_configure(&caps, L.cfg.max_peers, L.cfg.max_per_ip);
     udp_peer_configure(&L.cfg, fd);
     if (loop_spawn(reader_main, NULL) != 0) {
         close(fd);
@@ -468,14 +413,6 @@ int udp_start(const struct udp_config *cfg, char **err)
 int udp_port(void)
 {
     return L.port;
-}
-
-static unsigned peers_left(void)
-{
-    pthread_mutex_lock(&L.mu);
-    unsigned n = L.total;
-    pthread_mutex_unlock(&L.mu);
-    return n;
 }
 
 static int reader_finished(void)
@@ -496,7 +433,7 @@ static void wait_for(int (*done)(void), int64_t deadline)
 
 static int no_peers(void)
 {
-    return peers_left() == 0;
+    return addr_caps_total(&caps) == 0;
 }
 
 void udp_stop(void)

@@ -13,8 +13,8 @@
 #include "udp_peer.h"
 #include "auth.h"
 #include "clock.h"
-#include "core.h"
 #include "fcond.h"
+#include "first_message.h"
 #include "greeting.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -508,88 +508,31 @@ void udp_peer_stop(struct udp_peer *p)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* ---- the first message (as tcp_conn.c) ---- */
+/* ---- the first message (first_message.h) ---- */
 
-static int open_push(struct udp_peer *p, const struct auth_grant *grant)
+static void send_first_locked(void *io, json_t *msg)
 {
-    struct push_io io = {.send = peer_send,
-                         .io = p,
-                         .transport = UDP_TRANSPORT,
-                         .event_ids = 1,
-                         .max_inflight = cfg.max_inflight,
-                         .session_ended = peer_session_ended};
-    snprintf(io.principal, sizeof io.principal, "%s", grant->principal);
-    p->push = push_open(&io);
-    if (!p->push)
-        return -1;
-    auth_hold(&p->hold, grant, peer_token_ended, p);
-    p->served = 1;
-    return 0;
-}
-
-/* Returns 1 when the peer is to end. */
-static int on_connect(struct udp_peer *p, json_t *msg)
-{
-    struct greeting g;
-    struct auth_grant grant;
-    json_t *refusal;
-    int fatal;
-    if (greeting_accept(msg, UDP_TRANSPORT, &g, &grant, &refusal, &fatal) != 0) {
-        log_event(LOG_INFO, NULL, "udp_connect_refused", "peer %s: %s", p->name,
-                  json_string_value(json_object_get(json_object_get(refusal, "error"), "message")));
-        send_json(p, refusal);
-        return fatal || cfg.auth_required;
-    }
-    if (open_push(p, &grant) != 0) {
-        send_error(p, g.id, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
-        return 1;
-    }
-    fmutex_lock(&p->wmu);
-    struct core_reply refused;
-    if (g.session_id && push_resume(p->push, g.session_id, g.last_event_id, &refused) != 0) {
-        json_t *err = json_deep_copy(refused.error);
-        core_reply_clear(&refused);
-        if (err)
-            json_object_set(err, "id", g.id);
-        send_json_locked(p, err);
-        fmutex_unlock(&p->wmu);
-        log_event(LOG_INFO, NULL, "udp_resume_refused", "peer %s", p->name);
-        return 0;
-    }
-    const char *sid = push_session_id(p->push);
-    send_json_locked(p, greeting_answer(g.id, UDP_TRANSPORT, sid));
-    fmutex_unlock(&p->wmu);
-    log_event(LOG_INFO, sid, "udp_connected", "peer %s%s%s", p->name,
-              g.session_id ? " resumed its session" : "",
-              g.last_event_id ? " from an event id" : "");
-    return 0;
+    send_json_locked(io, msg);
 }
 
 static int on_first(struct udp_peer *p, const char *data, size_t len)
 {
-    struct jsonrpc_error perr;
-    json_t *msg = jsonrpc_parse(data, len, &perr);
-    int rc = 0;
-    if (greeting_is(msg)) {
-        rc = on_connect(p, msg);
-    } else if (cfg.auth_required) {
-        log_event(LOG_INFO, NULL, "udp_unauthorized", "peer %s: no mcpd/connect first", p->name);
-        json_t *id = json_object_get(msg, "id");
-        send_error(
-            p, json_is_string(id) || json_is_integer(id) ? id : NULL, JSONRPC_SESSION_NOT_FOUND,
-            "Unauthorized: the first message must be mcpd/connect with a token", "unauthorized");
-        rc = 1;
-    } else {
-        struct auth_grant none = {0};
-        if (open_push(p, &none) != 0) {
-            send_error(p, NULL, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
-            rc = 1;
-        } else {
-            push_receive(p->push, data, len);
-        }
-    }
-    json_decref(msg);
-    return rc;
+    struct first_message fm = {.noun = "peer",
+                               .name = p->name,
+                               .auth_required = cfg.auth_required,
+                               .io = {.send = peer_send,
+                                      .io = p,
+                                      .transport = UDP_TRANSPORT,
+                                      .event_ids = 1,
+                                      .max_inflight = cfg.max_inflight,
+                                      .session_ended = peer_session_ended},
+                               .wmu = &p->wmu,
+                               .send_locked = send_first_locked,
+                               .push = &p->push,
+                               .hold = &p->hold,
+                               .token_ended = peer_token_ended,
+                               .served = &p->served};
+    return first_message_serve(&fm, data, len);
 }
 
 /* One queued item. Returns 1 when the peer is to end. */

@@ -3,15 +3,15 @@
 #include "auth.h"
 #include "clock.h"
 #include "fcond.h"
-#include "fd_write.h"
-#include "fiber.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "loop.h"
 #include "origin.h"
+#include "reader_set.h"
 #include "refusal.h"
 #include "push.h"
 #include "request_log.h"
+#include "sock_io.h"
 #include "stream.h"
 #include "ws_frame.h"
 #include "ws_handshake.h"
@@ -20,7 +20,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,9 +39,6 @@
  * buffer would make the kernel send a reset, which can destroy the close
  * frame before the client reads it. */
 #define LINGER_MS 2000
-/* A writer waiting for a full socket looks this often whether the
- * connection died meanwhile. */
-#define WRITE_TICK_MS 1000
 
 static struct ws_config ws_cfg = {1048576, 15000, 10000, NULL};
 
@@ -53,9 +49,8 @@ static atomic_int stopping;
  * before the HTTP server tears the sockets down. */
 static atomic_int running_sessions;
 /* The sessions whose reader runs, for ws_stop and a token's end to wake
- * them: guards every ws_conn's `reader` and the list links. */
-static pthread_mutex_t readers_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct ws_conn *readers;
+ * them. */
+static struct reader_set readers = READER_SET_INIT;
 
 void ws_configure(const struct ws_config *cfg)
 {
@@ -70,8 +65,7 @@ void ws_configure(const struct ws_config *cfg)
         ws_cfg.write_timeout_ms = 10000;
 }
 
-static void wake_readers(void);
-static void kill_readers(void);
+static void kill_one(void *conn);
 
 static void wait_sessions(int64_t ms)
 {
@@ -85,12 +79,12 @@ static void wait_sessions(int64_t ms)
 void ws_stop(void)
 {
     atomic_store(&stopping, 1);
-    wake_readers();
+    reader_set_wake_all(&readers);
     wait_sessions(LINGER_MS + 1000);
     /* A session still here is stuck on a client that does not read or
      * close: cut its socket, so that it ends (and hands its socket back
      * to libmicrohttpd) before the HTTP server stops. */
-    kill_readers();
+    reader_set_each(&readers, kill_one);
     wait_sessions(1000);
 }
 
@@ -190,61 +184,9 @@ struct ws_conn {
      * is woken, which closes with 1008. */
     struct auth_hold hold;
     _Atomic(const char *) token_why;
-    /* The reader's fiber while it runs (under readers_mu), and its links
-     * on `readers`. */
-    struct fiber *reader;
-    struct ws_conn *next_reader, **prev_reader;
+    /* On `readers` while the reader runs. */
+    struct reader reader;
 };
-
-/* Wakes c's reader, if it runs: its loop looks at its flags. */
-static void wake_reader(struct ws_conn *c)
-{
-    pthread_mutex_lock(&readers_mu);
-    if (c->reader)
-        fiber_wake(c->reader);
-    pthread_mutex_unlock(&readers_mu);
-}
-
-static void wake_readers(void)
-{
-    pthread_mutex_lock(&readers_mu);
-    for (struct ws_conn *c = readers; c; c = c->next_reader)
-        fiber_wake(c->reader);
-    pthread_mutex_unlock(&readers_mu);
-}
-
-static void conn_kill(struct ws_conn *c);
-
-static void kill_readers(void)
-{
-    pthread_mutex_lock(&readers_mu);
-    for (struct ws_conn *c = readers; c; c = c->next_reader)
-        conn_kill(c);
-    pthread_mutex_unlock(&readers_mu);
-}
-
-static void reader_enter(struct ws_conn *c)
-{
-    pthread_mutex_lock(&readers_mu);
-    c->reader = fiber_current();
-    c->next_reader = readers;
-    if (readers)
-        readers->prev_reader = &c->next_reader;
-    c->prev_reader = &readers;
-    readers = c;
-    pthread_mutex_unlock(&readers_mu);
-}
-
-/* Before the fiber ends: nobody wakes it from here on. */
-static void reader_leave(struct ws_conn *c)
-{
-    pthread_mutex_lock(&readers_mu);
-    *c->prev_reader = c->next_reader;
-    if (c->next_reader)
-        c->next_reader->prev_reader = c->prev_reader;
-    c->reader = NULL;
-    pthread_mutex_unlock(&readers_mu);
-}
 
 static void set_why(struct ws_conn *c, const char *why, unsigned code)
 {
@@ -266,30 +208,10 @@ static void conn_kill(struct ws_conn *c)
     shutdown(c->fd, SHUT_RDWR);
 }
 
-struct write_wait {
-    struct ws_conn *c;
-    int64_t deadline;
-};
-
-/* fd_write's wait: the socket is full; give the client until the deadline,
- * looking every WRITE_TICK_MS whether the connection died meanwhile. The
- * fiber parks (a reader's or push's writer's: every write is on one);
- * its loop thread serves the other connections. */
-static int wait_client(void *ud)
+/* reader_set_each's, at ws_stop. */
+static void kill_one(void *conn)
 {
-    struct write_wait *w = ud;
-    int64_t now = clock_mono_ms();
-    if (now >= w->deadline) {
-        log_event(LOG_WARN, push_session_id(w->c->push), "ws_write_timeout",
-                  "the client did not read for %lld ms; closing",
-                  (long long)ws_cfg.write_timeout_ms);
-        return -1;
-    }
-    int64_t until = w->deadline - now > WRITE_TICK_MS ? now + WRITE_TICK_MS : w->deadline;
-    int rc = loop_wait_fd(w->c->fd, EPOLLOUT, until);
-    if (rc != 0 && rc != ETIMEDOUT && rc != EINTR)
-        return -1; /* cancelled (the loop is stopping), or not on a loop fiber */
-    return atomic_load(&w->c->dead) ? -1 : 0;
+    conn_kill(conn);
 }
 
 /* Writes the iovecs completely within write_timeout_ms. Caller holds wmu.
@@ -299,9 +221,13 @@ static int conn_writev(struct ws_conn *c, struct iovec *iov, int n)
 {
     if (atomic_load(&c->dead))
         return -1;
-    struct write_wait w = {c, clock_mono_ms() + ws_cfg.write_timeout_ms};
-    if (fd_write_all(c->fd, 1, iov, n, wait_client, &w) == 0)
+    int rc = sock_io_write(c->fd, iov, n, ws_cfg.write_timeout_ms, &c->dead);
+    if (rc == 0)
         return 0;
+    if (rc == SOCK_IO_TIMEOUT)
+        log_event(LOG_WARN, push_session_id(c->push), "ws_write_timeout",
+                  "the client did not read for %lld ms; closing",
+                  (long long)ws_cfg.write_timeout_ms);
     conn_kill(c);
     return -1;
 }
@@ -345,21 +271,8 @@ static void close_with(struct ws_conn *c, uint16_t code, const char *reason)
     c->closing = 1;
     int rc = sent_before ? -1 : conn_writev(c, &(struct iovec){.iov_base = f, .iov_len = n}, 1);
     fmutex_unlock(&c->wmu);
-    if (rc != 0)
-        return;
-    shutdown(c->fd, SHUT_WR);
-    int64_t deadline = clock_mono_ms() + LINGER_MS;
-    char sink[4096];
-    for (;;) {
-        ssize_t got = recv(c->fd, sink, sizeof sink, MSG_DONTWAIT);
-        if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
-            break;
-        if (got > 0 || errno == EINTR)
-            continue;
-        int waited = loop_wait_fd(c->fd, EPOLLIN, deadline);
-        if (waited != 0 && waited != EINTR)
-            break; /* the deadline, or the loop is stopping */
-    }
+    if (rc == 0)
+        sock_io_linger(c->fd, LINGER_MS);
 }
 
 /* push_io.session_ended: the session was deleted, expired or killed
@@ -396,7 +309,7 @@ static void conn_token_ended(void *ud, const char *why)
 {
     struct ws_conn *c = ud;
     atomic_store(&c->token_why, why);
-    wake_reader(c);
+    reader_set_wake(&readers, &c->reader);
 }
 
 /* Hands one event to push or answers it. Returns 1 when the connection is
@@ -578,9 +491,9 @@ static void conn_free(struct ws_conn *c)
 static void session_main(void *arg)
 {
     struct ws_conn *c = arg;
-    reader_enter(c);
+    reader_set_enter(&readers, &c->reader, c);
     conn_run(c, c->extra, c->extra_len);
-    reader_leave(c);
+    reader_set_leave(&readers, &c->reader);
     free(c->extra);
     c->extra = NULL;
     /* Stop push's writer first (a write it is blocked in fails once the

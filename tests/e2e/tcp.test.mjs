@@ -24,28 +24,18 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { freePort, mcpAdmin, procThreads, sleep, startMcpd, tempDb, waitFor, withMcpd } from './lib/mcpd.mjs';
+import { freePort, sleep, startMcpd, tempDb, waitFor } from './lib/mcpd.mjs';
+import {
+  admin,
+  call,
+  manyClientsAddNoThreads,
+  newId,
+  progressNotes,
+  refusedWithoutAuth,
+  seqOf,
+  withListener,
+} from './lib/raw-tests.mjs';
 import { TcpClient, eventIdOf } from './lib/tcp-client.mjs';
-
-let nextId = 1;
-
-async function withTcp(args, opts, fn) {
-  const tport = await freePort();
-  await withMcpd(['--tcp-listen', `127.0.0.1:${tport}`, ...args], opts, (m) => fn(m, tport));
-}
-
-const call = (name, args, extra = {}) => ({
-  jsonrpc: '2.0',
-  id: nextId++,
-  method: 'tools/call',
-  params: { name, arguments: args, ...extra },
-});
-
-function admin(db, ...args) {
-  const r = mcpAdmin(db, ...args);
-  assert.equal(r.status, 0, `mcp-admin ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout.trim();
-}
 
 /** Reads to the end: every message left, then the close. */
 async function drain(c, ms = 5000) {
@@ -61,17 +51,15 @@ async function drain(c, ms = 5000) {
   }
 }
 
-const seqOf = (id) => Number(id.slice(id.lastIndexOf(':') + 1));
-
 // ---------------------------------------------------------------- 1. the basics
 
 for (const framing of ['ndjson', 'content-length']) {
   test(`${framing}: initialize, tools/list, tools/call, answered in the same framing`, async () => {
-    await withTcp([], {}, async (m, tport) => {
+    await withListener('tcp', [], {}, async (m, tport) => {
       const c = await TcpClient.open(tport, { framing });
       const sid = await c.init();
       assert.match(sid ?? '', /^[0-9a-f]{32}$/, 'initialize tells the session id in _meta');
-      const list = await c.request({ jsonrpc: '2.0', id: nextId++, method: 'tools/list' });
+      const list = await c.request({ jsonrpc: '2.0', id: newId(), method: 'tools/list' });
       const names = list.result.tools.map((t) => t.name);
       for (const n of ['echo', 'countdown']) assert.ok(names.includes(n), `tools/list lacks ${n}`);
       const r = await c.request(call('echo', { message: 'über tcp' }));
@@ -94,7 +82,7 @@ for (const framing of ['ndjson', 'content-length']) {
 // ---------------------------------------------------------------- 2. bad input
 
 test('a malformed line is answered -32700 and the connection goes on; an oversized one names the limit', async () => {
-  await withTcp(['--max-body', '4096'], {}, async (m, tport) => {
+  await withListener('tcp', ['--max-body', '4096'], {}, async (m, tport) => {
     const c = await TcpClient.open(tport);
     await c.init();
     c.sendRaw('{"jsonrpc":"2.0", this is not json\n');
@@ -131,7 +119,7 @@ test('a malformed line is answered -32700 and the connection goes on; an oversiz
 
 test('--auth token: nothing before mcpd/connect, no bad token; a good one is served until it is revoked', async () => {
   const { dir, db } = tempDb();
-  await withTcp(['--auth', 'token'], { db, dir }, async (m, tport) => {
+  await withListener('tcp', ['--auth', 'token'], { db, dir }, async (m, tport) => {
     const token = admin(db, 'tokens', 'add', 'alice');
 
     // a request first: refused, closed
@@ -203,27 +191,17 @@ test('--auth token: nothing before mcpd/connect, no bad token; a good one is ser
   });
 });
 
-test('--tcp-listen on a non-loopback address without --auth token is refused at start', async () => {
-  const { spawnSync } = await import('node:child_process');
-  const { MCPD_BIN } = await import('./lib/mcpd.mjs');
-  const r = spawnSync(MCPD_BIN, ['--listen', '127.0.0.1:0', '--tcp-listen', '0.0.0.0:1', '--db', ':memory:'], { timeout: 10000 });
-  assert.equal(r.status, 2);
-  assert.match(r.stderr.toString(), /non-loopback 0\.0\.0\.0 without authentication/);
-});
+test('--tcp-listen on a non-loopback address without --auth token is refused at start', () => refusedWithoutAuth('tcp'));
 
 // ---------------------------------------------------------------- 4. resume
 
 test('reconnect with mcpd/connect {sessionId, lastEventId}: the rest of a countdown exactly once, in order', async () => {
-  await withTcp([], {}, async (m, tport) => {
+  await withListener('tcp', [], {}, async (m, tport) => {
     const c = await TcpClient.open(tport);
     const sid = await c.init();
     const cd = call('countdown', { n: 10, interval_ms: 100 }, { _meta: { progressToken: 'r' } });
     c.send(cd);
-    const got = [];
-    while (got.length < 3) {
-      const x = await c.next();
-      if (x.method === 'notifications/progress') got.push(x);
-    }
+    const got = await progressNotes(c, 3);
     assert.deepEqual(got.map((x) => x.params.progress), [1, 2, 3]);
     const last = eventIdOf(got[2]);
     assert.match(last ?? '', /^[0-9a-f]+:\d+$/);
@@ -270,11 +248,7 @@ test('SIGKILL mid-countdown, restart on the same db, resume: stored messages onc
     const sid = await c.init();
     const cd = call('countdown', { n: 50, interval_ms: 100 }, { _meta: { progressToken: 'k' } });
     c.send(cd);
-    const got = [];
-    while (got.length < 3) {
-      const x = await c.next();
-      if (x.method === 'notifications/progress') got.push(x);
-    }
+    const got = await progressNotes(c, 3);
     const last = eventIdOf(got[2]);
     await sleep(250);
     mcpd.kill('SIGKILL');
@@ -310,7 +284,7 @@ test('SIGKILL mid-countdown, restart on the same db, resume: stored messages onc
 // ---------------------------------------------------------------- 6. timeouts
 
 test('half-open: nothing (or half a line) within --tcp-handshake-ms is closed; an idle session after --tcp-idle-ms', async () => {
-  await withTcp(['--tcp-handshake-ms', '300', '--tcp-idle-ms', '800'], {}, async (m, tport) => {
+  await withListener('tcp', ['--tcp-handshake-ms', '300', '--tcp-idle-ms', '800'], {}, async (m, tport) => {
     const silent = await TcpClient.open(tport);
     const half = await TcpClient.open(tport);
     half.sendRaw('{"jsonrpc":"2.0","id":1,"method":"ping"'); // no newline, ever
@@ -354,7 +328,7 @@ test('half-open: nothing (or half a line) within --tcp-handshake-ms is closed; a
 // ---------------------------------------------------------------- 7. caps
 
 test('--max-connections-per-ip: the connection past the cap is told so and closed; a freed slot is reused', async () => {
-  await withTcp(['--max-connections-per-ip', '3'], {}, async (m, tport) => {
+  await withListener('tcp', ['--max-connections-per-ip', '3'], {}, async (m, tport) => {
     const open = [];
     for (let i = 0; i < 3; i++) {
       const c = await TcpClient.open(tport);
@@ -386,32 +360,8 @@ test('--max-connections-per-ip: the connection past the cap is told so and close
 // ---------------------------------------------------------------- 8. threads
 
 test('200 open TCP connections add no threads, and each answers', { timeout: 120000 }, async () => {
-  await withTcp(['--max-workers', '8', '--max-connections-per-ip', '0', '--log-level', 'warn'], {}, async (m, tport) => {
-    const warm = await TcpClient.open(tport);
-    await warm.init();
-    await warm.request(call('echo', { message: 'warm' }));
-    await sleep(300);
-    const threads0 = procThreads(m.pid);
-    const clients = [];
-    for (let i = 0; i < 200; i += 20) {
-      const batch = await Promise.all(Array.from({ length: 20 }, () => TcpClient.open(tport)));
-      await Promise.all(batch.map((c, k) => c.init(`init-${i + k}`)));
-      clients.push(...batch);
-    }
-    const threadsOpen = procThreads(m.pid);
-    assert.ok(threadsOpen <= threads0 + 8, `threads grew with connections: ${threads0} → ${threadsOpen}`);
-    for (let i = 0; i < clients.length; i += 20) {
-      await Promise.all(
-        clients.slice(i, i + 20).map(async (c, k) => {
-          const r = await c.request(call('echo', { message: `m${i + k}` }));
-          assert.equal(r.result.content[0].text, `m${i + k}`);
-        }),
-      );
-    }
-    assert.ok(procThreads(m.pid) <= threads0 + 8);
-    for (const c of clients) c.destroy();
-    warm.destroy();
-    assert.doesNotMatch(m.stderr, /event=blocking_wait/);
+  await withListener('tcp', ['--max-workers', '8', '--max-connections-per-ip', '0', '--log-level', 'warn'], {}, async (m, tport) => {
+    await manyClientsAddNoThreads(m, tport, TcpClient, (c) => c.destroy(), 'connections');
   });
 });
 

@@ -30,31 +30,20 @@ import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { test } from 'node:test';
 
-import { freePort, mcpAdmin, procThreads, sleep, startMcpd, tempDb, waitFor, withMcpd } from './lib/mcpd.mjs';
+import { freePort, sleep, startMcpd, tempDb, waitFor } from './lib/mcpd.mjs';
+import {
+  admin,
+  call,
+  manyClientsAddNoThreads,
+  newId,
+  progressNotes,
+  refusedWithoutAuth,
+  seqOf,
+  withListener,
+} from './lib/raw-tests.mjs';
 import { eventIdOf } from './lib/tcp-client.mjs';
 import { LossyRelay, UdpClient } from './lib/udp-client.mjs';
 
-let nextId = 1;
-
-async function withUdp(args, opts, fn) {
-  const uport = await freePort();
-  await withMcpd(['--udp-listen', `127.0.0.1:${uport}`, ...args], opts, (m) => fn(m, uport));
-}
-
-const call = (name, args, extra = {}) => ({
-  jsonrpc: '2.0',
-  id: nextId++,
-  method: 'tools/call',
-  params: { name, arguments: args, ...extra },
-});
-
-function admin(db, ...args) {
-  const r = mcpAdmin(db, ...args);
-  assert.equal(r.status, 0, `mcp-admin ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout.trim();
-}
-
-const seqOf = (id) => Number(id.slice(id.lastIndexOf(':') + 1));
 const progressOf = (msgs) => msgs.filter((x) => x.method === 'notifications/progress').map((x) => x.params.progress);
 
 /** Everything that arrives within ms. */
@@ -100,7 +89,7 @@ async function sendAll(s, port, datagrams) {
 async function exercise(c) {
   const out = {};
   out.sid = await c.init();
-  const list = await c.request({ jsonrpc: '2.0', id: nextId++, method: 'tools/list' });
+  const list = await c.request({ jsonrpc: '2.0', id: newId(), method: 'tools/list' });
   out.tools = list.result.tools.map((t) => t.name).sort();
   out.echo = (await c.request(call('echo', { message: 'über udp' }))).result.content[0].text;
   // 20,000 characters (multi-byte): fragments both ways
@@ -118,7 +107,7 @@ async function exercise(c) {
 // ---------------------------------------------------------------- 1. the basics
 
 test('initialize, tools/list, tools/call; fragments both ways; no datagram over --udp-max-datagram', async () => {
-  await withUdp([], {}, async (m, uport) => {
+  await withListener('udp', [], {}, async (m, uport) => {
     const c = await UdpClient.open(uport);
     const r = await exercise(c);
     assert.match(r.sid ?? '', /^[0-9a-f]{32}$/, 'initialize tells the session id in _meta');
@@ -136,7 +125,7 @@ test('initialize, tools/list, tools/call; fragments both ways; no datagram over 
 });
 
 test('--udp-max-datagram 300: every datagram from mcpd fits, replies are reassembled', async () => {
-  await withUdp(['--udp-max-datagram', '300'], {}, async (m, uport) => {
+  await withListener('udp', ['--udp-max-datagram', '300'], {}, async (m, uport) => {
     const c = await UdpClient.open(uport, { maxDatagram: 300 });
     await c.init();
     const text = 'y'.repeat(3000);
@@ -149,7 +138,7 @@ test('--udp-max-datagram 300: every datagram from mcpd fits, replies are reassem
 // ---------------------------------------------------------------- 2. loss
 
 test('through a relay that drops 10%, duplicates and reorders: the same answers, progress exactly once in order', { timeout: 120000 }, async () => {
-  await withUdp([], {}, async (m, uport) => {
+  await withListener('udp', [], {}, async (m, uport) => {
     const direct = await UdpClient.open(uport);
     const want = await exercise(direct);
     direct.close();
@@ -178,7 +167,7 @@ test('through a relay that drops 10%, duplicates and reorders: the same answers,
 // ---------------------------------------------------------------- 3. bad input
 
 test('malformed datagrams are answered and the peer goes on; a message over --max-body is refused naming the limit', async () => {
-  await withUdp(['--max-body', '4096'], {}, async (m, uport) => {
+  await withListener('udp', ['--max-body', '4096'], {}, async (m, uport) => {
     const c = await UdpClient.open(uport);
     await c.init();
     // not JSON: answered outside the sequence, id null
@@ -223,7 +212,7 @@ test('malformed datagrams are answered and the peer goes on; a message over --ma
 
 test('--auth token: nothing before mcpd/connect; a good token is served', async () => {
   const { dir, db } = tempDb();
-  await withUdp(['--auth', 'token'], { db, dir }, async (m, uport) => {
+  await withListener('udp', ['--auth', 'token'], { db, dir }, async (m, uport) => {
     const token = admin(db, 'tokens', 'add', 'alice');
     const a = await UdpClient.open(uport);
     a.send({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } });
@@ -252,27 +241,17 @@ test('--auth token: nothing before mcpd/connect; a good token is served', async 
   });
 });
 
-test('--udp-listen on a non-loopback address without --auth token is refused at start', async () => {
-  const { spawnSync } = await import('node:child_process');
-  const { MCPD_BIN } = await import('./lib/mcpd.mjs');
-  const r = spawnSync(MCPD_BIN, ['--listen', '127.0.0.1:0', '--udp-listen', '0.0.0.0:1', '--db', ':memory:'], { timeout: 10000 });
-  assert.equal(r.status, 2);
-  assert.match(r.stderr.toString(), /non-loopback 0\.0\.0\.0 without authentication/);
-});
+test('--udp-listen on a non-loopback address without --auth token is refused at start', () => refusedWithoutAuth('udp'));
 
 // ---------------------------------------------------------------- 5. resume
 
 test('a new address resumes with mcpd/connect {sessionId, lastEventId}: the rest of a countdown exactly once', async () => {
-  await withUdp([], {}, async (m, uport) => {
+  await withListener('udp', [], {}, async (m, uport) => {
     const c = await UdpClient.open(uport);
     const sid = await c.init();
     const cd = call('countdown', { n: 10, interval_ms: 100 }, { _meta: { progressToken: 'r' } });
     c.send(cd);
-    const got = [];
-    while (got.length < 3) {
-      const x = await c.next();
-      if (x.method === 'notifications/progress') got.push(x);
-    }
+    const got = await progressNotes(c, 3);
     const last = eventIdOf(got[2]);
     assert.match(last ?? '', /^[0-9a-f]+:\d+$/);
     c.close();
@@ -303,11 +282,7 @@ test('SIGKILL mid-countdown, restart on the same db: reset, reconnect, resume; s
     const sid = await c.init();
     const cd = call('countdown', { n: 50, interval_ms: 100 }, { _meta: { progressToken: 'k' } });
     c.send(cd);
-    const got = [];
-    while (got.length < 3) {
-      const x = await c.next();
-      if (x.method === 'notifications/progress') got.push(x);
-    }
+    const got = await progressNotes(c, 3);
     await sleep(250);
     mcpd.kill('SIGKILL');
     await mcpd.exited;
@@ -341,7 +316,7 @@ test('SIGKILL mid-countdown, restart on the same db: reset, reconnect, resume; s
 // ---------------------------------------------------------------- 7. amplification
 
 test('a spoofed source (never echoes its cookie) gets at most 3x what it sent; a tiny datagram nothing; no peer is made', async () => {
-  await withUdp([], {}, async (m, uport) => {
+  await withListener('udp', [], {}, async (m, uport) => {
     const s = await rawSocket();
     const init = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'victim', version: '1' } } });
     const forged = JSON.stringify({ _udp_cookie: '0123456789abcdef', _udp_seq: 1, jsonrpc: '2.0', id: 2, method: 'initialize', params: {} });
@@ -365,7 +340,7 @@ test('a spoofed source (never echoes its cookie) gets at most 3x what it sent; a
 // ---------------------------------------------------------------- 8. flood
 
 test('a flood from one address is cut by --udp-rate-per-ip while another client is still answered', { timeout: 60000 }, async () => {
-  await withUdp(['--udp-rate-per-ip', '500'], {}, async (m, uport) => {
+  await withListener('udp', ['--udp-rate-per-ip', '500'], {}, async (m, uport) => {
     const c = await UdpClient.open(uport);
     await c.init();
     // the flood comes from 127.0.0.2, the client from 127.0.0.1
@@ -404,7 +379,7 @@ test('a flood from one address is cut by --udp-rate-per-ip while another client 
 // ---------------------------------------------------------------- 9. no acks
 
 test('a client that never acknowledges gets at most the send window of 64 datagrams, then is given up; its session stays', { timeout: 90000 }, async () => {
-  await withUdp([], {}, async (m, uport) => {
+  await withListener('udp', [], {}, async (m, uport) => {
     const c = await UdpClient.open(uport);
     const sid = await c.init();
     await sleep(200);
@@ -434,37 +409,13 @@ test('a client that never acknowledges gets at most the send window of 64 datagr
 // ---------------------------------------------------------------- 10. scale, idle, SIGTERM
 
 test('200 UDP peers add no threads, and each answers', { timeout: 120000 }, async () => {
-  await withUdp(['--max-workers', '8', '--max-connections-per-ip', '0', '--log-level', 'warn'], {}, async (m, uport) => {
-    const warm = await UdpClient.open(uport);
-    await warm.init();
-    await warm.request(call('echo', { message: 'warm' }));
-    await sleep(300);
-    const threads0 = procThreads(m.pid);
-    const clients = [];
-    for (let i = 0; i < 200; i += 20) {
-      const batch = await Promise.all(Array.from({ length: 20 }, () => UdpClient.open(uport)));
-      await Promise.all(batch.map((c, k) => c.init(`init-${i + k}`)));
-      clients.push(...batch);
-    }
-    const threadsOpen = procThreads(m.pid);
-    assert.ok(threadsOpen <= threads0 + 8, `threads grew with peers: ${threads0} → ${threadsOpen}`);
-    for (let i = 0; i < clients.length; i += 20) {
-      await Promise.all(
-        clients.slice(i, i + 20).map(async (c, k) => {
-          const r = await c.request(call('echo', { message: `m${i + k}` }));
-          assert.equal(r.result.content[0].text, `m${i + k}`);
-        }),
-      );
-    }
-    assert.ok(procThreads(m.pid) <= threads0 + 8);
-    for (const c of clients) c.close();
-    warm.close();
-    assert.doesNotMatch(m.stderr, /event=blocking_wait/);
+  await withListener('udp', ['--max-workers', '8', '--max-connections-per-ip', '0', '--log-level', 'warn'], {}, async (m, uport) => {
+    await manyClientsAddNoThreads(m, uport, UdpClient, (c) => c.close(), 'peers');
   });
 });
 
 test('an idle peer is dropped after --udp-idle-ms with a goodbye; a call in flight is not idleness', async () => {
-  await withUdp(['--udp-idle-ms', '500'], {}, async (m, uport) => {
+  await withListener('udp', ['--udp-idle-ms', '500'], {}, async (m, uport) => {
     const c = await UdpClient.open(uport);
     await c.init();
     // 1.5 s of a call with nothing sent by the client meanwhile (but acks)

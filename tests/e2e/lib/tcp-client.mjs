@@ -13,9 +13,10 @@
 
 import net from 'node:net';
 
-import { LATEST, withTimeout } from './mcpd.mjs';
+import { MessageQueue } from './message-queue.mjs';
+import { withTimeout } from './mcpd.mjs';
 
-export class TcpClient {
+export class TcpClient extends MessageQueue {
   static open(port, { framing = 'ndjson', host = '127.0.0.1', ms = 5000 } = {}) {
     const c = new TcpClient(framing);
     return withTimeout(
@@ -32,11 +33,9 @@ export class TcpClient {
   }
 
   constructor(framing) {
+    super('tcp-test');
     this.framing = framing;
     this.buf = Buffer.alloc(0);
-    this.queue = [];
-    this.waiters = [];
-    this.error = null;
     this.ended = false;
     this.bytesIn = 0;
   }
@@ -45,7 +44,7 @@ export class TcpClient {
     this.closed = new Promise((resolve) => {
       this.sock.on('close', () => {
         this.ended = true;
-        this._wakeAll();
+        this._wake();
         resolve();
       });
     });
@@ -57,7 +56,7 @@ export class TcpClient {
         this._parse();
       } catch (e) {
         this.error = e;
-        this._wakeAll();
+        this._wake();
       }
     });
   }
@@ -89,17 +88,6 @@ export class TcpClient {
     }
   }
 
-  _push(msg) {
-    this.queue.push(msg);
-    this._wakeAll();
-  }
-
-  _wakeAll() {
-    const w = this.waiters;
-    this.waiters = [];
-    for (const f of w) f();
-  }
-
   frame(msg) {
     const text = typeof msg === 'string' ? msg : JSON.stringify(msg);
     return this.framing === 'ndjson' ? `${text}\n` : `Content-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`;
@@ -113,52 +101,12 @@ export class TcpClient {
     this.sock.write(data);
   }
 
-  /** The next message; throws on timeout, on bad framing, or when closed with nothing left. */
-  async next(ms = 5000) {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      if (this.error) throw this.error;
-      if (this.queue.length) return this.queue.shift();
-      if (this.ended) throw new Error('connection closed by mcpd');
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no message from mcpd within ${ms} ms`);
-      await new Promise((resolve) => {
-        const t = setTimeout(resolve, left);
-        this.waiters.push(() => {
-          clearTimeout(t);
-          resolve();
-        });
-      });
-    }
-  }
-
-  /** Messages up to and including the response with id. */
-  async until(id, ms = 10000) {
-    const deadline = Date.now() + ms;
-    const got = [];
-    for (;;) {
-      const m = await this.next(Math.max(1, deadline - Date.now()));
-      got.push(m);
-      if (m.id === id && ('result' in m || 'error' in m)) return got;
-    }
-  }
-
-  async request(msg, ms = 10000) {
-    this.send(msg);
-    const got = await this.until(msg.id, ms);
-    return got[got.length - 1];
-  }
-
-  async init(id = 'init', { protocolVersion = LATEST } = {}) {
-    const r = await this.request({
-      jsonrpc: '2.0',
-      id,
-      method: 'initialize',
-      params: { protocolVersion, capabilities: {}, clientInfo: { name: 'tcp-test', version: '0.0.0' } },
-    });
-    if (!r.result) throw new Error(`initialize failed: ${JSON.stringify(r)}`);
-    this.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
-    return r.result._meta?.['mcpd/session-id'];
+  /** next() throws on bad framing, or when closed with nothing left. */
+  _take() {
+    if (this.error) throw this.error;
+    if (this.queue.length) return this.queue.shift();
+    if (this.ended) throw new Error('connection closed by mcpd');
+    return undefined;
   }
 
   destroy() {

@@ -18,7 +18,7 @@
 
 import dgram from 'node:dgram';
 
-import { LATEST } from './mcpd.mjs';
+import { MessageQueue } from './message-queue.mjs';
 
 const WINDOW = 64;
 const RTO_INITIAL = 200;
@@ -27,7 +27,7 @@ const RTO_MAX = 4000;
 const MAX_TRIES = 10;
 const TICK = 20;
 
-export class UdpClient {
+export class UdpClient extends MessageQueue {
   /** Opens a socket and gets a cookie. opts: host, bind (local address), maxDatagram, ms. */
   static async open(port, opts = {}) {
     const c = new UdpClient(port, opts);
@@ -36,15 +36,13 @@ export class UdpClient {
   }
 
   constructor(port, { host = '127.0.0.1', bind = '127.0.0.1', maxDatagram = 1200, onMessage, noAck = false } = {}) {
+    super('udp-test');
     this.noAck = noAck; // the abuse tests: a client that never acknowledges
     this.port = port;
     this.host = host;
     this.bindAddr = bind;
     this.maxDatagram = maxDatagram;
     this.onMessage = onMessage;
-    this.queue = [];
-    this.waiters = [];
-    this.error = null;
     this.resets = 0;
     this.notices = []; // unsequenced messages from mcpd (goodbyes, errors)
     this.bytesIn = 0;
@@ -123,18 +121,9 @@ export class UdpClient {
     this._wake();
   }
 
-  _wake() {
-    const w = this.waiters;
-    this.waiters = [];
-    for (const f of w) f();
-  }
-
   _deliver(msg) {
     if (this.onMessage) this.onMessage(msg);
-    else {
-      this.queue.push(msg);
-      this._wake();
-    }
+    else this._push(msg);
   }
 
   _onDatagram(buf) {
@@ -298,51 +287,6 @@ export class UdpClient {
   /** Whether everything sent was acknowledged. */
   get idle() {
     return this.unacked.size === 0 && this.pending.length === 0;
-  }
-
-  async next(ms = 5000) {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      if (this.queue.length) return this.queue.shift();
-      if (this.error) throw this.error;
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no message from mcpd within ${ms} ms`);
-      await new Promise((resolve) => {
-        const t = setTimeout(resolve, left);
-        this.waiters.push(() => {
-          clearTimeout(t);
-          resolve();
-        });
-      });
-    }
-  }
-
-  async until(id, ms = 10000) {
-    const deadline = Date.now() + ms;
-    const got = [];
-    for (;;) {
-      const m = await this.next(Math.max(1, deadline - Date.now()));
-      got.push(m);
-      if (m.id === id && ('result' in m || 'error' in m)) return got;
-    }
-  }
-
-  async request(msg, ms = 10000) {
-    this.send(msg);
-    const got = await this.until(msg.id, ms);
-    return got[got.length - 1];
-  }
-
-  async init(id = 'init', { protocolVersion = LATEST } = {}) {
-    const r = await this.request({
-      jsonrpc: '2.0',
-      id,
-      method: 'initialize',
-      params: { protocolVersion, capabilities: {}, clientInfo: { name: 'udp-test', version: '0.0.0' } },
-    });
-    if (!r.result) throw new Error(`initialize failed: ${JSON.stringify(r)}`);
-    this.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
-    return r.result._meta?.['mcpd/session-id'];
   }
 
   /** mcpd/connect with params; resolves to the answer. */
