@@ -195,7 +195,8 @@ print(json.dumps({"status_line": lines[0], "content_length": length, "body_bytes
 test('a client that stops reading a long reply is cut after --request-timeout-ms; the reply stays stored', async () => {
   // The timeout covers the 3 MiB upload too: 3 s, which an ASan mcpd under
   // the CI's parallel lanes needed more than 1.5 s of once; the reader
-  // stalls for 6 s.
+  // stalls for 10 s (6 s was once not enough under TSan on a loaded
+  // machine: the timeout's check came late and the reply went out whole).
   await withMcpd(['--request-timeout-ms', '3000'], {}, async (m) => {
     const { session } = await initSession(m.port);
     const message = 'x'.repeat(3 * 1024 * 1024);
@@ -203,7 +204,7 @@ test('a client that stops reading a long reply is cut after --request-timeout-ms
     const headers =
       `Content-Type: application/json\r\nAccept: ${ACCEPT_BOTH}\r\nMcp-Session-Id: ${session}\r\n` +
       'MCP-Protocol-Version: 2025-11-25\r\n';
-    const client = spawn('python3', ['-c', STALLED_READER, String(m.port), '6', headers], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const client = spawn('python3', ['-c', STALLED_READER, String(m.port), '10', headers], { stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     client.stdout.on('data', (d) => (out += d));

