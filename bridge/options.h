@@ -40,6 +40,10 @@ struct bridge_options {
     long response_timeout_ms;
     enum log_level log_level;
     int allow_http;
+    /* OAuth (oauth_options.h, oauth.h) */
+    char *oauth_client_id, *oauth_client_secret, *oauth_client_metadata_url;
+    char *oauth_open_command, *oauth_scope, *oauth_client_key;
+    int oauth_client_credentials, oauth_off, logout;
 };
 
 enum options_result {

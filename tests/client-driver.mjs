@@ -14,6 +14,8 @@
 // Every HTTP header the scenarios check is the bridge's doing.
 // It exits non-zero when a step fails, so the suite shows the cause.
 
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -31,7 +33,28 @@ const version = process.env.MCP_CONFORMANCE_PROTOCOL_VERSION || '2025-11-25';
 const era = process.env.CLIENT_ERA === '2026' ? '2026' : '2025';
 const context = process.env.MCP_CONFORMANCE_CONTEXT ? JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT) : {};
 const clientInfo = { name: 'mcpd-client-driver', version: '1.0.0' };
-const bridgeArgs = ['--log-level', 'warn', url];
+const bridgeArgs = ['--log-level', process.env.BRIDGE_LOG_LEVEL || 'warn', ...authArgs(), url];
+
+// The auth scenarios: the bridge signs in by itself. Its "browser" is curl,
+// which follows the suite's authorization endpoint (it redirects at once)
+// back to the bridge's loopback listener; the client ID metadata document
+// URL is the one the suite expects; pre-registered credentials come from
+// the scenario's context. Each run keeps its tokens in a fresh directory.
+function authArgs() {
+  if (!scenario.startsWith('auth/')) return [];
+  process.env.XDG_CONFIG_HOME = fs.mkdtempSync(path.join(os.tmpdir(), 'mcp-bridge-auth-'));
+  const args = ['--oauth-open-command', 'curl -sS -L -o /dev/null',
+    '--oauth-client-metadata-url', 'https://conformance-test.local/client-metadata.json'];
+  if (context.client_id) args.push('--oauth-client-id', context.client_id);
+  if (context.client_secret) args.push('--oauth-client-secret', context.client_secret);
+  if (context.private_key_pem) {
+    const key = path.join(process.env.XDG_CONFIG_HOME, 'client-key.pem');
+    fs.writeFileSync(key, context.private_key_pem, { mode: 0o600 });
+    args.push('--oauth-client-key', key);
+  }
+  if (scenario.startsWith('auth/client-credentials')) args.push('--oauth-client-credentials');
+  return args;
+}
 
 // The echo tool of the json-schema preservation scenario, and what it echoes.
 const SCHEMA_TOOL = 'json_schema_2020_12_tool';
@@ -45,7 +68,9 @@ async function drive(client) {
   // The 2025 SDK takes a result schema before the options; v2 does not.
   const call = (name, args = {}, options) =>
     era === '2026' ? client.callTool({ name, arguments: args }, options) : client.callTool({ name, arguments: args }, undefined, options);
-  if (scenario === 'tools_call') {
+  if (scenario.startsWith('auth/')) {
+    if (tools[0]) await call(tools[0].name, {});
+  } else if (scenario === 'tools_call') {
     await call('add_numbers', { a: 5, b: 3 });
   } else if (scenario === 'sse-retry') {
     await call('test_reconnection', {}, { timeout: 15000 });
