@@ -533,7 +533,15 @@ static int identify(struct oauth *a, const struct discovery *d, const char *redi
     free(body);
     const char *id = jstr(r, "client_id");
     if ((st != 200 && st != 201) || !id) {
-        snprintf(err, cap, "mcp-bridge: dynamic client registration failed (HTTP %ld)", st);
+        if (!d->prm && !d->as)
+            /* a server with its own tokens (mcpd's static ones), not OAuth */
+            snprintf(err, cap,
+                     "mcp-bridge: %s needs authorization (HTTP 401) and offers no OAuth sign-in "
+                     "(no protected resource or authorization server metadata): give a token "
+                     "with --token-env or --token-file",
+                     a->o->url);
+        else
+            snprintf(err, cap, "mcp-bridge: dynamic client registration failed (HTTP %ld)", st);
         json_decref(r);
         return -1;
     }
