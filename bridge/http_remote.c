@@ -716,6 +716,7 @@ void http_remote_free(struct http_remote *r)
     free(r->listen_last_id);
     free(r->legacy_endpoint);
     json_decref(r->tool_maps);
+    oauth_free(r->oauth);
     session_free(&r->s);
     free(r);
 }

@@ -778,6 +778,33 @@ static int client_credentials(struct oauth *a, const struct discovery *d, char *
     return token_request(a, form, err, cap);
 }
 
+/* The JWT-bearer grant (RFC 7523 2.1) with a workload's JWT, read from
+ * its file now: such tokens are short-lived and rotated by their issuer. */
+static int jwt_bearer(struct oauth *a, const struct discovery *d, char *err, size_t cap)
+{
+    FILE *f = fopen(a->o->oauth_jwt_bearer, "r");
+    char jwt[16384];
+    size_t n = f ? fread(jwt, 1, sizeof jwt - 1, f) : 0;
+    if (f)
+        fclose(f);
+    jwt[n] = '\0';
+    jwt[strcspn(jwt, " \r\n")] = '\0';
+    if (!*jwt) {
+        snprintf(err, cap, "mcp-bridge: --oauth-jwt-bearer %s holds no JWT",
+                 a->o->oauth_jwt_bearer);
+        return -1;
+    }
+    set_str(&a->client_id, a->o->oauth_client_id);
+    set_str(&a->client_secret, a->o->oauth_client_secret);
+    set_str(&a->auth_method, a->client_secret ? pick_auth_method(d, 1) : "none");
+    char *form = NULL;
+    form_add(&form, "grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer");
+    form_add(&form, "assertion", jwt);
+    form_add(&form, "scope", a->scope);
+    form_add(&form, "resource", a->resource);
+    return token_request(a, form, err, cap);
+}
+
 int oauth_challenge(struct oauth *a, long status, const char *www_auth, char *err, size_t cap)
 {
     char *rm = oauth_challenge_param(www_auth, "resource_metadata");
@@ -812,6 +839,10 @@ int oauth_challenge(struct oauth *a, long status, const char *www_auth, char *er
                a->scope ? ", scope " : "", a->scope ? a->scope : "");
     if (a->o->oauth_client_credentials) {
         rc = client_credentials(a, &d, err, cap);
+        goto out;
+    }
+    if (a->o->oauth_jwt_bearer) {
+        rc = jwt_bearer(a, &d, err, cap);
         goto out;
     }
     if (oauth_redirect_open(&rd) < 0) {

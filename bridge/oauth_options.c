@@ -24,6 +24,9 @@ const char oauth_options_usage[] =
     "                             private key (PEM; EC P-256: ES256, RSA: RS256)\n"
     "  --oauth-client-credentials sign in unattended with the client credentials\n"
     "                             grant (needs --oauth-client-id, and -secret or -key)\n"
+    "  --oauth-jwt-bearer FILE    sign in unattended with the JWT in FILE (a\n"
+    "                             workload identity token, read at each sign-in)\n"
+    "                             as a JWT-bearer grant (RFC 7523)\n"
     "  --no-oauth                 never sign in: a 401 is an error\n"
     "  --logout                   forget the sign-in kept for URL, then exit\n";
 
@@ -62,6 +65,8 @@ int oauth_options_take(struct bridge_options *o, int c, const char *arg)
         return set(&o->oauth_scope, arg, 0, "--oauth-scope");
     case OPT_OAUTH_CLIENT_KEY:
         return set(&o->oauth_client_key, arg, 0, "--oauth-client-key");
+    case OPT_OAUTH_JWT_BEARER:
+        return set(&o->oauth_jwt_bearer, arg, 0, "--oauth-jwt-bearer");
     case OPT_OAUTH_CLIENT_CREDENTIALS:
         o->oauth_client_credentials = 1;
         return 0;
@@ -89,4 +94,5 @@ void oauth_options_free(struct bridge_options *o)
     free(o->oauth_open_command);
     free(o->oauth_scope);
     free(o->oauth_client_key);
+    free(o->oauth_jwt_bearer);
 }

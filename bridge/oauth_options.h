@@ -22,6 +22,7 @@ enum {
     OPT_OAUTH_OFF,
     OPT_LOGOUT,
     OPT_OAUTH_CLIENT_KEY,
+    OPT_OAUTH_JWT_BEARER,
 };
 
 #define OAUTH_LONG_OPTIONS                                                                         \
@@ -32,7 +33,8 @@ enum {
         {"oauth-scope", required_argument, NULL, OPT_OAUTH_SCOPE},                                 \
         {"oauth-client-credentials", no_argument, NULL, OPT_OAUTH_CLIENT_CREDENTIALS},             \
         {"no-oauth", no_argument, NULL, OPT_OAUTH_OFF}, {"logout", no_argument, NULL, OPT_LOGOUT}, \
-        {"oauth-client-key", required_argument, NULL, OPT_OAUTH_CLIENT_KEY},
+        {"oauth-client-key", required_argument, NULL, OPT_OAUTH_CLIENT_KEY},                       \
+        {"oauth-jwt-bearer", required_argument, NULL, OPT_OAUTH_JWT_BEARER},
 
 extern const char oauth_options_usage[];
 

@@ -42,7 +42,7 @@ struct bridge_options {
     int allow_http;
     /* OAuth (oauth_options.h, oauth.h) */
     char *oauth_client_id, *oauth_client_secret, *oauth_client_metadata_url;
-    char *oauth_open_command, *oauth_scope, *oauth_client_key;
+    char *oauth_open_command, *oauth_scope, *oauth_client_key, *oauth_jwt_bearer;
     int oauth_client_credentials, oauth_off, logout;
 };
 

@@ -34,6 +34,9 @@ const era = process.env.CLIENT_ERA === '2026' ? '2026' : '2025';
 const context = process.env.MCP_CONFORMANCE_CONTEXT ? JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT) : {};
 const clientInfo = { name: 'mcpd-client-driver', version: '1.0.0' };
 const bridgeArgs = ['--log-level', process.env.BRIDGE_LOG_LEVEL || 'warn', ...authArgs(), url];
+// the bridge gets the whole environment (the SDK passes only a few
+// variables, and XDG_CONFIG_HOME must reach it)
+const childEnv = () => ({ ...process.env });
 
 // The auth scenarios: the bridge signs in by itself. Its "browser" is curl,
 // which follows the suite's authorization endpoint (it redirects at once)
@@ -42,7 +45,9 @@ const bridgeArgs = ['--log-level', process.env.BRIDGE_LOG_LEVEL || 'warn', ...au
 // the scenario's context. Each run keeps its tokens in a fresh directory.
 function authArgs() {
   if (!scenario.startsWith('auth/')) return [];
-  process.env.XDG_CONFIG_HOME = fs.mkdtempSync(path.join(os.tmpdir(), 'mcp-bridge-auth-'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mcp-bridge-auth-'));
+  process.env.XDG_CONFIG_HOME = dir;
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
   const args = ['--oauth-open-command', 'curl -sS -L -o /dev/null',
     '--oauth-client-metadata-url', 'https://conformance-test.local/client-metadata.json'];
   if (context.client_id) args.push('--oauth-client-id', context.client_id);
@@ -51,6 +56,11 @@ function authArgs() {
     const key = path.join(process.env.XDG_CONFIG_HOME, 'client-key.pem');
     fs.writeFileSync(key, context.private_key_pem, { mode: 0o600 });
     args.push('--oauth-client-key', key);
+  }
+  if (context.valid_jwt) {
+    const jwt = path.join(dir, 'workload.jwt');
+    fs.writeFileSync(jwt, context.valid_jwt, { mode: 0o600 });
+    args.push('--oauth-jwt-bearer', jwt);
   }
   if (scenario.startsWith('auth/client-credentials')) args.push('--oauth-client-credentials');
   return args;
@@ -112,7 +122,7 @@ async function run2025() {
   client.setRequestHandler(ElicitRequestSchema, answers.elicit);
   client.setRequestHandler(CreateMessageRequestSchema, answers.sample);
   client.setRequestHandler(ListRootsRequestSchema, answers.roots);
-  await client.connect(new StdioClientTransport({ command: BRIDGE, args: bridgeArgs, stderr: 'inherit' }));
+  await client.connect(new StdioClientTransport({ command: BRIDGE, args: bridgeArgs, env: childEnv(), stderr: 'inherit' }));
   try {
     await drive(client);
   } finally {
@@ -133,7 +143,7 @@ async function run2026() {
   client.setRequestHandler('elicitation/create', answers.elicit);
   client.setRequestHandler('sampling/createMessage', answers.sample);
   client.setRequestHandler('roots/list', answers.roots);
-  await client.connect(new ModernStdioTransport({ command: BRIDGE, args: bridgeArgs, stderr: 'inherit' }));
+  await client.connect(new ModernStdioTransport({ command: BRIDGE, args: bridgeArgs, env: childEnv(), stderr: 'inherit' }));
   try {
     await drive(client);
   } finally {
