@@ -16,7 +16,7 @@
 
 #include "clock.h"
 
-#define MAX_AUTH_TRIES 4 /* sign-ins for one request: step-ups end somewhere */
+#define MAX_AUTH_TRIES 2 /* sign-ins for one request: a 401, then a 403 step-up */
 
 #include <stdio.h>
 #include <stdlib.h>

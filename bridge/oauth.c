@@ -15,6 +15,7 @@
 #include "clock.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <signal.h>
@@ -573,8 +574,9 @@ static pid_t open_browser(const struct bridge_options *o, const char *url)
         pid_t pid = 0;
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
-        /* its output must not reach the client's stdout (the MCP stream) */
-        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", 01, 0);
+        /* stdin and stdout are the client's MCP stream: not the opener's */
+        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
         if (posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ) != 0)
             pid = 0;
         posix_spawn_file_actions_destroy(&fa);
@@ -587,7 +589,8 @@ static pid_t open_browser(const struct bridge_options *o, const char *url)
     pid_t pid = 0;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", 01, 0);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     if (posix_spawnp(&pid, "xdg-open", &fa, NULL, argv, environ) != 0)
         pid = 0;
     posix_spawn_file_actions_destroy(&fa);

@@ -159,3 +159,24 @@ test('a static token turns OAuth off: a 401 is reported, no discovery', async ()
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('an --oauth-open-command that reads stdin does not get the client\'s messages', async () => {
+  const s = await startServers();
+  const dir = configDir();
+  try {
+    // with the client's stdin, cat would swallow the MCP stream and never end
+    const b = await sdkBridge(['--oauth-open-command', 'cat >/dev/null; curl -sS -L -o /dev/null', s.url], {
+      env: { XDG_CONFIG_HOME: dir },
+    });
+    try {
+      const r = await b.client.callTool({ name: 'hi', arguments: {} });
+      assert.equal(r.content[0].text, 'hello');
+      assert.equal(s.authorize, 1);
+    } finally {
+      await b.client.close();
+    }
+  } finally {
+    await s.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
