@@ -438,9 +438,22 @@ static void stream_dropped(struct http_remote *r, struct req *q, struct xfer *xf
                q->stream_id ? "a failed poll" : q->last_event_id);
 }
 
-/* The server wants a sign-in (401) or more scope (403 insufficient_scope):
- * sign in (oauth.h) and send q again. 1 when q was sent again or failed,
- * 0 when the answer is to be handled as any other. */
+/* Sends q again after a sign-in or with a new DPoP nonce; a retried
+ * initialize still holds the rest back. */
+static void resend(struct http_remote *r, struct xfer *xf, struct req *q)
+{
+    q->auth_tries++;
+    http_remote_post_req(r, q);
+    if (xf->opening && q->xf) {
+        q->xf->opening = 1;
+        r->hold++;
+    }
+}
+
+/* The server wants a sign-in (401), more scope (403 insufficient_scope) or
+ * a DPoP proof with its nonce: sign in (oauth.h) and send q again. 1 when q
+ * was sent again or failed, 0 when the answer is to be handled as any
+ * other. */
 static int http_oauth_retry(struct http_remote *r, struct xfer *xf, struct req *q)
 {
     char msg[MSG_CAP];
@@ -453,17 +466,15 @@ static int http_oauth_retry(struct http_remote *r, struct xfer *xf, struct req *
     }
     if (q->auth_tries >= MAX_AUTH_TRIES)
         return 0;
+    if (xf->status == 401 && xf->www_auth && strstr(xf->www_auth, "use_dpop_nonce")) {
+        resend(r, xf, q); /* the DPoP-Nonce came with the answer */
+        return 1;
+    }
     if (oauth_challenge(r->oauth, xf->status, xf->www_auth, msg, sizeof msg) < 0) {
         http_remote_fail(r, q, msg);
         return 1;
     }
-    q->auth_tries++;
-    http_remote_post_req(r, q);
-    /* a retried initialize still holds the rest back */
-    if (xf->opening && q->xf) {
-        q->xf->opening = 1;
-        r->hold++;
-    }
+    resend(r, xf, q);
     return 1;
 }
 

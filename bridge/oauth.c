@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,7 +43,10 @@ struct oauth {
     long long expires_at; /* wall-clock seconds, 0 when unknown */
     char *client_id, *client_secret, *auth_method;
     char *issuer, *token_endpoint, *resource, *scope;
-    char *client_issuer; /* the authorization server client_id belongs to */
+    char *client_issuer;       /* the authorization server client_id belongs to */
+    struct oauth_dpop *dpop;   /* the server offers DPoP (RFC 9449): the run's key */
+    int dpop_bound;            /* the access token is DPoP-bound */
+    char *as_nonce, *rs_nonce; /* the servers' latest DPoP-Nonce */
     long long refreshed_at;
     int step_ups;
 };
@@ -88,6 +92,24 @@ static size_t on_data(char *d, size_t size, size_t n, void *ud)
     return len;
 }
 
+/* Keeps the authorization server's DPoP-Nonce (RFC 9449 8). */
+static size_t on_header(char *b, size_t size, size_t n, void *ud)
+{
+    struct oauth *a = ud;
+    size_t len = size * n;
+    if (len > 11 && strncasecmp(b, "dpop-nonce:", 11) == 0) {
+        size_t vlen = len - 11;
+        const char *v = b + 11;
+        while (vlen && (*v == ' ' || *v == '\t'))
+            v++, vlen--;
+        while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
+            vlen--;
+        free(a->as_nonce);
+        a->as_nonce = strndup(v, vlen);
+    }
+    return len;
+}
+
 /* Appends name=value (form-encoded) to *form. */
 static void form_add(char **form, const char *name, const char *value)
 {
@@ -111,7 +133,7 @@ static void form_add(char **form, const char *name, const char *value)
  * when the exchange failed) and the body as JSON in *out (NULL when not
  * JSON). */
 static long http(struct oauth *a, const char *url, const char *form, const char *json,
-                 const char *basic_id, const char *basic_secret, json_t **out)
+                 const char *basic_id, const char *basic_secret, const char *extra, json_t **out)
 {
     *out = NULL;
     CURL *e = curl_easy_init();
@@ -125,6 +147,8 @@ static long http(struct oauth *a, const char *url, const char *form, const char 
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, a->o->response_timeout_ms);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, a);
     if (form || json) {
         h = curl_slist_append(h, form ? "Content-Type: application/x-www-form-urlencoded"
                                       : "Content-Type: application/json");
@@ -149,6 +173,8 @@ static long http(struct oauth *a, const char *url, const char *form, const char 
         free(enc);
         free(line);
     }
+    if (extra)
+        h = curl_slist_append(h, extra);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
     long status = 0;
     if (curl_easy_perform(e) == CURLE_OK)
@@ -170,7 +196,7 @@ static json_t *first_document(struct oauth *a, char **urls, int n)
         if (!urls[i])
             continue;
         json_t *doc;
-        long st = http(a, urls[i], NULL, NULL, NULL, NULL, &doc);
+        long st = http(a, urls[i], NULL, NULL, NULL, NULL, NULL, &doc);
         if (st == 200 && json_is_object(doc))
             return doc;
         json_decref(doc);
@@ -258,9 +284,10 @@ static void save(struct oauth *a)
         json_object_set_new(e, "resource", json_string(a->resource));
     if (a->scope)
         json_object_set_new(e, "scope", json_string(a->scope));
-    if (a->access_token)
+    /* a DPoP-bound token is worthless without the run's key: not kept */
+    if (a->access_token && !a->dpop_bound)
         json_object_set_new(e, "access_token", json_string(a->access_token));
-    if (a->refresh_token)
+    if (a->refresh_token && !a->dpop_bound)
         json_object_set_new(e, "refresh_token", json_string(a->refresh_token));
     json_object_set_new(e, "expires_at", json_integer(a->expires_at));
     if (oauth_store_put(a->o->url, e) < 0)
@@ -324,8 +351,26 @@ static int token_request(struct oauth *a, char *form, char *err, size_t cap)
 {
     const char *basic_id;
     client_auth(a, &form, &basic_id);
-    json_t *t;
-    long st = http(a, a->token_endpoint, form ? form : "", NULL, basic_id, a->client_secret, &t);
+    json_t *t = NULL;
+    long st = 0;
+    /* a DPoP server may want its nonce in the proof: once more with it */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        char *dpop = NULL;
+        if (a->dpop) {
+            /* the token request proves the key the token will be bound to */
+            char *proof = oauth_dpop_proof(a->dpop, "POST", a->token_endpoint, NULL, a->as_nonce);
+            if (proof && (dpop = malloc(strlen(proof) + 8)) != NULL)
+                sprintf(dpop, "DPoP: %s", proof);
+            free(proof);
+        }
+        json_decref(t);
+        st = http(a, a->token_endpoint, form ? form : "", NULL, basic_id, a->client_secret, dpop,
+                  &t);
+        free(dpop);
+        if (!(a->dpop && st == 400 && a->as_nonce && jstr(t, "error") &&
+              strcmp(jstr(t, "error"), "use_dpop_nonce") == 0))
+            break;
+    }
     free(form);
     const char *at = jstr(t, "access_token");
     if (st != 200 || !at || !*at) {
@@ -335,6 +380,8 @@ static int token_request(struct oauth *a, char *form, char *err, size_t cap)
         return -1;
     }
     set_str(&a->access_token, at);
+    a->dpop_bound =
+        a->dpop && jstr(t, "token_type") && strcasecmp(jstr(t, "token_type"), "DPoP") == 0;
     if (jstr(t, "refresh_token"))
         set_str(&a->refresh_token, jstr(t, "refresh_token"));
     if (jstr(t, "scope"))
@@ -440,6 +487,8 @@ static int discover(struct oauth *a, const char *rm_hint, struct discovery *d, c
         set_str(&d->authorization_endpoint, jstr(d->as, "authorization_endpoint"));
         set_str(&a->token_endpoint, jstr(d->as, "token_endpoint"));
         set_str(&d->registration_endpoint, jstr(d->as, "registration_endpoint"));
+        if (!a->dpop && jhas(d->as, "dpop_signing_alg_values_supported", "ES256"))
+            a->dpop = oauth_dpop_new();
         if (json_object_get(d->as, "code_challenge_methods_supported") &&
             !jhas(d->as, "code_challenge_methods_supported", "S256")) {
             snprintf(err, cap, "mcp-bridge: the authorization server does not offer PKCE S256");
@@ -530,7 +579,7 @@ static int identify(struct oauth *a, const struct discovery *d, const char *redi
     char *body = json_dumps(req, JSON_COMPACT);
     json_decref(req);
     json_t *r = NULL;
-    long st = body ? http(a, d->registration_endpoint, NULL, body, NULL, NULL, &r) : 0;
+    long st = body ? http(a, d->registration_endpoint, NULL, body, NULL, NULL, NULL, &r) : 0;
     free(body);
     const char *id = jstr(r, "client_id");
     if ((st != 200 && st != 201) || !id) {
@@ -781,18 +830,64 @@ static int client_credentials(struct oauth *a, const struct discovery *d, char *
     return token_request(a, form, err, cap);
 }
 
-/* The JWT-bearer grant (RFC 7523 2.1) with a workload's JWT, read from
- * its file now: such tokens are short-lived and rotated by their issuer. */
-static int jwt_bearer(struct oauth *a, const struct discovery *d, char *err, size_t cap)
+/* The first line of path into buf (cap bytes); 0, or -1 when empty. */
+static int read_first_line(const char *path, char *buf, size_t cap)
 {
-    FILE *f = fopen(a->o->oauth_jwt_bearer, "r");
-    char jwt[16384];
-    size_t n = f ? fread(jwt, 1, sizeof jwt - 1, f) : 0;
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
     if (f)
         fclose(f);
-    jwt[n] = '\0';
-    jwt[strcspn(jwt, " \r\n")] = '\0';
-    if (!*jwt) {
+    buf[n] = '\0';
+    buf[strcspn(buf, " \r\n")] = '\0';
+    return *buf ? 0 : -1;
+}
+
+/* Enterprise-managed authorization: the user's ID token, exchanged at the
+ * enterprise IdP (RFC 8693) for an identity assertion grant (ID-JAG) for
+ * this authorization server and resource. Malloc'd, or NULL. */
+static char *id_jag(struct oauth *a, char *err, size_t cap)
+{
+    const struct bridge_options *o = a->o;
+    char idt[16384];
+    if (!o->oauth_idp_token_endpoint || read_first_line(o->oauth_idp_id_token, idt, sizeof idt)) {
+        snprintf(err, cap,
+                 "mcp-bridge: --oauth-idp-id-token needs a file with the ID token and "
+                 "--oauth-idp-token-endpoint");
+        return NULL;
+    }
+    char *form = NULL;
+    form_add(&form, "grant_type", "urn:ietf:params:oauth:grant-type:token-exchange");
+    form_add(&form, "subject_token", idt);
+    form_add(&form, "subject_token_type", "urn:ietf:params:oauth:token-type:id_token");
+    form_add(&form, "requested_token_type", "urn:ietf:params:oauth:token-type:id-jag");
+    form_add(&form, "audience", a->issuer);
+    form_add(&form, "resource", a->resource);
+    form_add(&form, "client_id", o->oauth_idp_client_id);
+    json_t *t = NULL;
+    long st = http(a, o->oauth_idp_token_endpoint, form ? form : "", NULL, NULL, NULL, NULL, &t);
+    free(form);
+    const char *jag = jstr(t, "access_token");
+    char *out = st == 200 && jag ? strdup(jag) : NULL;
+    if (!out)
+        snprintf(err, cap,
+                 "mcp-bridge: the identity provider refused the token exchange (HTTP %ld)", st);
+    json_decref(t);
+    return out;
+}
+
+/* The JWT-bearer grant (RFC 7523 2.1) with a workload's JWT, read from its
+ * file now (such tokens are short-lived and rotated by their issuer), or
+ * with an ID-JAG from the enterprise IdP. */
+static int jwt_bearer(struct oauth *a, const struct discovery *d, char *err, size_t cap)
+{
+    char jwt[16384];
+    if (a->o->oauth_idp_id_token) {
+        char *jag = id_jag(a, err, cap);
+        if (!jag)
+            return -1;
+        snprintf(jwt, sizeof jwt, "%s", jag);
+        free(jag);
+    } else if (read_first_line(a->o->oauth_jwt_bearer, jwt, sizeof jwt) < 0) {
         snprintf(err, cap, "mcp-bridge: --oauth-jwt-bearer %s holds no JWT",
                  a->o->oauth_jwt_bearer);
         return -1;
@@ -844,7 +939,7 @@ int oauth_challenge(struct oauth *a, long status, const char *www_auth, char *er
         rc = client_credentials(a, &d, err, cap);
         goto out;
     }
-    if (a->o->oauth_jwt_bearer) {
+    if (a->o->oauth_jwt_bearer || a->o->oauth_idp_id_token) {
         rc = jwt_bearer(a, &d, err, cap);
         goto out;
     }
@@ -896,6 +991,40 @@ const char *oauth_token(struct oauth *a)
     return a->access_token;
 }
 
+int oauth_headers(struct oauth *a, const char *htm, const char *url, struct curl_slist **h)
+{
+    const char *token = oauth_token(a);
+    if (!token)
+        return 0;
+    char htu[2048];
+    snprintf(htu, sizeof htu, "%.*s", (int)strcspn(url, "?#"), url);
+    char *proof = a->dpop_bound ? oauth_dpop_proof(a->dpop, htm, htu, token, a->rs_nonce) : NULL;
+    size_t n = strlen(token) + (proof ? strlen(proof) : 0) + 32;
+    char *line = malloc(n);
+    if (!line || (a->dpop_bound && !proof)) {
+        free(line);
+        free(proof);
+        return -1;
+    }
+    snprintf(line, n, "Authorization: %s %s", a->dpop_bound ? "DPoP" : "Bearer", token);
+    *h = curl_slist_append(*h, line);
+    if (proof) {
+        snprintf(line, n, "DPoP: %s", proof);
+        *h = curl_slist_append(*h, line);
+    }
+    free(line);
+    free(proof);
+    return 0;
+}
+
+void oauth_dpop_nonce(struct oauth *a, const char *nonce, size_t len)
+{
+    if (!a || !a->dpop)
+        return;
+    free(a->rs_nonce);
+    a->rs_nonce = strndup(nonce, len);
+}
+
 void oauth_free(struct oauth *a)
 {
     if (!a)
@@ -905,6 +1034,9 @@ void oauth_free(struct oauth *a)
     wipe(&a->client_secret);
     free(a->client_id);
     free(a->client_issuer);
+    oauth_dpop_free(a->dpop);
+    free(a->as_nonce);
+    free(a->rs_nonce);
     free(a->auth_method);
     free(a->issuer);
     free(a->token_endpoint);

@@ -19,6 +19,8 @@
 
 #include "options.h"
 
+#include <curl/curl.h>
+
 #include <stddef.h>
 
 struct oauth;
@@ -32,6 +34,14 @@ void oauth_free(struct oauth *a);
 /* The access token to send (refreshed first when it has expired), or NULL
  * when the bridge has none yet. */
 const char *oauth_token(struct oauth *a);
+
+/* Adds the Authorization header (Bearer, or DPoP with its proof for the
+ * request htm url) to *h when the bridge has a token. 0, or -1. */
+int oauth_headers(struct oauth *a, const char *htm, const char *url, struct curl_slist **h);
+
+/* The MCP server's DPoP-Nonce header value (nonce[0..len)): the next
+ * proofs carry it. */
+void oauth_dpop_nonce(struct oauth *a, const char *nonce, size_t len);
 
 /* The server answered status (401 or 403) with the WWW-Authenticate value
  * www_auth (may be NULL): sign in (or refresh, or step up). Returns 0 when

@@ -27,6 +27,10 @@ const char oauth_options_usage[] =
     "  --oauth-jwt-bearer FILE    sign in unattended with the JWT in FILE (a\n"
     "                             workload identity token, read at each sign-in)\n"
     "                             as a JWT-bearer grant (RFC 7523)\n"
+    "  --oauth-idp-id-token FILE  enterprise-managed authorization: exchange the\n"
+    "                             ID token in FILE at --oauth-idp-token-endpoint URL\n"
+    "                             (as --oauth-idp-client-id ID) for an identity\n"
+    "                             assertion grant, used as a JWT-bearer grant\n"
     "  --no-oauth                 never sign in: a 401 is an error\n"
     "  --logout                   forget the sign-in kept for URL, then exit\n";
 
@@ -67,6 +71,12 @@ int oauth_options_take(struct bridge_options *o, int c, const char *arg)
         return set(&o->oauth_client_key, arg, 0, "--oauth-client-key");
     case OPT_OAUTH_JWT_BEARER:
         return set(&o->oauth_jwt_bearer, arg, 0, "--oauth-jwt-bearer");
+    case OPT_OAUTH_IDP_TOKEN_ENDPOINT:
+        return set(&o->oauth_idp_token_endpoint, arg, 0, "--oauth-idp-token-endpoint");
+    case OPT_OAUTH_IDP_ID_TOKEN:
+        return set(&o->oauth_idp_id_token, arg, 0, "--oauth-idp-id-token");
+    case OPT_OAUTH_IDP_CLIENT_ID:
+        return set(&o->oauth_idp_client_id, arg, 1, "--oauth-idp-client-id");
     case OPT_OAUTH_CLIENT_CREDENTIALS:
         o->oauth_client_credentials = 1;
         return 0;
@@ -95,4 +105,7 @@ void oauth_options_free(struct bridge_options *o)
     free(o->oauth_scope);
     free(o->oauth_client_key);
     free(o->oauth_jwt_bearer);
+    free(o->oauth_idp_token_endpoint);
+    free(o->oauth_idp_id_token);
+    free(o->oauth_idp_client_id);
 }

@@ -23,6 +23,9 @@ enum {
     OPT_LOGOUT,
     OPT_OAUTH_CLIENT_KEY,
     OPT_OAUTH_JWT_BEARER,
+    OPT_OAUTH_IDP_TOKEN_ENDPOINT,
+    OPT_OAUTH_IDP_ID_TOKEN,
+    OPT_OAUTH_IDP_CLIENT_ID,
 };
 
 #define OAUTH_LONG_OPTIONS                                                                         \
@@ -34,7 +37,10 @@ enum {
         {"oauth-client-credentials", no_argument, NULL, OPT_OAUTH_CLIENT_CREDENTIALS},             \
         {"no-oauth", no_argument, NULL, OPT_OAUTH_OFF}, {"logout", no_argument, NULL, OPT_LOGOUT}, \
         {"oauth-client-key", required_argument, NULL, OPT_OAUTH_CLIENT_KEY},                       \
-        {"oauth-jwt-bearer", required_argument, NULL, OPT_OAUTH_JWT_BEARER},
+        {"oauth-jwt-bearer", required_argument, NULL, OPT_OAUTH_JWT_BEARER},                       \
+        {"oauth-idp-token-endpoint", required_argument, NULL, OPT_OAUTH_IDP_TOKEN_ENDPOINT},       \
+        {"oauth-idp-id-token", required_argument, NULL, OPT_OAUTH_IDP_ID_TOKEN},                   \
+        {"oauth-idp-client-id", required_argument, NULL, OPT_OAUTH_IDP_CLIENT_ID},
 
 extern const char oauth_options_usage[];
 

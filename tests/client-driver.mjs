@@ -62,6 +62,12 @@ function authArgs() {
     fs.writeFileSync(jwt, context.valid_jwt, { mode: 0o600 });
     args.push('--oauth-jwt-bearer', jwt);
   }
+  if (context.idp_id_token) {
+    const idt = path.join(dir, 'id-token.jwt');
+    fs.writeFileSync(idt, context.idp_id_token, { mode: 0o600 });
+    args.push('--oauth-idp-id-token', idt, '--oauth-idp-token-endpoint', context.idp_token_endpoint,
+      '--oauth-idp-client-id', context.idp_client_id);
+  }
   if (scenario.startsWith('auth/client-credentials')) args.push('--oauth-client-credentials');
   return args;
 }
