@@ -7,12 +7,16 @@
 #include "bridge_log.h"
 #include "connection.h"
 #include "modern.h"
+#include "oauth.h"
+#include "oauth_util.h"
 #include "remote_error.h"
 #include "rpc_message.h"
 #include "session.h"
 #include "sse_parser.h"
 
 #include "clock.h"
+
+#define MAX_AUTH_TRIES 2 /* sign-ins for one request: a 401, then a 403 step-up */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -434,6 +438,46 @@ static void stream_dropped(struct http_remote *r, struct req *q, struct xfer *xf
                q->stream_id ? "a failed poll" : q->last_event_id);
 }
 
+/* Sends q again after a sign-in or with a new DPoP nonce; a retried
+ * initialize still holds the rest back. */
+static void resend(struct http_remote *r, struct xfer *xf, struct req *q)
+{
+    q->auth_tries++;
+    http_remote_post_req(r, q);
+    if (xf->opening && q->xf) {
+        q->xf->opening = 1;
+        r->hold++;
+    }
+}
+
+/* The server wants a sign-in (401), more scope (403 insufficient_scope) or
+ * a DPoP proof with its nonce: sign in (oauth.h) and send q again. 1 when q
+ * was sent again or failed, 0 when the answer is to be handled as any
+ * other. */
+static int http_oauth_retry(struct http_remote *r, struct xfer *xf, struct req *q)
+{
+    char msg[MSG_CAP];
+    if (xf->status == 403) {
+        char *e = oauth_challenge_param(xf->www_auth, "error");
+        int step_up = e && strcmp(e, "insufficient_scope") == 0;
+        free(e);
+        if (!step_up)
+            return 0;
+    }
+    if (q->auth_tries >= MAX_AUTH_TRIES)
+        return 0;
+    if (xf->status == 401 && xf->www_auth && strstr(xf->www_auth, "use_dpop_nonce")) {
+        resend(r, xf, q); /* the DPoP-Nonce came with the answer */
+        return 1;
+    }
+    if (oauth_challenge(r->oauth, xf->status, xf->www_auth, msg, sizeof msg) < 0) {
+        http_remote_fail(r, q, msg);
+        return 1;
+    }
+    resend(r, xf, q);
+    return 1;
+}
+
 static void done_request(struct http_remote *r, struct xfer *xf, CURLcode cc)
 {
     struct req *q = xf->req;
@@ -443,6 +487,8 @@ static void done_request(struct http_remote *r, struct xfer *xf, CURLcode cc)
         return;
     if (r->legacy && xf->kind == XF_POST && cc == CURLE_OK && !xf->timed_out && st / 100 == 2)
         return; /* accepted: the response comes on the legacy stream */
+    if (r->oauth && cc == CURLE_OK && (st == 401 || st == 403) && http_oauth_retry(r, xf, q))
+        return;
     if (q->is_initialize && !r->legacy && r->o->transport == TRANSPORT_HTTP && cc == CURLE_OK &&
         (st == 404 || st == 405)) {
         /* a JSON-RPC answer is a Streamable HTTP server's word (a 2026-07-28
@@ -636,10 +682,12 @@ struct http_remote *http_remote_new(const struct bridge_options *o, struct remot
     r->legacy = o->transport == TRANSPORT_SSE;
     r->multi = curl_multi_init();
     r->tool_maps = json_object();
+    r->oauth = oauth_new(o);
     if (!r->multi || !r->tool_maps) {
         if (r->multi)
             curl_multi_cleanup(r->multi);
         json_decref(r->tool_maps);
+        oauth_free(r->oauth);
         free(r);
         return NULL;
     }
@@ -679,6 +727,7 @@ void http_remote_free(struct http_remote *r)
     free(r->listen_last_id);
     free(r->legacy_endpoint);
     json_decref(r->tool_maps);
+    oauth_free(r->oauth);
     session_free(&r->s);
     free(r);
 }

@@ -65,6 +65,7 @@ struct req {
     json_t *modern;
     int probe;
     int waiting_tools; /* parked until the bridge knows the tool's headers */
+    int auth_tries;    /* sent again after a sign-in (oauth.h), bounded */
 };
 
 struct xfer {
@@ -81,6 +82,7 @@ struct xfer {
     long status;
     int headers_done, is_sse, is_json;
     char *session_hdr;
+    char *www_auth; /* the WWW-Authenticate of a 401 or 403 (oauth.h) */
     struct sse_parser sse;
     struct sse_buf acc; /* a JSON body, or the start of an error body */
     int64_t started, last_activity;
@@ -136,6 +138,7 @@ struct http_remote {
     char tools_key[64]; /* the id key of that tools/list, "" when none runs */
     unsigned tools_count;
     int tools_pages;
+    struct oauth *oauth; /* signs in on a 401 (oauth.h), or NULL */
 };
 
 /* A transfer of kind to the server URL (or the legacy endpoint): method_http

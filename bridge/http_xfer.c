@@ -8,6 +8,7 @@
 
 #include "bridge_log.h"
 #include "modern.h"
+#include "oauth.h"
 #include "rpc_message.h"
 
 #include "clock.h"
@@ -86,6 +87,11 @@ static size_t on_header(char *buf, size_t size, size_t n, void *ud)
                vlen < 1024) {
         free(xf->session_hdr);
         xf->session_hdr = http_remote_dup(v, vlen);
+    } else if (name_len == 10 && strncasecmp(buf, "dpop-nonce", 10) == 0 && vlen < 1024) {
+        oauth_dpop_nonce(xf->r->oauth, v, vlen);
+    } else if (name_len == 16 && strncasecmp(buf, "www-authenticate", 16) == 0 && vlen < 8192) {
+        free(xf->www_auth);
+        xf->www_auth = http_remote_dup(v, vlen);
     }
     return len;
 }
@@ -191,6 +197,9 @@ struct xfer *http_xfer_new(struct http_remote *r, enum xfer_kind kind, const cha
         char auth[1024 + 64];
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", o->token);
         h = curl_slist_append(h, auth);
+    } else if (r->oauth && oauth_headers(r->oauth, method_http,
+                                         to_endpoint ? r->legacy_endpoint : o->url, &h) < 0) {
+        bridge_log(LOG_ERROR, "out_of_memory", "the request goes without its token");
     }
     for (int i = 0; i < o->n_headers; i++)
         h = curl_slist_append(h, o->headers[i]);
@@ -246,6 +255,7 @@ void http_xfer_free(struct http_remote *r, struct xfer *xf)
     free(xf->acc.p);
     free(xf->body);
     free(xf->session_hdr);
+    free(xf->www_auth);
     if (xf->req && xf->req->xf == xf)
         xf->req->xf = NULL;
     free(xf);

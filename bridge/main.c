@@ -3,6 +3,7 @@
  * stdin, a signalfd and libcurl's sockets. See README "mcp-bridge". */
 #include "bridge_log.h"
 #include "remote.h"
+#include "oauth.h"
 #include "options.h"
 #include "rpc_message.h"
 #include "stdio_side.h"
@@ -215,6 +216,16 @@ int main(int argc, char **argv)
         return pr == OPTIONS_EXIT_OK ? 0 : 2;
     }
     bridge_log_set_level(o.log_level);
+    if (o.logout) {
+        int bad = oauth_logout(o.url) < 0;
+        fprintf(stderr,
+                bad ? "mcp-bridge: could not forget the sign-in for %s\n"
+                    : "mcp-bridge: forgot the sign-in for %s\n",
+                o.url);
+        options_free(&o);
+        curl_global_cleanup();
+        return bad;
+    }
     /* the retry jitter must differ between the bridges a client starts */
     srandom((unsigned)clock_mono_ms() ^ (unsigned)getpid());
     signal(SIGPIPE, SIG_IGN);

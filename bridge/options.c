@@ -1,6 +1,8 @@
 /* options — see options.h. */
 #include "options.h"
 
+#include "oauth_options.h"
+
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
@@ -77,7 +79,7 @@ static const struct option long_options[] = {
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"version", no_argument, NULL, OPT_VERSION},
     {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
+    OAUTH_LONG_OPTIONS{NULL, 0, NULL, 0},
 };
 
 char *options_expand_env(const char *s, const char **err)
@@ -349,9 +351,15 @@ enum options_result options_parse(int argc, char **argv, struct bridge_options *
             return OPTIONS_EXIT_OK;
         case OPT_HELP:
             fputs(usage_text, stdout);
+            fputs(oauth_options_usage, stdout);
             options_free(o);
             return OPTIONS_EXIT_OK;
         default:
+            if (c >= OPT_OAUTH_FIRST) {
+                if (oauth_options_take(o, c, optarg) < 0)
+                    goto bad;
+                break;
+            }
             fprintf(stderr, "mcp-bridge: unknown or incomplete option '%s' (see --help)\n",
                     argv[optind - 1]);
             goto bad;
@@ -414,5 +422,6 @@ void options_free(struct bridge_options *o)
         free(o->token);
     }
     free(o->cacert);
+    oauth_options_free(o);
     memset(o, 0, sizeof *o);
 }

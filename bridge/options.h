@@ -41,6 +41,11 @@ struct bridge_options {
     long response_timeout_ms;
     enum log_level log_level;
     int allow_http;
+    /* OAuth (oauth_options.h, oauth.h) */
+    char *oauth_client_id, *oauth_client_secret, *oauth_client_metadata_url;
+    char *oauth_open_command, *oauth_scope, *oauth_client_key, *oauth_jwt_bearer;
+    char *oauth_idp_token_endpoint, *oauth_idp_id_token, *oauth_idp_client_id;
+    int oauth_client_credentials, oauth_off, logout;
 };
 
 enum options_result {

@@ -14,6 +14,8 @@
 // Every HTTP header the scenarios check is the bridge's doing.
 // It exits non-zero when a step fails, so the suite shows the cause.
 
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -31,7 +33,44 @@ const version = process.env.MCP_CONFORMANCE_PROTOCOL_VERSION || '2025-11-25';
 const era = process.env.CLIENT_ERA === '2026' ? '2026' : '2025';
 const context = process.env.MCP_CONFORMANCE_CONTEXT ? JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT) : {};
 const clientInfo = { name: 'mcpd-client-driver', version: '1.0.0' };
-const bridgeArgs = ['--log-level', 'warn', url];
+const bridgeArgs = ['--log-level', process.env.BRIDGE_LOG_LEVEL || 'warn', ...authArgs(), url];
+// the bridge gets the whole environment (the SDK passes only a few
+// variables, and XDG_CONFIG_HOME must reach it)
+const childEnv = () => ({ ...process.env });
+
+// The auth scenarios: the bridge signs in by itself. Its "browser" is curl,
+// which follows the suite's authorization endpoint (it redirects at once)
+// back to the bridge's loopback listener; the client ID metadata document
+// URL is the one the suite expects; pre-registered credentials come from
+// the scenario's context. Each run keeps its tokens in a fresh directory.
+function authArgs() {
+  if (!scenario.startsWith('auth/')) return [];
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mcp-bridge-auth-'));
+  process.env.XDG_CONFIG_HOME = dir;
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  const args = ['--oauth-open-command', 'curl -sS -L -o /dev/null',
+    '--oauth-client-metadata-url', 'https://conformance-test.local/client-metadata.json'];
+  if (context.client_id) args.push('--oauth-client-id', context.client_id);
+  if (context.client_secret) args.push('--oauth-client-secret', context.client_secret);
+  if (context.private_key_pem) {
+    const key = path.join(process.env.XDG_CONFIG_HOME, 'client-key.pem');
+    fs.writeFileSync(key, context.private_key_pem, { mode: 0o600 });
+    args.push('--oauth-client-key', key);
+  }
+  if (context.valid_jwt) {
+    const jwt = path.join(dir, 'workload.jwt');
+    fs.writeFileSync(jwt, context.valid_jwt, { mode: 0o600 });
+    args.push('--oauth-jwt-bearer', jwt);
+  }
+  if (context.idp_id_token) {
+    const idt = path.join(dir, 'id-token.jwt');
+    fs.writeFileSync(idt, context.idp_id_token, { mode: 0o600 });
+    args.push('--oauth-idp-id-token', idt, '--oauth-idp-token-endpoint', context.idp_token_endpoint,
+      '--oauth-idp-client-id', context.idp_client_id);
+  }
+  if (scenario.startsWith('auth/client-credentials')) args.push('--oauth-client-credentials');
+  return args;
+}
 
 // The echo tool of the json-schema preservation scenario, and what it echoes.
 const SCHEMA_TOOL = 'json_schema_2020_12_tool';
@@ -45,7 +84,9 @@ async function drive(client) {
   // The 2025 SDK takes a result schema before the options; v2 does not.
   const call = (name, args = {}, options) =>
     era === '2026' ? client.callTool({ name, arguments: args }, options) : client.callTool({ name, arguments: args }, undefined, options);
-  if (scenario === 'tools_call') {
+  if (scenario.startsWith('auth/')) {
+    if (tools[0]) await call(tools[0].name, {});
+  } else if (scenario === 'tools_call') {
     await call('add_numbers', { a: 5, b: 3 });
   } else if (scenario === 'sse-retry') {
     await call('test_reconnection', {}, { timeout: 15000 });
@@ -87,7 +128,7 @@ async function run2025() {
   client.setRequestHandler(ElicitRequestSchema, answers.elicit);
   client.setRequestHandler(CreateMessageRequestSchema, answers.sample);
   client.setRequestHandler(ListRootsRequestSchema, answers.roots);
-  await client.connect(new StdioClientTransport({ command: BRIDGE, args: bridgeArgs, stderr: 'inherit' }));
+  await client.connect(new StdioClientTransport({ command: BRIDGE, args: bridgeArgs, env: childEnv(), stderr: 'inherit' }));
   try {
     await drive(client);
   } finally {
@@ -108,7 +149,7 @@ async function run2026() {
   client.setRequestHandler('elicitation/create', answers.elicit);
   client.setRequestHandler('sampling/createMessage', answers.sample);
   client.setRequestHandler('roots/list', answers.roots);
-  await client.connect(new ModernStdioTransport({ command: BRIDGE, args: bridgeArgs, stderr: 'inherit' }));
+  await client.connect(new ModernStdioTransport({ command: BRIDGE, args: bridgeArgs, env: childEnv(), stderr: 'inherit' }));
   try {
     await drive(client);
   } finally {
