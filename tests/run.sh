@@ -19,7 +19,9 @@
 #      0.1.16, and 0.2.0-alpha.12 at 2026-07-28, 2025-11-25 and 2025-06-18);
 #      and the suite's client scenarios with mcp-bridge as the client's
 #      transport (tests/client-conformance.sh), at 2025-11-25 and 2026-07-28,
-#      with a 2025-era client and with a 2026-era one;
+#      with a 2025-era client and with a 2026-era one, and the suite's
+#      authorization scenarios with mcp-bridge signing in
+#      (tests/client-auth-conformance.sh);
 #   6. the deployment: its files with their own tools, Caddy and nginx in front
 #      of mcpd (and nginx stream terminating TLS before its raw TCP), and the
 #      compose stack on a real Docker engine (compose-e2e.sh);
@@ -267,6 +269,15 @@ stage_conformance() {
     echo "== client conformance scenarios with mcp-bridge as the client's transport (tests/client-conformance.sh)"
     out="$(MCPD_BIN="$repo/build/bin/mcpd" bash tests/client-conformance.sh 2>&1)"
     scenario_counts "client conformance through mcp-bridge" "$out" '✗|Total|^    ' 40
+
+    # Its authorization scenarios, every OAuth step mcp-bridge's own, with
+    # the 2025-era SDK client and the 2026-era one.
+    local era
+    for era in 2025 2026; do
+        echo "== the client suite's auth scenarios, mcp-bridge signing in ($era-era client; tests/client-auth-conformance.sh)"
+        out="$(CLIENT_ERA=$era MCPD_BIN="$repo/build/bin/mcpd" bash tests/client-auth-conformance.sh 2>&1)"
+        scenario_counts "client auth conformance through mcp-bridge ($era client)" "$out" '✗|Total|^    ' 40
+    done
 }
 
 # Three replicas on one PostgreSQL database behind a round-robin balancer:
