@@ -1,5 +1,6 @@
 /* introspect — see introspect.h. */
 #include "introspect.h"
+#include "json_fetch.h"
 #include "auth.h"
 #include "clock.h"
 #include "log.h"
@@ -78,27 +79,6 @@ json_t *introspect_claims(json_t *answer, const char *issuer)
     return c;
 }
 
-struct body {
-    char *data;
-    size_t len;
-};
-
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-    struct body *b = ud;
-    size_t n = size * nmemb;
-    if (b->len + n > ANSWER_MAX)
-        return 0;
-    char *grown = realloc(b->data, b->len + n + 1);
-    if (!grown)
-        return 0;
-    memcpy(grown + b->len, ptr, n);
-    b->len += n;
-    grown[b->len] = '\0';
-    b->data = grown;
-    return n;
-}
-
 /* The server's answer for token, or NULL (with a warning) when there is none. */
 static json_t *ask(const char *token)
 {
@@ -112,39 +92,17 @@ static json_t *ask(const char *token)
         return NULL;
     }
     curl_free(esc);
-    struct body b = {0};
-    curl_easy_setopt(c, CURLOPT_URL, in.url);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)INTROSPECT_TIMEOUT_MS);
-    curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-    curl_easy_setopt(c, CURLOPT_USERPWD, in.userpwd);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, form);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    CURLcode rc = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
     curl_easy_cleanup(c);
+    struct json_fetch f = {.url = in.url,
+                           .form = form,
+                           .userpwd = in.userpwd,
+                           .timeout_ms = INTROSPECT_TIMEOUT_MS,
+                           .max = ANSWER_MAX,
+                           .event = "oauth_introspection_failed"};
+    json_t *doc = json_fetch(&f);
     /* The form holds the token: gone before anything else happens. */
     memset(form, 0, strlen(form));
     free(form);
-    json_t *doc = NULL;
-    if (rc != CURLE_OK)
-        log_event(LOG_WARN, NULL, "oauth_introspection_failed", "%s: %s", in.url,
-                  curl_easy_strerror(rc));
-    else if (status != 200)
-        log_event(LOG_WARN, NULL, "oauth_introspection_failed", "%s: HTTP status %ld", in.url,
-                  status);
-    else if (!(doc = json_loadb(b.data ? b.data : "", b.len, 0, NULL)) || !json_is_object(doc)) {
-        log_event(LOG_WARN, NULL, "oauth_introspection_failed", "%s: not a JSON object", in.url);
-        json_decref(doc);
-        doc = NULL;
-    }
-    free(b.data);
     return doc;
 }
 

@@ -1,5 +1,6 @@
 /* jwks — see jwks.h. */
 #include "jwks.h"
+#include "json_fetch.h"
 #include "clock.h"
 #include "log.h"
 
@@ -144,70 +145,15 @@ int jwks_parse(json_t *doc, struct jwks_key *out, int max)
 
 /* ---- fetching ---- */
 
-struct body {
-    char *data;
-    size_t len;
-    int too_big;
-};
-
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-    struct body *b = ud;
-    size_t n = size * nmemb;
-    if (b->len + n > JWKS_DOC_MAX) {
-        b->too_big = 1;
-        return 0;
-    }
-    char *grown = realloc(b->data, b->len + n + 1);
-    if (!grown)
-        return 0;
-    memcpy(grown + b->len, ptr, n);
-    b->len += n;
-    grown[b->len] = '\0';
-    b->data = grown;
-    return n;
-}
-
 /* GETs url as JSON by deadline (monotonic ms). NULL (and a warning naming
  * what failed) on any error. */
 static json_t *get_json(const char *url, int64_t deadline)
 {
-    int64_t left = deadline - clock_mono_ms();
-    if (left <= 0) {
-        log_event(LOG_WARN, NULL, "oauth_fetch_failed", "%s: no time left", url);
-        return NULL;
-    }
-    CURL *c = curl_easy_init();
-    if (!c)
-        return NULL;
-    struct body b = {0};
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)left);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    CURLcode rc = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    json_t *doc = NULL;
-    if (rc != CURLE_OK)
-        log_event(LOG_WARN, NULL, "oauth_fetch_failed", "%s: %s", url,
-                  b.too_big ? "larger than 1 MiB" : curl_easy_strerror(rc));
-    else if (status != 200)
-        log_event(LOG_WARN, NULL, "oauth_fetch_failed", "%s: HTTP status %ld", url, status);
-    else if (!(doc = json_loadb(b.data ? b.data : "", b.len, 0, NULL)) || !json_is_object(doc)) {
-        log_event(LOG_WARN, NULL, "oauth_fetch_failed", "%s: not a JSON object", url);
-        json_decref(doc);
-        doc = NULL;
-    }
-    free(b.data);
-    return doc;
+    struct json_fetch f = {.url = url,
+                           .timeout_ms = (long)(deadline - clock_mono_ms()),
+                           .max = JWKS_DOC_MAX,
+                           .event = "oauth_fetch_failed"};
+    return json_fetch(&f);
 }
 
 /* The jwks_uri, from the metadata (found once, then kept). Caller frees. */
