@@ -111,7 +111,7 @@ script_counts() {
     local label="$1" out last p f
     shift
     out="$("$@" 2>&1)"
-    echo "$out" | grep -E '^(ok|not ok|SKIP|FAIL|✗)' | tail -n 40
+    echo "$out" | grep -E '^(ok|not ok|SKIP|FAIL|✗|  FAIL)' | cut -c1-300 | tail -n 60
     last="$(echo "$out" | tail -n 1)"
     p=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
     f=$(echo "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
