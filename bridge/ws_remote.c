@@ -535,6 +535,36 @@ static int send_all(CURL *e, curl_socket_t fd, const char *req, size_t len, int6
     return 0;
 }
 
+/* A handshake's exchange: sends req (then wipes it: it may hold the token)
+ * and reads into head (MAX_HANDSHAKE + 1 bytes, NUL-terminated) until
+ * `term` arrives, by deadline. Returns where term starts, or NULL (*sent
+ * says whether the request went out, *cc what reading last said). */
+static char *exchange(CURL *e, curl_socket_t fd, char *req, size_t req_len, int64_t deadline,
+                      const char *term, char *head, size_t *got, int *sent, CURLcode *cc)
+{
+    *sent = send_all(e, fd, req, req_len, deadline, cc) == 0;
+    memset(req, 0, req_len);
+    *got = 0;
+    head[0] = '\0';
+    while (*sent && *got < MAX_HANDSHAKE) {
+        size_t n = 0;
+        *cc = curl_easy_recv(e, head + *got, MAX_HANDSHAKE - *got, &n);
+        if (*cc == CURLE_AGAIN) {
+            if (wait_fd(fd, POLLIN, deadline) != 0)
+                break;
+            continue;
+        }
+        if (*cc != CURLE_OK || n == 0)
+            break;
+        *got += n;
+        head[*got] = '\0';
+        char *at = memmem(head, *got, term, strlen(term));
+        if (at)
+            return at;
+    }
+    return NULL;
+}
+
 /* The connection is up; `rest` (what came after the handshake's answer,
  * in the same read) is the first of the server's messages. */
 static void up_with(struct ws_remote *w, CURL *e, curl_socket_t fd, const char *rest,
@@ -630,27 +660,12 @@ static int connect_tcp(struct ws_remote *w, char *msg)
         return -1;
     }
     int64_t deadline = clock_mono_ms() + w->o->connect_timeout_ms;
-    CURLcode cc;
-    int sent = send_all(e, fd, line, len + 1, deadline, &cc) == 0;
-    memset(line, 0, len + 1);
-    free(line);
+    CURLcode cc = CURLE_OK;
     char head[MAX_HANDSHAKE + 1];
-    size_t got = 0;
-    char *nl = NULL;
-    while (sent && got < MAX_HANDSHAKE) {
-        size_t n = 0;
-        cc = curl_easy_recv(e, head + got, MAX_HANDSHAKE - got, &n);
-        if (cc == CURLE_AGAIN) {
-            if (wait_fd(fd, POLLIN, deadline) != 0)
-                break;
-            continue;
-        }
-        if (cc != CURLE_OK || n == 0)
-            break;
-        got += n;
-        if ((nl = memchr(head, '\n', got)) != NULL)
-            break;
-    }
+    size_t got;
+    int sent;
+    char *nl = exchange(e, fd, line, len + 1, deadline, "\n", head, &got, &sent, &cc);
+    free(line);
     int rc = -1;
     if (!nl) {
         if (!sent || cc != CURLE_OK)
@@ -723,28 +738,11 @@ static int connect_ws(struct ws_remote *w, char *msg)
 
     int64_t deadline = clock_mono_ms() + o->connect_timeout_ms;
     int rc = -1;
-    int sent = send_all(e, fd, req, req_len, deadline, &cc) == 0;
-    /* the token was in there */
-    memset(req, 0, req_len);
-    free(req);
     char head[MAX_HANDSHAKE + 1];
-    size_t got = 0;
-    char *end = NULL;
-    while (sent && got < MAX_HANDSHAKE) {
-        size_t n = 0;
-        cc = curl_easy_recv(e, head + got, MAX_HANDSHAKE - got, &n);
-        if (cc == CURLE_AGAIN) {
-            if (wait_fd(fd, POLLIN, deadline) != 0)
-                break;
-            continue;
-        }
-        if (cc != CURLE_OK || n == 0)
-            break;
-        got += n;
-        head[got] = '\0';
-        if ((end = strstr(head, "\r\n\r\n")) != NULL)
-            break;
-    }
+    size_t got;
+    int sent;
+    char *end = exchange(e, fd, req, req_len, deadline, "\r\n\r\n", head, &got, &sent, &cc);
+    free(req);
     if (!end) {
         if (!sent || cc != CURLE_OK)
             remote_error_curl(msg, MSG_CAP, w->host, cc == CURLE_OK ? CURLE_RECV_ERROR : cc, "",
