@@ -604,6 +604,22 @@ static int identify(struct oauth *a, const struct discovery *d, const char *redi
     return 0;
 }
 
+/* Runs the browser opener (found on PATH unless path has a '/'), with
+ * /dev/null for stdin and stdout: those are the client's MCP stream, not
+ * the opener's. Its pid, or 0. */
+static pid_t spawn_opener(const char *path, char *const argv[])
+{
+    pid_t pid = 0;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    if (posix_spawnp(&pid, path, &fa, NULL, argv, environ) != 0)
+        pid = 0;
+    posix_spawn_file_actions_destroy(&fa);
+    return pid;
+}
+
 /* Shows the user the authorization URL: --oauth-open-command, else
  * xdg-open when there is a display; always printed on stderr. The opener's
  * pid (or 0). */
@@ -620,30 +636,14 @@ static pid_t open_browser(const struct bridge_options *o, const char *url)
         sprintf(script, "%s \"$1\"", cmd);
         argv[0] = "sh", argv[1] = "-c", argv[2] = script, argv[3] = "mcp-bridge-open";
         argv[4] = (char *)url, argv[5] = NULL;
-        pid_t pid = 0;
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        /* stdin and stdout are the client's MCP stream: not the opener's */
-        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-        if (posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ) != 0)
-            pid = 0;
-        posix_spawn_file_actions_destroy(&fa);
+        pid_t pid = spawn_opener("/bin/sh", argv);
         free(script);
         return pid;
     }
     if (!getenv("DISPLAY") && !getenv("WAYLAND_DISPLAY"))
         return 0;
     argv[0] = "xdg-open", argv[1] = (char *)url, argv[2] = NULL;
-    pid_t pid = 0;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    if (posix_spawnp(&pid, "xdg-open", &fa, NULL, argv, environ) != 0)
-        pid = 0;
-    posix_spawn_file_actions_destroy(&fa);
-    return pid;
+    return spawn_opener("xdg-open", argv);
 }
 
 /* The value of name in a query string (decoded, malloc'd), or NULL;
