@@ -12,6 +12,8 @@
 #include <curl/curl.h>
 #include <stdint.h>
 
+/* errbuf (CURL_ERROR_SIZE bytes) must live as long as e: curl writes its
+ * words there on any later failure of e, not only on this setup. */
 void connection_setup(CURL *e, const struct bridge_options *o, char *errbuf);
 
 /* Milliseconds to wait before the attempt-th retry (0-based): 250 ms

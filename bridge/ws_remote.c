@@ -75,6 +75,10 @@ struct ws_remote {
     char host[256];      /* host[:port], for messages */
     char http_url[2400]; /* the URL with an http(s) scheme, for curl */
     char target[2048];   /* path and query of the handshake */
+    /* curl's words on the connection's last failure. curl writes here on
+     * any later error of the handle, so it must live as long as w->easy:
+     * on open_conn's stack it was written after return (a stack smash). */
+    char errbuf[CURL_ERROR_SIZE];
     int64_t retry_at, down_since;
     int attempts;
     int stopping;
@@ -500,15 +504,15 @@ static int open_conn(struct ws_remote *w, char *msg, CURL **out, curl_socket_t *
         snprintf(msg, MSG_CAP, "mcp-bridge: out of memory");
         return -1;
     }
-    char errbuf[CURL_ERROR_SIZE] = "";
+    w->errbuf[0] = '\0';
     curl_easy_setopt(e, CURLOPT_URL, w->http_url);
     curl_easy_setopt(e, CURLOPT_CONNECT_ONLY, 1L);
-    connection_setup(e, w->o, errbuf);
+    connection_setup(e, w->o, w->errbuf);
     /* the upgrade is HTTP/1.1: no h2 from ALPN */
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     CURLcode cc = curl_easy_perform(e);
     if (cc != CURLE_OK) {
-        remote_error_curl(msg, MSG_CAP, w->host, cc, errbuf, w->o->connect_timeout_ms);
+        remote_error_curl(msg, MSG_CAP, w->host, cc, w->errbuf, w->o->connect_timeout_ms);
         curl_easy_cleanup(e);
         return -1;
     }
@@ -669,8 +673,8 @@ static int connect_tcp(struct ws_remote *w, char *msg)
     int rc = -1;
     if (!nl) {
         if (!sent || cc != CURLE_OK)
-            remote_error_curl(msg, MSG_CAP, w->host, cc == CURLE_OK ? CURLE_RECV_ERROR : cc, "",
-                              w->o->connect_timeout_ms);
+            remote_error_curl(msg, MSG_CAP, w->host, cc == CURLE_OK ? CURLE_RECV_ERROR : cc,
+                              w->errbuf, w->o->connect_timeout_ms);
         else if (got)
             snprintf(msg, MSG_CAP,
                      "mcp-bridge: %s closed the connection without answering mcpd/connect",
@@ -745,8 +749,8 @@ static int connect_ws(struct ws_remote *w, char *msg)
     free(req);
     if (!end) {
         if (!sent || cc != CURLE_OK)
-            remote_error_curl(msg, MSG_CAP, w->host, cc == CURLE_OK ? CURLE_RECV_ERROR : cc, "",
-                              o->connect_timeout_ms);
+            remote_error_curl(msg, MSG_CAP, w->host, cc == CURLE_OK ? CURLE_RECV_ERROR : cc,
+                              w->errbuf, o->connect_timeout_ms);
         else
             remote_error_silent(msg, MSG_CAP, w->host, o->connect_timeout_ms, 0);
     } else {
