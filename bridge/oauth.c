@@ -41,6 +41,7 @@ struct oauth {
     const struct bridge_options *o;
     char *access_token, *refresh_token;
     long long expires_at; /* wall-clock seconds, 0 when unknown */
+    long long refresh_at; /* when to refresh: REFRESH_MARGIN_S before expiry, or half-way */
     char *client_id, *client_secret, *auth_method;
     char *issuer, *token_endpoint, *resource, *scope;
     char *client_issuer;       /* the authorization server client_id belongs to */
@@ -111,6 +112,25 @@ static size_t on_header(char *b, size_t size, size_t n, void *ud)
 }
 
 /* Appends name=value (form-encoded) to *form. */
+/* err = "mcp-bridge: <what> (HTTP <st>[: <error>[: <error_description>]])",
+ * from an OAuth error answer (RFC 6749 5.2, RFC 7591 3.2.2). The server's
+ * words are cut short and kept to printable ASCII: they reach a terminal. */
+static void refused(char *err, size_t cap, const char *what, long st, const json_t *answer)
+{
+    const char *words[2] = {json_string_value(json_object_get(answer, "error")),
+                            json_string_value(json_object_get(answer, "error_description"))};
+    char said[256];
+    size_t n = 0;
+    for (int i = 0; i < 2 && words[i] && n + 3 < sizeof said; i++) {
+        said[n++] = ':';
+        said[n++] = ' ';
+        for (const char *c = words[i]; *c && n + 1 < sizeof said; c++)
+            said[n++] = (*c >= 0x20 && *c < 0x7f) ? *c : '?';
+    }
+    said[n] = '\0';
+    snprintf(err, cap, "mcp-bridge: %s (HTTP %ld%s)", what, st, said);
+}
+
 static void form_add(char **form, const char *name, const char *value)
 {
     if (!value)
@@ -284,12 +304,22 @@ static void save(struct oauth *a)
         json_object_set_new(e, "resource", json_string(a->resource));
     if (a->scope)
         json_object_set_new(e, "scope", json_string(a->scope));
-    /* a DPoP-bound token is worthless without the run's key: not kept */
-    if (a->access_token && !a->dpop_bound)
-        json_object_set_new(e, "access_token", json_string(a->access_token));
-    if (a->refresh_token && !a->dpop_bound)
-        json_object_set_new(e, "refresh_token", json_string(a->refresh_token));
+    /* a DPoP-bound token is worthless without its key: they are kept
+     * together, or not at all */
+    char *key = a->dpop_bound ? oauth_dpop_export(a->dpop) : NULL;
+    if (!a->dpop_bound || key) {
+        if (a->access_token)
+            json_object_set_new(e, "access_token", json_string(a->access_token));
+        if (a->refresh_token)
+            json_object_set_new(e, "refresh_token", json_string(a->refresh_token));
+    }
+    if (key) {
+        json_object_set_new(e, "dpop_key", json_string(key));
+        memset(key, 0, strlen(key));
+        free(key);
+    }
     json_object_set_new(e, "expires_at", json_integer(a->expires_at));
+    json_object_set_new(e, "refresh_at", json_integer(a->refresh_at));
     if (oauth_store_put(a->o->url, e) < 0)
         bridge_log(LOG_WARN, "oauth_store", "could not keep the sign-in (it lasts this run)");
     json_decref(e);
@@ -314,6 +344,15 @@ static void load(struct oauth *a)
         set_str(&a->access_token, jstr(e, "access_token"));
         set_str(&a->refresh_token, jstr(e, "refresh_token"));
         a->expires_at = json_integer_value(json_object_get(e, "expires_at"));
+        a->refresh_at = json_integer_value(json_object_get(e, "refresh_at"));
+        const char *key = jstr(e, "dpop_key");
+        if (key && (a->dpop = oauth_dpop_import(key)) != NULL) {
+            a->dpop_bound = 1;
+        } else if (key) {
+            /* tokens bound to a key that cannot be read back are no use */
+            wipe(&a->access_token);
+            wipe(&a->refresh_token);
+        }
     }
     json_decref(e);
 }
@@ -374,8 +413,7 @@ static int token_request(struct oauth *a, char *form, char *err, size_t cap)
     free(form);
     const char *at = jstr(t, "access_token");
     if (st != 200 || !at || !*at) {
-        snprintf(err, cap, "mcp-bridge: the token endpoint refused (HTTP %ld%s%s)", st,
-                 jstr(t, "error") ? ": " : "", jstr(t, "error") ? jstr(t, "error") : "");
+        refused(err, cap, "the token endpoint refused", st, t);
         json_decref(t);
         return -1;
     }
@@ -387,7 +425,12 @@ static int token_request(struct oauth *a, char *form, char *err, size_t cap)
     if (jstr(t, "scope"))
         set_str(&a->scope, jstr(t, "scope"));
     json_int_t ein = json_integer_value(json_object_get(t, "expires_in"));
-    a->expires_at = ein > 0 ? (long long)time(NULL) + ein : 0;
+    long long now = (long long)time(NULL);
+    a->expires_at = ein > 0 ? now + ein : 0;
+    /* A token that lives less than twice the margin is refreshed half-way:
+     * with the margin alone, every request would refresh it. */
+    long long margin = ein < 2 * REFRESH_MARGIN_S ? ein / 2 : REFRESH_MARGIN_S;
+    a->refresh_at = ein > 0 ? a->expires_at - margin : 0;
     json_decref(t);
     save(a);
     return 0;
@@ -591,7 +634,7 @@ static int identify(struct oauth *a, const struct discovery *d, const char *redi
                      "with --token-env or --token-file",
                      a->o->url);
         else
-            snprintf(err, cap, "mcp-bridge: dynamic client registration failed (HTTP %ld)", st);
+            refused(err, cap, "dynamic client registration failed", st, r);
         json_decref(r);
         return -1;
     }
@@ -713,6 +756,10 @@ static int authorize(struct oauth *a, const struct discovery *d, struct oauth_re
     form_add(&q, "code_challenge", challenge);
     form_add(&q, "code_challenge_method", "S256");
     form_add(&q, "scope", a->scope);
+    /* OpenID Connect (Core 11) ignores offline_access, and so issues no
+     * refresh token, unless the request asks for consent. */
+    if (a->scope && oauth_has_word(a->scope, "offline_access"))
+        form_add(&q, "prompt", "consent");
     form_add(&q, "resource", a->resource);
     if (!q || !d->authorization_endpoint) {
         free(q);
@@ -869,8 +916,7 @@ static char *id_jag(struct oauth *a, char *err, size_t cap)
     const char *jag = jstr(t, "access_token");
     char *out = st == 200 && jag ? strdup(jag) : NULL;
     if (!out)
-        snprintf(err, cap,
-                 "mcp-bridge: the identity provider refused the token exchange (HTTP %ld)", st);
+        refused(err, cap, "the identity provider refused the token exchange", st, t);
     json_decref(t);
     return out;
 }
@@ -985,8 +1031,8 @@ const char *oauth_token(struct oauth *a)
 {
     if (!a || !a->access_token)
         return NULL;
-    if (a->expires_at && (long long)time(NULL) >= a->expires_at - REFRESH_MARGIN_S &&
-        a->refresh_token)
+    long long refresh_at = a->refresh_at ? a->refresh_at : a->expires_at - REFRESH_MARGIN_S;
+    if (a->expires_at && (long long)time(NULL) >= refresh_at && a->refresh_token)
         refresh(a);
     return a->access_token;
 }

@@ -1,6 +1,7 @@
 /* oauth_jwt — see oauth_jwt.h. */
 #include "oauth_jwt.h"
 
+#include "b64url.h"
 #include "pkce.h"
 
 #include <jansson.h>
@@ -20,7 +21,7 @@ static char *b64(const unsigned char *in, size_t n)
 {
     char *out = malloc(4 * n / 3 + 4);
     if (out)
-        pkce_b64url(in, n, out);
+        b64url_encode_to(in, n, out);
     return out;
 }
 
@@ -110,20 +111,23 @@ struct oauth_dpop {
     json_t *jwk;
 };
 
-struct oauth_dpop *oauth_dpop_new(void)
+/* The run's state around key (taken over, freed on failure). */
+static struct oauth_dpop *dpop_of(EVP_PKEY *key)
 {
     struct oauth_dpop *d = calloc(1, sizeof *d);
-    if (!d)
+    if (!d) {
+        EVP_PKEY_free(key);
         return NULL;
-    d->key = EVP_EC_gen("P-256");
+    }
+    d->key = key;
     BIGNUM *x = NULL, *y = NULL;
     unsigned char bx[32], by[32];
     char sx[64], sy[64];
     if (d->key && EVP_PKEY_get_bn_param(d->key, "qx", &x) == 1 &&
         EVP_PKEY_get_bn_param(d->key, "qy", &y) == 1 && BN_bn2binpad(x, bx, 32) == 32 &&
         BN_bn2binpad(y, by, 32) == 32) {
-        pkce_b64url(bx, 32, sx);
-        pkce_b64url(by, 32, sy);
+        b64url_encode_to(bx, 32, sx);
+        b64url_encode_to(by, 32, sy);
         d->jwk = json_pack("{s:s, s:s, s:s, s:s}", "kty", "EC", "crv", "P-256", "x", sx, "y", sy);
     }
     BN_free(x);
@@ -133,6 +137,39 @@ struct oauth_dpop *oauth_dpop_new(void)
         return NULL;
     }
     return d;
+}
+
+struct oauth_dpop *oauth_dpop_new(void)
+{
+    return dpop_of(EVP_EC_gen("P-256"));
+}
+
+char *oauth_dpop_export(const struct oauth_dpop *d)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+    char *out = NULL, *data;
+    if (b && PEM_write_bio_PrivateKey(b, d->key, NULL, NULL, 0, NULL, NULL) == 1) {
+        long n = BIO_get_mem_data(b, &data);
+        if (n > 0 && (out = malloc((size_t)n + 1)) != NULL) {
+            memcpy(out, data, (size_t)n);
+            out[n] = '\0';
+        }
+    }
+    BIO_free(b);
+    return out;
+}
+
+struct oauth_dpop *oauth_dpop_import(const char *pem)
+{
+    BIO *b = BIO_new_mem_buf(pem, -1);
+    EVP_PKEY *key = b ? PEM_read_bio_PrivateKey(b, NULL, NULL, NULL) : NULL;
+    BIO_free(b);
+    /* only the kind of key this module makes */
+    if (key && !EVP_PKEY_is_a(key, "EC")) {
+        EVP_PKEY_free(key);
+        key = NULL;
+    }
+    return key ? dpop_of(key) : NULL;
 }
 
 void oauth_dpop_free(struct oauth_dpop *d)
@@ -159,7 +196,7 @@ char *oauth_dpop_proof(struct oauth_dpop *d, const char *htm, const char *htu, c
             unsigned char md[SHA256_DIGEST_LENGTH];
             char ath[PKCE_MAX];
             SHA256((const unsigned char *)token, strlen(token), md);
-            pkce_b64url(md, sizeof md, ath);
+            b64url_encode_to(md, sizeof md, ath);
             json_object_set_new(c, "ath", json_string(ath));
         }
         if (nonce)

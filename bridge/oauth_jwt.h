@@ -12,13 +12,18 @@ char *oauth_jwt_assertion(const char *key_file, const char *client_id, const cha
                           char *err, size_t cap);
 
 /* DPoP (RFC 9449): a proof-of-possession key, an EC P-256 key made for the
- * run, and the proofs it signs (ES256, typ dpop+jwt, the public key as jwk):
- * htm and htu name the request (htu without query or fragment); token (may
- * be NULL) is the access token the request presents (its hash goes as
- * ath); nonce (may be NULL) is the server's DPoP-Nonce. */
+ * client (kept with its tokens, whose binding is worthless without it), and the proofs it signs
+ * (ES256, typ dpop+jwt, the public key as jwk): htm and htu name the request (htu without query or
+ * fragment); token (may be NULL) is the access token the request presents (its hash goes as ath);
+ * nonce (may be NULL) is the server's DPoP-Nonce. */
 struct oauth_dpop;
 struct oauth_dpop *oauth_dpop_new(void);
 void oauth_dpop_free(struct oauth_dpop *d);
+/* The key as PEM (PKCS#8), to keep it with the tokens bound to it (caller
+ * frees; NULL when out of memory); and a key read back from it (NULL when
+ * it is not an EC key of ours). */
+char *oauth_dpop_export(const struct oauth_dpop *d);
+struct oauth_dpop *oauth_dpop_import(const char *pem);
 char *oauth_dpop_proof(struct oauth_dpop *d, const char *htm, const char *htu, const char *token,
                        const char *nonce);
 

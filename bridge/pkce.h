@@ -21,7 +21,4 @@ int pkce_verifier(char *out);
 /* The S256 challenge of verifier into out (PKCE_MAX bytes). */
 void pkce_challenge(const char *verifier, char *out);
 
-/* base64url of in[0..n) without padding into out (4 * n / 3 + 4 bytes). */
-void pkce_b64url(const unsigned char *in, size_t n, char *out);
-
 #endif

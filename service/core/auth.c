@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
+#include "dpop.h"
 #include "introspect.h"
 #include "oauth.h"
 #include "store.h"
@@ -114,12 +115,15 @@ int auth_challenge(const struct auth_grant *grant, const char *why, char *buf, s
     const char *scopes = oauth_scopes();
     const char *error = grant->refusal == AUTH_INSUFFICIENT_SCOPE ? "insufficient_scope"
                         : grant->refusal == AUTH_INVALID_TOKEN    ? "invalid_token"
+                        : grant->refusal == AUTH_INVALID_PROOF    ? "invalid_dpop_proof"
                                                                   : NULL;
     /* why holds no quotes; error_description drops the "Unauthorized: "
      * or "Forbidden: " that the JSON-RPC message starts with. */
     const char *colon = why ? strstr(why, ": ") : NULL;
     const char *desc = colon ? colon + 2 : why;
-    int n = snprintf(buf, cap, "Bearer resource_metadata=\"%s\"", auth.metadata_url);
+    int n = grant->dpop ? snprintf(buf, cap, "DPoP algs=\"%s\", resource_metadata=\"%s\"",
+                                   DPOP_ALGS, auth.metadata_url)
+                        : snprintf(buf, cap, "Bearer resource_metadata=\"%s\"", auth.metadata_url);
     if (n >= 0 && (size_t)n < cap && *scopes)
         n += snprintf(buf + n, cap - (size_t)n, ", scope=\"%s\"", scopes);
     if (n >= 0 && (size_t)n < cap && error)
@@ -128,12 +132,15 @@ int auth_challenge(const struct auth_grant *grant, const char *why, char *buf, s
     return status;
 }
 
-/* The token in "Bearer <token>" (scheme case-insensitive), or in a
- * "bearer.<token>" element of a subprotocol list. Copies it into out. */
-static int extract(const char *authorization, const char *ws_protocols, char *out, size_t cap)
+/* The token in "Bearer <token>" or "DPoP <token>" (schemes
+ * case-insensitive; *dpop says which), or in a "bearer.<token>" element of
+ * a subprotocol list. Copies it into out. */
+static int extract(const char *authorization, const char *ws_protocols, char *out, size_t cap,
+                   int *dpop)
 {
-    if (authorization && strncasecmp(authorization, "Bearer ", 7) == 0) {
-        const char *t = authorization + 7;
+    *dpop = authorization && strncasecmp(authorization, "DPoP ", 5) == 0;
+    if (authorization && (*dpop || strncasecmp(authorization, "Bearer ", 7) == 0)) {
+        const char *t = authorization + (*dpop ? 5 : 7);
         while (*t == ' ')
             t++;
         size_t n = strcspn(t, " \t");
@@ -188,13 +195,55 @@ static int answer_for(const char *hash, int64_t now, struct auth_answer *a, int 
     return 0;
 }
 
-/* A JWT access token (oauth.h). */
-static int check_jwt(const char *token, struct auth_grant *grant, const char **why)
+/* The key a DPoP proof proves, into jkt: 0, or -1 with reason. */
+static int proven_key(const char *token, const struct auth_request *req, char *jkt,
+                      const char **reason)
+{
+    if (!req || !req->dpop) {
+        *reason = "a DPoP proof is required (the DPoP header)";
+        return -1;
+    }
+    /* RFC 9449 4.3: exactly one proof (repeated headers arrive joined) */
+    if (strchr(req->dpop, ',')) {
+        *reason = "more than one DPoP proof";
+        return -1;
+    }
+    const char *resource = oauth_resource();
+    const char *host = strstr(resource, "://");
+    size_t origin = host ? (size_t)(host + 3 - resource) + strcspn(host + 3, "/?#") : 0;
+    char htu[2048];
+    int n = snprintf(htu, sizeof htu, "%.*s%s", (int)origin, resource, req->path);
+    if (!host || n < 0 || (size_t)n >= sizeof htu) {
+        *reason = "the DPoP proof could not be checked";
+        return -1;
+    }
+    return dpop_check(req->dpop, req->method, htu, token, clock_wall_ms() / 1000, jkt, reason);
+}
+
+/* A JWT access token (oauth.h), with its DPoP proof when the request used
+ * that scheme. */
+static int check_jwt(const char *token, const struct auth_request *req, struct auth_grant *grant,
+                     const char **why)
 {
     static __thread char msg[160];
     const char *reason = "the token could not be checked";
-    switch (oauth_check(token, grant->principal, sizeof grant->principal, &grant->expires_ms,
-                        &reason)) {
+    char jkt[DPOP_JKT_LEN + 1] = "", bound[DPOP_JKT_LEN + 1];
+    if (grant->dpop && proven_key(token, req, jkt, &reason) != 0) {
+        grant->refusal = AUTH_INVALID_PROOF;
+        snprintf(msg, sizeof msg, "Unauthorized: %s", reason);
+        metrics_refused("auth_dpop_proof");
+        *why = msg;
+        return -1;
+    }
+    enum oauth_verdict v = oauth_check(token, grant->principal, sizeof grant->principal,
+                                       &grant->expires_ms, bound, &reason);
+    if (v == OAUTH_OK && strcmp(bound, jkt) != 0) {
+        v = OAUTH_INVALID;
+        reason = !*bound ? "the token is not bound to a key: send it as a Bearer token"
+                 : !*jkt ? "the token is bound to a key: send it with the DPoP scheme and a proof"
+                         : "the DPoP proof is made with another key than the token's (cnf.jkt)";
+    }
+    switch (v) {
     case OAUTH_OK:
         return 0;
     case OAUTH_INSUFFICIENT_SCOPE:
@@ -213,14 +262,14 @@ static int check_jwt(const char *token, struct auth_grant *grant, const char **w
     return -1;
 }
 
-int auth_check(const char *authorization, const char *ws_protocols, struct auth_grant *grant,
-               const char **why)
+int auth_check(const char *authorization, const char *ws_protocols, const struct auth_request *req,
+               struct auth_grant *grant, const char **why)
 {
     memset(grant, 0, sizeof *grant);
     if (!auth.required)
         return 0;
     char token[AUTH_BEARER_MAX], hash[TOKEN_HASH_LEN + 1];
-    if (extract(authorization, ws_protocols, token, sizeof token) != 0) {
+    if (extract(authorization, ws_protocols, token, sizeof token, &grant->dpop) != 0) {
         *why = "Unauthorized: a bearer token is required (Authorization: Bearer <token>)";
         metrics_refused("auth_missing");
         return -1;
@@ -230,7 +279,12 @@ int auth_check(const char *authorization, const char *ws_protocols, struct auth_
      * other value is an opaque token for introspection, when configured. */
     if (auth.oauth && (strchr(token, '.') || !auth.tokens ||
                        (introspect_enabled() && strncmp(token, "mcpd_", 5) != 0)))
-        return check_jwt(token, grant, why);
+        return check_jwt(token, req, grant, why);
+    if (grant->dpop) {
+        *why = "Unauthorized: the DPoP scheme is for the authorization server's tokens";
+        metrics_refused("auth_dpop_proof");
+        return -1;
+    }
     if (token_hash(token, hash) != 0) {
         *why = "Unauthorized: the token could not be checked";
         return -1;

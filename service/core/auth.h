@@ -10,6 +10,12 @@
  * it. Unknown, expired and revoked tokens are refused with 401 and
  * `WWW-Authenticate: Bearer`.
  *
+ * With OAuth, a token the authorization server bound to the client's key
+ * (RFC 9449) comes as `Authorization: DPoP <token>` with a proof of that
+ * key in the `DPoP` header (dpop.h), on requests that carry one (HTTP and
+ * the WebSocket handshake). A bound token sent as a bearer token, or with
+ * a proof of another key, is refused: else the binding would mean nothing.
+ *
  * Lookups are cached (auth_cache.h: bounded, least recently used evicted,
  * unknown values forgotten after AUTH_CACHE_MS) so that a busy client costs
  * no query per request; a revocation therefore takes effect on new
@@ -41,9 +47,10 @@ struct store;
 
 /* Why a check failed, for the refusal's status and WWW-Authenticate. */
 enum auth_refusal {
-    AUTH_NO_TOKEN = 0,      /* 401, no error code */
-    AUTH_INVALID_TOKEN,     /* 401 error="invalid_token" */
-    AUTH_INSUFFICIENT_SCOPE /* 403 error="insufficient_scope" */
+    AUTH_NO_TOKEN = 0,       /* 401, no error code */
+    AUTH_INVALID_TOKEN,      /* 401 error="invalid_token" */
+    AUTH_INSUFFICIENT_SCOPE, /* 403 error="insufficient_scope" */
+    AUTH_INVALID_PROOF       /* 401 error="invalid_dpop_proof" */
 };
 
 /* What a successful check grants (and, on failure, why it failed). */
@@ -52,6 +59,16 @@ struct auth_grant {
                                            off */
     int64_t expires_ms;                 /* wall clock; 0: never */
     enum auth_refusal refusal;          /* when the check failed */
+    int dpop;                           /* the request used the DPoP scheme */
+};
+
+/* What a request says of itself, for a DPoP proof: the DPoP header (NULL
+ * when absent), the method, and the path it was sent to (the public
+ * origin is the OAuth resource's). */
+struct auth_request {
+    const char *dpop;
+    const char *method;
+    const char *path;
 };
 
 /* A connection holding a token: embedded in the connection (which owns it),
@@ -77,16 +94,19 @@ int auth_bootstrap(const char *file, char **err);
 void auth_shutdown(void);
 
 /* Checks a request's credentials: the Authorization header value, or the
- * WebSocket subprotocol list (either may be NULL). On success returns 0
- * and fills *grant (principal "" when auth is off). Otherwise returns -1
- * and *why says why, for the 401's message (static text). */
-int auth_check(const char *authorization, const char *ws_protocols, struct auth_grant *grant,
-               const char **why);
+ * WebSocket subprotocol list (either may be NULL); req is NULL for a way
+ * in without HTTP (TCP's greeting), where no DPoP proof can come. On
+ * success returns 0 and fills *grant (principal "" when auth is off).
+ * Otherwise returns -1 and *why says why, for the 401's message (static
+ * text). */
+int auth_check(const char *authorization, const char *ws_protocols, const struct auth_request *req,
+               struct auth_grant *grant, const char **why);
 
 /* The refusal of a failed check: returns its status (401 or 403) and
  * writes the WWW-Authenticate value into buf (cap bytes): "Bearer" with
  * static tokens alone; with OAuth, the resource metadata's URL, the
- * required scopes, the error and why (RFC 6750, RFC 9728). */
+ * required scopes, the error and why (RFC 6750, RFC 9728), under the
+ * scheme "DPoP" with the proof algorithms when the request used it. */
 int auth_challenge(const struct auth_grant *grant, const char *why, char *buf, size_t cap);
 
 /* Holds the grant's token for a connection until auth_release: when the

@@ -2,6 +2,7 @@
 #include "introspect.h"
 #include "json_fetch.h"
 #include "auth.h"
+#include "dpop.h"
 #include "clock.h"
 #include "log.h"
 #include "token.h"
@@ -21,6 +22,7 @@ struct slot {
     const char *why; /* static text */
     char principal[AUTH_PRINCIPAL_MAX];
     int64_t expires_ms;
+    char bound[DPOP_JKT_LEN + 1];
 };
 
 static struct {
@@ -107,8 +109,9 @@ static json_t *ask(const char *token)
 }
 
 enum oauth_verdict introspect_check(const char *token, char *principal, size_t cap,
-                                    int64_t *expires_ms, const char **why)
+                                    int64_t *expires_ms, char *bound, const char **why)
 {
+    bound[0] = '\0';
     char hash[TOKEN_HASH_LEN + 1];
     if (token_hash(token, hash) != 0) {
         *why = "the token could not be checked";
@@ -126,6 +129,7 @@ enum oauth_verdict introspect_check(const char *token, char *principal, size_t c
         *why = s->why;
         snprintf(principal, cap, "%s", s->principal);
         *expires_ms = s->expires_ms;
+        memcpy(bound, s->bound, sizeof s->bound);
         pthread_mutex_unlock(&in.mu);
         return v;
     }
@@ -146,7 +150,7 @@ enum oauth_verdict introspect_check(const char *token, char *principal, size_t c
         *why = "the token is not active";
     else
         v = oauth_claims_check(claims, oauth_issuer(), oauth_audience(), oauth_scopes(),
-                               clock_wall_ms() / 1000, principal, cap, expires_ms, why);
+                               clock_wall_ms() / 1000, principal, cap, expires_ms, bound, why);
     json_decref(claims);
     pthread_mutex_lock(&in.mu);
     snprintf(s->hash, sizeof s->hash, "%s", hash);
@@ -155,6 +159,7 @@ enum oauth_verdict introspect_check(const char *token, char *principal, size_t c
     s->why = *why;
     snprintf(s->principal, sizeof s->principal, "%s", principal);
     s->expires_ms = *expires_ms;
+    memcpy(s->bound, bound, sizeof s->bound);
     pthread_mutex_unlock(&in.mu);
     return v;
 }

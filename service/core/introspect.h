@@ -34,7 +34,7 @@ void introspect_shutdown(void);
 
 /* As oauth_check, for an opaque token. */
 enum oauth_verdict introspect_check(const char *token, char *principal, size_t cap,
-                                    int64_t *expires_ms, const char **why);
+                                    int64_t *expires_ms, char *bound, const char **why);
 
 /* The claims to check for an introspection answer (pure; for the unit
  * tests): NULL when it is not an active token's, else a new object with

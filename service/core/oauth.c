@@ -1,5 +1,6 @@
 /* oauth — see oauth.h. */
 #include "oauth.h"
+#include "dpop.h"
 #include "auth.h"
 #include "introspect.h"
 #include "jwks.h"
@@ -174,8 +175,10 @@ static int date_claim(json_t *claims, const char *name, int64_t *out)
 
 enum oauth_verdict oauth_claims_check(json_t *claims, const char *issuer, const char *audience,
                                       const char *scopes, int64_t now_s, char *principal,
-                                      size_t cap, int64_t *expires_ms, const char **why)
+                                      size_t cap, int64_t *expires_ms, char *bound,
+                                      const char **why)
 {
+    bound[0] = '\0';
     const char *iss = json_string_value(json_object_get(claims, "iss"));
     if (!iss || strcmp(iss, issuer) != 0) {
         *why = "the token was issued by another authorization server";
@@ -215,6 +218,16 @@ enum oauth_verdict oauth_claims_check(json_t *claims, const char *issuer, const 
         }
         p += n;
     }
+    json_t *cnf = json_object_get(claims, "cnf");
+    if (cnf) {
+        const char *jkt = json_string_value(json_object_get(cnf, "jkt"));
+        /* a binding not understood (x5t#S256: mutual TLS) cannot be proven */
+        if (!jkt || strlen(jkt) != DPOP_JKT_LEN) {
+            *why = "the token is bound to a key in a way this server cannot check (cnf)";
+            return OAUTH_INVALID;
+        }
+        memcpy(bound, jkt, DPOP_JKT_LEN + 1);
+    }
     if (oauth_principal(iss, sub, principal, cap) != 0) {
         *why = "the token's principal could not be formed";
         return OAUTH_INVALID;
@@ -224,11 +237,33 @@ enum oauth_verdict oauth_claims_check(json_t *claims, const char *issuer, const 
     return OAUTH_OK;
 }
 
-enum oauth_verdict oauth_check(const char *token, char *principal, size_t cap, int64_t *expires_ms,
-                               const char **why)
+json_t *oauth_verified_claims(cjose_jws_t *jws, const cjose_jwk_t *key, const char *bad_signature,
+                              const char *bad_claims, const char **why)
 {
+    cjose_err err;
+    uint8_t *payload = NULL;
+    size_t payload_len = 0;
+    if (!cjose_jws_verify(jws, key, &err)) {
+        *why = bad_signature;
+        return NULL;
+    }
+    json_t *claims = NULL;
+    if (!cjose_jws_get_plaintext(jws, &payload, &payload_len, &err) ||
+        !(claims = json_loadb((const char *)payload, payload_len, 0, NULL)) ||
+        !json_is_object(claims)) {
+        json_decref(claims);
+        *why = bad_claims;
+        return NULL;
+    }
+    return claims;
+}
+
+enum oauth_verdict oauth_check(const char *token, char *principal, size_t cap, int64_t *expires_ms,
+                               char *bound, const char **why)
+{
+    bound[0] = '\0';
     if (!strchr(token, '.') && introspect_enabled())
-        return introspect_check(token, principal, cap, expires_ms, why);
+        return introspect_check(token, principal, cap, expires_ms, bound, why);
     cjose_err err;
     cjose_jws_t *jws = cjose_jws_import(token, strlen(token), &err);
     if (!jws) {
@@ -241,8 +276,6 @@ enum oauth_verdict oauth_check(const char *token, char *principal, size_t cap, i
     json_t *kidv = json_object_get(hdr, "kid");
     int rsa = 0, unreachable = 0;
     cjose_jwk_t *key = NULL;
-    uint8_t *payload = NULL;
-    size_t payload_len = 0;
     json_t *claims = NULL;
     /* RFC 7515 4.1.11: an extension named critical must be understood, and
      * this code understands none. */
@@ -262,19 +295,13 @@ enum oauth_verdict oauth_check(const char *token, char *principal, size_t cap, i
                    &unreachable);
     if (!key)
         goto out;
-    if (!cjose_jws_verify(jws, key, &err)) {
-        *why = "the token's signature does not verify";
-        goto out;
-    }
     /* Nothing the token says is read before this point but its header. */
-    if (!cjose_jws_get_plaintext(jws, &payload, &payload_len, &err) ||
-        !(claims = json_loadb((const char *)payload, payload_len, 0, NULL)) ||
-        !json_is_object(claims)) {
-        *why = "the token's claims are not a JSON object";
+    claims = oauth_verified_claims(jws, key, "the token's signature does not verify",
+                                   "the token's claims are not a JSON object", why);
+    if (!claims)
         goto out;
-    }
     v = oauth_claims_check(claims, oa.issuer, oa.audience, oa.scopes, clock_wall_ms() / 1000,
-                           principal, cap, expires_ms, why);
+                           principal, cap, expires_ms, bound, why);
 out:
     json_decref(claims);
     jwks_release(key);
@@ -292,9 +319,16 @@ char *oauth_resource_metadata(void)
             json_array_append_new(scopes, json_stringn(p, n));
         p += n;
     }
+    json_t *algs = json_array();
+    for (const char *p = DPOP_ALGS; *p;) {
+        size_t n = strcspn(p, " ");
+        json_array_append_new(algs, json_stringn(p, n));
+        p += n + strspn(p + n, " ");
+    }
     json_t *doc =
-        json_pack("{s:s, s:[s], s:o, s:[s]}", "resource", oa.resource, "authorization_servers",
-                  oa.issuer, "scopes_supported", scopes, "bearer_methods_supported", "header");
+        json_pack("{s:s, s:[s], s:o, s:[s], s:o}", "resource", oa.resource, "authorization_servers",
+                  oa.issuer, "scopes_supported", scopes, "bearer_methods_supported", "header",
+                  "dpop_signing_alg_values_supported", algs);
     char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     return text;

@@ -349,7 +349,7 @@ static enum MHD_Result final_call(struct gate_req *g, struct MHD_Connection *con
         return run_fiber(g) ? g->result : MHD_YES;
     conn_guard_request_received(con);
     if (g->websocket)
-        return ws_upgrade(con, &g->ws_pending);
+        return ws_upgrade(con, url, &g->ws_pending);
     g->url = url;
     g->method = method;
     g->version = version;

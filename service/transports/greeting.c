@@ -66,7 +66,7 @@ int greeting_accept(json_t *msg, const char *transport, struct greeting *g,
     if (token)
         snprintf(authz, sizeof authz, "Bearer %s", token);
     const char *why = NULL;
-    if (auth_check(token ? authz : NULL, NULL, grant, &why) != 0) {
+    if (auth_check(token ? authz : NULL, NULL, NULL, grant, &why) != 0) {
         *refusal = greeting_error(g->id, JSONRPC_SESSION_NOT_FOUND, why, transport, "unauthorized");
         *fatal = 1;
         return -1;

@@ -137,10 +137,12 @@ static int admitted(const struct _u_request *req, struct _u_response *resp,
         return 0;
     }
     const char *why;
-    int rc = auth_check(header(req, "Authorization"), NULL, grant, &why);
+    struct auth_request ar = {
+        .dpop = header(req, "DPoP"), .method = req->http_verb, .path = req->url_path};
+    int rc = auth_check(header(req, "Authorization"), NULL, &ar, grant, &why);
     request_log_principal(grant->principal);
     if (rc != 0) {
-        char challenge[512];
+        char challenge[768];
         int status = auth_challenge(grant, why, challenge, sizeof challenge);
         u_map_put(resp->map_header, "WWW-Authenticate", challenge);
         fail(resp, (unsigned)status, JSONRPC_SERVER_ERROR, why);

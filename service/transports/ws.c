@@ -566,18 +566,19 @@ void ws_request_completed(struct ws_conn **pending)
     conn_free(c);
 }
 
-enum MHD_Result ws_upgrade(struct MHD_Connection *con, struct ws_conn **pending)
+enum MHD_Result ws_upgrade(struct MHD_Connection *con, const char *url, struct ws_conn **pending)
 {
     enum MHD_Result rc;
     if (check_handshake(con, &rc) != 0)
         return rc;
     struct auth_grant grant;
     const char *why;
+    struct auth_request req = {.dpop = header(con, "DPoP"), .method = "GET", .path = url};
     int denied = auth_check(header(con, "Authorization"), header(con, "Sec-WebSocket-Protocol"),
-                            &grant, &why);
+                            &req, &grant, &why);
     request_log_principal(grant.principal);
     if (denied) {
-        char challenge[512];
+        char challenge[768];
         int status = auth_challenge(&grant, why, challenge, sizeof challenge);
         return fail(con, (unsigned)status, JSONRPC_SERVER_ERROR, why, "WWW-Authenticate",
                     challenge);

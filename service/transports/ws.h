@@ -68,12 +68,12 @@ void ws_configure(const struct ws_config *cfg);
 
 struct ws_conn;
 
-/* Answers GET /mcp/ws from its headers: a refusal, or the 101 that hands
- * the connection to the WebSocket session. Call from the access handler
- * on the request's final call; returns what the handler returns. Until
- * the 101 has gone out, *pending (the request's, kept by the caller)
- * points to the session. */
-enum MHD_Result ws_upgrade(struct MHD_Connection *con, struct ws_conn **pending);
+/* Answers GET /mcp/ws (url: the path it came to) from its headers: a
+ * refusal, or the 101 that hands the connection to the WebSocket session.
+ * Call from the access handler on the request's final call; returns what
+ * the handler returns. Until the 101 has gone out, *pending (the
+ * request's, kept by the caller) points to the session. */
+enum MHD_Result ws_upgrade(struct MHD_Connection *con, const char *url, struct ws_conn **pending);
 /* From MHD_OPTION_NOTIFY_COMPLETED: frees a session whose 101 never went
  * out (*pending still set). */
 void ws_request_completed(struct ws_conn **pending);

@@ -11,6 +11,12 @@
 //     keyed with the public key (PEM, and the JWK's n), a tampered payload,
 //     a tampered signature, a crit header, not a JWT; and no token reaches
 //     mcpd's log;
+//   - DPoP-bound tokens (RFC 9449) from the provider: accepted with a good
+//     proof, and a table of bad ones, each refused 401 under the DPoP
+//     scheme (invalid_dpop_proof) or as an invalid token: no proof, a
+//     replayed one, another method, URL, token (ath) or time, a private
+//     key or alg none in the header, two proofs, another key's proof, a
+//     bound token sent as Bearer, an unbound one sent with DPoP;
 //   - an unknown kid refetches the key set at most once per 10 s
 //     (JWKS_REFRESH_MIN_MS): 300 tokens with random kids within the
 //     interval cost no fetch (the provider counts its JWKS requests), and
@@ -23,9 +29,23 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { describe, test } from 'node:test';
 
-import { mint, rsaKey } from './lib/oidc.mjs';
+import { dpopKey, mint, rsaKey } from './lib/oidc.mjs';
 import { REFRESH_MS, REQUIRED, assertInvalid, metadataUrl, refusal, withOauth } from './lib/oauth-mcpd.mjs';
-import { sleep } from './lib/mcpd.mjs';
+import { ACCEPT_BOTH, request, sleep } from './lib/mcpd.mjs';
+
+/** An initialize with these Authorization and DPoP headers: {status, challenge}. */
+async function withProof(m, authorization, dpop) {
+  const headers = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, Authorization: authorization };
+  if (dpop !== undefined) headers.DPoP = dpop;
+  const body = {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'dpop-abuse', version: '1' } },
+  };
+  const r = await request(m.port, { headers, body });
+  return { status: r.status, challenge: r.headers['www-authenticate'] || '' };
+}
 
 describe('abuse of mcpd as an OAuth resource server', () => {
   test('the bad-token table: each refused with the right status and WWW-Authenticate', async () => {
@@ -70,6 +90,54 @@ describe('abuse of mcpd as an OAuth resource server', () => {
       assert.equal((await refusal(m, good)).status, 200);
       for (const [what, token] of table)
         if (token.length > 20) assert.ok(!m.stderr.includes(token), `the ${what} token appears in mcpd log`);
+    });
+  });
+
+  test('DPoP-bound tokens: a good proof is accepted, and the bad-proof table refused', async () => {
+    await withOauth({}, async (m, oidc) => {
+      const url = `http://127.0.0.1:${m.port}/mcp`;
+      const key = dpopKey();
+      const bound = (await oidc.token({ dpop: key })).access_token;
+      const claims = JSON.parse(Buffer.from(bound.split('.')[1], 'base64url'));
+      assert.ok(claims.cnf?.jkt, 'the provider bound the token to the key');
+      const plain = (await oidc.token()).access_token;
+      const now = Math.floor(Date.now() / 1000);
+
+      const good = key.proof('POST', url, { token: bound });
+      assert.equal((await withProof(m, `DPoP ${bound}`, good)).status, 200, 'a good proof');
+      const other = dpopKey();
+      const proofError = 'invalid_dpop_proof';
+      const table = [
+        ['the same proof again (jti)', `DPoP ${bound}`, good, proofError],
+        ['no proof', `DPoP ${bound}`, undefined, proofError],
+        ['another method (htm)', `DPoP ${bound}`, key.proof('GET', url, { token: bound }), proofError],
+        ['another URL (htu)', `DPoP ${bound}`, key.proof('POST', `http://127.0.0.1:${m.port}/other`, { token: bound }), proofError],
+        ['another host (htu)', `DPoP ${bound}`, key.proof('POST', `http://evil.example:${m.port}/mcp`, { token: bound }), proofError],
+        ['ten minutes old (iat)', `DPoP ${bound}`, key.proof('POST', url, { token: bound, iat: now - 600 }), proofError],
+        ['from the future (iat)', `DPoP ${bound}`, key.proof('POST', url, { token: bound, iat: now + 600 }), proofError],
+        ['for another token (ath)', `DPoP ${bound}`, key.proof('POST', url, { token: plain }), proofError],
+        ['without ath', `DPoP ${bound}`, key.proof('POST', url), proofError],
+        ['typ JWT', `DPoP ${bound}`, key.proof('POST', url, { token: bound, header: { typ: 'JWT' } }), proofError],
+        ['alg none', `DPoP ${bound}`, `${key.proof('POST', url, { token: bound, header: { alg: 'none' } }).split('.').slice(0, 2).join('.')}.`, proofError],
+        ['a private key in the header', `DPoP ${bound}`, key.proof('POST', url, { token: bound, header: { jwk: key.key.export({ format: 'jwk' }) } }), proofError],
+        ['no key in the header', `DPoP ${bound}`, key.proof('POST', url, { token: bound, header: { jwk: undefined } }), proofError],
+        ['two proofs', `DPoP ${bound}`, `${key.proof('POST', url, { token: bound })}, ${key.proof('POST', url, { token: bound })}`, proofError],
+        ["another key's proof (cnf.jkt)", `DPoP ${bound}`, other.proof('POST', url, { token: bound }), 'invalid_token'],
+        ['the bound token as Bearer', `Bearer ${bound}`, undefined, 'invalid_token'],
+        ['the bound token as Bearer, with a proof', `Bearer ${bound}`, key.proof('POST', url, { token: bound }), 'invalid_token'],
+        ['an unbound token with DPoP', `DPoP ${plain}`, key.proof('POST', url, { token: plain }), 'invalid_token'],
+      ];
+      for (const [what, authorization, proof, error] of table) {
+        const r = await withProof(m, authorization, proof);
+        assert.equal(r.status, 401, what);
+        assert.ok(r.challenge.includes(`error="${error}"`), `${what}: ${r.challenge}`);
+        assert.ok(r.challenge.includes(`resource_metadata="${metadataUrl(m)}"`), `${what}: ${r.challenge}`);
+        if (authorization.startsWith('DPoP ')) assert.match(r.challenge, /^DPoP algs="ES256 /, what);
+        else assert.match(r.challenge, /^Bearer /, what);
+      }
+      assert.equal((await withProof(m, `Bearer ${plain}`)).status, 200, 'an unbound token as Bearer');
+      assert.equal((await withProof(m, `DPoP ${bound}`, key.proof('POST', url, { token: bound }))).status, 200, 'a fresh proof');
+      for (const t of [bound, plain]) assert.ok(!m.stderr.includes(t), 'no token in the log');
     });
   });
 

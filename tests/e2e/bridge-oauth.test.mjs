@@ -123,12 +123,17 @@ test('sign-in through the loopback redirect, kept 0600, reused, forgotten by --l
 });
 
 test('refresh: quietly before expiry, and after the server refuses the token', async () => {
-  const s = await startServers({ expiresIn: 5 }); // inside the bridge's 30 s margin
+  // 4 s tokens: shorter than twice the bridge's 30 s margin, so refreshed half-way
+  const s = await startServers({ expiresIn: 4 });
   const dir = configDir();
   const env = { XDG_CONFIG_HOME: dir };
   try {
     await useOnce(s, env);
     assert.equal(s.authorize, 1);
+    assert.deepEqual(s.grants, ['authorization_code'], 'a fresh token is not refreshed at once');
+    await new Promise((r) => setTimeout(r, 2500));
+    await useOnce(s, env);
+    assert.equal(s.authorize, 1, 'half-way through its life: a refresh, not a sign-in');
     assert.ok(s.grants.includes('refresh_token'), `grants: ${s.grants}`);
 
     for (const t of s.valid) s.revoked.add(t); // every token so far is refused

@@ -44,6 +44,7 @@ describe('mcpd as an OAuth resource server', () => {
           authorization_servers: [oidc.issuer],
           scopes_supported: ['mcp:tools', 'mcp:extra'],
           bearer_methods_supported: ['header'],
+          dpop_signing_alg_values_supported: ['ES256', 'ES384', 'ES512', 'RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512'],
         });
       }
     });

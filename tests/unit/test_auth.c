@@ -140,7 +140,7 @@ static int check(const char *token, struct auth_grant *g, const char **why)
 {
     char header[128];
     snprintf(header, sizeof header, "Bearer %s", token);
-    return auth_check(header, NULL, g, why);
+    return auth_check(header, NULL, NULL, g, why);
 }
 
 /* Waits (a generous bound) until e was told to end. */

@@ -7,6 +7,7 @@
 
 #include "oauth_store.h"
 #include "oauth_util.h"
+#include "b64url.h"
 #include "pkce.h"
 
 #include <stdlib.h>
@@ -22,7 +23,7 @@ static void test_pkce(void)
     static const unsigned char bytes[] = {116, 24,  223, 180, 151, 153, 224, 37,  79,  250, 96,
                                           125, 216, 173, 187, 186, 22,  212, 37,  77,  105, 214,
                                           191, 240, 91,  88,  5,   88,  83,  132, 141, 121};
-    pkce_b64url(bytes, sizeof bytes, out);
+    b64url_encode_to(bytes, sizeof bytes, out);
     CHECK_STR(out, "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk");
     char v1[PKCE_MAX], v2[PKCE_MAX];
     CHECK_INT(pkce_verifier(v1), 0);

@@ -5,6 +5,7 @@
  * discovery and metadata URLs, and which keys of a JWKS are kept. */
 #include "auth.h"
 #include "check.h"
+#include "dpop.h"
 #include "introspect.h"
 #include "jwks.h"
 #include "oauth.h"
@@ -19,8 +20,9 @@ static enum oauth_verdict claims(const char *text, const char *scopes, int64_t n
 {
     json_t *c = json_loads(text, 0, NULL);
     const char *why = NULL;
-    enum oauth_verdict v =
-        oauth_claims_check(c, ISS, RES, scopes, now, principal, AUTH_PRINCIPAL_MAX, exp, &why);
+    char bound[DPOP_JKT_LEN + 1];
+    enum oauth_verdict v = oauth_claims_check(c, ISS, RES, scopes, now, principal,
+                                              AUTH_PRINCIPAL_MAX, exp, bound, &why);
     json_decref(c);
     return v;
 }
@@ -179,8 +181,10 @@ static void test_introspection_answer(void)
     char p[AUTH_PRINCIPAL_MAX];
     int64_t exp;
     const char *why = NULL;
-    CHECK_INT(oauth_claims_check(c, ISS, RES, "mcp:tools", 1500, p, sizeof p, &exp, &why),
+    char bound[DPOP_JKT_LEN + 1];
+    CHECK_INT(oauth_claims_check(c, ISS, RES, "mcp:tools", 1500, p, sizeof p, &exp, bound, &why),
               OAUTH_OK);
+    CHECK_STR(bound, "");
     CHECK_STR(p, "oauth:" ISS "#c");
     json_decref(c);
     json_decref(a);
@@ -199,8 +203,29 @@ static void test_introspection_answer(void)
     }
 }
 
+/* cnf.jkt (RFC 9449 6): the token's key, for the caller to ask a proof of;
+ * a binding of another kind (mutual TLS) is refused, never ignored. */
+static void test_binding(void)
+{
+    const char *jkt = "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I";
+    char p[AUTH_PRINCIPAL_MAX], bound[DPOP_JKT_LEN + 1];
+    int64_t exp;
+    const char *why = NULL;
+    json_t *c = json_pack("{s:s, s:s, s:s, s:i, s:{s:s}}", "iss", ISS, "aud", RES, "sub", "u",
+                          "exp", 2000, "cnf", "jkt", jkt);
+    CHECK_INT(oauth_claims_check(c, ISS, RES, "", 1500, p, sizeof p, &exp, bound, &why), OAUTH_OK);
+    CHECK_STR(bound, jkt);
+    json_decref(c);
+    c = json_pack("{s:s, s:s, s:s, s:i, s:{s:s}}", "iss", ISS, "aud", RES, "sub", "u", "exp", 2000,
+                  "cnf", "x5t#S256", "abc");
+    CHECK_INT(oauth_claims_check(c, ISS, RES, "", 1500, p, sizeof p, &exp, bound, &why),
+              OAUTH_INVALID);
+    json_decref(c);
+}
+
 int main(void)
 {
+    test_binding();
     test_introspection_answer();
     test_algs();
     test_claims();

@@ -12,9 +12,9 @@ export const REQUIRED = 'mcp:tools';
 export const REFRESH_MS = 10000;
 
 /** mcpd with --auth oauth against a fresh provider; fn(m, oidc). */
-export async function withOauth({ scopes = REQUIRED, auth = 'oauth', extra = [], format, introspect = false } = {}, fn) {
+export async function withOauth({ scopes = REQUIRED, auth = 'oauth', extra = [], format, introspect = false, accessTTL } = {}, fn) {
   const port = await freePort();
-  const oidc = await Oidc.start(`http://127.0.0.1:${port}/mcp`, { format });
+  const oidc = await Oidc.start(`http://127.0.0.1:${port}/mcp`, { format, accessTTL });
   const args = ['--auth', auth, '--oauth-issuer', oidc.issuer, ...(scopes ? ['--oauth-scopes', scopes] : []), ...extra];
   if (introspect)
     args.push('--oauth-introspection-url', `${oidc.issuer}/token/introspection`, '--oauth-client-id', RS_ID, '--oauth-client-secret', RS_SECRET);

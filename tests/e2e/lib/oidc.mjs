@@ -3,6 +3,13 @@
 // access tokens for one resource, and the client_credentials grant, which
 // is how the tests get real tokens without a browser.
 //
+// Users sign in too (the authorization code flow, for mcp-bridge): clients
+// register themselves (RFC 7591), and the provider's interactions are
+// answered by the test server at once, as if the user ACCOUNT had signed
+// in and consented to what the client asked for. A "browser" that follows
+// redirects and keeps cookies (curl -L -b '') walks the whole flow.
+// Every grant the token endpoint gave is counted by type (grants).
+//
 // The provider runs behind a small HTTP server of the test's own, which
 //   - counts the requests for the key set (jwksHits), so a test can see
 //     whether mcpd refetched it;
@@ -35,6 +42,25 @@ export function rsaKey(kid) {
   return { jwk, publicJwk, key: privateKey, kid };
 }
 
+/**
+ * A DPoP proof-of-possession key (RFC 9449): {key, jwk (public), proof()}.
+ * proof(htm, htu, {token, iat, jti, over, header}) signs a proof for a
+ * request; token's hash goes as ath; over and header override claims and
+ * header members (undefined drops one).
+ */
+export function dpopKey() {
+  const { privateKey, publicKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const jwk = publicKey.export({ format: 'jwk' });
+  const proof = (htm, htu, { token, iat = Math.floor(Date.now() / 1000), jti = crypto.randomUUID(), over = {}, header = {} } = {}) => {
+    const h = { typ: 'dpop+jwt', alg: 'ES256', jwk, ...header };
+    const c = { jti, htm, htu, iat, ...(token ? { ath: crypto.createHash('sha256').update(token).digest('base64url') } : {}), ...over };
+    const input = `${b64u(h)}.${b64u(c)}`;
+    const sig = crypto.sign('sha256', Buffer.from(input), { key: privateKey, dsaEncoding: 'ieee-p1363' }).toString('base64url');
+    return `${input}.${sig}`;
+  };
+  return { key: privateKey, jwk, proof };
+}
+
 const b64u = (v) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
 
 /**
@@ -54,7 +80,10 @@ export function mint(header, claims, { key, secret } = {}) {
   return `${input}.${sig}`;
 }
 
-function makeProvider(issuer, resource, keys, format) {
+/** The account every sign-in is for (the tokens' sub). */
+export const ACCOUNT = 'alice';
+
+function makeProvider(issuer, resource, keys, format, accessTTL) {
   const provider = new Provider(issuer, {
     clients: [
       {
@@ -68,10 +97,16 @@ function makeProvider(issuer, resource, keys, format) {
       { client_id: RS_ID, client_secret: RS_SECRET, grant_types: [], redirect_uris: [], response_types: [] },
     ],
     jwks: { keys: keys.map((k) => k.jwk) },
-    scopes: SCOPES.split(' '),
+    // offline_access: refresh tokens, as real providers give them
+    scopes: [...SCOPES.split(' '), 'offline_access'],
     ttl: { ClientCredentials: 300 },
+    // what the code flow needs: no dev login pages (the test server answers
+    // the interactions), open registration, RFC 9207's iss in the redirect
+    interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
+    pkce: { required: () => true },
     features: {
       devInteractions: { enabled: false },
+      registration: { enabled: true },
       clientCredentials: { enabled: true },
       // mcpd's client may introspect any token.
       introspection: { enabled: true, allowedPolicy: async () => true },
@@ -82,7 +117,7 @@ function makeProvider(issuer, resource, keys, format) {
         useGrantedResource: () => true,
         getResourceServerInfo: (ctx, indicator) => {
           if (indicator !== resource) throw new Error(`unknown resource ${indicator}`);
-          return { scope: SCOPES, audience: resource, accessTokenTTL: 300, accessTokenFormat: format };
+          return { scope: SCOPES, audience: resource, accessTokenTTL: accessTTL, accessTokenFormat: format };
         },
       },
     },
@@ -92,10 +127,16 @@ function makeProvider(issuer, resource, keys, format) {
 }
 
 export class Oidc {
-  /** Starts on a free loopback port; resource: the mcpd resource URL. */
-  static async start(resource, { keys, format = 'jwt' } = {}) {
+  /**
+   * Starts on a free loopback port; resource: the mcpd resource URL;
+   * accessTTL: the access tokens' lifetime in seconds.
+   */
+  static async start(resource, { keys, format = 'jwt', accessTTL = 300 } = {}) {
     const o = new Oidc();
     o.format = format; // of the access tokens it issues: 'jwt' or 'opaque'
+    o.accessTTL = accessTTL;
+    o.grants = []; // grant_type of every token the token endpoint issued
+    o.signIns = 0; // interactions answered
     o.resource = resource;
     o.keys = keys || [rsaKey('k1')];
     o.jwksHits = 0;
@@ -106,6 +147,13 @@ export class Oidc {
         return;
       }
       if (req.url.startsWith('/jwks')) o.jwksHits++;
+      if (req.url.startsWith('/interaction/')) {
+        o.interact(req, res).catch((e) => {
+          res.writeHead(500);
+          res.end(String(e));
+        });
+        return;
+      }
       o.handler(req, res);
     });
     o.sockets = new Set();
@@ -123,18 +171,57 @@ export class Oidc {
   /** Serves these keys (the first signs) from now on. */
   setKeys(keys) {
     this.keys = keys;
-    this.provider = makeProvider(this.issuer, this.resource, keys, this.format);
+    this.provider = makeProvider(this.issuer, this.resource, keys, this.format, this.accessTTL);
+    this.provider.on('grant.success', (ctx) => this.grants.push(ctx.oidc.params.grant_type));
     this.handler = this.provider.callback();
   }
 
-  /** A real access token by client_credentials: {access_token, ...}. */
-  async token({ scope = SCOPES, resource = this.resource } = {}) {
+  /**
+   * One interaction of a sign-in, answered as the user would: log in as
+   * ACCOUNT, then consent to the scopes and resource the client asked for.
+   * The provider then redirects the browser on.
+   */
+  async interact(req, res) {
+    const p = this.provider;
+    const details = await p.interactionDetails(req, res);
+    const { prompt, params, session } = details;
+    let result;
+    if (prompt.name === 'login') {
+      result = { login: { accountId: ACCOUNT } };
+    } else {
+      const grant = details.grantId
+        ? await p.Grant.find(details.grantId)
+        : new p.Grant({ accountId: session.accountId, clientId: params.client_id });
+      const missing = prompt.details;
+      if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope.join(' '));
+      for (const [indicator, scopes] of Object.entries(missing.missingResourceScopes || {}))
+        grant.addResourceScope(indicator, scopes.join(' '));
+      result = { consent: { grantId: await grant.save() } };
+      this.signIns++;
+    }
+    await p.interactionFinished(req, res, result, { mergeWithLastSubmission: true });
+  }
+
+  /** Ends an access token the provider issued (opaque ones: introspection
+   * then says it is not active). */
+  async destroyAccessToken(value) {
+    const t = await this.provider.AccessToken.find(value);
+    if (!t) throw new Error('destroyAccessToken: no such token');
+    await t.destroy();
+  }
+
+  /**
+   * A real access token by client_credentials: {access_token, ...}; with
+   * dpop (a dpopKey()), bound to that key (token_type DPoP).
+   */
+  async token({ scope = SCOPES, resource = this.resource, dpop } = {}) {
     const body = new URLSearchParams({ grant_type: 'client_credentials', scope, resource });
     const r = await fetch(`${this.issuer}/token`, {
       method: 'POST',
       headers: {
         'Content-Type': 'application/x-www-form-urlencoded',
         Authorization: `Basic ${Buffer.from(`${CLIENT_ID}:${CLIENT_SECRET}`).toString('base64')}`,
+        ...(dpop ? { DPoP: dpop.proof('POST', `${this.issuer}/token`) } : {}),
       },
       body,
     });

@@ -1,0 +1,264 @@
+/* dpop — see dpop.h. */
+#include "dpop.h"
+#include "b64url.h"
+#include "oauth.h"
+
+#include <cjose/jwk.h>
+#include <cjose/jws.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define JTI_MAX 256
+
+static struct {
+    pthread_mutex_t mu;
+    struct seen {
+        unsigned char digest[16];
+        int64_t at_s;
+    } slots[DPOP_JTI_SLOTS];
+} seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int sha256_b64url(const char *text, size_t n, char *out)
+{
+    unsigned char d[32];
+    if (gnutls_hash_fast(GNUTLS_DIG_SHA256, text, n, d) != 0)
+        return -1;
+    b64url_encode_to(d, sizeof d, out);
+    return 0;
+}
+
+int dpop_thumbprint(const json_t *jwk, char *jkt)
+{
+    const char *kty = json_string_value(json_object_get(jwk, "kty"));
+    static const char *const rsa[] = {"e", "kty", "n", NULL};
+    static const char *const ec[] = {"crv", "kty", "x", "y", NULL};
+    const char *const *members = !kty                      ? NULL
+                                 : strcmp(kty, "RSA") == 0 ? rsa
+                                 : strcmp(kty, "EC") == 0  ? ec
+                                                           : NULL;
+    if (!members)
+        return -1;
+    /* RFC 7638 3: the required members only, sorted, no blanks. */
+    json_t *canon = json_object();
+    int ok = canon != NULL;
+    for (int i = 0; ok && members[i]; i++) {
+        json_t *v = json_object_get(jwk, members[i]);
+        ok = json_is_string(v) && json_object_set(canon, members[i], v) == 0;
+    }
+    char *text = ok ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(canon);
+    ok = text && sha256_b64url(text, strlen(text), jkt) == 0;
+    free(text);
+    return ok ? 0 : -1;
+}
+
+/* url's scheme://host[:port] lowercased without a default port, then its
+ * path ("/" when none), into out. 0, or -1 when it is no http(s) URL or
+ * does not fit. */
+static int htu_normal(const char *url, char *out, size_t cap)
+{
+    const char *sep = strstr(url, "://");
+    if (!sep)
+        return -1;
+    size_t scheme = (size_t)(sep - url);
+    int https = scheme == 5 && strncasecmp(url, "https", 5) == 0;
+    if (!https && !(scheme == 4 && strncasecmp(url, "http", 4) == 0))
+        return -1;
+    const char *host = sep + 3;
+    size_t authority = strcspn(host, "/?#");
+    size_t hostlen = authority;
+    const char *colon = memchr(host, ':', authority);
+    /* an IPv6 literal's colons are inside its brackets */
+    const char *bracket = memchr(host, ']', authority);
+    if (bracket && colon && colon < bracket)
+        colon = memchr(bracket, ':', authority - (size_t)(bracket - host));
+    if (colon) {
+        const char *port = colon + 1;
+        size_t plen = authority - (size_t)(port - host);
+        if ((https && plen == 3 && memcmp(port, "443", 3) == 0) ||
+            (!https && plen == 2 && memcmp(port, "80", 2) == 0))
+            hostlen = (size_t)(colon - host);
+    }
+    const char *path = host + authority;
+    size_t pathlen = strcspn(path, "?#");
+    size_t n = 0;
+    int w = snprintf(out, cap, "%s://", https ? "https" : "http");
+    if (w < 0 || (size_t)w >= cap)
+        return -1;
+    n = (size_t)w;
+    if (n + hostlen + (pathlen ? pathlen : 1) + 1 > cap)
+        return -1;
+    for (size_t i = 0; i < hostlen; i++)
+        out[n++] = (char)((host[i] >= 'A' && host[i] <= 'Z') ? host[i] + 32 : host[i]);
+    if (pathlen) {
+        memcpy(out + n, path, pathlen);
+        n += pathlen;
+    } else {
+        out[n++] = '/';
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+int dpop_htu_matches(const char *htu, const char *url)
+{
+    char a[2048], b[2048];
+    return htu_normal(htu, a, sizeof a) == 0 && htu_normal(url, b, sizeof b) == 0 &&
+           strcmp(a, b) == 0;
+}
+
+/* 1 when jti (with the key's thumbprint) was not seen in the window, and
+ * notes it; 0 for a replay. */
+static int first_use(const char *jti, const char *jkt, int64_t now_s)
+{
+    unsigned char d[32];
+    size_t n = strlen(jti), k = strlen(jkt);
+    char buf[JTI_MAX + DPOP_JKT_LEN + 2];
+    memcpy(buf, jkt, k);
+    buf[k] = ' ';
+    memcpy(buf + k + 1, jti, n);
+    if (gnutls_hash_fast(GNUTLS_DIG_SHA256, buf, k + 1 + n, d) != 0)
+        return 0;
+    size_t slot = ((size_t)d[0] << 8 | d[1]) % DPOP_JTI_SLOTS;
+    pthread_mutex_lock(&seen.mu);
+    struct seen *s = &seen.slots[slot];
+    /* a proof is good for the window either side of its iat */
+    int replay =
+        memcmp(s->digest, d, sizeof s->digest) == 0 && now_s - s->at_s <= 2 * DPOP_IAT_WINDOW_S;
+    if (!replay) {
+        memcpy(s->digest, d, sizeof s->digest);
+        s->at_s = now_s;
+    }
+    pthread_mutex_unlock(&seen.mu);
+    return !replay;
+}
+
+void dpop_reset(void)
+{
+    pthread_mutex_lock(&seen.mu);
+    memset(seen.slots, 0, sizeof seen.slots);
+    pthread_mutex_unlock(&seen.mu);
+}
+
+/* The proof's claims, once its signature verified. */
+static int claims_check(json_t *c, const char *method, const char *htu, const char *token,
+                        int64_t now_s, const char *jkt, const char **why)
+{
+    const char *jti = json_string_value(json_object_get(c, "jti"));
+    const char *htm = json_string_value(json_object_get(c, "htm"));
+    const char *u = json_string_value(json_object_get(c, "htu"));
+    const char *ath = json_string_value(json_object_get(c, "ath"));
+    json_t *iat = json_object_get(c, "iat");
+    if (!jti || !*jti || strlen(jti) > JTI_MAX) {
+        *why = "the DPoP proof has no jti";
+        return -1;
+    }
+    if (!htm || strcmp(htm, method) != 0) {
+        *why = "the DPoP proof is for another method (htm)";
+        return -1;
+    }
+    if (!u || !dpop_htu_matches(u, htu)) {
+        *why = "the DPoP proof is for another URL (htu)";
+        return -1;
+    }
+    if (!json_is_integer(iat) && !json_is_real(iat)) {
+        *why = "the DPoP proof has no iat";
+        return -1;
+    }
+    double at = json_number_value(iat);
+    if (at < (double)(now_s - DPOP_IAT_WINDOW_S) || at > (double)(now_s + DPOP_IAT_WINDOW_S)) {
+        *why = "the DPoP proof is too old or from the future (iat)";
+        return -1;
+    }
+    char want[DPOP_JKT_LEN + 1];
+    if (!ath || sha256_b64url(token, strlen(token), want) != 0 || strcmp(ath, want) != 0) {
+        *why = "the DPoP proof is for another access token (ath)";
+        return -1;
+    }
+    if (!first_use(jti, jkt, now_s)) {
+        *why = "the DPoP proof was used before (jti)";
+        return -1;
+    }
+    return 0;
+}
+
+/* The public key in the proof's header, checked against alg's family;
+ * writes its thumbprint. NULL with *why. */
+static cjose_jwk_t *proof_key(json_t *hdr, char *jkt, const char **why)
+{
+    const char *alg = json_string_value(json_object_get(hdr, "alg"));
+    json_t *jwk = json_object_get(hdr, "jwk");
+    int rsa = 0;
+    if (!oauth_alg_allowed(alg, &rsa)) {
+        *why = "the DPoP proof's signing algorithm is not allowed";
+        return NULL;
+    }
+    if (!json_is_object(jwk)) {
+        *why = "the DPoP proof carries no public key (jwk)";
+        return NULL;
+    }
+    /* RFC 9449 4.3: a private key in a proof is refused, whoever sent it */
+    static const char *const secret[] = {"d", "p", "q", "dp", "dq", "qi", "k"};
+    for (size_t i = 0; i < sizeof secret / sizeof secret[0]; i++)
+        if (json_object_get(jwk, secret[i])) {
+            *why = "the DPoP proof's key holds private members";
+            return NULL;
+        }
+    const char *kty = json_string_value(json_object_get(jwk, "kty"));
+    if (!kty || strcmp(kty, rsa ? "RSA" : "EC") != 0 || dpop_thumbprint(jwk, jkt) != 0) {
+        *why = "the DPoP proof's key does not suit its algorithm";
+        return NULL;
+    }
+    char *text = json_dumps(jwk, JSON_COMPACT);
+    cjose_err err;
+    cjose_jwk_t *key = text ? cjose_jwk_import(text, strlen(text), &err) : NULL;
+    free(text);
+    if (!key)
+        *why = "the DPoP proof's key could not be read";
+    return key;
+}
+
+int dpop_check(const char *proof, const char *method, const char *htu, const char *token,
+               int64_t now_s, char *jkt, const char **why)
+{
+    cjose_err err;
+    size_t len = proof ? strlen(proof) : 0;
+    if (!len || len > DPOP_PROOF_MAX) {
+        *why = "a DPoP proof is required (the DPoP header)";
+        return -1;
+    }
+    cjose_jws_t *jws = cjose_jws_import(proof, len, &err);
+    if (!jws) {
+        *why = "the DPoP proof is not a signed JWT";
+        return -1;
+    }
+    int rc = -1;
+    json_t *hdr = (json_t *)cjose_jws_get_protected(jws);
+    const char *typ = json_string_value(json_object_get(hdr, "typ"));
+    cjose_jwk_t *key = NULL;
+    json_t *claims = NULL;
+    if (!typ || strcmp(typ, "dpop+jwt") != 0) {
+        *why = "the DPoP proof's typ is not dpop+jwt";
+        goto out;
+    }
+    if (json_object_get(hdr, "crit")) {
+        *why = "the DPoP proof has critical header parameters";
+        goto out;
+    }
+    if (!(key = proof_key(hdr, jkt, why)))
+        goto out;
+    claims = oauth_verified_claims(jws, key, "the DPoP proof's signature does not verify",
+                                   "the DPoP proof's claims are not a JSON object", why);
+    if (claims)
+        rc = claims_check(claims, method, htu, token, now_s, jkt, why);
+out:
+    json_decref(claims);
+    cjose_jwk_release(key);
+    cjose_jws_release(jws);
+    return rc;
+}

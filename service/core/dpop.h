@@ -1,0 +1,61 @@
+/* dpop — proof of possession for OAuth access tokens (RFC 9449, the MCP
+ * DPoP extension, SEP-1932).
+ *
+ * An authorization server may bind the token it issues to a key of the
+ * client's (the token's cnf.jkt is the key's thumbprint). The client then
+ * sends `Authorization: DPoP <token>` and, in a `DPoP` header, a proof: a
+ * JWT signed with that key, the public key in its header, naming this
+ * request (htm, htu), when it was made (iat), a unique jti, and the
+ * token's hash (ath). A stolen token is then of no use without the key.
+ *
+ * dpop_check verifies a proof, in this order: typ "dpop+jwt", an allowed
+ * asymmetric algorithm (oauth.h's list), a public key of that algorithm's
+ * type (no private members), the signature (cjose), and only then the
+ * claims: htm is the method, htu the request's URL (scheme and host
+ * case-insensitive, default ports and query ignored), iat within
+ * DPOP_IAT_WINDOW_S of now, ath the token's SHA-256, and a jti not seen
+ * in the window. The key's thumbprint (RFC 7638) is what the token's
+ * cnf.jkt must equal: the caller compares them.
+ *
+ * Replays are caught per process in a direct-mapped table of
+ * DPOP_JTI_SLOTS digests (bounded memory, whatever is sent). Replicas do
+ * not share it: as the SEP allows for servers without global state, the
+ * short iat window bounds a replay to another replica. No server nonce is
+ * asked for. Thread-safe. */
+#ifndef MCPD_DPOP_H
+#define MCPD_DPOP_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DPOP_IAT_WINDOW_S 300
+#define DPOP_JTI_SLOTS 4096
+/* A thumbprint: base64url of a SHA-256, without padding. */
+#define DPOP_JKT_LEN 43
+/* The longest proof read (a proof with an RSA-4096 key runs to ~2 KiB). */
+#define DPOP_PROOF_MAX 8192
+/* The algorithms a proof may be signed with, for metadata and challenges. */
+#define DPOP_ALGS "ES256 ES384 ES512 RS256 RS384 RS512 PS256 PS384 PS512"
+
+/* Checks the proof sent with token on a request (method, htu: the URL the
+ * request was sent to) at now_s (wall clock seconds). On success returns 0
+ * and writes the key's thumbprint into jkt (DPOP_JKT_LEN + 1 bytes).
+ * Otherwise -1 and *why (static text) says why. */
+int dpop_check(const char *proof, const char *method, const char *htu, const char *token,
+               int64_t now_s, char *jkt, const char **why);
+
+/* The RFC 7638 thumbprint of a public JWK (RSA or EC) into jkt
+ * (DPOP_JKT_LEN + 1 bytes). 0, or -1 for another key type or a key
+ * missing a required member. */
+int dpop_thumbprint(const json_t *jwk, char *jkt);
+
+/* 1 when two URLs are the same for htu: scheme and host compared without
+ * case, a default port (80, 443) the same as none, query and fragment
+ * ignored, an empty path the same as "/". */
+int dpop_htu_matches(const char *htu, const char *url);
+
+/* Forgets every jti seen (for tests and shutdown). */
+void dpop_reset(void);
+
+#endif
