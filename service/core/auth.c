@@ -108,11 +108,6 @@ void auth_shutdown(void)
 int auth_challenge(const struct auth_grant *grant, const char *why, char *buf, size_t cap)
 {
     int status = grant->refusal == AUTH_INSUFFICIENT_SCOPE ? 403 : 401;
-    if (!auth.oauth) {
-        snprintf(buf, cap, "Bearer");
-        return status;
-    }
-    const char *scopes = oauth_scopes();
     const char *error = grant->refusal == AUTH_INSUFFICIENT_SCOPE ? "insufficient_scope"
                         : grant->refusal == AUTH_INVALID_TOKEN    ? "invalid_token"
                         : grant->refusal == AUTH_INVALID_PROOF    ? "invalid_dpop_proof"
@@ -121,14 +116,20 @@ int auth_challenge(const struct auth_grant *grant, const char *why, char *buf, s
      * or "Forbidden: " that the JSON-RPC message starts with. */
     const char *colon = why ? strstr(why, ": ") : NULL;
     const char *desc = colon ? colon + 2 : why;
-    int n = grant->dpop ? snprintf(buf, cap, "DPoP algs=\"%s\", resource_metadata=\"%s\"",
-                                   DPOP_ALGS, auth.metadata_url)
-                        : snprintf(buf, cap, "Bearer resource_metadata=\"%s\"", auth.metadata_url);
-    if (n >= 0 && (size_t)n < cap && *scopes)
-        n += snprintf(buf + n, cap - (size_t)n, ", scope=\"%s\"", scopes);
+    int n;
+    if (!auth.oauth)
+        n = snprintf(buf, cap, "Bearer");
+    else if (grant->dpop)
+        n = snprintf(buf, cap, "DPoP algs=\"%s\", resource_metadata=\"%s\"", DPOP_ALGS,
+                     auth.metadata_url);
+    else
+        n = snprintf(buf, cap, "Bearer resource_metadata=\"%s\"", auth.metadata_url);
+    if (n >= 0 && (size_t)n < cap && auth.oauth && *oauth_scopes())
+        n += snprintf(buf + n, cap - (size_t)n, ", scope=\"%s\"", oauth_scopes());
+    /* RFC 6750 3: a request without a token gets no error code */
     if (n >= 0 && (size_t)n < cap && error)
-        n += snprintf(buf + n, cap - (size_t)n, ", error=\"%s\", error_description=\"%s\"", error,
-                      desc ? desc : error);
+        n += snprintf(buf + n, cap - (size_t)n, "%serror=\"%s\", error_description=\"%s\"",
+                      auth.oauth ? ", " : " ", error, desc ? desc : error);
     return status;
 }
 

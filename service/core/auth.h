@@ -102,10 +102,11 @@ void auth_shutdown(void);
 int auth_check(const char *authorization, const char *ws_protocols, const struct auth_request *req,
                struct auth_grant *grant, const char **why);
 
-/* The refusal of a failed check: returns its status (401 or 403) and
- * writes the WWW-Authenticate value into buf (cap bytes): "Bearer" with
- * static tokens alone; with OAuth, the resource metadata's URL, the
- * required scopes, the error and why (RFC 6750, RFC 9728), under the
+/* The refusal of a failed check (or of a token that ended while a request
+ * waited: refusal AUTH_INVALID_TOKEN): returns its status (401 or 403) and
+ * writes the WWW-Authenticate value into buf (cap bytes): "Bearer" and the
+ * error and why (RFC 6750; no error without a token); with OAuth, also the
+ * resource metadata's URL and the required scopes (RFC 9728), under the
  * scheme "DPoP" with the proof algorithms when the request used it. */
 int auth_challenge(const struct auth_grant *grant, const char *why, char *buf, size_t cap);
 

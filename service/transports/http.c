@@ -155,9 +155,11 @@ static int admitted(const struct _u_request *req, struct _u_response *resp,
  * expired: answered as a request with that token now would be. */
 static int token_ended(struct _u_response *resp, const char *why)
 {
-    char msg[80];
+    char msg[80], challenge[768];
     snprintf(msg, sizeof msg, "Unauthorized: %s while the request waited", why);
-    u_map_put(resp->map_header, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
+    struct auth_grant ended = {.refusal = AUTH_INVALID_TOKEN};
+    auth_challenge(&ended, msg, challenge, sizeof challenge);
+    u_map_put(resp->map_header, "WWW-Authenticate", challenge);
     return fail(resp, 401, JSONRPC_SERVER_ERROR, msg);
 }
 

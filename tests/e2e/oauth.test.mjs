@@ -14,7 +14,8 @@
 //   - --oauth-audience replaces the resource in the aud check;
 //   - TCP's mcpd/connect and the official SDK client (its own OAuth
 //     support, client credentials) sign in;
-//   - the token's expiry ends the event stream and the WebSocket it opened.
+//   - the token's expiry ends the event stream and the WebSocket it opened,
+//     and refuses a request waiting for its reply (with the metadata URL).
 //
 // Runs on SQLite and (MCPD_TEST_DB=postgres) PostgreSQL. Every process this
 // file signals is one it started.
@@ -225,6 +226,17 @@ describe('mcpd as an OAuth resource server', () => {
         headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25', Authorization: `Bearer ${token}` },
       });
       assert.equal(s.status, 200);
+      // a request waiting for its reply when the token ends: refused as a
+      // request with that token now would be, the metadata URL included
+      const post = (body) =>
+        request(m.port, {
+          headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25', Authorization: `Bearer ${token}` },
+          body: { jsonrpc: '2.0', id: newId(), ...body },
+          timeout: 20000,
+        });
+      const ack = await post({ method: 'tools/call', params: { name: 'countdown', arguments: { n: 2, interval_ms: 10000 }, stream: true } });
+      assert.equal(ack.json?.result?.status, 'streaming_started', ack.text);
+      const waiting = post({ method: 'mcpd/poll', params: { stream_id: ack.json.result.stream_id, from_seq: 0, wait_ms: 30000 } });
       const ended = new Promise((resolve) => {
         let text = '';
         s.res.on('data', (d) => (text += d));
@@ -243,6 +255,10 @@ describe('mcpd as an OAuth resource server', () => {
       const closed = await Promise.race([wsClosed, sleep(5000).then(() => null)]);
       assert.deepEqual(closed, { code: 1008, reason: 'token expired' });
       assertInvalid(m, await refusal(m, token), 'after expiry');
+      const w = await waiting;
+      assert.equal(w.status, 401, w.text);
+      assertInvalid(m, { status: w.status, challenge: w.headers['www-authenticate'] }, 'the waiting request');
+      assert.match(w.headers['www-authenticate'], /token expired while the request waited/);
     });
   });
 });
