@@ -1093,5 +1093,12 @@ void oauth_free(struct oauth *a)
 
 int oauth_logout(const char *url)
 {
+    /* a WebSocket URL's sign-in is kept under its http(s) form (ws_remote.c) */
+    char http[2400];
+    if (strncasecmp(url, "ws://", 5) == 0 || strncasecmp(url, "wss://", 6) == 0) {
+        int tls = url[2] == 's' || url[2] == 'S';
+        snprintf(http, sizeof http, "%s%s", tls ? "https" : "http", url + (tls ? 3 : 2));
+        url = http;
+    }
     return oauth_store_put(url, NULL);
 }

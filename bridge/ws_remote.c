@@ -3,6 +3,7 @@
 
 #include "bridge_log.h"
 #include "connection.h"
+#include "oauth.h"
 #include "remote_error.h"
 #include "rpc_message.h"
 #include "session.h"
@@ -82,6 +83,11 @@ struct ws_remote {
     int64_t retry_at, down_since;
     int attempts;
     int stopping;
+    /* OAuth over the WebSocket (not raw TCP): the handshake is an HTTP
+     * request like any other. Its options are the run's with the http(s)
+     * form of the URL, which the server's metadata names as its resource. */
+    struct bridge_options oauth_opts;
+    struct oauth *oauth;
 };
 
 static void emit(struct ws_remote *w, const char *s, size_t len)
@@ -461,8 +467,26 @@ static int wait_fd(curl_socket_t fd, short events, int64_t deadline)
     return poll(&p, 1, (int)left) > 0 ? 0 : -1;
 }
 
+/* The value of the first header `name` in head (status line and headers,
+ * NUL-terminated) into out, cut to cap. 1 when there is one. */
+static int header_value(const char *head, const char *name, char *out, size_t cap)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(head, "\r\n"); p; p = strstr(p + 2, "\r\n")) {
+        if (strncasecmp(p + 2, name, n) != 0 || p[2 + n] != ':')
+            continue;
+        const char *v = p + 3 + n;
+        v += strspn(v, " \t");
+        size_t len = strcspn(v, "\r");
+        snprintf(out, cap, "%.*s", (int)len, v);
+        return 1;
+    }
+    return 0;
+}
+
 /* The handshake's answer: 101, the right Sec-WebSocket-Accept. Returns 0,
- * or -1 with msg set. */
+ * 1 when a 401 or 403 made the bridge sign in (or refresh, or step up):
+ * the handshake is to be made again; else -1 with msg set. */
 static int check_answer(struct ws_remote *w, const char *head, const char *key, char *msg)
 {
     long status = 0;
@@ -470,6 +494,14 @@ static int check_answer(struct ws_remote *w, const char *head, const char *key, 
     if (status != 101) {
         const char *body = strstr(head, "\r\n\r\n");
         remote_error_status(msg, MSG_CAP, w->host, status, body ? body + 4 : NULL);
+        if ((status == 401 || status == 403) && w->oauth) {
+            char www[2048], nonce[512];
+            if (header_value(head, "DPoP-Nonce", nonce, sizeof nonce))
+                oauth_dpop_nonce(w->oauth, nonce, strlen(nonce));
+            const char *challenge =
+                header_value(head, "WWW-Authenticate", www, sizeof www) ? www : NULL;
+            return oauth_challenge(w->oauth, status, challenge, msg, MSG_CAP) == 0 ? 1 : -1;
+        }
         if (status == 404 && w->s.id && w->s.state != SESSION_REINIT) {
             /* the server forgot the session: it must be rebuilt (the old
              * id stays until then, so a rebuild that fails is tried again
@@ -697,11 +729,10 @@ static int connect_tcp(struct ws_remote *w, char *msg)
     return 0;
 }
 
-/* Connects and does the handshake. Returns 0, or -1 with msg set. */
-static int connect_ws(struct ws_remote *w, char *msg)
+/* Connects and does the handshake. Returns 0, 1 to try again at once (a
+ * new token), or -1 with msg set. */
+static int handshake(struct ws_remote *w, char *msg)
 {
-    if (w->tcp)
-        return connect_tcp(w, msg);
     const struct bridge_options *o = w->o;
     CURL *e;
     curl_socket_t fd;
@@ -729,6 +760,11 @@ static int connect_ws(struct ws_remote *w, char *msg)
             w->target, w->host, key);
     if (o->token)
         fprintf(f, "Authorization: Bearer %s\r\n", o->token);
+    struct curl_slist *auth = NULL;
+    if (w->oauth && oauth_headers(w->oauth, "GET", w->http_url, &auth) == 0)
+        for (const struct curl_slist *h = auth; h; h = h->next)
+            fprintf(f, "%s\r\n", h->data);
+    curl_slist_free_all(auth);
     for (int i = 0; i < o->n_headers; i++)
         fprintf(f, "%s\r\n", o->headers[i]);
     /* while rebuilding, the connection is for a new session */
@@ -760,12 +796,27 @@ static int connect_ws(struct ws_remote *w, char *msg)
     }
     if (rc != 0) {
         curl_easy_cleanup(e);
-        return -1;
+        return rc;
     }
     /* frames may follow the handshake in the same read */
     size_t head_len = (size_t)(end + 4 - head);
     up_with(w, e, fd, head + head_len, got - head_len);
     return 0;
+}
+
+/* Connects and does the handshake, again after a sign-in (a bounded
+ * number of times: a step-up is at most two). Returns 0, or -1 with msg
+ * set. */
+static int connect_ws(struct ws_remote *w, char *msg)
+{
+    if (w->tcp)
+        return connect_tcp(w, msg);
+    for (int i = 0; i < 4; i++) {
+        int rc = handshake(w, msg);
+        if (rc != 1)
+            return rc;
+    }
+    return -1;
 }
 
 /* Up again: the next failure starts counting afresh. */
@@ -922,6 +973,11 @@ struct ws_remote *ws_remote_new(const struct bridge_options *o, struct remote_si
     curl_free(path);
     curl_free(query);
     curl_url_cleanup(u);
+    if (!w->tcp) {
+        w->oauth_opts = *o;
+        w->oauth_opts.url = w->http_url;
+        w->oauth = oauth_new(&w->oauth_opts);
+    }
     return w;
 }
 
@@ -937,6 +993,7 @@ void ws_remote_free(struct ws_remote *w)
     session_free(&w->s);
     free(w->last_event_id);
     free(w->big_key);
+    oauth_free(w->oauth);
     curl_multi_cleanup(w->multi);
     free(w);
 }

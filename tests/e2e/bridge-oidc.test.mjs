@@ -13,6 +13,9 @@
 //     through its life is refreshed quietly (the provider's refresh token,
 //     which it only issues for offline_access asked with prompt=consent),
 //     and no token reaches either log;
+//   - the same over --transport ws: the handshake is refused 401, the
+//     bridge signs in and makes it again with the DPoP-bound token and a
+//     proof; the next run reuses the kept token; --logout forgets it;
 //   - opaque tokens, checked by introspection: a token the provider ended
 //     is refused by mcpd (401), and the bridge refreshes and carries on in
 //     the same session, with no second sign-in.
@@ -25,16 +28,18 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { sdkBridge } from './fixtures/bridge-proc.mjs';
+import { spawnSync } from 'node:child_process';
+
+import { BRIDGE_BIN, sdkBridge } from './fixtures/bridge-proc.mjs';
 import { ACCOUNT } from './lib/oidc.mjs';
 import { withOauth } from './lib/oauth-mcpd.mjs';
-import { sleep } from './lib/mcpd.mjs';
+import { sleep, waitFor } from './lib/mcpd.mjs';
 
 const BROWSER = ['--oauth-open-command', "curl -sS -L -b '' -o /dev/null"];
 
 /** A bridge run: connect through it, call echo with each message, close. */
-async function use(m, dir, messages) {
-  const b = await sdkBridge(['--log-level', 'debug', ...BROWSER, `http://127.0.0.1:${m.port}/mcp`], {
+async function use(m, dir, messages, args = [`http://127.0.0.1:${m.port}/mcp`]) {
+  const b = await sdkBridge(['--log-level', 'debug', ...BROWSER, ...args], {
     env: { XDG_CONFIG_HOME: dir },
   });
   try {
@@ -52,7 +57,7 @@ async function use(m, dir, messages) {
 }
 
 const tokenFile = (dir) => path.join(dir, 'mcp-bridge', 'oauth.json');
-const kept = (dir, m) => JSON.parse(fs.readFileSync(tokenFile(dir), 'utf8'))[`http://127.0.0.1:${m.port}/mcp`];
+const kept = (dir, m, p = '/mcp') => JSON.parse(fs.readFileSync(tokenFile(dir), 'utf8'))[`http://127.0.0.1:${m.port}${p}`];
 
 function noTokenIn(log, dir, m, what) {
   const t = kept(dir, m);
@@ -84,6 +89,30 @@ test('mcp-bridge signs in at the provider, uses mcpd as the user, refreshes quie
       assert.equal(oidc.grants.filter((g) => g === 'authorization_code').length, 1);
       noTokenIn(log1 + log2, dir, m, "mcp-bridge's log");
       noTokenIn(m.stderr, dir, m, "mcpd's log");
+    });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('over --transport ws: the handshake signs in, with DPoP; kept, reused, forgotten by --logout', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bridge-oidc-'));
+  try {
+    await withOauth({}, async (m, oidc) => {
+      const ws = ['--transport', 'ws', `ws://127.0.0.1:${m.port}/mcp/ws`];
+      await use(m, dir, ['over ws'], ws);
+      assert.equal(oidc.signIns, 1);
+      const t = kept(dir, m, '/mcp/ws');
+      assert.ok(t?.access_token, 'kept under the http form of the URL');
+      assert.ok(JSON.parse(Buffer.from(t.access_token.split('.')[1], 'base64url')).cnf?.jkt, 'DPoP-bound');
+      assert.match(m.stderr, /GET \/mcp\/ws status=401 principal=- transport=ws/, 'refused first');
+      await use(m, dir, ['again'], ws);
+      assert.equal(oidc.signIns, 1, 'the kept token: no second sign-in');
+      // (a WebSocket's request line is logged when it closes)
+      await waitFor(() => m.stderr.includes(`principal=\\"oauth:${oidc.issuer}#${ACCOUNT}\\" transport=ws`), 5000, "the user's WebSocket");
+      const out = spawnSync(BRIDGE_BIN, ['--transport', 'ws', '--logout', ws[2]], { env: { ...process.env, XDG_CONFIG_HOME: dir }, encoding: 'utf8' });
+      assert.equal(out.status, 0, out.stderr);
+      assert.equal(kept(dir, m, '/mcp/ws'), undefined, 'forgotten');
     });
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
