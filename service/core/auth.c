@@ -107,7 +107,9 @@ void auth_shutdown(void)
 
 int auth_challenge(const struct auth_grant *grant, const char *why, char *buf, size_t cap)
 {
-    int status = grant->refusal == AUTH_INSUFFICIENT_SCOPE ? 403 : 401;
+    int status = grant->refusal == AUTH_INSUFFICIENT_SCOPE ? 403
+                 : grant->refusal == AUTH_BUSY             ? 503
+                                                           : 401;
     const char *error = grant->refusal == AUTH_INSUFFICIENT_SCOPE ? "insufficient_scope"
                         : grant->refusal == AUTH_INVALID_TOKEN    ? "invalid_token"
                         : grant->refusal == AUTH_INVALID_PROOF    ? "invalid_dpop_proof"
@@ -255,6 +257,11 @@ static int check_jwt(const char *token, const struct auth_request *req, struct a
     case OAUTH_INVALID:
         snprintf(msg, sizeof msg, "Unauthorized: %s", reason);
         metrics_refused("auth_invalid_jwt");
+        break;
+    case OAUTH_BUSY:
+        grant->refusal = AUTH_BUSY;
+        snprintf(msg, sizeof msg, "Service Unavailable: %s", reason);
+        metrics_refused("auth_busy");
         break;
     }
     grant->principal[0] = '\0';

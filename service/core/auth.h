@@ -50,7 +50,8 @@ enum auth_refusal {
     AUTH_NO_TOKEN = 0,       /* 401, no error code */
     AUTH_INVALID_TOKEN,      /* 401 error="invalid_token" */
     AUTH_INSUFFICIENT_SCOPE, /* 403 error="insufficient_scope" */
-    AUTH_INVALID_PROOF       /* 401 error="invalid_dpop_proof" */
+    AUTH_INVALID_PROOF,      /* 401 error="invalid_dpop_proof" */
+    AUTH_BUSY                /* 503 with Retry-After: not checked now */
 };
 
 /* What a successful check grants (and, on failure, why it failed). */
@@ -103,7 +104,8 @@ int auth_check(const char *authorization, const char *ws_protocols, const struct
                struct auth_grant *grant, const char **why);
 
 /* The refusal of a failed check (or of a token that ended while a request
- * waited: refusal AUTH_INVALID_TOKEN): returns its status (401 or 403) and
+ * waited: refusal AUTH_INVALID_TOKEN): returns its status (401, 403, or
+ * 503 for AUTH_BUSY, which the caller sends with Retry-After) and
  * writes the WWW-Authenticate value into buf (cap bytes): "Bearer" and the
  * error and why (RFC 6750; no error without a token); with OAuth, also the
  * resource metadata's URL and the required scopes (RFC 9728), under the

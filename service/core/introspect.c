@@ -6,6 +6,7 @@
 #include "clock.h"
 #include "log.h"
 #include "token.h"
+#include "token_bucket.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -29,6 +30,7 @@ static struct {
     char *url, *userpwd;
     pthread_mutex_t mu;
     struct slot *slots;
+    struct token_bucket calls, warnings; /* under mu */
 } in = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 int introspect_configure(const char *url, const char *client_id, const char *client_secret)
@@ -45,6 +47,8 @@ int introspect_configure(const char *url, const char *client_id, const char *cli
     curl_free(id);
     curl_free(secret);
     in.slots = calloc(INTROSPECT_CACHE_SLOTS, sizeof *in.slots);
+    token_bucket_init(&in.calls, INTROSPECT_RATE, INTROSPECT_BURST, clock_mono_ms());
+    token_bucket_init(&in.warnings, 0.1, 1, clock_mono_ms()); /* a warning per 10 s */
     if (!in.url || !in.userpwd || !in.slots) {
         introspect_shutdown();
         return -1;
@@ -133,7 +137,19 @@ enum oauth_verdict introspect_check(const char *token, char *principal, size_t c
         pthread_mutex_unlock(&in.mu);
         return v;
     }
+    int allowed = token_bucket_take(&in.calls, now);
+    uint64_t over =
+        !allowed && token_bucket_take(&in.warnings, now) ? token_bucket_take_dropped(&in.calls) : 0;
     pthread_mutex_unlock(&in.mu);
+    if (over)
+        log_event(LOG_WARN, NULL, "oauth_introspection_limited",
+                  "%llu unknown tokens not passed on to the authorization server (over %d a "
+                  "second): answered 503",
+                  (unsigned long long)over, INTROSPECT_RATE);
+    if (!allowed) {
+        *why = "too many unknown tokens to check at once: retry shortly";
+        return OAUTH_BUSY;
+    }
 
     json_t *answer = ask(token);
     if (!answer) {

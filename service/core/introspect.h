@@ -13,7 +13,13 @@
  * INTROSPECT_CACHE_SLOTS entries: bounded memory however many tokens are
  * tried, and a token revoked at the server is refused within
  * INTROSPECT_CACHE_MS. The server is asked outside the lock. Thread-safe
- * once configured. */
+ * once configured.
+ *
+ * Tokens not in the table cost a call to the server each, so a flood of
+ * made-up ones would be passed on to it. The calls are therefore budgeted:
+ * INTROSPECT_RATE a second, INTROSPECT_BURST in a row. A token over the
+ * budget is neither accepted nor refused but answered OAUTH_BUSY (503,
+ * retry shortly); tokens already in the table keep being served. */
 #ifndef MCPD_INTROSPECT_H
 #define MCPD_INTROSPECT_H
 
@@ -26,6 +32,8 @@
 #define INTROSPECT_TIMEOUT_MS 5000
 #define INTROSPECT_CACHE_MS 10000
 #define INTROSPECT_CACHE_SLOTS 1024
+#define INTROSPECT_RATE 20
+#define INTROSPECT_BURST 40
 
 /* Copies the settings. 0, or -1. */
 int introspect_configure(const char *url, const char *client_id, const char *client_secret);

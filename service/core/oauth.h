@@ -30,6 +30,7 @@ enum oauth_verdict {
     OAUTH_OK = 0,
     OAUTH_INVALID,            /* 401 error="invalid_token" */
     OAUTH_INSUFFICIENT_SCOPE, /* 403 error="insufficient_scope" */
+    OAUTH_BUSY,               /* 503: not checked now, retry shortly */
 };
 
 /* issuer and resource are URLs; audience what `aud` must hold (NULL or

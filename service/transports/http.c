@@ -145,6 +145,8 @@ static int admitted(const struct _u_request *req, struct _u_response *resp,
         char challenge[768];
         int status = auth_challenge(grant, why, challenge, sizeof challenge);
         u_map_put(resp->map_header, "WWW-Authenticate", challenge);
+        if (status == 503)
+            u_map_put(resp->map_header, "Retry-After", "1");
         fail(resp, (unsigned)status, JSONRPC_SERVER_ERROR, why);
         return 0;
     }

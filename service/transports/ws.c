@@ -580,6 +580,8 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, const char *url, struct w
     if (denied) {
         char challenge[768];
         int status = auth_challenge(&grant, why, challenge, sizeof challenge);
+        if (status == 503)
+            return fail(con, 503, JSONRPC_SERVER_ERROR, why, "Retry-After", "1");
         return fail(con, (unsigned)status, JSONRPC_SERVER_ERROR, why, "WWW-Authenticate",
                     challenge);
     }

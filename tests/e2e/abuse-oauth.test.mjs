@@ -17,6 +17,10 @@
 //     replayed one, another method, URL, token (ath) or time, a private
 //     key or alg none in the header, two proofs, another key's proof, a
 //     bound token sent as Bearer, an unbound one sent with DPoP;
+//   - a flood of made-up opaque tokens (with introspection): the calls to
+//     the provider stay within mcpd's budget (20 a second, 40 at once),
+//     the rest are answered 503 with Retry-After, a token already checked
+//     keeps working meanwhile, and a new one is checked once it is over;
 //   - an unknown kid refetches the key set at most once per 10 s
 //     (JWKS_REFRESH_MIN_MS): 300 tokens with random kids within the
 //     interval cost no fetch (the provider counts its JWKS requests), and
@@ -31,7 +35,7 @@ import { describe, test } from 'node:test';
 
 import { dpopKey, mint, rsaKey } from './lib/oidc.mjs';
 import { REFRESH_MS, REQUIRED, assertInvalid, metadataUrl, refusal, withOauth } from './lib/oauth-mcpd.mjs';
-import { ACCEPT_BOTH, request, sleep } from './lib/mcpd.mjs';
+import { ACCEPT_BOTH, request, sleep, waitFor } from './lib/mcpd.mjs';
 
 /** An initialize with these Authorization and DPoP headers: {status, challenge}. */
 async function withProof(m, authorization, dpop) {
@@ -44,7 +48,7 @@ async function withProof(m, authorization, dpop) {
     params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'dpop-abuse', version: '1' } },
   };
   const r = await request(m.port, { headers, body });
-  return { status: r.status, challenge: r.headers['www-authenticate'] || '' };
+  return { status: r.status, challenge: r.headers['www-authenticate'] || '', retryAfter: r.headers['retry-after'] };
 }
 
 describe('abuse of mcpd as an OAuth resource server', () => {
@@ -138,6 +142,40 @@ describe('abuse of mcpd as an OAuth resource server', () => {
       assert.equal((await withProof(m, `Bearer ${plain}`)).status, 200, 'an unbound token as Bearer');
       assert.equal((await withProof(m, `DPoP ${bound}`, key.proof('POST', url, { token: bound }))).status, 200, 'a fresh proof');
       for (const t of [bound, plain]) assert.ok(!m.stderr.includes(t), 'no token in the log');
+    });
+  });
+
+  test('a flood of made-up opaque tokens: introspection is budgeted, known tokens keep working', async (t) => {
+    await withOauth({ format: 'opaque', introspect: true }, async (m, oidc) => {
+      const real = (await oidc.token()).access_token;
+      assert.equal((await refusal(m, real)).status, 200, 'a real opaque token');
+      const before = oidc.introspections;
+      // (m.stderr keeps a tail: the flood's request lines would push the warning out)
+      let warned = false;
+      let window = '';
+      m.proc.stderr.on('data', (d) => {
+        window += d;
+        warned ||= window.includes('oauth_introspection_limited');
+        window = window.slice(-400); // a line cut between two chunks
+      });
+      const t0 = Date.now();
+      const got = await Promise.all(
+        Array.from({ length: 400 }, () => withProof(m, `Bearer ${crypto.randomBytes(24).toString('base64url')}`)),
+      );
+      const seconds = (Date.now() - t0) / 1000;
+      const calls = oidc.introspections - before;
+      t.diagnostic(`${calls} introspections for 400 made-up tokens in ${seconds.toFixed(1)} s`);
+      assert.ok(calls <= 40 + Math.ceil(20 * seconds) + 2, `${calls} introspections in ${seconds} s`);
+      const statuses = new Set(got.map((r) => r.status));
+      assert.ok([...statuses].every((s) => s === 401 || s === 503), `statuses ${[...statuses]}`);
+      const busy = got.filter((r) => r.status === 503);
+      assert.ok(busy.length > 0, 'some were answered 503');
+      assert.ok(busy.every((r) => r.retryAfter === '1'), 'with Retry-After');
+      assert.equal((await refusal(m, real)).status, 200, 'the checked token still served');
+      await waitFor(() => warned, 5000, 'the oauth_introspection_limited warning');
+      await sleep(2500); // the budget fills again
+      const fresh = (await oidc.token()).access_token;
+      assert.equal((await refusal(m, fresh)).status, 200, 'a new token is checked again');
     });
   });
 

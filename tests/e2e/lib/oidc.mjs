@@ -11,8 +11,8 @@
 // Every grant the token endpoint gave is counted by type (grants).
 //
 // The provider runs behind a small HTTP server of the test's own, which
-//   - counts the requests for the key set (jwksHits), so a test can see
-//     whether mcpd refetched it;
+//   - counts the requests for the key set (jwksHits) and for introspection
+//     (introspections), so a test can see what mcpd asked;
 //   - can play an unreachable provider (down = true: every connection is
 //     dropped);
 //   - can swap in a provider with other keys (setKeys), as an issuer does
@@ -140,6 +140,7 @@ export class Oidc {
     o.resource = resource;
     o.keys = keys || [rsaKey('k1')];
     o.jwksHits = 0;
+    o.introspections = 0;
     o.down = false;
     o.server = http.createServer((req, res) => {
       if (o.down) {
@@ -147,6 +148,7 @@ export class Oidc {
         return;
       }
       if (req.url.startsWith('/jwks')) o.jwksHits++;
+      if (req.url.startsWith('/token/introspection')) o.introspections++;
       if (req.url.startsWith('/interaction/')) {
         o.interact(req, res).catch((e) => {
           res.writeHead(500);
