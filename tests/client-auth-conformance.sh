@@ -57,10 +57,12 @@ case "$BRIDGE" in
     [ -x "$MCP_BRIDGE_BIN" ] || { echo "client-auth-conformance.sh: no mcp-bridge at $MCP_BRIDGE_BIN" >&2; exit 2; } ;;
   mcp-remote)
     [ -f "$here/node_modules/mcp-remote/dist/proxy.js" ] || { echo "client-auth-conformance.sh: no mcp-remote in $here/node_modules" >&2; exit 2; }
-    # When its --timeout ends a client (mcp-remote waiting for a callback
-    # that never comes), the suite (alpha.12) stops the client but does not
-    # exit: `timeout` bounds each run (a scenario gets 60 s; --suite auth
-    # runs its scenarios in parallel).
+    # The suite's --timeout (alpha.12) sends SIGTERM to the shell it started
+    # the driver with, and nothing else: the driver and an mcp-remote still
+    # waiting for a callback live on with the suite's pipes open, and the
+    # suite waits for those. `timeout` bounds each run (a scenario gets
+    # 60 s; --suite auth runs its scenarios in parallel); once the suite is
+    # gone its pipes close, and the driver and mcp-remote exit.
     bound_run=(timeout -k 10 150)
     bound_suite=(timeout -k 10 300) ;;
   *) echo "client-auth-conformance.sh: BRIDGE is mcp-bridge or mcp-remote, not $BRIDGE" >&2; exit 2 ;;
