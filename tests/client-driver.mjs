@@ -12,9 +12,12 @@
 //   - 2026: the official SDK v2 client (@modelcontextprotocol/client),
 //     pinned to 2026-07-28 for that revision, 'auto' for the 2025 ones.
 // Every HTTP header the scenarios check is the bridge's doing.
+// BRIDGE=mcp-remote spawns mcp-remote 0.15.1 in the bridge's place, for
+// the comparison tests/client-auth-conformance.sh documents.
 // It exits non-zero when a step fails, so the suite shows the cause.
 
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,7 +36,11 @@ const version = process.env.MCP_CONFORMANCE_PROTOCOL_VERSION || '2025-11-25';
 const era = process.env.CLIENT_ERA === '2026' ? '2026' : '2025';
 const context = process.env.MCP_CONFORMANCE_CONTEXT ? JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT) : {};
 const clientInfo = { name: 'mcpd-client-driver', version: '1.0.0' };
-const bridgeArgs = ['--log-level', process.env.BRIDGE_LOG_LEVEL || 'warn', ...authArgs(), url];
+// BRIDGE=mcp-remote: mcp-remote 0.15.1 instead, for comparison (the auth
+// scenarios' flags are in mcpRemote below).
+const transport = process.env.BRIDGE === 'mcp-remote'
+  ? await mcpRemote()
+  : { command: BRIDGE, args: ['--log-level', process.env.BRIDGE_LOG_LEVEL || 'warn', ...authArgs(), url] };
 // the bridge gets the whole environment (the SDK passes only a few
 // variables, and XDG_CONFIG_HOME must reach it)
 const childEnv = () => ({ ...process.env });
@@ -70,6 +77,58 @@ function authArgs() {
   }
   if (scenario.startsWith('auth/client-credentials')) args.push('--oauth-client-credentials');
   return args;
+}
+
+// The same auth scenarios through mcp-remote 0.15.1 (node_modules), given
+// what a user could give it from its README: a fresh MCP_REMOTE_CONFIG_DIR
+// per run (no tokens, registrations or lock files shared with other runs or
+// with ~/.mcp-auth), and the flags a scenario needs:
+//   - basic-cimd: --client-metadata-url with the URL the suite expects.
+//     That flag makes the callback port strict (a port taken by anything
+//     else on the machine is a fatal error, not a reason to walk on), so a
+//     free one is picked and passed, as its README suggests;
+//   - a pre-registered client (pre-registration, client-credentials-*, and
+//     the enterprise and workload-identity extensions):
+//     --static-oauth-client-info with the scenario's id and secret;
+//   - client-credentials-*: --client-credentials;
+//   - every scenario at 2026-07-28: --protocol auto (its default, legacy,
+//     sends `initialize`, which a 2026-07-28 server no longer has).
+// It has no flag for a private_key_jwt key, a workload JWT or an enterprise
+// IdP token, so those scenarios run without them. Its "browser" is
+// tests/mcp-remote-browser/curl-browser: mcp-remote opens URLs with the
+// `open` package, whose bundled xdg-open runs $BROWSER when there is no
+// desktop (the variables naming one are removed, so the run is headless
+// wherever it runs).
+async function mcpRemote() {
+  const args = [path.join(here, 'node_modules', 'mcp-remote', 'dist', 'proxy.js'), url];
+  if (!scenario.startsWith('auth/')) return { command: process.execPath, args };
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mcp-remote-auth-'));
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  process.env.MCP_REMOTE_CONFIG_DIR = dir;
+  process.env.BROWSER = path.join(here, 'mcp-remote-browser', 'curl-browser');
+  for (const v of ['DISPLAY', 'WAYLAND_DISPLAY', 'XDG_CURRENT_DESKTOP', 'DESKTOP_SESSION', 'KDE_FULL_SESSION', 'GNOME_DESKTOP_SESSION_ID']) {
+    delete process.env[v];
+  }
+  if (scenario === 'auth/basic-cimd') {
+    args.push(String(await freeLoopbackPort()), '--client-metadata-url', 'https://conformance-test.local/client-metadata.json');
+  }
+  if (context.client_id) {
+    const info = { client_id: context.client_id };
+    if (context.client_secret) info.client_secret = context.client_secret;
+    args.push('--static-oauth-client-info', JSON.stringify(info));
+  }
+  if (scenario.startsWith('auth/client-credentials')) args.push('--client-credentials');
+  if (version === '2026-07-28') args.push('--protocol', 'auto');
+  return { command: process.execPath, args };
+}
+
+/** A loopback port nothing listens on now (the kernel's pick). */
+async function freeLoopbackPort() {
+  const server = net.createServer();
+  await new Promise((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
 }
 
 // The echo tool of the json-schema preservation scenario, and what it echoes.
@@ -128,7 +187,7 @@ async function run2025() {
   client.setRequestHandler(ElicitRequestSchema, answers.elicit);
   client.setRequestHandler(CreateMessageRequestSchema, answers.sample);
   client.setRequestHandler(ListRootsRequestSchema, answers.roots);
-  await client.connect(new StdioClientTransport({ command: BRIDGE, args: bridgeArgs, env: childEnv(), stderr: 'inherit' }));
+  await client.connect(new StdioClientTransport({ ...transport, env: childEnv(), stderr: 'inherit' }));
   try {
     await drive(client);
   } finally {
@@ -149,7 +208,7 @@ async function run2026() {
   client.setRequestHandler('elicitation/create', answers.elicit);
   client.setRequestHandler('sampling/createMessage', answers.sample);
   client.setRequestHandler('roots/list', answers.roots);
-  await client.connect(new ModernStdioTransport({ command: BRIDGE, args: bridgeArgs, env: childEnv(), stderr: 'inherit' }));
+  await client.connect(new ModernStdioTransport({ ...transport, env: childEnv(), stderr: 'inherit' }));
   try {
     await drive(client);
   } finally {
