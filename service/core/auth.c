@@ -211,11 +211,23 @@ static int proven_key(const char *token, const struct auth_request *req, char *j
         *reason = "more than one DPoP proof";
         return -1;
     }
+    /* The URL the client used: the resource is the public /mcp URL, so
+     * /mcp and what is under it (/mcp/ws) are the resource and what is
+     * under it, even behind a proxy that serves them under a prefix; other
+     * paths (legacy /sse) are under the resource's origin. */
     const char *resource = oauth_resource();
     const char *host = strstr(resource, "://");
     size_t origin = host ? (size_t)(host + 3 - resource) + strcspn(host + 3, "/?#") : 0;
+    size_t base = origin;
+    const char *rest = req->path;
+    if (strncmp(req->path, "/mcp", 4) == 0 && (req->path[4] == '\0' || req->path[4] == '/')) {
+        base = strcspn(resource, "?#");
+        while (base > origin && resource[base - 1] == '/')
+            base--;
+        rest = req->path + 4;
+    }
     char htu[2048];
-    int n = snprintf(htu, sizeof htu, "%.*s%s", (int)origin, resource, req->path);
+    int n = snprintf(htu, sizeof htu, "%.*s%s", (int)base, resource, rest);
     if (!host || n < 0 || (size_t)n >= sizeof htu) {
         *reason = "the DPoP proof could not be checked";
         return -1;

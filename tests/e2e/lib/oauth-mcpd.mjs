@@ -11,11 +11,15 @@ export const REQUIRED = 'mcp:tools';
 /** The interval at which mcpd may refetch the key set (JWKS_REFRESH_MIN_MS). */
 export const REFRESH_MS = 10000;
 
-/** mcpd with --auth oauth against a fresh provider; fn(m, oidc). */
-export async function withOauth({ scopes = REQUIRED, auth = 'oauth', extra = [], format, introspect = false, accessTTL } = {}, fn) {
+/**
+ * mcpd with --auth oauth against a fresh provider; fn(m, oidc). resource:
+ * the public /mcp URL's path, when a proxy would serve mcpd under a prefix.
+ */
+export async function withOauth({ scopes = REQUIRED, auth = 'oauth', extra = [], format, introspect = false, accessTTL, resource = '/mcp' } = {}, fn) {
   const port = await freePort();
-  const oidc = await Oidc.start(`http://127.0.0.1:${port}/mcp`, { format, accessTTL });
+  const oidc = await Oidc.start(`http://127.0.0.1:${port}${resource}`, { format, accessTTL });
   const args = ['--auth', auth, '--oauth-issuer', oidc.issuer, ...(scopes ? ['--oauth-scopes', scopes] : []), ...extra];
+  if (resource !== '/mcp') args.push('--oauth-resource', `http://127.0.0.1:${port}${resource}`);
   if (introspect)
     args.push('--oauth-introspection-url', `${oidc.issuer}/token/introspection`, '--oauth-client-id', RS_ID, '--oauth-client-secret', RS_SECRET);
   let m;
