@@ -252,7 +252,8 @@ static int check_jwt(const char *token, const struct auth_request *req, struct a
     }
     enum oauth_verdict v = oauth_check(token, grant->principal, sizeof grant->principal,
                                        &grant->expires_ms, bound, &reason);
-    if (v == OAUTH_OK && strcmp(bound, jkt) != 0) {
+    /* no word on the scopes to whoever does not hold the token's key */
+    if ((v == OAUTH_OK || v == OAUTH_INSUFFICIENT_SCOPE) && strcmp(bound, jkt) != 0) {
         v = OAUTH_INVALID;
         reason = !*bound ? "the token is not bound to a key: send it as a Bearer token"
                  : !*jkt ? "the token is bound to a key: send it with the DPoP scheme and a proof"

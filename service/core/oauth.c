@@ -209,15 +209,8 @@ enum oauth_verdict oauth_claims_check(json_t *claims, const char *issuer, const 
         *why = "the token names no subject (sub)";
         return OAUTH_INVALID;
     }
-    for (const char *p = scopes; p && *p;) {
-        p += strspn(p, " ");
-        size_t n = strcspn(p, " ");
-        if (n && !granted(claims, p, n)) {
-            *why = "the token lacks a required scope";
-            return OAUTH_INSUFFICIENT_SCOPE;
-        }
-        p += n;
-    }
+    /* The binding before the scopes: whoever cannot prove the key learns
+     * nothing of what the token grants (the caller compares bound). */
     json_t *cnf = json_object_get(claims, "cnf");
     if (cnf) {
         const char *jkt = json_string_value(json_object_get(cnf, "jkt"));
@@ -227,6 +220,15 @@ enum oauth_verdict oauth_claims_check(json_t *claims, const char *issuer, const 
             return OAUTH_INVALID;
         }
         memcpy(bound, jkt, DPOP_JKT_LEN + 1);
+    }
+    for (const char *p = scopes; p && *p;) {
+        p += strspn(p, " ");
+        size_t n = strcspn(p, " ");
+        if (n && !granted(claims, p, n)) {
+            *why = "the token lacks a required scope";
+            return OAUTH_INSUFFICIENT_SCOPE;
+        }
+        p += n;
     }
     if (oauth_principal(iss, sub, principal, cap) != 0) {
         *why = "the token's principal could not be formed";

@@ -46,8 +46,9 @@ const char *oauth_scopes(void);   /* "" when none is required */
 const char *oauth_audience(void); /* what aud must hold */
 
 /* Checks a compact JWS, or (introspect.h, when configured) an opaque token. On OAUTH_OK fills
- * principal (cap bytes), *expires_ms (wall clock) and bound (DPOP_JKT_LEN + 1 bytes: the
- * thumbprint of the key the token is bound to, "" when it is a plain bearer token). Otherwise
+ * principal (cap bytes) and *expires_ms (wall clock); on OAUTH_OK and OAUTH_INSUFFICIENT_SCOPE,
+ * bound (DPOP_JKT_LEN + 1 bytes: the thumbprint of the key the token is bound to, "" when it is
+ * a plain bearer token), which the caller must compare before it says anything more. Otherwise
  * *why (static text) says why. */
 enum oauth_verdict oauth_check(const char *token, char *principal, size_t cap, int64_t *expires_ms,
                                char *bound, const char **why);
@@ -69,8 +70,9 @@ char *oauth_metadata_url(const char *resource);
 /* 1 when alg may sign an access token, and which key type it needs. */
 int oauth_alg_allowed(const char *alg, int *kty_rsa);
 /* The claims' verdict for a token whose signature verified; audience is
- * what aud must hold. now_s: wall clock seconds. Fills principal,
- * *expires_ms and bound (as oauth_check) on OAUTH_OK. */
+ * what aud must hold. now_s: wall clock seconds. Fills principal and
+ * *expires_ms on OAUTH_OK, and bound (as oauth_check) on OAUTH_OK and
+ * OAUTH_INSUFFICIENT_SCOPE. */
 enum oauth_verdict oauth_claims_check(json_t *claims, const char *issuer, const char *audience,
                                       const char *scopes, int64_t now_s, char *principal,
                                       size_t cap, int64_t *expires_ms, char *bound,

@@ -139,6 +139,14 @@ describe('abuse of mcpd as an OAuth resource server', () => {
         if (authorization.startsWith('DPoP ')) assert.match(r.challenge, /^DPoP algs="ES256 /, what);
         else assert.match(r.challenge, /^Bearer /, what);
       }
+      // a bound token without the required scope: only its key's holder hears so
+      const narrow = (await oidc.token({ scope: 'mcp:extra', dpop: key })).access_token;
+      const stranger = await withProof(m, `DPoP ${narrow}`, other.proof('POST', url, { token: narrow }));
+      assert.equal(stranger.status, 401, 'another key: not a word on the scopes');
+      assert.ok(stranger.challenge.includes('error="invalid_token"'), stranger.challenge);
+      const holder = await withProof(m, `DPoP ${narrow}`, key.proof('POST', url, { token: narrow }));
+      assert.equal(holder.status, 403, "the key's holder: step up");
+      assert.ok(holder.challenge.includes('error="insufficient_scope"'), holder.challenge);
       assert.equal((await withProof(m, `Bearer ${plain}`)).status, 200, 'an unbound token as Bearer');
       assert.equal((await withProof(m, `DPoP ${bound}`, key.proof('POST', url, { token: bound }))).status, 200, 'a fresh proof');
       for (const t of [bound, plain]) assert.ok(!m.stderr.includes(t), 'no token in the log');
