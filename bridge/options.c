@@ -35,11 +35,12 @@ static const char usage_text[] =
     "                             (2024-11-05) when the server answers 404/405;\n"
     "                             poll: mcpd's long-polling mode; sse: HTTP+SSE\n"
     "                             only; ws: mcpd's WebSocket transport, URL\n"
-    "                             wss://host/mcp/ws (default http); a tcp://host:port\n"
-    "                             URL selects mcpd's raw TCP transport (--tcp-listen;\n"
-    "                             no TLS: loopback only unless --allow-http), a\n"
-    "                             udp://host:port URL its UDP transport (--udp-listen;\n"
-    "                             the same rule)\n"
+    "                             wss://host/mcp/ws, which alone selects it\n"
+    "                             (default http); a tcp://host:port URL selects\n"
+    "                             mcpd's raw TCP transport (--tcp-listen; no TLS:\n"
+    "                             loopback only unless --allow-http), a\n"
+    "                             udp://host:port URL its UDP transport\n"
+    "                             (--udp-listen; the same rule)\n"
     "  --connect-timeout-ms N     time to connect, TLS included (default 10000)\n"
     "  --response-timeout-ms N    time to the first byte of a response, and the\n"
     "                             longest silence on a response stream (default 60000)\n"
@@ -294,6 +295,7 @@ enum options_result options_parse(int argc, char **argv, struct bridge_options *
     o->response_timeout_ms = 60000;
     o->log_level = LOG_INFO;
     const char *token_env = NULL, *token_file = NULL;
+    int transport_given = 0;
     int c;
     optind = 1;
     opterr = 0;
@@ -314,6 +316,7 @@ enum options_result options_parse(int argc, char **argv, struct bridge_options *
             o->cacert = strdup(optarg);
             break;
         case OPT_TRANSPORT:
+            transport_given = 1;
             if (strcmp(optarg, "http") == 0)
                 o->transport = TRANSPORT_HTTP;
             else if (strcmp(optarg, "ws") == 0)
@@ -376,6 +379,10 @@ enum options_result options_parse(int argc, char **argv, struct bridge_options *
         o->transport = TRANSPORT_TCP; /* the scheme says it all */
     if (o->url && strncasecmp(o->url, "udp://", 6) == 0)
         o->transport = TRANSPORT_UDP;
+    /* so does a WebSocket URL, unless another transport was asked for */
+    if (o->url && !transport_given &&
+        (strncasecmp(o->url, "ws://", 5) == 0 || strncasecmp(o->url, "wss://", 6) == 0))
+        o->transport = TRANSPORT_WS;
     char err[512];
     if (!o->url || options_check_url(o->url, o->transport, o->allow_http, err, sizeof err) < 0) {
         fprintf(stderr, "mcp-bridge: %s\n", o->url ? err : "out of memory");

@@ -99,7 +99,7 @@ test('over --transport ws: the handshake signs in, with DPoP; kept, reused, forg
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bridge-oidc-'));
   try {
     await withOauth({}, async (m, oidc) => {
-      const ws = ['--transport', 'ws', `ws://127.0.0.1:${m.port}/mcp/ws`];
+      const ws = [`ws://127.0.0.1:${m.port}/mcp/ws`]; // the scheme selects --transport ws
       await use(m, dir, ['over ws'], ws);
       assert.equal(oidc.signIns, 1);
       const t = kept(dir, m, '/mcp/ws');
@@ -110,7 +110,7 @@ test('over --transport ws: the handshake signs in, with DPoP; kept, reused, forg
       assert.equal(oidc.signIns, 1, 'the kept token: no second sign-in');
       // (a WebSocket's request line is logged when it closes)
       await waitFor(() => m.stderr.includes(`principal=\\"oauth:${oidc.issuer}#${ACCOUNT}\\" transport=ws`), 5000, "the user's WebSocket");
-      const out = spawnSync(BRIDGE_BIN, ['--transport', 'ws', '--logout', ws[2]], { env: { ...process.env, XDG_CONFIG_HOME: dir }, encoding: 'utf8' });
+      const out = spawnSync(BRIDGE_BIN, ['--logout', ws[0]], { env: { ...process.env, XDG_CONFIG_HOME: dir }, encoding: 'utf8' });
       assert.equal(out.status, 0, out.stderr);
       assert.equal(kept(dir, m, '/mcp/ws'), undefined, 'forgotten');
     });

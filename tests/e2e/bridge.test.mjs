@@ -6,6 +6,9 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, test } from 'node:test';
 
 import { CreateMessageRequestSchema, ElicitRequestSchema, EmptyResultSchema } from '@modelcontextprotocol/sdk/types.js';
@@ -194,6 +197,12 @@ test('command line: --help, --version, bad options, plain http only to loopback'
   assert.match(r.stderr, /refusing plain http to example\.com.*--allow-http/);
   r = run(['ftp://127.0.0.1/mcp']);
   assert.equal(r.status, 2);
+  // a ws:// URL selects the WebSocket transport by itself, unless another is asked for
+  r = run(['--logout', 'ws://127.0.0.1:9/mcp/ws'], { XDG_CONFIG_HOME: fs.mkdtempSync(path.join(os.tmpdir(), 'bridge-cli-')) });
+  assert.equal(r.status, 0, r.stderr);
+  r = run(['--transport', 'http', 'ws://127.0.0.1:9/mcp/ws']);
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /scheme 'ws' is not supported/);
   r = run(['--transport', 'carrier-pigeon', 'http://127.0.0.1/mcp']);
   assert.equal(r.status, 2);
   assert.match(r.stderr, /--transport is http, ws, poll or sse/);
