@@ -214,6 +214,15 @@ static cjose_jwk_t *proof_key(json_t *hdr, char *jkt, const char **why)
         *why = "the DPoP proof's key does not suit its algorithm";
         return NULL;
     }
+    /* The client picks the key: a huge modulus or exponent would make each
+     * verification cost milliseconds of CPU. Real ones are at most 4096
+     * bits with e = 65537. */
+    const char *n = json_string_value(json_object_get(jwk, "n"));
+    const char *e = json_string_value(json_object_get(jwk, "e"));
+    if (rsa && (strlen(n) > B64URL_LEN(DPOP_RSA_MAX_BITS / 8) || strlen(e) > B64URL_LEN(4))) {
+        *why = "the DPoP proof's RSA key is larger than 4096 bits or its exponent than 32";
+        return NULL;
+    }
     char *text = json_dumps(jwk, JSON_COMPACT);
     cjose_err err;
     cjose_jwk_t *key = text ? cjose_jwk_import(text, strlen(text), &err) : NULL;

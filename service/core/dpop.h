@@ -10,7 +10,9 @@
  *
  * dpop_check verifies a proof, in this order: typ "dpop+jwt", an allowed
  * asymmetric algorithm (oauth.h's list), a public key of that algorithm's
- * type (no private members), the signature (cjose), and only then the
+ * type (no private members; RSA at most DPOP_RSA_MAX_BITS with a 32-bit
+ * exponent, so a proof costs no more than a real one), the signature
+ * (cjose), and only then the
  * claims: htm is the method, htu the request's URL (scheme and host
  * case-insensitive, default ports and query ignored), iat within
  * DPOP_IAT_WINDOW_S of now, ath the token's SHA-256, and a jti not seen
@@ -30,6 +32,8 @@
 #include <stdint.h>
 
 #define DPOP_IAT_WINDOW_S 300
+/* The largest RSA proof key (and its exponent at most 32 bits). */
+#define DPOP_RSA_MAX_BITS 4096
 #define DPOP_JTI_SLOTS 4096
 /* A thumbprint: base64url of a SHA-256, without padding. */
 #define DPOP_JKT_LEN 43

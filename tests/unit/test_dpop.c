@@ -173,6 +173,21 @@ static void test_proofs(void)
     p = proof(rsa, "ES256", NULL, NULL); /* an EC algorithm with an RSA key */
     CHECK_INT(check(p, "POST", jkt, &why), -1);
     free(p);
+    /* keys that would make a verification expensive: refused before it */
+    char big[800];
+    memset(big, 'A', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    big[0] = 'w'; /* not all zero bits */
+    p = proof(rsa, "PS256",
+              json_pack("{s:{s:s, s:s, s:s}}", "jwk", "kty", "RSA", "n", big, "e", "AQAB"), NULL);
+    CHECK_INT(check(p, "POST", jkt, &why), -1);
+    CHECK(why && strstr(why, "4096"));
+    free(p);
+    p = proof(rsa, "PS256",
+              json_pack("{s:{s:s, s:s, s:s}}", "jwk", "kty", "RSA", "n", "AQAB", "e", big), NULL);
+    CHECK_INT(check(p, "POST", jkt, &why), -1);
+    CHECK(why && strstr(why, "4096"));
+    free(p);
     cjose_jwk_release(rsa);
 }
 
