@@ -163,10 +163,12 @@ for ver in $spec_versions; do
   else
     tail -n 40 "$work/cli-$ver.txt"
   fi
+  ver_failed=
   if grep -q '^✗' "$work/cli-$ver.txt" || [ "$rc" -ne 0 ]; then
     echo "failing checks ($ver):"
     print_failures "$out"
     status=1
+    ver_failed=1
   fi
   if ! kill -0 "$mcpd_pid" 2>/dev/null; then
     echo "mcpd DIED during the $ver run; log tail:"
@@ -179,6 +181,9 @@ for ver in $spec_versions; do
     tail -n 30 "$log"
     status=1
   fi
+  # what the server said (a cluster: each replica's tail, then the
+  # requests the balancer saw no answer to), when a check failed
+  [ -z "$ver_failed" ] || tail -n 30 "$log" | cut -c1-300 | sed 's/^/  FAIL | /'
   echo "conformance $ver: cli exit $rc, mcpd exit $mcpd_exit"
 done
 

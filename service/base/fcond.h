@@ -44,6 +44,17 @@ struct fmutex {
     int held;
 };
 
+/* For a mutex with static storage, in place of fmutex_init: its condition
+ * keeps the default clock, which fmutex_lock's wait (no deadline) never
+ * reads. */
+#define FMUTEX_INITIALIZER                                                                         \
+    {                                                                                              \
+        .mu = PTHREAD_MUTEX_INITIALIZER, .cv = {                                                   \
+            .cv = PTHREAD_COND_INITIALIZER,                                                        \
+            .lk = PTHREAD_MUTEX_INITIALIZER                                                        \
+        }                                                                                          \
+    }
+
 int fmutex_init(struct fmutex *m);
 void fmutex_destroy(struct fmutex *m);
 void fmutex_lock(struct fmutex *m);

@@ -52,7 +52,11 @@ struct session {
 
 static struct {
     pthread_mutex_t mu;
-    pthread_mutex_t load_mu; /* held while a stored session is revived */
+    /* Held while a stored session is revived. A revival reads the store,
+     * where a fiber parks: with a pthread mutex, the fibers that wanted it
+     * next blocked every pool thread, the holder among them could not be
+     * resumed, and the replica hung (a conformance run through 3 replicas). */
+    struct fmutex load_mu;
     struct table *sessions;
     struct store *store;
     struct session_limits limits;
@@ -64,7 +68,7 @@ static struct {
     int dormant_incomplete; /* the list may miss some: session_find asks the store */
     int shared;             /* other processes share the store (session_registry_shared) */
     char id_tag[16];        /* ends server->client request ids: which process asked */
-} reg = {.mu = PTHREAD_MUTEX_INITIALIZER, .load_mu = PTHREAD_MUTEX_INITIALIZER};
+} reg = {.mu = PTHREAD_MUTEX_INITIALIZER, .load_mu = FMUTEX_INITIALIZER};
 
 struct dormant_list {
     int64_t *v;
@@ -480,11 +484,11 @@ struct session *session_find(const char *id)
      * of sessions in memory never wait for them, nor do lookups of ids the
      * store does not hold (checked above, outside the turn: a revival can
      * take long, reading a session's whole history). */
-    pthread_mutex_lock(&reg.load_mu);
+    fmutex_lock(&reg.load_mu);
     s = in_memory(id);
     if (!s)
         s = load(id);
-    pthread_mutex_unlock(&reg.load_mu);
+    fmutex_unlock(&reg.load_mu);
     return s;
 }
 

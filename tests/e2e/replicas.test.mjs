@@ -11,6 +11,7 @@
 // Needs Debian's postgresql-15 (tests/pg/pg-server.sh); skipped without it.
 
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import { test } from 'node:test';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -32,6 +33,7 @@ import {
   openStream,
   parseEventId,
   procChildren,
+  queryStore,
   request,
   sleep,
   waitFor,
@@ -194,6 +196,31 @@ test('the official SDK client through the balancer: tools, echo, countdown with 
     } finally {
       await client.close().catch(() => {});
     }
+  });
+});
+
+// A replica that has not seen a session revives it from the store, one
+// revival at a time. That turn was a pthread mutex held across a park:
+// while the session's standalone stream is not committed yet (its creator
+// commits it just after the row) the reviver sleeps a moment, as a fiber.
+// With more revivals waiting than pool threads, the waiters blocked every
+// thread, the holder could never be resumed, and the replica hung for good
+// (found in a conformance run through three replicas). Here the rows have
+// no standalone stream at all, so every revival takes that sleep.
+test('revivals that wait for a stream, more at once than pool threads: every one answered', { skip: SKIP }, async () => {
+  await withCluster([], async (c) => {
+    const now = Date.now();
+    const params = JSON.stringify({ protocolVersion: LATEST, capabilities: {}, clientInfo: { name: 'revive', version: '1' } });
+    const ids = Array.from({ length: 6 }, () => crypto.randomBytes(16).toString('hex'));
+    for (const id of ids)
+      queryStore(
+        c.db,
+        'INSERT INTO sessions (id, protocol_version, init_params, initialized, created_ms, last_active_ms) VALUES (?, ?, ?, 1, ?, ?) RETURNING id',
+        id, LATEST, params, now, now,
+      );
+    const port = c.replicas[0].port;
+    const answers = await Promise.all(ids.map((id, i) => callTool(port, id, 'echo', { message: `revived ${i}` }, { ms: 20000 })));
+    answers.forEach((r, i) => assert.equal(r.response?.result?.content?.[0]?.text, `revived ${i}`, `session ${i}: ${r.status} ${r.text || ''}`));
   });
 });
 
