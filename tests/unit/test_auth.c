@@ -176,6 +176,18 @@ static void holds(const char *path)
     struct auth_grant gb;
     CHECK_INT(check(bob, &gb, &why), 0);
     CHECK_INT(gb.expires_ms, bob_expires);
+    /* A static token under the DPoP scheme (RFC 9449 is for the
+     * authorization server's tokens): refused, with the reason and the
+     * invalid_token error, and nobody's principal. */
+    char dpop[128];
+    snprintf(dpop, sizeof dpop, "DPoP %s", alice);
+    struct auth_grant gp;
+    CHECK_INT(auth_check(dpop, NULL, NULL, &gp, &why), -1);
+    CHECK(strstr(why, "DPoP") != NULL);
+    CHECK_STR(gp.principal, "");
+    char challenge[256];
+    CHECK_INT(auth_challenge(&gp, why, challenge, sizeof challenge), 401);
+    CHECK(strstr(challenge, "error=\"invalid_token\"") != NULL);
 
     /* A flood of unknown values: refused, and the cache stays bounded with
      * the known tokens still in it. */
