@@ -198,9 +198,9 @@ static int answer_for(const char *hash, int64_t now, struct auth_answer *a, int 
     return 0;
 }
 
-/* The key a DPoP proof proves, into jkt: 0, or -1 with reason. */
-static int proven_key(const char *token, const struct auth_request *req, char *jkt,
-                      const char **reason)
+/* What the request's DPoP proof proves, into *proof: 0, or -1 with reason. */
+static int proven_key(const char *token, const struct auth_request *req, struct dpop_proof *proof,
+                      int64_t now_s, const char **reason)
 {
     if (!req || !req->dpop) {
         *reason = "a DPoP proof is required (the DPoP header)";
@@ -232,7 +232,7 @@ static int proven_key(const char *token, const struct auth_request *req, char *j
         *reason = "the DPoP proof could not be checked";
         return -1;
     }
-    return dpop_check(req->dpop, req->method, htu, token, clock_wall_ms() / 1000, jkt, reason);
+    return dpop_check(req->dpop, req->method, htu, token, now_s, proof, reason);
 }
 
 /* A JWT access token (oauth.h), with its DPoP proof when the request used
@@ -242,22 +242,27 @@ static int check_jwt(const char *token, const struct auth_request *req, struct a
 {
     static __thread char msg[160];
     const char *reason = "the token could not be checked";
-    char jkt[DPOP_JKT_LEN + 1] = "", bound[DPOP_JKT_LEN + 1];
-    if (grant->dpop && proven_key(token, req, jkt, &reason) != 0) {
-        grant->refusal = AUTH_INVALID_PROOF;
-        snprintf(msg, sizeof msg, "Unauthorized: %s", reason);
-        metrics_refused("auth_dpop_proof");
-        *why = msg;
-        return -1;
-    }
+    struct dpop_proof proof = {.jkt = ""};
+    char bound[DPOP_JKT_LEN + 1];
+    int64_t now_s = clock_wall_ms() / 1000;
+    if (grant->dpop && proven_key(token, req, &proof, now_s, &reason) != 0)
+        goto bad_proof;
     enum oauth_verdict v = oauth_check(token, grant->principal, sizeof grant->principal,
                                        &grant->expires_ms, bound, &reason);
+    const char *jkt = proof.jkt;
     /* no word on the scopes to whoever does not hold the token's key */
     if ((v == OAUTH_OK || v == OAUTH_INSUFFICIENT_SCOPE) && strcmp(bound, jkt) != 0) {
         v = OAUTH_INVALID;
         reason = !*bound ? "the token is not bound to a key: send it as a Bearer token"
                  : !*jkt ? "the token is bound to a key: send it with the DPoP scheme and a proof"
                          : "the DPoP proof is made with another key than the token's (cnf.jkt)";
+    }
+    /* The jti is spent only now, by the token's own key: a proof made for
+     * a made-up token takes no room in the memory of proofs. */
+    if ((v == OAUTH_OK || v == OAUTH_INSUFFICIENT_SCOPE) && *jkt &&
+        dpop_first_use(&proof, now_s) != 1) {
+        reason = "the DPoP proof was used before (jti)";
+        goto bad_proof;
     }
     switch (v) {
     case OAUTH_OK:
@@ -279,6 +284,14 @@ static int check_jwt(const char *token, const struct auth_request *req, struct a
     }
     grant->principal[0] = '\0';
     grant->expires_ms = 0;
+    *why = msg;
+    return -1;
+bad_proof:
+    grant->refusal = AUTH_INVALID_PROOF;
+    grant->principal[0] = '\0';
+    grant->expires_ms = 0;
+    snprintf(msg, sizeof msg, "Unauthorized: %s", reason);
+    metrics_refused("auth_dpop_proof");
     *why = msg;
     return -1;
 }

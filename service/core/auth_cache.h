@@ -1,9 +1,10 @@
 /* auth_cache — the bounded memory of token lookups behind auth_check.
  *
- * Keyed by a token's hash (token.h). An answer is fresh for the cache's ttl
- * after its lookup: within that, auth_check asks no query; past it, the
- * caller looks the token up again (outside its lock) and stores the new
- * answer. So a revocation or a new token is seen within the ttl.
+ * Keyed by a token's hash (token.h). auth.c keeps its store lookups here,
+ * introspect.c the authorization server's answers, each in a cache of its own. An answer is fresh
+ * for the cache's ttl after its lookup: within that, auth_check asks no query; past it, the caller
+ * looks the token up again (outside its lock) and stores the new answer. So a revocation or a new
+ * token is seen within the ttl.
  *
  * Memory is bounded whatever clients send: known tokens and unknown values
  * sit in two lists, each with its own cap and least-recently-used eviction,
@@ -20,12 +21,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What the store said about a token. */
+/* What the store, or the authorization server, said about a token. */
 struct auth_answer {
-    int known;
+    int known; /* a real token: in the store, or active at the server */
     char name[64];
     int64_t expires_ms; /* wall clock; 0: never */
     int64_t revoked_ms; /* 0: not revoked */
+    /* An introspected token's (introspect.c): the caller's verdict on its
+     * claims, why (static text), and the DPoP key it is bound to ("" when
+     * none). */
+    int verdict;
+    const char *why;
+    char bound[48];
 };
 
 struct auth_cache;

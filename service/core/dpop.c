@@ -1,7 +1,10 @@
 /* dpop — see dpop.h. */
 #include "dpop.h"
 #include "b64url.h"
+#include "log.h"
 #include "oauth.h"
+#include "replay_window.h"
+#include "token_bucket.h"
 
 #include <cjose/jwk.h>
 #include <cjose/jws.h>
@@ -17,10 +20,8 @@
 
 static struct {
     pthread_mutex_t mu;
-    struct seen {
-        unsigned char digest[16];
-        int64_t at_s;
-    } slots[DPOP_JTI_SLOTS];
+    struct replay_window *jtis; /* made on first use */
+    struct token_bucket warnings;
 } seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static int sha256_b64url(const char *text, size_t n, char *out)
@@ -112,42 +113,38 @@ int dpop_htu_matches(const char *htu, const char *url)
            strcmp(a, b) == 0;
 }
 
-/* 1 when jti (with the key's thumbprint) was not seen in the window, and
- * notes it; 0 for a replay. */
-static int first_use(const char *jti, const char *jkt, int64_t now_s)
+int dpop_first_use(const struct dpop_proof *p, int64_t now_s)
 {
-    unsigned char d[32];
-    size_t n = strlen(jti), k = strlen(jkt);
-    char buf[JTI_MAX + DPOP_JKT_LEN + 2];
-    memcpy(buf, jkt, k);
-    buf[k] = ' ';
-    memcpy(buf + k + 1, jti, n);
-    if (gnutls_hash_fast(GNUTLS_DIG_SHA256, buf, k + 1 + n, d) != 0)
-        return 0;
-    size_t slot = ((size_t)d[0] << 8 | d[1]) % DPOP_JTI_SLOTS;
     pthread_mutex_lock(&seen.mu);
-    struct seen *s = &seen.slots[slot];
-    /* a proof is good for the window either side of its iat */
-    int replay =
-        memcmp(s->digest, d, sizeof s->digest) == 0 && now_s - s->at_s <= 2 * DPOP_IAT_WINDOW_S;
-    if (!replay) {
-        memcpy(s->digest, d, sizeof s->digest);
-        s->at_s = now_s;
+    if (!seen.jtis) {
+        /* a proof is good for the window either side of its iat */
+        seen.jtis = replay_window_new(DPOP_JTI_MAX, 2 * DPOP_IAT_WINDOW_S);
+        token_bucket_init(&seen.warnings, 1.0 / 60, 1, now_s * 1000); /* one a minute */
     }
+    uint64_t before = seen.jtis ? replay_window_forgotten(seen.jtis) : 0;
+    int rc = seen.jtis ? replay_window_first(seen.jtis, p->use, now_s) : -1;
+    int early = rc == 1 && replay_window_forgotten(seen.jtis) > before &&
+                token_bucket_take(&seen.warnings, now_s * 1000);
     pthread_mutex_unlock(&seen.mu);
-    return !replay;
+    if (early)
+        log_event(LOG_WARN, NULL, "dpop_replay_window_full",
+                  "more than %d DPoP proofs in %d s: the oldest are forgotten before their "
+                  "window ends, so one of them could be replayed here",
+                  DPOP_JTI_MAX, 2 * DPOP_IAT_WINDOW_S);
+    return rc;
 }
 
 void dpop_reset(void)
 {
     pthread_mutex_lock(&seen.mu);
-    memset(seen.slots, 0, sizeof seen.slots);
+    replay_window_free(seen.jtis);
+    seen.jtis = NULL;
     pthread_mutex_unlock(&seen.mu);
 }
 
 /* The proof's claims, once its signature verified. */
 static int claims_check(json_t *c, const char *method, const char *htu, const char *token,
-                        int64_t now_s, const char *jkt, const char **why)
+                        int64_t now_s, struct dpop_proof *out, const char **why)
 {
     const char *jti = json_string_value(json_object_get(c, "jti"));
     const char *htm = json_string_value(json_object_get(c, "htm"));
@@ -180,8 +177,11 @@ static int claims_check(json_t *c, const char *method, const char *htu, const ch
         *why = "the DPoP proof is for another access token (ath)";
         return -1;
     }
-    if (!first_use(jti, jkt, now_s)) {
-        *why = "the DPoP proof was used before (jti)";
+    /* The jti is the client's: the same from two keys is two proofs. */
+    char use[DPOP_JKT_LEN + 2 + JTI_MAX];
+    int n = snprintf(use, sizeof use, "%s %s", out->jkt, jti);
+    if (n < 0 || (size_t)n >= sizeof use || sha256_b64url(use, (size_t)n, out->use) != 0) {
+        *why = "the DPoP proof could not be checked";
         return -1;
     }
     return 0;
@@ -233,7 +233,7 @@ static cjose_jwk_t *proof_key(json_t *hdr, char *jkt, const char **why)
 }
 
 int dpop_check(const char *proof, const char *method, const char *htu, const char *token,
-               int64_t now_s, char *jkt, const char **why)
+               int64_t now_s, struct dpop_proof *out, const char **why)
 {
     cjose_err err;
     size_t len = proof ? strlen(proof) : 0;
@@ -259,12 +259,12 @@ int dpop_check(const char *proof, const char *method, const char *htu, const cha
         *why = "the DPoP proof has critical header parameters";
         goto out;
     }
-    if (!(key = proof_key(hdr, jkt, why)))
+    if (!(key = proof_key(hdr, out->jkt, why)))
         goto out;
     claims = oauth_verified_claims(jws, key, "the DPoP proof's signature does not verify",
                                    "the DPoP proof's claims are not a JSON object", why);
     if (claims)
-        rc = claims_check(claims, method, htu, token, now_s, jkt, why);
+        rc = claims_check(claims, method, htu, token, now_s, out, why);
 out:
     json_decref(claims);
     cjose_jwk_release(key);

@@ -15,15 +15,19 @@
  * (cjose), and only then the
  * claims: htm is the method, htu the request's URL (scheme and host
  * case-insensitive, default ports and query ignored), iat within
- * DPOP_IAT_WINDOW_S of now, ath the token's SHA-256, and a jti not seen
- * in the window. The key's thumbprint (RFC 7638) is what the token's
- * cnf.jkt must equal: the caller compares them.
+ * DPOP_IAT_WINDOW_S of now, and ath the token's SHA-256. The key's
+ * thumbprint (RFC 7638) is what the token's cnf.jkt must equal: the caller
+ * compares them, and only then spends the proof's jti (dpop_first_use).
+ * So the memory of jtis holds the proofs of real tokens' keys only, and
+ * nobody without a token can fill it.
  *
- * Replays are caught per process in a direct-mapped table of
- * DPOP_JTI_SLOTS digests (bounded memory, whatever is sent). Replicas do
+ * Replays are caught per process in a replay_window (replay_window.h) of
+ * the last 2 * DPOP_IAT_WINDOW_S seconds, up to DPOP_JTI_MAX proofs (about
+ * 110 a second sustained): bounded memory, and past that the oldest are
+ * forgotten early, with a warning (dpop_replay_window_full). Replicas do
  * not share it: as the SEP allows for servers without global state, the
- * short iat window bounds a replay to another replica. No server nonce is
- * asked for. Thread-safe. */
+ * iat window bounds a replay to another replica. No server nonce is asked
+ * for. Thread-safe. */
 #ifndef MCPD_DPOP_H
 #define MCPD_DPOP_H
 
@@ -34,7 +38,7 @@
 #define DPOP_IAT_WINDOW_S 300
 /* The largest RSA proof key (and its exponent at most 32 bits). */
 #define DPOP_RSA_MAX_BITS 4096
-#define DPOP_JTI_SLOTS 4096
+#define DPOP_JTI_MAX 65536
 /* A thumbprint: base64url of a SHA-256, without padding. */
 #define DPOP_JKT_LEN 43
 /* The longest proof read (a proof with an RSA-4096 key runs to ~2 KiB). */
@@ -42,12 +46,21 @@
 /* The algorithms a proof may be signed with, for metadata and challenges. */
 #define DPOP_ALGS "ES256 ES384 ES512 RS256 RS384 RS512 PS256 PS384 PS512"
 
+/* What a proof proves. */
+struct dpop_proof {
+    char jkt[DPOP_JKT_LEN + 1]; /* the key's thumbprint */
+    char use[DPOP_JKT_LEN + 1]; /* its one use: a digest of jkt and the jti */
+};
+
 /* Checks the proof sent with token on a request (method, htu: the URL the
- * request was sent to) at now_s (wall clock seconds). On success returns 0
- * and writes the key's thumbprint into jkt (DPOP_JKT_LEN + 1 bytes).
- * Otherwise -1 and *why (static text) says why. */
+ * request was sent to) at now_s (wall clock seconds), all but its jti's
+ * first use. On success returns 0 and fills *out. Otherwise -1 and *why
+ * (static text) says why. */
 int dpop_check(const char *proof, const char *method, const char *htu, const char *token,
-               int64_t now_s, char *jkt, const char **why);
+               int64_t now_s, struct dpop_proof *out, const char **why);
+/* Spends the proof's jti: 1 the first time in the window, 0 for a replay,
+ * -1 when it could not be noted (out of memory): refuse all but 1. */
+int dpop_first_use(const struct dpop_proof *p, int64_t now_s);
 
 /* The RFC 7638 thumbprint of a public JWK (RSA or EC) into jkt
  * (DPOP_JKT_LEN + 1 bytes). 0, or -1 for another key type or a key

@@ -2,6 +2,7 @@
 #include "introspect.h"
 #include "json_fetch.h"
 #include "auth.h"
+#include "auth_cache.h"
 #include "dpop.h"
 #include "clock.h"
 #include "log.h"
@@ -16,20 +17,13 @@
 
 #define ANSWER_MAX (64 * 1024)
 
-struct slot {
-    char hash[TOKEN_HASH_LEN + 1]; /* "" when empty */
-    int64_t until;                 /* monotonic: the answer is kept until then */
-    enum oauth_verdict verdict;
-    const char *why; /* static text */
-    char principal[AUTH_PRINCIPAL_MAX];
-    int64_t expires_ms;
-    char bound[DPOP_JKT_LEN + 1];
-};
+_Static_assert(sizeof((struct auth_answer *)0)->bound > DPOP_JKT_LEN, "a thumbprint fits");
+_Static_assert(sizeof((struct auth_answer *)0)->name >= AUTH_PRINCIPAL_MAX, "a principal fits");
 
 static struct {
     char *url, *userpwd;
     pthread_mutex_t mu;
-    struct slot *slots;
+    struct auth_cache *answers;          /* under mu */
     struct token_bucket calls, warnings; /* under mu */
 } in = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -46,10 +40,11 @@ int introspect_configure(const char *url, const char *client_id, const char *cli
         in.userpwd = NULL;
     curl_free(id);
     curl_free(secret);
-    in.slots = calloc(INTROSPECT_CACHE_SLOTS, sizeof *in.slots);
+    in.answers =
+        auth_cache_new(INTROSPECT_CACHE_TOKENS, INTROSPECT_CACHE_TOKENS, INTROSPECT_CACHE_MS);
     token_bucket_init(&in.calls, INTROSPECT_RATE, INTROSPECT_BURST, clock_mono_ms());
     token_bucket_init(&in.warnings, 0.1, 1, clock_mono_ms()); /* a warning per 10 s */
-    if (!in.url || !in.userpwd || !in.slots) {
+    if (!in.url || !in.userpwd || !in.answers) {
         introspect_shutdown();
         return -1;
     }
@@ -65,9 +60,9 @@ void introspect_shutdown(void)
 {
     free(in.url);
     free(in.userpwd);
-    free(in.slots);
+    auth_cache_free(in.answers);
     in.url = in.userpwd = NULL;
-    in.slots = NULL;
+    in.answers = NULL;
 }
 
 json_t *introspect_claims(json_t *answer, const char *issuer)
@@ -121,21 +116,16 @@ enum oauth_verdict introspect_check(const char *token, char *principal, size_t c
         *why = "the token could not be checked";
         return OAUTH_INVALID;
     }
-    /* The digest's first hex digits pick the slot: tokens spread evenly. */
-    char head[5];
-    memcpy(head, hash, 4);
-    head[4] = '\0';
-    struct slot *s = &in.slots[strtoul(head, NULL, 16) % INTROSPECT_CACHE_SLOTS];
     int64_t now = clock_mono_ms();
+    struct auth_answer seen;
     pthread_mutex_lock(&in.mu);
-    if (strcmp(s->hash, hash) == 0 && now < s->until) {
-        enum oauth_verdict v = s->verdict;
-        *why = s->why;
-        snprintf(principal, cap, "%s", s->principal);
-        *expires_ms = s->expires_ms;
-        memcpy(bound, s->bound, sizeof s->bound);
+    if (auth_cache_get(in.answers, hash, now, &seen)) {
         pthread_mutex_unlock(&in.mu);
-        return v;
+        *why = seen.why;
+        snprintf(principal, cap, "%s", seen.name);
+        *expires_ms = seen.expires_ms;
+        memcpy(bound, seen.bound, DPOP_JKT_LEN + 1);
+        return (enum oauth_verdict)seen.verdict;
     }
     int allowed = token_bucket_take(&in.calls, now);
     uint64_t over =
@@ -167,15 +157,14 @@ enum oauth_verdict introspect_check(const char *token, char *principal, size_t c
     else
         v = oauth_claims_check(claims, oauth_issuer(), oauth_audience(), oauth_scopes(),
                                clock_wall_ms() / 1000, principal, cap, expires_ms, bound, why);
+    struct auth_answer keep = {
+        .known = claims != NULL, .expires_ms = *expires_ms, .verdict = (int)v, .why = *why};
     json_decref(claims);
+    snprintf(keep.name, sizeof keep.name, "%s", principal);
+    snprintf(keep.bound, sizeof keep.bound, "%s", bound);
     pthread_mutex_lock(&in.mu);
-    snprintf(s->hash, sizeof s->hash, "%s", hash);
-    s->until = now + INTROSPECT_CACHE_MS;
-    s->verdict = v;
-    s->why = *why;
-    snprintf(s->principal, sizeof s->principal, "%s", principal);
-    s->expires_ms = *expires_ms;
-    memcpy(s->bound, bound, sizeof s->bound);
+    /* Out of memory, the verdict is still right; it is only not kept. */
+    (void)auth_cache_put(in.answers, hash, &keep, now);
     pthread_mutex_unlock(&in.mu);
     return v;
 }

@@ -9,9 +9,11 @@
  * `sub` falling back to `client_id` for the principal.
  *
  * Answers are kept INTROSPECT_CACHE_MS, keyed by the token's SHA-256 (the
- * token itself is never kept), in a direct-mapped table of
- * INTROSPECT_CACHE_SLOTS entries: bounded memory however many tokens are
- * tried, and a token revoked at the server is refused within
+ * token itself is never kept), in an auth_cache (auth_cache.h): at most
+ * INTROSPECT_CACHE_TOKENS active tokens and as many inactive values, each
+ * kind evicting its own least recently used. So memory is bounded however
+ * many tokens are tried, a flood of made-up ones never pushes out a token
+ * in use, and a token revoked at the server is refused within
  * INTROSPECT_CACHE_MS. The server is asked outside the lock. Thread-safe
  * once configured.
  *
@@ -31,7 +33,7 @@
 
 #define INTROSPECT_TIMEOUT_MS 5000
 #define INTROSPECT_CACHE_MS 10000
-#define INTROSPECT_CACHE_SLOTS 1024
+#define INTROSPECT_CACHE_TOKENS 1024
 #define INTROSPECT_RATE 20
 #define INTROSPECT_BURST 40
 

@@ -92,9 +92,18 @@ static char *proof(cjose_jwk_t *key, const char *alg, json_t *hdr_over, json_t *
     return out;
 }
 
+/* dpop_check, and the jti's first use as auth.c spends it */
 static int check(const char *p, const char *method, char *jkt, const char **why)
 {
-    return dpop_check(p, method, URL, TOKEN, NOW, jkt, why);
+    struct dpop_proof proof;
+    if (dpop_check(p, method, URL, TOKEN, NOW, &proof, why) != 0)
+        return -1;
+    memcpy(jkt, proof.jkt, sizeof proof.jkt);
+    if (dpop_first_use(&proof, NOW) != 1) {
+        *why = "jti";
+        return -1;
+    }
+    return 0;
 }
 
 static void refused(cjose_jwk_t *key, json_t *hdr, json_t *claims, const char *what)
@@ -126,6 +135,24 @@ static void test_proofs(void)
     CHECK_STR(jkt, want);
     CHECK_INT(check(good, "POST", jkt, &why), -1); /* the same proof again */
     CHECK(why && strstr(why, "jti"));
+    /* the proof itself still checks: only its use is spent */
+    struct dpop_proof again, theirs;
+    CHECK_INT(dpop_check(good, "POST", URL, TOKEN, NOW, &again, &why), 0);
+    CHECK_INT(dpop_first_use(&again, NOW + 2 * DPOP_IAT_WINDOW_S), 0);
+    /* past both sides of the iat window it is forgotten (and refused by iat) */
+    CHECK_INT(dpop_first_use(&again, NOW + 2 * DPOP_IAT_WINDOW_S + 1), 1);
+    /* the same jti from another key is another proof */
+    cjose_jwk_t *key2 = cjose_jwk_create_EC_random(CJOSE_JWK_EC_P_256, &err);
+    char *p2 = proof(key2, "ES256", NULL, json_pack("{s:s}", "jti", "fixed"));
+    char *p1 = proof(key, "ES256", NULL, json_pack("{s:s}", "jti", "fixed"));
+    CHECK_INT(dpop_check(p1, "POST", URL, TOKEN, NOW, &again, &why), 0);
+    CHECK_INT(dpop_check(p2, "POST", URL, TOKEN, NOW, &theirs, &why), 0);
+    CHECK(strcmp(again.use, theirs.use) != 0);
+    CHECK_INT(dpop_first_use(&again, NOW), 1);
+    CHECK_INT(dpop_first_use(&theirs, NOW), 1);
+    free(p1);
+    free(p2);
+    cjose_jwk_release(key2);
     free(good);
 
     char *p = proof(key, "ES256", NULL, NULL);
