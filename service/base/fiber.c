@@ -6,6 +6,7 @@
  * warning on stderr); elsewhere, ucontext. */
 #include "fiber.h"
 #include "clock.h"
+#include "lock_check.h"
 #include "log.h"
 #include "thread_stack.h"
 
@@ -137,6 +138,7 @@ struct fiber {
     int done;      /* fn returned (written and read on the host's thread) */
     int64_t deadline;
     size_t heap_at; /* 1 + its index in the timer heap; 0 when not there */
+    int locks;      /* lock_check's count of the side not running */
 #ifdef FIBER_ASAN
     void *asan_fake;
     const void *host_bottom;
@@ -345,6 +347,7 @@ static void timer_remove(struct fiber *f)
 
 static void switch_to_fiber(struct fiber *f)
 {
+    lock_check_swap(&f->locks);
 #ifdef FIBER_TSAN
     f->tsan_host = __tsan_get_current_fiber();
     __tsan_switch_to_fiber(f->tsan_fiber, 0);
@@ -361,6 +364,8 @@ static void switch_to_fiber(struct fiber *f)
 
 static void switch_to_host(struct fiber *f)
 {
+    lock_check_park(f->done ? "ends" : "parks");
+    lock_check_swap(&f->locks);
 #ifdef FIBER_TSAN
     __tsan_switch_to_fiber(f->tsan_host, 0);
 #endif

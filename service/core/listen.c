@@ -1,6 +1,7 @@
 /* listen — see listen.h. */
 #include "listen.h"
 #include "core_int.h"
+#include "fcond.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "protocol.h"
@@ -27,20 +28,32 @@ static const struct {
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
+/* What is fixed at open (session, stream, id, wants, uris, task_ids) is
+ * read without a lock. */
 struct listener {
+    atomic_int refs; /* the list's, and each sender's */
+    /* One sender at a time, the acknowledgement first: an append may park
+     * the fiber (it waits for its commit), so this is a fiber mutex, and no
+     * pthread lock is held while it is taken or held. Guards tasks and
+     * closed. */
+    struct fmutex send_mu;
+    int closed; /* the ack failed, or the final result went: nothing more */
     struct session *session;
     struct stream *stream;
     json_t *id; /* the listen request's id: the subscription id, verbatim */
     int wants[NKINDS];
-    json_t *uris; /* the resource URIs it follows (array of strings), or NULL */
-    /* The tasks it follows: {task id: what was last sent of it ("" before
-     * the first)}, or NULL. Guarded by reg.mu. */
+    json_t *uris;     /* the resource URIs it follows (array of strings), or NULL */
+    json_t *task_ids; /* the tasks it follows ({task id: true}), or NULL */
+    /* What was last sent of each task it follows ({task id: "" before the
+     * first}). */
     json_t *tasks;
-    struct listener *next;
+    struct listener *next; /* under reg.mu */
 };
 
 static struct {
-    pthread_mutex_t mu; /* guards list; appends happen under it, in order */
+    /* Guards list only: held for no append (an append would park under it,
+     * and an append's change comes back here, listen_task_changed). */
+    pthread_mutex_t mu;
     struct listener *list;
     /* The task ids any listener follows ({id: listeners}), apart from mu:
      * every append to every request stream asks (listen_task_changed),
@@ -70,16 +83,62 @@ static void follow(json_t *tasks, int delta)
     pthread_mutex_unlock(&reg.fmu);
 }
 
-static void listener_free(struct listener *l)
+static void listener_unref(struct listener *l)
 {
-    if (l->tasks)
-        follow(l->tasks, -1);
+    if (!l || atomic_fetch_sub(&l->refs, 1) != 1)
+        return;
+    if (l->task_ids)
+        follow(l->task_ids, -1);
+    json_decref(l->task_ids);
     json_decref(l->tasks);
     stream_unref(l->stream);
     session_unref(l->session);
     json_decref(l->id);
     json_decref(l->uris);
+    fmutex_destroy(&l->send_mu);
     free(l);
+}
+
+/* The live listeners for which wanted(l, arg) holds, each with a reference
+ * (listener_unref each, free the array), *n of them; NULL when none. The
+ * list loses those whose client has gone (a client that closed its stream
+ * ended the session with it). */
+static struct listener **take(int (*wanted)(const struct listener *l, const void *arg),
+                              const void *arg, size_t *n)
+{
+    struct listener *gone = NULL, **out = NULL;
+    size_t cap = 0;
+    *n = 0;
+    pthread_mutex_lock(&reg.mu);
+    for (struct listener **lp = &reg.list; *lp;) {
+        struct listener *l = *lp;
+        if (session_ended(l->session)) {
+            *lp = l->next;
+            l->next = gone;
+            gone = l;
+            continue;
+        }
+        lp = &l->next;
+        if (!wanted(l, arg))
+            continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 8;
+            struct listener **grown = realloc(out, cap * sizeof *out);
+            if (!grown)
+                break; /* the ones taken so far are told */
+            out = grown;
+        }
+        atomic_fetch_add(&l->refs, 1);
+        out[(*n)++] = l;
+    }
+    pthread_mutex_unlock(&reg.mu);
+    /* outside the lock: the last reference frees a session */
+    while (gone) {
+        struct listener *next = gone->next;
+        listener_unref(gone);
+        gone = next;
+    }
+    return out;
 }
 
 /* Appends msg (stolen) to l's stream, tagged with the subscription id. */
@@ -180,7 +239,7 @@ static int terminal(const char *status)
 
 /* Tells l of task tid as tasks/get would show it now, unless that is what
  * it was last told: a status, and for input_required the requests asked.
- * Nothing after a terminal status, which never changes. Under reg.mu. */
+ * Nothing after a terminal status, which never changes. Under l->send_mu. */
 static void tell_task(struct listener *l, const char *tid)
 {
     const char *last = json_string_value(json_object_get(l->tasks, tid));
@@ -212,8 +271,11 @@ static void tell_task(struct listener *l, const char *tid)
 int listen_open(struct session *s, struct stream *st, json_t *id, json_t *params)
 {
     struct listener *l = calloc(1, sizeof *l);
-    if (!l)
+    if (!l || fmutex_init(&l->send_mu) != 0) {
+        free(l);
         return -1;
+    }
+    atomic_init(&l->refs, 2); /* the list's and this call's */
     json_t *filter = json_object_get(params, "notifications");
     json_t *agreed = json_object();
     for (size_t i = 0; i < NKINDS; i++)
@@ -227,14 +289,16 @@ int listen_open(struct session *s, struct stream *st, json_t *id, json_t *params
     l->tasks = kept_tasks(s, filter, params);
     if (l->tasks) {
         json_t *ids = json_array();
+        l->task_ids = json_object();
         const char *tid;
         json_t *v;
         json_object_foreach(l->tasks, tid, v)
         {
             json_array_append_new(ids, json_string(tid));
+            json_object_set_new(l->task_ids, tid, json_true());
         }
         json_object_set_new(agreed, TASKS_FILTER, ids);
-        follow(l->tasks, 1);
+        follow(l->task_ids, 1);
     }
     session_ref(s);
     l->session = s;
@@ -244,47 +308,58 @@ int listen_open(struct session *s, struct stream *st, json_t *id, json_t *params
     json_t *ack =
         json_pack("{s:s, s:s, s:{s:o}}", "jsonrpc", "2.0", "method",
                   "notifications/subscriptions/acknowledged", "params", "notifications", agreed);
+    /* Listed before the ack is sent, so that no change after the ack is
+     * missed; a sender that finds it waits for send_mu, held until the ack
+     * and the tasks' first notifications are out. */
+    fmutex_lock(&l->send_mu);
     pthread_mutex_lock(&reg.mu);
+    l->next = reg.list;
+    reg.list = l;
+    pthread_mutex_unlock(&reg.mu);
     int rc = send_tagged(l, ack, STREAM_ACTIVE);
     if (rc == 0) {
-        l->next = reg.list;
-        reg.list = l;
         /* Where each task stands now: a change before the subscription is
          * not missed, and a client need not poll once. */
         const char *tid;
         json_t *v;
-        json_object_foreach(l->tasks, tid, v)
+        json_object_foreach(l->task_ids, tid, v)
         {
             tell_task(l, tid);
         }
+    } else {
+        l->closed = 1;
+        pthread_mutex_lock(&reg.mu);
+        for (struct listener **lp = &reg.list; *lp; lp = &(*lp)->next)
+            if (*lp == l) {
+                *lp = l->next;
+                atomic_fetch_sub(&l->refs, 1); /* the list's; this call's remains */
+                break;
+            }
+        pthread_mutex_unlock(&reg.mu);
     }
-    pthread_mutex_unlock(&reg.mu);
-    if (rc != 0)
-        listener_free(l);
+    fmutex_unlock(&l->send_mu);
+    listener_unref(l);
     return rc;
 }
 
 /* Sends a copy of msg (borrowed) to every live subscription for which
- * wanted(l, arg) holds, and forgets those whose client has gone. */
+ * wanted(l, arg) holds. */
 static void send_to_all(json_t *msg, int (*wanted)(const struct listener *l, const void *arg),
                         const void *arg)
 {
-    pthread_mutex_lock(&reg.mu);
-    for (struct listener **lp = &reg.list; *lp;) {
-        struct listener *l = *lp;
-        /* A client that closed its stream ended the session with it. */
-        if (session_ended(l->session)) {
-            *lp = l->next;
-            listener_free(l);
-            continue;
-        }
-        if (wanted(l, arg) && send_tagged(l, json_deep_copy(msg), STREAM_ACTIVE) != 0)
+    size_t n;
+    struct listener **ls = take(wanted, arg, &n);
+    for (size_t i = 0; i < n; i++) {
+        struct listener *l = ls[i];
+        fmutex_lock(&l->send_mu);
+        if (!l->closed && send_tagged(l, json_deep_copy(msg), STREAM_ACTIVE) != 0)
             log_event(LOG_WARN, session_id(l->session), "listen_failed",
                       "a %s notification did not reach subscription %s",
                       json_string_value(json_object_get(msg, "method")), stream_id(l->stream));
-        lp = &l->next;
+        fmutex_unlock(&l->send_mu);
+        listener_unref(l);
     }
-    pthread_mutex_unlock(&reg.mu);
+    free(ls);
 }
 
 static int wants_kind(const struct listener *l, const void *arg)
@@ -295,6 +370,11 @@ static int wants_kind(const struct listener *l, const void *arg)
 static int follows_uri(const struct listener *l, const void *arg)
 {
     return l->uris && has_uri(l->uris, arg);
+}
+
+static int follows_task(const struct listener *l, const void *arg)
+{
+    return l->task_ids && json_object_get(l->task_ids, arg) != NULL;
 }
 
 void listen_list_changed(const char *what)
@@ -329,19 +409,16 @@ void listen_task_changed(const char *task_id)
     pthread_mutex_unlock(&reg.fmu);
     if (!followed)
         return;
-    pthread_mutex_lock(&reg.mu);
-    for (struct listener **lp = &reg.list; *lp;) {
-        struct listener *l = *lp;
-        if (session_ended(l->session)) {
-            *lp = l->next;
-            listener_free(l);
-            continue;
-        }
-        if (json_object_get(l->tasks, task_id))
-            tell_task(l, task_id);
-        lp = &l->next;
+    size_t n;
+    struct listener **ls = take(follows_task, task_id, &n);
+    for (size_t i = 0; i < n; i++) {
+        fmutex_lock(&ls[i]->send_mu);
+        if (!ls[i]->closed)
+            tell_task(ls[i], task_id);
+        fmutex_unlock(&ls[i]->send_mu);
+        listener_unref(ls[i]);
     }
-    pthread_mutex_unlock(&reg.mu);
+    free(ls);
 }
 
 void listen_close_all(void)
@@ -352,13 +429,16 @@ void listen_close_all(void)
     pthread_mutex_unlock(&reg.mu);
     while (l) {
         struct listener *next = l->next;
-        if (!session_ended(l->session)) {
+        fmutex_lock(&l->send_mu);
+        if (!l->closed && !session_ended(l->session)) {
             json_t *done = jsonrpc_result(l->id, json_object());
             json_object_set_new(json_object_get(done, "result"), "resultType",
                                 json_string("complete"));
             send_tagged(l, done, STREAM_FINISHED);
         }
-        listener_free(l);
+        l->closed = 1; /* a sender still holding it sends nothing after */
+        fmutex_unlock(&l->send_mu);
+        listener_unref(l);
         l = next;
     }
 }

@@ -259,6 +259,15 @@ static void handler_main(void *arg)
                            &g->inner_cls);
 }
 
+/* The WebSocket handshake on a fiber too: a resume may revive the session
+ * or wait on a stream's append lock, waits that park a fiber but would
+ * block the pool thread that runs their holder. */
+static void upgrade_main(void *arg)
+{
+    struct gate_req *g = arg;
+    g->result = ws_upgrade(g->con, g->url, &g->ws_pending);
+}
+
 static void fill_main(void *arg)
 {
     struct gate_req *g = arg;
@@ -348,12 +357,10 @@ static enum MHD_Result final_call(struct gate_req *g, struct MHD_Connection *con
     if (g->fiber) /* resumed */
         return run_fiber(g) ? g->result : MHD_YES;
     conn_guard_request_received(con);
-    if (g->websocket)
-        return ws_upgrade(con, url, &g->ws_pending);
     g->url = url;
     g->method = method;
     g->version = version;
-    int r = start_fiber(g, handler_main);
+    int r = start_fiber(g, g->websocket ? upgrade_main : handler_main);
     if (r < 0)
         return MHD_NO; /* out of memory: the connection is closed */
     return r ? g->result : MHD_YES;

@@ -7,7 +7,7 @@
  *
  *   1. body_gate, the access handler in front of ulfius's, hands every
  *      GET /mcp/ws to ws_upgrade once its headers are in (ulfius never
- *      sees it).
+ *      sees it), on the request's fiber: a resume's waits park it.
  *   2. ws_upgrade checks Host/Origin (403) and the handshake (426/400),
  *      adopts a session to resume (404/400), and queues a 101 made with
  *      MHD_create_response_for_upgrade.

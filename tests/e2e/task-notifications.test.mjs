@@ -222,3 +222,35 @@ test('only the listener\'s own tasks, and only with the extension declared on th
     }
   });
 });
+
+test('a subscription that follows another subscription\'s stream as a task: notifications still flow, nothing hangs', async () => {
+  // Any request stream of the principal is a task to tasks/get, a
+  // subscription's own stream too (its id is in its SSE event ids). Once
+  // mcpd appended a notification to A under the registry's lock, and A's
+  // change, followed by B, took that lock again on the same thread: the
+  // replica hung on the first list change.
+  await withMcpd([], {}, async (m) => {
+    const a = await listen(m.port, 'a', { toolsListChanged: true });
+    const aStream = a.s.sse.lastEventId?.slice(0, a.s.sse.lastEventId.lastIndexOf(':'));
+    assert.ok(aStream, `A's stream id from its event ids (${a.s.sse.lastEventId})`);
+    const b = await listen(m.port, 'b', { taskIds: [aStream], toolsListChanged: true });
+    try {
+      const within = (p, ms, what) =>
+        Promise.race([p, new Promise((_, no) => setTimeout(() => no(new Error(`${what}: no answer in ${ms} ms`)), ms))]);
+      for (let round = 0; round < 3; round++) {
+        await within(call(m.port, 'tools/call', { name: 'test_trigger_tool_change', arguments: {} }), 10000, 'the list change');
+        for (const [name, s] of [['a', a.s], ['b', b.s]]) {
+          let n;
+          do n = await s.sse.nextMessage(10000);
+          while (n?.msg.method === 'notifications/tasks');
+          assert.equal(n?.msg.method, 'notifications/tools/list_changed', `${name}: ${JSON.stringify(n?.msg)}`);
+          assert.strictEqual(n.msg.params._meta[SUB], name);
+        }
+      }
+      await within(call(m.port, 'tools/list', {}), 10000, 'tools/list afterwards');
+    } finally {
+      a.s.close();
+      b.s.close();
+    }
+  });
+});

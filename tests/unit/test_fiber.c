@@ -14,6 +14,7 @@
 #include "unprobed_frame.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -211,6 +212,71 @@ static void check_overflow_faults(const char *what, int (*frame)(void))
     }
 }
 
+/* ---- lock_check (the AddressSanitizer build) ---- */
+
+static pthread_mutex_t plain_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void park_holding_plain_mutex(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&plain_mu);
+    fiber_park(NULL, clock_mono_ms() + 10);
+    pthread_mutex_unlock(&plain_mu);
+}
+
+/* A fiber that waits with only a lock released by the wait, and a host that
+ * holds a mutex across running it: neither is the fiber's holding. */
+static void park_after_unlock(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&plain_mu);
+    pthread_mutex_unlock(&plain_mu);
+    fiber_park(NULL, clock_mono_ms() + 10);
+}
+
+/* Runs fn on a fiber in a child; 1 when the child aborted. */
+static int child_aborts(void (*fn)(void *), int host_holds)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        signal(SIGABRT, SIG_DFL);
+        /* the report is expected: not for the test's output */
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, STDERR_FILENO);
+        struct host h = {0};
+        sem_init(&h.resumed, 0, 0);
+        pthread_mutex_t host_mu = PTHREAD_MUTEX_INITIALIZER;
+        if (host_holds)
+            pthread_mutex_lock(&host_mu);
+        struct fiber *f = make(fn, &h, NULL);
+        int rc = f ? drive(f, &h) : -1;
+        if (host_holds)
+            pthread_mutex_unlock(&host_mu);
+        _exit(rc < 0 ? 1 : 0);
+    }
+    int status = 0;
+    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return pid > 0 && WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+static void check_lock_check(void)
+{
+#ifdef MCPD_LOCK_CHECK
+    CHECK(child_aborts(park_holding_plain_mutex, 0));
+    CHECK(!child_aborts(park_after_unlock, 1));
+#else
+    (void)park_after_unlock;
+    (void)park_holding_plain_mutex;
+    (void)child_aborts;
+    printf("skipped: lock_check (built without MCPD_LOCK_CHECK)\n");
+#endif
+}
+
 /* ---- a fiber that never waits ---- */
 
 static void count_up(void *arg)
@@ -339,6 +405,7 @@ int main(void)
     printf("skipped: a probed frame larger than the guard (built without stack probes)\n");
 #endif
     check_overflow_faults("an unprobed frame smaller than the guard faults", unprobed_frame);
+    check_lock_check();
 
     struct host h = {0};
     sem_init(&h.resumed, 0, 0);
