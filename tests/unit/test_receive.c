@@ -239,6 +239,22 @@ static void test_entry(void)
     CHECK(json_is_null(json_object_get(r.error, "id")));
     core_reply_clear(&r);
 
+    /* A request id too long to track: 400, id null. */
+    struct session *s = rig_session(NULL, "{}");
+    struct core_caller in = rig_http(NULL, s ? session_id(s) : "-");
+    char longid[200];
+    memset(longid, 'i', sizeof longid - 1);
+    longid[sizeof longid - 1] = '\0';
+    rig_sendf(&in, &r,
+              "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"method\":\"tools/call\",\"params\":{"
+              "\"name\":\"echo\",\"arguments\":{\"message\":\"x\"}}}",
+              longid);
+    CHECK_INT(r.kind, CORE_REJECTED);
+    CHECK_INT(r.reason, CORE_BAD_REQUEST);
+    CHECK_STR(rig_message(r.error), "Invalid Request: id is too long");
+    core_reply_clear(&r);
+    rig_end(s);
+
     /* A connection before initialize: ping is answered, other requests
      * are told to initialize, notifications are dropped. */
     struct core_caller conn = {.transport = "ws", .connection = 1};
@@ -909,6 +925,251 @@ static void test_server_requests(void)
     rig_end(s);
 }
 
+/* ---- the standalone stream's one reader ---- */
+
+struct holder {
+    struct follow f;
+    int probed;
+};
+
+/* A reader of the standalone stream whose client is gone: the probe's
+ * write fails, so it lets go. */
+static void *holder_main(void *arg)
+{
+    struct holder *h = arg;
+    int64_t deadline = clock_mono_ms() + RIG_WAIT_MS;
+    for (;;) {
+        struct stream_chunk ch;
+        enum stream_wait w = follow_read(&h->f, deadline, &ch);
+        if (w == STREAM_PROBE)
+            h->probed = 1;
+        if (w != STREAM_CHUNK && w != STREAM_POLL)
+            break;
+    }
+    follow_end(&h->f);
+    return NULL;
+}
+
+static void test_standalone_claim(void)
+{
+    struct session *s = rig_session(NULL, "{}");
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    struct core_reply refused;
+    struct follow g;
+
+    /* A holder that goes on living keeps the stream: a claimant that
+     * probes it gets 409 once the probe's time is up. */
+    struct holder h = {0};
+    CHECK_INT(follow_standalone(&h.f, s, 0, -1, &refused), 0);
+    CHECK_INT(follow_standalone(&g, s, 0, -1, &refused), -1);
+    CHECK_INT(refused.reason, CORE_CONFLICT);
+    core_reply_clear(&refused);
+    CHECK_INT(follow_standalone(&g, s, 100, -1, &refused), -1);
+    CHECK_INT(refused.reason, CORE_CONFLICT);
+    CHECK_STR(rig_message(refused.error), "Conflict: this session already has an open GET stream");
+    core_reply_clear(&refused);
+
+    /* A holder whose client vanished fails the probe and lets go: the
+     * claimant takes the stream over. */
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, holder_main, &h), 0);
+    CHECK_INT(follow_standalone(&g, s, RIG_WAIT_MS, -1, &refused), 0);
+    pthread_join(t, NULL);
+    CHECK(h.probed);
+    CHECK(g.standalone);
+    follow_end(&g);
+    rig_end(s);
+}
+
+/* ---- logging/setLevel and the call's logs ---- */
+
+static void test_log_level(void)
+{
+    struct session *s = rig_session(NULL, "{}");
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    struct core_caller c = rig_http(NULL, session_id(s));
+    struct core_reply r;
+    const char *levels[] = {"error", "info"};
+    size_t logs_at[] = {0, 3};
+    for (size_t i = 0; i < 2; i++) {
+        rig_sendf(&c, &r,
+                  "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"logging/setLevel\",\"params\":{"
+                  "\"level\":\"%s\"}}",
+                  levels[i]);
+        json_t *m = rig_one(&r);
+        CHECK(json_is_object(json_object_get(m, "result")));
+        json_decref(m);
+        /* Three info lines, then the result: kept from "info" up only. */
+        rig_send(&c,
+                 "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
+                 "\"test_tool_with_logging\",\"arguments\":{}}}",
+                 &r);
+        enum stream_wait last;
+        json_t *msgs = rig_read_reply(&r, &last);
+        CHECK_INT(json_array_size(msgs), logs_at[i] + 1);
+        size_t logs = 0, j;
+        json_t *msg;
+        json_array_foreach(msgs, j, msg)
+        {
+            const char *method = json_string_value(json_object_get(msg, "method"));
+            logs += method && strcmp(method, "notifications/message") == 0;
+        }
+        CHECK_INT(logs, logs_at[i]);
+        json_decref(msgs);
+    }
+    rig_send(&c,
+             "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"logging/setLevel\",\"params\":{"
+             "\"level\":\"loud\"}}",
+             &r);
+    json_t *m = rig_one(&r);
+    CHECK_INT(rig_code(m), JSONRPC_INVALID_PARAMS);
+    json_decref(m);
+    rig_end(s);
+}
+
+/* ---- stateless requests (2026-07-28) ---- */
+
+#define META_VERSION "\"io.modelcontextprotocol/protocolVersion\""
+#define META_CAPS "\"io.modelcontextprotocol/clientCapabilities\""
+#define META_2026 "\"_meta\":{" META_VERSION ":\"2026-07-28\"," META_CAPS ":{}}"
+
+/* A stateless request (params is the JSON text inside "params": {...},
+ * without braces); the reply in *r. */
+static void stateless(const struct core_caller *c, int id, const char *method, const char *params,
+                      struct core_reply *r)
+{
+    rig_sendf(c, r, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"%s\",\"params\":{%s}}", id, method,
+              params);
+}
+
+/* The refusal of a stateless request: checks reason and code, returns
+ * its error message (new reference) for the caller to look into. */
+static json_t *refusal(struct core_reply *r, enum core_reason reason, int code)
+{
+    CHECK_INT(r->kind, CORE_REJECTED);
+    CHECK_INT(r->reason, reason);
+    CHECK_INT(rig_code(r->error), code);
+    CHECK(r->session == NULL);
+    json_t *e = json_incref(r->error);
+    core_reply_clear(r);
+    return e;
+}
+
+static void test_stateless(void)
+{
+    struct core_caller c = {.transport = "http", .stateless = 1};
+    struct core_reply r;
+
+    /* server/discover: answered at once, without logging. */
+    stateless(&c, 1, "server/discover", META_2026, &r);
+    CHECK_INT(r.kind, CORE_ANSWERED);
+    json_t *result = json_object_get(r.error, "result");
+    int listed = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(result, "supportedVersions"), i, v) listed |=
+        strcmp(json_string_value(v), "2026-07-28") == 0;
+    CHECK(listed);
+    json_t *caps = json_object_get(result, "capabilities");
+    CHECK(json_object_get(caps, "logging") == NULL);
+    CHECK(json_is_true(json_object_get(json_object_get(caps, "tools"), "listChanged")));
+    core_reply_clear(&r);
+
+    /* _meta must name the revision and the capabilities, as it should. */
+    stateless(&c, 2, "tools/list", "", &r);
+    json_t *e = refusal(&r, CORE_BAD_REQUEST, JSONRPC_INVALID_PARAMS);
+    CHECK_STR(rig_message(e), "Invalid params: missing _meta keys: "
+                              "io.modelcontextprotocol/protocolVersion, "
+                              "io.modelcontextprotocol/clientCapabilities");
+    json_decref(e);
+    stateless(&c, 3, "tools/list", "\"_meta\":{" META_VERSION ":\"2026-07-28\"}", &r);
+    e = refusal(&r, CORE_BAD_REQUEST, JSONRPC_INVALID_PARAMS);
+    CHECK_STR(rig_message(e),
+              "Invalid params: missing _meta keys: io.modelcontextprotocol/clientCapabilities");
+    json_decref(e);
+    stateless(&c, 4, "tools/list", "\"_meta\":{" META_VERSION ":\"2025-06-18\"," META_CAPS ":{}}",
+              &r);
+    e = refusal(&r, CORE_BAD_REQUEST, JSONRPC_UNSUPPORTED_VERSION);
+    json_t *data = json_object_get(json_object_get(e, "error"), "data");
+    CHECK_STR(json_string_value(json_object_get(data, "requested")), "2025-06-18");
+    CHECK(json_array_size(json_object_get(data, "supported")) > 0);
+    json_decref(e);
+    stateless(&c, 5, "tools/list", "\"_meta\":{" META_VERSION ":\"2026-07-28\"," META_CAPS ":1}",
+              &r);
+    json_decref(refusal(&r, CORE_BAD_REQUEST, JSONRPC_INVALID_PARAMS));
+
+    /* What 2026-07-28 does not have, or the client cannot take. */
+    stateless(&c, 6, "nope/nope", META_2026, &r);
+    e = refusal(&r, CORE_NOT_FOUND, JSONRPC_METHOD_NOT_FOUND);
+    CHECK_STR(rig_message(e), "Method not found: nope/nope");
+    json_decref(e);
+    stateless(&c, 7, "tools/call",
+              "\"name\":\"echo\",\"arguments\":{\"message\":\"x\"},\"stream\":true," META_2026, &r);
+    json_decref(refusal(&r, CORE_BAD_REQUEST, JSONRPC_INVALID_PARAMS));
+    stateless(&c, 8, "tools/call",
+              "\"name\":\"test_missing_capability\",\"arguments\":{}," META_2026, &r);
+    e = refusal(&r, CORE_BAD_REQUEST, JSONRPC_MISSING_CAPABILITY);
+    data = json_object_get(json_object_get(e, "error"), "data");
+    CHECK(json_object_get(json_object_get(data, "requiredCapabilities"), "sampling") != NULL);
+    json_decref(e);
+    stateless(&c, 9, "tasks/get", "\"taskId\":\"x\"," META_2026, &r);
+    e = refusal(&r, CORE_BAD_REQUEST, JSONRPC_MISSING_CAPABILITY);
+    CHECK_STR(rig_message(e), "Missing required client capability: the tasks extension");
+    json_decref(e);
+
+    /* A request gets a session of its own that lives as long as its
+     * reply: the transport ends it once the reply is written. */
+    stateless(&c, 10, "tools/call",
+              "\"name\":\"echo\",\"arguments\":{\"message\":\"alone\"}," META_2026, &r);
+    CHECK_INT(r.kind, CORE_STREAM);
+    CHECK(r.ephemeral);
+    struct session *own = r.session;
+    CHECK(own != NULL);
+    if (own)
+        session_ref(own);
+    json_t *m = rig_one(&r);
+    CHECK_STR(rig_text(m), "alone");
+    json_decref(m);
+    if (own) {
+        char id[96];
+        snprintf(id, sizeof id, "%s", session_id(own));
+        rig_end(own);
+        struct core_caller later = rig_http(NULL, id);
+        struct core_reply refused;
+        CHECK(core_session_open(&later, &refused) == NULL);
+        CHECK_INT(refused.reason, CORE_NOT_FOUND);
+        core_reply_clear(&refused);
+    }
+    rig_send(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{}}", &r);
+    CHECK_INT(r.kind, CORE_ACCEPTED);
+    core_reply_clear(&r);
+
+    /* On a connection: statelessly before initialize when _meta names a
+     * revision, in the connection's session once it has one. */
+    struct core_caller conn = {.transport = "ws", .connection = 1};
+    stateless(&conn, 11, "tools/call",
+              "\"name\":\"echo\",\"arguments\":{\"message\":\"conn\"}," META_2026, &r);
+    CHECK_INT(r.kind, CORE_STREAM);
+    CHECK(r.ephemeral);
+    own = r.session;
+    r.session = NULL;
+    json_decref(rig_read_reply(&r, NULL));
+    rig_end(own);
+    struct session *s = rig_session(NULL, "{}");
+    conn.session_id = s ? session_id(s) : "-";
+    stateless(&conn, 12, "tools/call",
+              "\"name\":\"echo\",\"arguments\":{\"message\":\"conn\"}," META_2026, &r);
+    CHECK_INT(r.kind, CORE_STREAM);
+    CHECK(!r.ephemeral);
+    CHECK(r.session == s);
+    core_reply_clear(&r);
+    rig_end(s);
+}
+
 /* ---- the legacy relay ---- */
 
 struct relayed {
@@ -1110,6 +1371,9 @@ int main(void)
     test_cancel();
     test_server_requests();
     test_legacy_relay();
+    test_standalone_claim();
+    test_log_level();
+    test_stateless();
     test_on_fiber();
 
     /* A shutdown ends a running call with an error that says so (never
