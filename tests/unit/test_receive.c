@@ -13,7 +13,7 @@
  * - principals: another principal's session does not exist for it (404 for
  *   requests, notifications, cancellation, responses, resumes and batches;
  *   "" is no principal), and the per-principal session cap (429, -32010)
- *   frees when a session ends;
+ *   frees when a session ends, as the server's (503, -32010) does;
  * - caps: requests in flight per session (429, -32015) count only calls on
  *   workers (not pings, not tools that answer at once), refuse a reused id
  *   while it runs, and free when a call ends; the session's storage cap
@@ -36,6 +36,15 @@
  *   reach the standalone stream in order, refusals and poll handles at
  *   once, the relay's progress is stored, and a past process's uncopied
  *   messages are copied once;
+ * - the standalone stream has one reader: a live holder keeps it (409
+ *   once the probe's time is up), a vanished one fails the probe and the
+ *   claimant takes over;
+ * - a call's logs are kept from the session's logging/setLevel up;
+ * - 2026-07-28 stateless requests: server/discover, the _meta checks
+ *   (-32602, -32022), methods and capabilities it lacks (-32601, -32021),
+ *   a request's own session that ends with its reply, and on a connection
+ *   before and after initialize;
+ * - an id too long to track is refused;
  * - the same request path on a loop fiber, as HTTP runs it. */
 #include "core_rig.h"
 #include "loop.h"
@@ -49,6 +58,7 @@ static const struct core_config cfg = {
     .session_idle_ms = 600000,
     .stream_retention_ms = 600000,
     .session_max_bytes = 64 * 1024,
+    .max_sessions = 16,
     .max_init_params = 4096,
     .max_inflight = 2,
     .max_sessions_per_principal = 2,
@@ -465,6 +475,40 @@ static void test_principals(void)
     rig_end(d);
     rig_end(a);
     rig_end(anon);
+}
+
+/* --max-sessions (16 here): past it initialize is refused with 503
+ * (CORE_AT_CAPACITY, -32010), until a session ends. */
+static void test_session_cap(void)
+{
+    struct session *open[17] = {0};
+    struct core_caller c = rig_http(NULL, NULL);
+    const char *init = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+                       "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{}}}";
+    struct core_reply r = {0};
+    size_t n = 0;
+    for (; n < 17; n++) {
+        rig_send(&c, init, &r);
+        if (r.kind != CORE_STREAM)
+            break;
+        open[n] = r.session;
+        r.session = NULL;
+        core_reply_clear(&r);
+    }
+    CHECK(n > 0 && n < 17);
+    CHECK_INT(r.kind, CORE_REJECTED);
+    CHECK_INT(r.reason, CORE_AT_CAPACITY);
+    CHECK_INT(rig_code(r.error), JSONRPC_TOO_MANY_SESSIONS);
+    CHECK(r.session == NULL);
+    core_reply_clear(&r);
+    if (n > 0) {
+        rig_end(open[--n]);
+        open[n] = rig_session(NULL, "{}");
+        CHECK(open[n] != NULL);
+        n++;
+    }
+    while (n > 0)
+        rig_end(open[--n]);
 }
 
 /* ---- caps ---- */
@@ -1365,6 +1409,7 @@ int main(void)
     test_entry();
     test_batch();
     test_principals();
+    test_session_cap();
     test_inflight_cap();
     test_storage_cap();
     test_durable_reply();
