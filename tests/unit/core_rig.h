@@ -11,6 +11,11 @@
  * run on a plain thread (fcond waits on a condition variable there, and
  * parks only on a fiber), which is how these tests call them.
  *
+ * One core per process: its state (core.c's configuration, the session and
+ * stream registries, the workers, the long-poll lot, the relay) belongs to
+ * the process, so a test file starts it once, with one set of limits, and
+ * its tests share it, each on sessions of its own.
+ *
  * Header-only (each test is one file); every function is static inline so
  * a test that uses only some of them builds without warnings. */
 #ifndef MCPD_TEST_CORE_RIG_H
