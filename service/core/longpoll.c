@@ -161,8 +161,10 @@ static void unpark(struct parked *p)
     int64_t seq;
     json_t *answer = answer_now(p->s, p->id, p->params, p->transport, &target, &seq);
     stream_unref(target);
-    deliver(p->s, p->reply, answer);
+    /* The place first: a client that polls again as soon as it reads the
+     * answer must find it free, not at the cap (a spurious 429). */
     session_poll_leave(p->s);
+    deliver(p->s, p->reply, answer);
     stream_unref(p->target);
     stream_unref(p->reply);
     session_unref(p->s);
