@@ -223,10 +223,10 @@ void task_update(const char *principal, json_t *id, json_t *params, struct core_
     answered(out, answer(id, json_pack("{s:s}", "resultType", "complete")));
 }
 
-static void cancel_one(void *value, void *arg)
+static void cancel_if_stream(void *value, void *arg)
 {
-    (void)arg;
-    call_cancel(value, CALL_CANCEL_CLIENT);
+    if (call_on_stream(value, arg))
+        call_cancel(value, CALL_CANCEL_CLIENT);
 }
 
 void task_cancel(const char *principal, json_t *id, json_t *params, struct core_reply *out)
@@ -235,9 +235,10 @@ void task_cancel(const char *principal, json_t *id, json_t *params, struct core_
     struct session *s;
     if (find(principal, id, params, &st, &s, out) != 0)
         return;
-    /* The task's session carries only its call; a finished task stays as it
-     * is (cancel is idempotent). */
-    session_each_tracked(s, cancel_one, NULL);
+    /* The task's call only: a 2025-11-25 task's session carries others
+     * (tasks/cancel with its id cancelled them all). A finished task stays
+     * as it is (cancel is idempotent). */
+    session_each_tracked(s, cancel_if_stream, st);
     stream_unref(st);
     session_unref(s);
     answered(out, answer(id, json_pack("{s:s}", "resultType", "complete")));
@@ -378,8 +379,14 @@ void task_legacy_result(struct session *s, json_t *id, json_t *params, int64_t w
         json_pack("{s:{s:s}}", "io.modelcontextprotocol/related-task", "taskId", stream_id(st));
     json_t *result = json_object_get(final, "result");
     if (result) {
+        /* The call's result as it was, its own _meta too. */
         json_t *copy = json_deep_copy(result);
-        json_object_set_new(copy, "_meta", related);
+        json_t *meta = json_object_get(copy, "_meta");
+        if (json_is_object(meta))
+            json_object_update(meta, related);
+        else
+            json_object_set(copy, "_meta", related);
+        json_decref(related);
         answered(out, answer(id, copy));
     } else if (final) {
         json_t *err = json_object_get(final, "error");
@@ -418,12 +425,6 @@ void task_legacy_list(struct session *s, json_t *id, struct core_reply *out)
     }
     json_decref(ids);
     answered(out, answer(id, json_pack("{s:o}", "tasks", tasks)));
-}
-
-static void cancel_if_stream(void *value, void *arg)
-{
-    if (call_on_stream(value, arg))
-        call_cancel(value, CALL_CANCEL_CLIENT);
 }
 
 void task_legacy_cancel(struct session *s, json_t *id, json_t *params, struct core_reply *out)
