@@ -403,13 +403,17 @@ test('defect 2: 20,000 random bearer values leave RSS within 2 MB, and a valid t
     };
     try {
       // Warm-up: the caches, the allocator and SQLite's page cache (every
-      // refusal is a row of the request log) reach their size.
-      await flood(20000);
+      // refusal is a row of the request log) reach their size. An ASan
+      // build on PostgreSQL settles over about 60,000 (20,000 at a time it
+      // grew by +480, +896, +504, +568, +192 KB, then by nothing), so one
+      // round of warm-up left CI's busy machine measuring the settling.
+      for (let round = 0; round < 3; round++) await flood(20000);
       const before = procSample(m.pid);
       const admitted = await flood(20000);
       const after = procSample(m.pid);
       assert.ok(admitted > 300);
       const grew = after.rssKb - before.rssKb;
+      t.diagnostic(`RSS ${before.rssKb} -> ${after.rssKb} KB over the measured 20,000`);
       assert.ok(grew < 2048, `RSS grew by ${grew} KB over 20,000 random tokens (${before.rssKb} -> ${after.rssKb} KB)`);
     } finally {
       agent.destroy();
