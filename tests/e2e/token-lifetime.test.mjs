@@ -403,18 +403,22 @@ test('defect 2: 20,000 random bearer values leave RSS within 2 MB, and a valid t
     };
     try {
       // Warm-up: the caches, the allocator and SQLite's page cache (every
-      // refusal is a row of the request log) reach their size. An ASan
-      // build on PostgreSQL settles over about 60,000 (20,000 at a time it
-      // grew by +480, +896, +504, +568, +192 KB, then by nothing), so one
-      // round of warm-up left CI's busy machine measuring the settling.
-      for (let round = 0; round < 3; round++) await flood(20000);
-      const before = procSample(m.pid);
-      const admitted = await flood(20000);
-      const after = procSample(m.pid);
-      assert.ok(admitted > 300);
-      const grew = after.rssKb - before.rssKb;
-      t.diagnostic(`RSS ${before.rssKb} -> ${after.rssKb} KB over the measured 20,000`);
-      assert.ok(grew < 2048, `RSS grew by ${grew} KB over 20,000 random tokens (${before.rssKb} -> ${after.rssKb} KB)`);
+      // refusal is a row of the request log) reach their size.
+      await flood(20000);
+      // Then three rounds, and the least any of them grew must be under
+      // 2 MB: a leak of 100 bytes a token grows every round, while an
+      // allocator or a page cache settling (an ASan build on a busy
+      // machine: a jump of 2 MB now and then, on either store) grows one.
+      const grew = [];
+      for (let round = 0; round < 3; round++) {
+        const before = procSample(m.pid);
+        const admitted = await flood(20000);
+        const after = procSample(m.pid);
+        assert.ok(admitted > 300);
+        grew.push(after.rssKb - before.rssKb);
+      }
+      t.diagnostic(`RSS grew by ${grew.join(', ')} KB in three rounds of 20,000`);
+      assert.ok(Math.min(...grew) < 2048, `RSS grew by ${grew.join(', ')} KB in each of three rounds of 20,000 random tokens`);
     } finally {
       agent.destroy();
     }
