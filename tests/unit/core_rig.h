@@ -234,6 +234,19 @@ static inline struct session *rig_session(const char *principal, const char *cap
     return rig_session_on(principal, "2025-06-18", caps, "http");
 }
 
+/* A session with caps (principal none) and its HTTP caller, as most tests
+ * open them: 0, or -1 (a failed check recorded) when it could not be made.
+ * *s is the caller's to rig_end. */
+static inline int rig_open(const char *caps, struct session **s, struct core_caller *c)
+{
+    *s = rig_session(NULL, caps);
+    CHECK(*s != NULL);
+    if (!*s)
+        return -1;
+    *c = rig_http(NULL, session_id(*s));
+    return 0;
+}
+
 /* Ends a session as DELETE does and drops the caller's reference. */
 static inline void rig_end(struct session *s)
 {

@@ -146,11 +146,10 @@ static void take_handle(struct core_reply *r, int id, char *sid, size_t cap)
 
 static void test_opt_in(void)
 {
-    struct session *s = rig_session(NULL, "{}");
-    CHECK(s != NULL);
-    if (!s)
+    struct session *s;
+    struct core_caller c;
+    if (rig_open("{}", &s, &c) != 0)
         return;
-    struct core_caller c = rig_http(NULL, session_id(s));
     struct core_reply r;
     char sid[96];
 
@@ -314,11 +313,10 @@ static void test_cursors(void)
 /* A parked poll is answered by the chunk it waits for. */
 static void test_wake(void)
 {
-    struct session *s = rig_session(NULL, "{\"sampling\":{}}");
-    CHECK(s != NULL);
-    if (!s)
+    struct session *s;
+    struct core_caller c;
+    if (rig_open("{\"sampling\":{}}", &s, &c) != 0)
         return;
-    struct core_caller c = rig_http(NULL, session_id(s));
     struct core_reply r;
     char sid[96];
     rig_send(&c,
@@ -374,11 +372,10 @@ static void test_wake(void)
 /* Parked polls count against the session's in-flight cap (2 here). */
 static void test_cap(void)
 {
-    struct session *s = rig_session(NULL, "{}");
-    CHECK(s != NULL);
-    if (!s)
+    struct session *s;
+    struct core_caller c;
+    if (rig_open("{}", &s, &c) != 0)
         return;
-    struct core_caller c = rig_http(NULL, session_id(s));
     struct core_reply r, parked;
     char sid[96];
     countdown(&c, 1, 1, LONG_MS, 0, 1, &r);
@@ -432,11 +429,10 @@ static void test_cap(void)
 
 static void test_place_freed_first(void)
 {
-    struct session *s = rig_session(NULL, "{}");
-    CHECK(s != NULL);
-    if (!s)
+    struct session *s;
+    struct core_caller c;
+    if (rig_open("{}", &s, &c) != 0)
         return;
-    struct core_caller c = rig_http(NULL, session_id(s));
     struct core_reply r, parked;
     countdown(&c, 1, 1, LONG_MS, 0, 0, &r); /* holds one of the two places */
     CHECK_INT(r.kind, CORE_STREAM);
@@ -476,11 +472,10 @@ static void test_place_freed_first(void)
 /* Over the session's storage cap a poll is still answered. */
 static void test_past_storage_cap(void)
 {
-    struct session *s = rig_session(NULL, "{}");
-    CHECK(s != NULL);
-    if (!s)
+    struct session *s;
+    struct core_caller c;
+    if (rig_open("{}", &s, &c) != 0)
         return;
-    struct core_caller c = rig_http(NULL, session_id(s));
     struct core_reply r;
     char sid[96];
     countdown(&c, 1, 10000, 0, 1, 1, &r);

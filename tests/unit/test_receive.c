@@ -523,11 +523,10 @@ static enum stream_wait drain(struct follow *f)
 
 static void test_inflight_cap(void)
 {
-    struct session *s = rig_session(NULL, "{}");
-    CHECK(s != NULL);
-    if (!s)
+    struct session *s;
+    struct core_caller c;
+    if (rig_open("{}", &s, &c) != 0)
         return;
-    struct core_caller c = rig_http(NULL, session_id(s));
     struct core_reply r1, r2, r;
 
     countdown(&c, 11, 1, LONG_MS, 0, &r1);
@@ -594,11 +593,10 @@ static void test_inflight_cap(void)
 
 static void test_storage_cap(void)
 {
-    struct session *s = rig_session(NULL, "{}");
-    CHECK(s != NULL);
-    if (!s)
+    struct session *s;
+    struct core_caller c;
+    if (rig_open("{}", &s, &c) != 0)
         return;
-    struct core_caller c = rig_http(NULL, session_id(s));
     struct core_reply r;
 
     /* Progress past the session's 64 KiB: the call ends with the storage
@@ -768,11 +766,10 @@ static void test_durable_reply(void)
 
 static void test_cancel(void)
 {
-    struct session *s = rig_session(NULL, "{}");
-    CHECK(s != NULL);
-    if (!s)
+    struct session *s;
+    struct core_caller c;
+    if (rig_open("{}", &s, &c) != 0)
         return;
-    struct core_caller c = rig_http(NULL, session_id(s));
     struct core_reply r;
 
     /* A finished call, then one that runs. */
@@ -867,11 +864,10 @@ static json_t *start_sampling(const struct core_caller *c, int id, struct follow
 
 static void test_server_requests(void)
 {
-    struct session *s = rig_session(NULL, "{\"sampling\":{}}");
-    CHECK(s != NULL);
-    if (!s)
+    struct session *s;
+    struct core_caller c;
+    if (rig_open("{\"sampling\":{}}", &s, &c) != 0)
         return;
-    struct core_caller c = rig_http(NULL, session_id(s));
     struct core_reply r;
     struct follow f;
     char rid[128];
@@ -1031,11 +1027,10 @@ static void test_standalone_claim(void)
 
 static void test_log_level(void)
 {
-    struct session *s = rig_session(NULL, "{}");
-    CHECK(s != NULL);
-    if (!s)
+    struct session *s;
+    struct core_caller c;
+    if (rig_open("{}", &s, &c) != 0)
         return;
-    struct core_caller c = rig_http(NULL, session_id(s));
     struct core_reply r;
     const char *levels[] = {"error", "info"};
     size_t logs_at[] = {0, 3};
