@@ -26,6 +26,7 @@ import {
   tempDb,
   echo,
   getStream,
+  heldForwardedRequest,
   initSession,
   request,
   sleep,
@@ -243,19 +244,11 @@ test('--max-connections-per-ip: 429 past the cap for that address only', async (
 
 test('--trusted-proxies: behind a trusted proxy the forwarded client is the one counted', async () => {
   await withMcpd(['--max-connections-per-ip', '2', '--trusted-proxies', 'loopback', '--request-timeout-ms', '0'], {}, async (m) => {
-    // Two held connections "from" 198.51.100.1 via the proxy (loopback).
-    const held = await Promise.all(
-      [0, 1].map(
-        () =>
-          new Promise((resolve) => {
-            const s = net.connect(m.port, '127.0.0.1', () => {
-              s.write(`GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:${m.port}\r\nX-Forwarded-For: 198.51.100.1\r\nAccept: text/event-stream\r\n\r\n`);
-              resolve(s);
-            });
-          }),
-      ),
-    );
-    await sleep(300);
+    // Two held connections "from" 198.51.100.1 via the proxy (loopback),
+    // each counted before the probe (a probe counted first would take a
+    // held one's place).
+    const held = [];
+    for (let i = 0; i < 2; i++) held.push(await heldForwardedRequest(m.port, '198.51.100.1'));
     const same = await healthz(m.port, { 'X-Forwarded-For': '198.51.100.1' });
     assert.equal(same.status, 429, same.text);
     assert.match(same.json.error.message, /198\.51\.100\.1/);

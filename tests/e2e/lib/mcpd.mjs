@@ -414,6 +414,29 @@ export function rawExchange(port, data, { ms = 5000, until = () => false } = {})
 }
 
 /**
+ * A connection held open after one GET /mcp from the client `forwardedFor`
+ * names (sent as X-Forwarded-For): resolves with the socket once the answer
+ * starts, that is once mcpd has read the request and counted the client.
+ * Rejects if that answer is a 429 (this connection was the one refused).
+ */
+export function heldForwardedRequest(port, forwardedFor) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1', () =>
+      sock.write(
+        `GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n` +
+          `X-Forwarded-For: ${forwardedFor}\r\nAccept: text/event-stream\r\n\r\n`,
+      ),
+    );
+    sock.once('data', (d) => {
+      if (!/^HTTP\/1\.1 429/.test(d.toString('latin1'))) return resolve(sock);
+      sock.destroy();
+      reject(new Error(`the held connection was refused: ${d}`));
+    });
+    sock.once('error', reject);
+  });
+}
+
+/**
  * The head and the body chunks of one chunked HTTP/1.1 response in raw
  * text (as rawExchange collects it): {head, chunks[], ended}; ended once the
  * last (empty) chunk was read.
