@@ -295,9 +295,13 @@ static void receive_stateless(const struct core_caller *c, json_t *msg, const st
     /* The request's own session: the store keeps its stream like any
      * other, and the backend sees the capabilities this request declared. */
     json_t *info = json_object_get(meta, PROTOCOL_META_CLIENT_INFO);
-    json_t *params = json_pack("{s:O, s:O, s:o, s:I}", "protocolVersion", version, "capabilities",
-                               caps, "clientInfo", info ? json_incref(info) : json_object(),
-                               "mcpd/createdMs", (json_int_t)clock_wall_ms());
+    /* "mcpd/task" marks the session of a task for tasks/get, tasks/update
+     * and tasks/cancel, on any replica and after a restart: no other
+     * request's stream is a task. */
+    json_t *params =
+        json_pack("{s:O, s:O, s:o, s:I, s:b}", "protocolVersion", version, "capabilities", caps,
+                  "clientInfo", info ? json_incref(info) : json_object(), "mcpd/createdMs",
+                  (json_int_t)clock_wall_ms(), "mcpd/task", as_task);
     struct session_origin origin = {c->principal && *c->principal ? c->principal : NULL,
                                     c->transport, NULL};
     json_t *fields;

@@ -1,5 +1,6 @@
 /* session — see session.h. */
 #include "session.h"
+#include "auth.h"
 #include "clock.h"
 #include "fcond.h"
 #include "fiber.h"
@@ -20,7 +21,7 @@
 struct session {
     char id[RANDID_LEN + 1];
     char protocol[16];
-    char principal[64]; /* "" without authentication */
+    char principal[AUTH_PRINCIPAL_MAX]; /* "" without authentication */
     json_t *init_params;
     _Atomic int refs;
     pthread_mutex_t mu; /* guards the fields below */

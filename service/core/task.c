@@ -6,6 +6,7 @@
 #include "core_int.h"
 #include "jsonrpc.h"
 #include "listen.h"
+#include "protocol.h"
 #include "session.h"
 #include "stream.h"
 
@@ -40,7 +41,10 @@ static void answered(struct core_reply *out, json_t *msg)
 }
 
 /* The task with that id, if it is the principal's: its stream and session
- * (references), or -1. */
+ * (references), or -1. A 2026-07-28 request is a task only if it ran as one
+ * (a subscription's stream is not); a 2025-11-25 session's request streams
+ * are its tasks, as tasks/get of that revision sees them (a dual-era client
+ * may name one). */
 static int lookup(const char *principal, const char *task_id, struct stream **st,
                   struct session **s)
 {
@@ -50,7 +54,9 @@ static int lookup(const char *principal, const char *task_id, struct stream **st
         session_unref(*s);
         *s = NULL;
     }
-    if (!*s || stream_is_standalone(*st)) {
+    if (!*s || stream_is_standalone(*st) ||
+        (strcmp(session_protocol(*s), PROTOCOL_STATELESS) == 0 &&
+         !json_is_true(json_object_get(session_init_params(*s), "mcpd/task")))) {
         stream_unref(*st);
         session_unref(*s);
         return -1;
@@ -127,16 +133,41 @@ static void read_task(struct session *s, struct stream *st, json_t **final, int 
     }
 }
 
+static struct {
+    pthread_mutex_t mu;
+    json_t *by_session; /* {session id: {task id: {"created": ms, "ttl": ms}}} */
+} legacy = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* When 2025-11-25 task st of s was created and how long it is kept: as
+ * tasks/get of that revision answered it, or for one this process did not
+ * create (another replica, before a restart, a request that did not ask for
+ * a task) the session's last activity and its idle time. */
+static void legacy_entry(struct session *s, struct stream *st, int64_t *created, int64_t *ttl)
+{
+    pthread_mutex_lock(&legacy.mu);
+    json_t *e = json_object_get(json_object_get(legacy.by_session, session_id(s)), stream_id(st));
+    *created =
+        e ? (int64_t)json_integer_value(json_object_get(e, "created")) : session_last_active_ms(s);
+    *ttl = e ? (int64_t)json_integer_value(json_object_get(e, "ttl")) : core_session_idle_ms();
+    pthread_mutex_unlock(&legacy.mu);
+}
+
 /* The task st of session s as the wire shows it (new reference). */
 static json_t *task_object(struct session *s, struct stream *st, int64_t ttl_ms)
 {
     json_t *final, *pending;
     int ended;
     read_task(s, st, &final, &ended, &pending);
-    json_t *init = session_init_params(s);
+    /* A 2026-07-28 task's session was made for it; a 2025-11-25 task (of a
+     * dual-era client) has its own time. */
+    json_t *made = json_object_get(session_init_params(s), "mcpd/createdMs");
+    int64_t created_ms, unused;
+    if (json_is_integer(made))
+        created_ms = (int64_t)json_integer_value(made);
+    else
+        legacy_entry(s, st, &created_ms, &unused);
     char created[40], updated[40];
-    iso8601((int64_t)json_integer_value(json_object_get(init, "mcpd/createdMs")), created,
-            sizeof created);
+    iso8601(created_ms, created, sizeof created);
     iso8601(session_last_active_ms(s), updated, sizeof updated);
     json_t *r = json_pack("{s:s, s:s, s:s, s:I, s:i}", "taskId", stream_id(st), "createdAt",
                           created, "lastUpdatedAt", updated, "ttlMs", (json_int_t)ttl_ms,
@@ -252,11 +283,6 @@ void task_cancel(const char *principal, json_t *id, json_t *params, struct core_
  * session's tasks) and tasks/cancel. A session's tasks are remembered in
  * memory (tasks/list); tasks/get finds a task after a restart too. */
 
-static struct {
-    pthread_mutex_t mu;
-    json_t *by_session; /* {session id: {task id: {"created": ms, "ttl": ms}}} */
-} legacy = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
 static const char *status_of(json_t *final, int ended, json_t *pending)
 {
     if (json_object_get(final, "result"))
@@ -271,13 +297,8 @@ static const char *status_of(json_t *final, int ended, json_t *pending)
 /* The Task object of 2025-11-25 for st (a task of session s). */
 static json_t *legacy_task(struct session *s, struct stream *st)
 {
-    pthread_mutex_lock(&legacy.mu);
-    json_t *e = json_object_get(json_object_get(legacy.by_session, session_id(s)), stream_id(st));
-    int64_t created =
-        e ? (int64_t)json_integer_value(json_object_get(e, "created")) : session_last_active_ms(s);
-    int64_t ttl =
-        e ? (int64_t)json_integer_value(json_object_get(e, "ttl")) : core_session_idle_ms();
-    pthread_mutex_unlock(&legacy.mu);
+    int64_t created, ttl;
+    legacy_entry(s, st, &created, &ttl);
     json_t *final, *pending;
     int ended;
     read_task(s, st, &final, &ended, &pending);
@@ -457,5 +478,9 @@ void task_legacy_forget(const char *session)
 {
     pthread_mutex_lock(&legacy.mu);
     json_object_del(legacy.by_session, session);
+    if (legacy.by_session && json_object_size(legacy.by_session) == 0) {
+        json_decref(legacy.by_session);
+        legacy.by_session = NULL;
+    }
     pthread_mutex_unlock(&legacy.mu);
 }

@@ -224,11 +224,12 @@ test('only the listener\'s own tasks, and only with the extension declared on th
 });
 
 test('a subscription that follows another subscription\'s stream as a task: notifications still flow, nothing hangs', async () => {
-  // Any request stream of the principal is a task to tasks/get, a
-  // subscription's own stream too (its id is in its SSE event ids). Once
-  // mcpd appended a notification to A under the registry's lock, and A's
-  // change, followed by B, took that lock again on the same thread: the
-  // replica hung on the first list change.
+  // A subscription's own stream (its id is in its SSE event ids) was a
+  // task to tasks/get, so B could follow it. Once mcpd appended a
+  // notification to A under the registry's lock, and A's change, followed
+  // by B, took that lock again on the same thread: the replica hung on the
+  // first list change. Only a request run as a task is a task now, so B
+  // does not follow A at all; nothing may hang either way.
   await withMcpd([], {}, async (m) => {
     const a = await listen(m.port, 'a', { toolsListChanged: true });
     const aStream = a.s.sse.lastEventId?.slice(0, a.s.sse.lastEventId.lastIndexOf(':'));

@@ -71,18 +71,28 @@ struct task {
     char id[64];
 };
 
-/* A session as receive.c makes one for a task (2026-07-28), or for a
- * 2025-11-25 client. */
-static struct session *new_session(const char *principal, const char *protocol)
+/* A session as receive.c makes one for a 2026-07-28 request (a task when
+ * `task`), or for a 2025-11-25 client. */
+static struct session *new_session_as(const char *principal, const char *protocol, int task)
 {
-    json_t *params = json_pack("{s:s, s:{s:{s:{}}}, s:{s:s}, s:I}", "protocolVersion", protocol,
-                               "capabilities", "extensions", TASK_EXTENSION, "clientInfo", "name",
-                               "unit", "mcpd/createdMs", (json_int_t)CREATED_MS);
+    json_t *params =
+        json_pack("{s:s, s:{s:{s:{}}}, s:{s:s}}", "protocolVersion", protocol, "capabilities",
+                  "extensions", TASK_EXTENSION, "clientInfo", "name", "unit");
+    if (strcmp(protocol, PROTOCOL_STATELESS) == 0) {
+        json_object_set_new(params, "mcpd/createdMs", json_integer(CREATED_MS));
+        json_object_set_new(params, "mcpd/task", json_boolean(task));
+    }
     struct session_origin o = {principal, "http", NULL};
     struct session *s = NULL;
     CHECK_INT(session_create(protocol, params, &o, &s), 0);
     json_decref(params);
     return s;
+}
+
+/* A task's session for 2026-07-28; any session for 2025-11-25. */
+static struct session *new_session(const char *principal, const char *protocol)
+{
+    return new_session_as(principal, protocol, strcmp(protocol, PROTOCOL_STATELESS) == 0);
 }
 
 /* A call in s on a new request stream, tracked under its id. */
@@ -242,6 +252,36 @@ static void test_created(void)
     call_reply(t.c, json_pack("{s:[]}", "content"));
     task_done(&t);
     session_unref(s);
+}
+
+/* A 2026-07-28 request is a task only if it ran as one: a plain request's
+ * stream (a subscription's) is not found. A 2025-11-25 session's request
+ * is its task for a dual-era client too, with its own createdAt (it was
+ * 1970: the 2026 session's mcpd/createdMs, which it has not). */
+static void test_only_tasks(void)
+{
+    struct session *plain = new_session_as("alice", PROTOCOL_STATELESS, 0);
+    struct session *old = new_session("alice", "2025-11-25");
+    struct task p, o;
+    if (!plain || !old || start_call(plain, 1, &p) != 0 || start_call(old, 1, &o) != 0)
+        return;
+    char b[32];
+    CHECK_STR(status("alice", p.id, b, sizeof b), "(none)");
+    CHECK(task_snapshot("alice", p.id, 0) == NULL);
+    CHECK_INT(cancel("alice", p.id), -1);
+    json_t *none = json_object();
+    CHECK_INT(update("alice", p.id, none), -1);
+    json_decref(none);
+    json_t *g = get("alice", o.id, 0);
+    CHECK_STR(str(g, "status"), "working");
+    CHECK(str(g, "createdAt") && strncmp(str(g, "createdAt"), "1970", 4) != 0);
+    json_decref(g);
+    call_reply(p.c, json_pack("{s:[]}", "content"));
+    call_reply(o.c, json_pack("{s:[]}", "content"));
+    task_done(&p);
+    task_done(&o);
+    session_unref(plain);
+    session_unref(old);
 }
 
 static void test_principals(void)
@@ -717,6 +757,7 @@ int main(void)
         return 2;
     }
     test_created();
+    test_only_tasks();
     test_principals();
     test_input_required();
     test_endings();
