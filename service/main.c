@@ -6,6 +6,7 @@
 #include "builtin.h"
 #include "auth.h"
 #include "introspect.h"
+#include "json_fetch.h"
 #include "oauth.h"
 #include "config.h"
 #include "core.h"
@@ -405,6 +406,7 @@ out:
     auth_shutdown();
     oauth_shutdown();
     introspect_shutdown();
+    json_fetch_shutdown();
     log_set_sink(NULL, NULL);
     if (st && store_flush(st) != 0)
         status = 1;

@@ -2,6 +2,7 @@
 #include "jwks.h"
 #include "json_fetch.h"
 #include "clock.h"
+#include "fcond.h"
 #include "log.h"
 
 #include <curl/curl.h>
@@ -19,9 +20,12 @@ static struct {
     int64_t fetched_ms;   /* monotonic time of the last good fetch */
     int64_t attempted_ms; /* of the last attempt; 0: none yet */
     uint64_t fetches;
-    char *jwks_uri;           /* from the metadata, once found */
-    pthread_mutex_t fetch_mu; /* one fetch at a time */
-} jw = {.mu = PTHREAD_MUTEX_INITIALIZER, .fetch_mu = PTHREAD_MUTEX_INITIALIZER};
+    char *jwks_uri; /* from the metadata, once found */
+    /* One fetch at a time. A fiber holds it across the fetch's park, and
+     * one that waits for it parks too (a pthread mutex would hold the
+     * waiter's thread, which may be the one that runs the holder). */
+    struct fmutex fetch_mu;
+} jw = {.mu = PTHREAD_MUTEX_INITIALIZER, .fetch_mu = FMUTEX_INITIALIZER};
 
 int jwks_configure(const char *issuer)
 {
@@ -267,11 +271,11 @@ cjose_jwk_t *jwks_key(const char *kid, cjose_jwk_kty_t kty, const char **why, in
     pthread_mutex_unlock(&jw.mu);
     /* A set grown old is refreshed by one request, while the others go
      * on with the key they have. */
-    if (fetch && k && pthread_mutex_trylock(&jw.fetch_mu) != 0)
+    if (fetch && k && fmutex_trylock(&jw.fetch_mu) != 0)
         return k;
     if (fetch) {
         if (!k)
-            pthread_mutex_lock(&jw.fetch_mu);
+            fmutex_lock(&jw.fetch_mu);
         pthread_mutex_lock(&jw.mu);
         /* Another request fetched while this one waited: use its set. */
         int again = jw.attempted_ms == seen_attempt;
@@ -280,7 +284,7 @@ cjose_jwk_t *jwks_key(const char *kid, cjose_jwk_kty_t kty, const char **why, in
         pthread_mutex_unlock(&jw.mu);
         if (again)
             refresh();
-        pthread_mutex_unlock(&jw.fetch_mu);
+        fmutex_unlock(&jw.fetch_mu);
         pthread_mutex_lock(&jw.mu);
         cjose_jwk_t *fresh = lookup(kid, kty);
         if (k)
