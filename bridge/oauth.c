@@ -1093,12 +1093,9 @@ void oauth_free(struct oauth *a)
 
 int oauth_logout(const char *url)
 {
-    /* a WebSocket URL's sign-in is kept under its http(s) form (ws_remote.c) */
-    char http[2400];
-    if (strncasecmp(url, "ws://", 5) == 0 || strncasecmp(url, "wss://", 6) == 0) {
-        int tls = url[2] == 's' || url[2] == 'S';
-        snprintf(http, sizeof http, "%s%s", tls ? "https" : "http", url + (tls ? 3 : 2));
-        url = http;
-    }
-    return oauth_store_put(url, NULL);
+    /* a WebSocket URL's sign-in is kept under its http(s) form */
+    char *http = oauth_http_url(url);
+    int rc = http ? oauth_store_put(http, NULL) : -1;
+    free(http);
+    return rc;
 }

@@ -116,6 +116,26 @@ char *oauth_origin(const char *url)
     return origin;
 }
 
+char *oauth_http_url(const char *url)
+{
+    static const struct {
+        const char *from, *to;
+    } map[] = {{"ws://", "http://"}, {"wss://", "https://"}, {"tcp://", "http://"}};
+    const char *scheme = "";
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strncasecmp(url, map[i].from, strlen(map[i].from)) == 0) {
+            scheme = map[i].to;
+            url += strlen(map[i].from);
+            break;
+        }
+    size_t rest = strcspn(url, "#");
+    size_t cap = strlen(scheme) + rest + 1;
+    char *out = malloc(cap);
+    if (out)
+        snprintf(out, cap, "%s%.*s", scheme, (int)rest, url);
+    return out;
+}
+
 static char *join3(const char *a, const char *b, const char *c)
 {
     size_t n = strlen(a) + strlen(b) + strlen(c) + 1;

@@ -33,6 +33,12 @@ int oauth_prm_urls(const char *server_url, char **out);
  * root documents. Same conventions as oauth_prm_urls. */
 int oauth_as_urls(const char *issuer, char **out);
 
+/* The http(s) form of a WebSocket or raw TCP URL (ws: and tcp: become http:,
+ * wss: https:), without a fragment: the URL curl connects for them and the
+ * one their sign-in is kept under. Any other URL keeps its scheme. NULL
+ * when out of memory. */
+char *oauth_http_url(const char *url);
+
 /* Frees the n strings of out. */
 void oauth_urls_free(char **out, int n);
 

@@ -4,6 +4,7 @@
 #include "bridge_log.h"
 #include "connection.h"
 #include "oauth.h"
+#include "oauth_util.h"
 #include "remote_error.h"
 #include "rpc_message.h"
 #include "session.h"
@@ -959,14 +960,14 @@ struct ws_remote *ws_remote_new(const struct bridge_options *o, struct remote_si
     curl_url_get(u, CURLUPART_PORT, &port, 0);
     curl_url_get(u, CURLUPART_PATH, &path, 0);
     curl_url_get(u, CURLUPART_QUERY, &query, 0);
-    int tls = strcmp(scheme, "wss") == 0 || strcmp(scheme, "https") == 0;
     /* curl connects a raw TCP socket for an http:// URL with CONNECT_ONLY */
     w->tcp = o->transport == TRANSPORT_TCP;
     snprintf(w->host, sizeof w->host, "%s%s%s", host, port ? ":" : "", port ? port : "");
     snprintf(w->target, sizeof w->target, "%s%s%s", path ? path : "/", query ? "?" : "",
              query ? query : "");
-    snprintf(w->http_url, sizeof w->http_url, "%s://%s%s", tls ? "https" : "http", w->host,
-             w->target);
+    char *http_url = oauth_http_url(o->url);
+    snprintf(w->http_url, sizeof w->http_url, "%s", http_url ? http_url : "");
+    free(http_url);
     curl_free(scheme);
     curl_free(host);
     curl_free(port);

@@ -89,6 +89,19 @@ static void test_urls(void)
     char *o = oauth_origin("http://localhost:3000/mcp?x=1");
     CHECK_STR(o, "http://localhost:3000");
     free(o);
+    /* A WebSocket or TCP URL's http(s) form: curl connects it, and its
+     * sign-in is kept under it (mcp-bridge --logout finds it there). */
+    const char *forms[][2] = {
+        {"wss://h.example/mcp/ws", "https://h.example/mcp/ws"},
+        {"WS://127.0.0.1:8080/mcp/ws?x=1", "http://127.0.0.1:8080/mcp/ws?x=1"},
+        {"wss://h.example/mcp/ws#frag", "https://h.example/mcp/ws"},
+        {"tcp://127.0.0.1:9000", "http://127.0.0.1:9000"},
+        {"https://h.example/mcp", "https://h.example/mcp"}};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        char *h = oauth_http_url(forms[i][0]);
+        CHECK_STR(h, forms[i][1]);
+        free(h);
+    }
     CHECK(oauth_has_word("mcp:basic offline_access", "offline_access"));
     CHECK(!oauth_has_word("mcp:basic offline_accessx", "offline_access"));
     CHECK(!oauth_has_word(NULL, "a"));
