@@ -220,7 +220,6 @@ static void sse_headers(struct _u_response *resp)
 struct reader {
     struct sse_follow f;
     struct gate_req *gate; /* the request: the reader's waits run on its fiber */
-    size_t max;            /* of the block being filled */
     int ephemeral;         /* the session is this request's own: it ends with
                               this stream (a client that hangs up cancels) */
     int primed;
@@ -241,39 +240,27 @@ static void prime(struct sse_follow *f)
     }
 }
 
-/* Brings the buffer to where a block should go out: 0 to write it, 1 at
- * the end, -1 on an error. Waits for the stream when there is nothing to
- * write (on the request's fiber: body_gate_fill). */
-static int sse_fill(void *ud)
+/* The reader's lead (sse_follow.h): the priming event, in the block of
+ * the first messages. */
+static int priming(void *ud)
+{
+    return !((struct reader *)ud)->primed;
+}
+
+static void prime_reader(void *ud)
 {
     struct reader *r = ud;
-    struct sse_follow *f = &r->f;
-    int fresh = !sse_pending(&f->buf);
-    for (;;) {
-        size_t pending = sse_pending(&f->buf);
-        if (sse_follow_block_full(pending, fresh, r->max, f->done))
-            return 0;
-        if (!pending && f->done)
-            return 1;
-        if (!r->primed) {
-            prime(f);
-            r->primed = 1;
-            continue;
-        }
-        int rc = sse_follow_step(f, !pending);
-        if (rc < 0)
-            return -1;
-        if (rc == 1) /* nothing more yet: send what there is */
-            return 0;
-    }
+    prime(&r->f);
+    r->primed = 1;
 }
+
+static const struct sse_lead reader_lead = {priming, prime_reader, 1};
 
 static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
     struct reader *r = ud;
-    r->max = max;
-    return sse_follow_write(&r->f, r->gate, sse_fill, r, out, max);
+    return sse_follow_write(&r->f, r->gate, out, max);
 }
 
 static void sse_release(void *ud)
@@ -315,6 +302,8 @@ static int start_sse(struct _u_response *resp, struct follow *fl, int ephemeral,
     memset(fl, 0, sizeof *fl);
     r->ephemeral = ephemeral;
     r->f.polling = r->f.follow.polling;
+    r->f.lead = &reader_lead;
+    r->f.lead_ud = r;
     if (r->f.polling && http.cfg.sse_poll_ms > 0)
         r->f.poll_deadline = clock_mono_ms() + http.cfg.sse_poll_ms;
     token_end_start(&r->f.end, grant, NULL);
@@ -515,7 +504,7 @@ static int batch_take(struct batch_reader *b, size_t i)
     return 0;
 }
 
-/* As sse_fill, for every request of the batch. */
+/* As an SSE reader's fill (sse_follow.c), for every request of the batch. */
 static int batch_fill(void *ud)
 {
     struct batch_reader *b = ud;
