@@ -51,12 +51,23 @@
 #define MHD_STACK (256 * 1024)
 #define HTTP_TRANSPORT "http"
 
+/* How far http_start got; http_unwind undoes it. */
+enum http_stage {
+    HTTP_DOWN,      /* nothing runs (a failed start may have parsed `trusted`) */
+    HTTP_GUARDED,   /* conn_guard's watchdog runs */
+    HTTP_LINGERING, /* and linger's thread */
+    HTTP_ROUTED,    /* and the ulfius instance holds the endpoints (and legacy_sse
+                       its reservations) */
+    HTTP_LISTENING, /* and libmicrohttpd serves */
+    HTTP_SERVING,   /* through body_gate: http_start succeeded */
+};
+
 static struct {
     struct _u_instance inst;
     struct http_config cfg;
     struct sockaddr_storage addr;
     struct forwarded *trusted;
-    int started;
+    enum http_stage stage;
     _Atomic int streams_open; /* http_stream_response */
 } http;
 
@@ -1001,12 +1012,24 @@ static unsigned idle_timeout_s(int64_t request_timeout_ms)
     return s > 86400 ? 86400u : (unsigned)s;
 }
 
-/* After libmicrohttpd has stopped: nothing calls the guard any more. */
-static void http_release_guard(void)
+/* Stops what http_start started, the last first: the one place each of
+ * its parts is let go, after a failed start and in http_stop. */
+static void http_unwind(void)
 {
-    conn_guard_stop();
+    if (http.stage >= HTTP_LISTENING)
+        ulfius_stop_framework(&http.inst);
+    if (http.stage >= HTTP_ROUTED) {
+        ulfius_clean_instance(&http.inst);
+        legacy_sse_stop();
+    }
+    if (http.stage >= HTTP_LINGERING)
+        linger_stop();
+    /* After libmicrohttpd has stopped: nothing calls the guard any more. */
+    if (http.stage >= HTTP_GUARDED)
+        conn_guard_stop();
     forwarded_free(http.trusted);
     http.trusted = NULL;
+    http.stage = HTTP_DOWN;
 }
 
 int http_start(const struct http_config *cfg, char **err)
@@ -1033,16 +1056,20 @@ int http_start(const struct http_config *cfg, char **err)
                                    cfg->connection_limit_per_ip, NULL};
     if (forwarded_parse(cfg->trusted_proxies, &http.trusted, why, sizeof why) != 0 ||
         (gc.trusted = http.trusted, conn_guard_start(&gc, why, sizeof why)) != 0) {
-        forwarded_free(http.trusted);
-        http.trusted = NULL;
         *err = strdup(why);
-        return -1;
+        goto fail;
     }
+    http.stage = HTTP_GUARDED;
+    if (linger_start() != 0) {
+        *err = strdup("cannot start the lingering-close thread");
+        goto fail;
+    }
+    http.stage = HTTP_LINGERING;
     if (ulfius_init_instance(&http.inst, (unsigned)cfg->port, NULL, NULL) != U_OK) {
-        http_release_guard();
         *err = strdup("cannot initialise the HTTP server");
-        return -1;
+        goto fail;
     }
+    http.stage = HTTP_ROUTED;
     /* body_gate refuses longer bodies before ulfius stores them; this
      * bounds what ulfius would keep should a body slip past it. */
     http.inst.max_post_body_size = cfg->max_body;
@@ -1084,51 +1111,34 @@ int http_start(const struct http_config *cfg, char **err)
     };
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
                      MHD_ALLOW_UPGRADE | MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
-    if (linger_start() != 0) {
-        *err = strdup("cannot start the lingering-close thread");
-        ulfius_clean_instance(&http.inst);
-        legacy_sse_stop();
-        http_release_guard();
-        return -1;
-    }
     if (ulfius_start_framework_with_mhd_options(&http.inst, flags, ops) != U_OK) {
         if (asprintf(err, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
                      strerror(errno)) < 0)
             *err = NULL;
-        ulfius_clean_instance(&http.inst);
-        linger_stop();
-        legacy_sse_stop();
-        http_release_guard();
-        return -1;
+        goto fail;
     }
+    http.stage = HTTP_LISTENING;
     if (!body_gate_installed()) {
         /* ulfius no longer starts libmicrohttpd through MHD_start_daemon:
          * without the gate --max-body would only hold after the body. */
         *err = strdup("the request body limit could not be installed (see body_gate.h)");
-        ulfius_stop_framework(&http.inst);
-        ulfius_clean_instance(&http.inst);
-        linger_stop();
-        legacy_sse_stop();
-        http_release_guard();
-        return -1;
+        goto fail;
     }
-    http.started = 1;
+    http.stage = HTTP_SERVING;
     return 0;
+fail:
+    http_unwind();
+    return -1;
 }
 
 void http_stop(void)
 {
-    if (!http.started)
+    if (http.stage != HTTP_SERVING)
         return;
     int64_t until = clock_mono_ms() + DRAIN_MS;
     while (http.streams_open > 0 && clock_mono_ms() < until)
         nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000}, NULL);
     ws_stop();
     body_gate_stop();
-    ulfius_stop_framework(&http.inst);
-    ulfius_clean_instance(&http.inst);
-    linger_stop();
-    legacy_sse_stop();
-    http_release_guard();
-    http.started = 0;
+    http_unwind();
 }
