@@ -12,8 +12,9 @@
  * and the child's own requests (sampling, elicitation, roots) are relayed
  * to the client on the running call's stream (or the session's standalone
  * stream when none runs) and the client's answers relayed back. Each such
- * request waits on a thread of its own, so a child may have at most
- * max_pending of them waiting; past that it gets an error reply at once.
+ * request waits on a fiber of its own (on the event loop, loop.h); a
+ * child may have at most max_pending of them waiting, and past that it
+ * gets an error reply at once.
  * Only what the client asked for reaches it: progress only for a token it
  * sent, sampling, elicitation and roots requests only when its initialize
  * declared the capability (else the child gets -32601). A response mcpd

@@ -38,7 +38,7 @@ struct link {
     pthread_mutex_t mu; /* guards everything below */
     struct fcond cv;    /* initialize answered, or the child exited */
     struct child *child;
-    struct child *dead; /* exited, to be joined and freed off its own thread */
+    struct child *dead; /* exited, to be joined and freed off its own readers */
     enum { LINK_DOWN, LINK_STARTING, LINK_READY } state;
     int closed;           /* its session ended: start no child for it again */
     char last_exit[64];   /* how the last child ended, for error messages */
@@ -55,7 +55,7 @@ struct link {
     uint64_t starts; /* children started: a held call resumes on its own child only */
     int64_t used_ms; /* monotonic: the last request or notification sent to it */
     /* How often the child may make mcpd log (stderr lines, bad messages):
-     * its own lock, since those come from the reader threads. */
+     * its own lock, since those come from the reader fibers. */
     pthread_mutex_t log_mu;
     struct token_bucket log_budget;
 };
@@ -98,10 +98,10 @@ int upstream_stateless_call(struct call *c);
 void upstream_forward(struct link *l, struct call *c, json_t *params, struct upstream_hold *hold);
 /* Ends the link's child now (waiting up to its stop grace) and marks the
  * link closed; takes over the caller's reference. Not from the link's own
- * reader thread. */
+ * reader (a fiber on the event loop). */
 void upstream_link_stop(struct link *l);
 /* Ends the link's child, from any thread, off the caller's (a reader
- * thread may not stop its own child): for a held call's link that no
+ * may not stop its own child): for a held call's link that no
  * session uses. Takes over the caller's reference. */
 void upstream_link_retire(struct link *l);
 

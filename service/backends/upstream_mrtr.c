@@ -123,8 +123,8 @@ static void abandon(struct link *l, struct pend *p, json_t *asked, const char *w
 
 /* Frees a hold already out of the table: its child's waiting call is
  * abandoned, and a child it took over from a session is stopped: here
- * when sync or when it has exited already, else on a thread of its own
- * (this may be the child's reader thread). */
+ * when sync or when it has exited already, else on a fiber of its own
+ * (this may be the child's reader). */
 static void hold_free(struct upstream_hold *h, int sync, const char *why)
 {
     struct link *l = h->link;

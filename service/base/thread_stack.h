@@ -1,8 +1,7 @@
 /* thread_stack — the stack attributes of every thread mcpd sizes itself.
  *
- * Threads that mcpd starts with a small stack (a WebSocket session, a push
- * connection's writer, the relay, the workers, an upstream call) get the
- * same guard below their stack as a fiber: STACK_GUARD_SIZE of address
+ * Threads that mcpd starts with a small stack (the event loop's, the
+ * relay, the workers) get the same guard below their stack as a fiber: STACK_GUARD_SIZE of address
  * space that faults on any access. glibc's default guard is one page, and a
  * frame of a library built without stack-clash probes can step over one
  * page into the mapping below (mmap places stacks side by side). glibc adds

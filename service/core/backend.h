@@ -6,8 +6,11 @@
  * stdio upstream child is another. A backend never sees a transport: it gets
  * a struct call (call.h) and emits into it.
  *
- * Threading: handle() runs on a core worker thread and may block. The other
- * hooks run on whatever thread the core is on and must not block for long. */
+ * Threading: handle() runs on a core worker thread (workers.h), where it may
+ * block, unless may_block() says it answers at once: then it runs on the
+ * caller's own thread or fiber (core.h). The other hooks always run there,
+ * and must not hold that thread: a wait goes through fcond (base/fcond.h),
+ * which parks a fiber and lets its thread serve other connections. */
 #ifndef MCPD_BACKEND_H
 #define MCPD_BACKEND_H
 

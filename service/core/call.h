@@ -8,12 +8,13 @@
  * transports only ever read the stream, so a handler never knows or cares
  * which transport, or whether any client at all, is listening.
  *
- * Handlers run on a worker thread and may block (call_sleep,
- * call_request_client). Exactly one of call_reply / call_fail must end the
- * call, during handle() or later from another thread (the call stays alive
- * until it ends); later emits are ignored. A cancelled call (notifications/cancelled)
- * makes call_sleep and call_request_client return early, and its reply is
- * dropped as the spec asks. */
+ * A handler that may block (call_sleep, call_request_client) runs on a
+ * worker thread; one that answers at once may run on the caller's thread
+ * or fiber (backend_ops.may_block). Exactly one of call_reply / call_fail
+ * must end the call, during handle() or later from another thread (the
+ * call stays alive until it ends); later emits are ignored. A cancelled
+ * call (notifications/cancelled) makes call_sleep and call_request_client
+ * return early, and its reply is dropped as the spec asks. */
 #ifndef MCPD_CALL_H
 #define MCPD_CALL_H
 

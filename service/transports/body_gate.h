@@ -67,13 +67,13 @@ void body_gate_configure(size_t max_body);
 /* 1 once ulfius's daemon was started through the gate: the caller must
  * refuse to serve without it (the limit would not hold). */
 int body_gate_installed(void);
-/* Install as MHD_OPTION_NOTIFY_COMPLETED in place of ulfius's
- * mhd_request_completed, which it calls. */
 /* libmicrohttpd's URI log callback, in place of ulfius's (which it calls):
  * it sees the raw request target. The access handler gets the path
  * decoded, as a C string, so "/mcp/ws%00x" would be "/mcp/ws" there; a
  * path with %00 is refused (400) before anything else reads it. */
 void *body_gate_uri_logger(void *cls, const char *uri);
+/* Install as MHD_OPTION_NOTIFY_COMPLETED in place of ulfius's
+ * mhd_request_completed, which it calls. */
 void body_gate_request_completed(void *cls, struct MHD_Connection *con, void **con_cls,
                                  enum MHD_RequestTerminationCode toe);
 

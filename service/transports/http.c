@@ -51,12 +51,23 @@
 #define MHD_STACK (256 * 1024)
 #define HTTP_TRANSPORT "http"
 
+/* How far http_start got; http_unwind undoes it. */
+enum http_stage {
+    HTTP_DOWN,      /* nothing runs (a failed start may have parsed `trusted`) */
+    HTTP_GUARDED,   /* conn_guard's watchdog runs */
+    HTTP_LINGERING, /* and linger's thread */
+    HTTP_ROUTED,    /* and the ulfius instance holds the endpoints (and legacy_sse
+                       its reservations) */
+    HTTP_LISTENING, /* and libmicrohttpd serves */
+    HTTP_SERVING,   /* through body_gate: http_start succeeded */
+};
+
 static struct {
     struct _u_instance inst;
     struct http_config cfg;
     struct sockaddr_storage addr;
     struct forwarded *trusted;
-    int started;
+    enum http_stage stage;
     _Atomic int streams_open; /* http_stream_response */
 } http;
 
@@ -220,7 +231,6 @@ static void sse_headers(struct _u_response *resp)
 struct reader {
     struct sse_follow f;
     struct gate_req *gate; /* the request: the reader's waits run on its fiber */
-    size_t max;            /* of the block being filled */
     int ephemeral;         /* the session is this request's own: it ends with
                               this stream (a client that hangs up cancels) */
     int primed;
@@ -241,39 +251,27 @@ static void prime(struct sse_follow *f)
     }
 }
 
-/* Brings the buffer to where a block should go out: 0 to write it, 1 at
- * the end, -1 on an error. Waits for the stream when there is nothing to
- * write (on the request's fiber: body_gate_fill). */
-static int sse_fill(void *ud)
+/* The reader's lead (sse_follow.h): the priming event, in the block of
+ * the first messages. */
+static int priming(void *ud)
+{
+    return !((struct reader *)ud)->primed;
+}
+
+static void prime_reader(void *ud)
 {
     struct reader *r = ud;
-    struct sse_follow *f = &r->f;
-    int fresh = !sse_pending(&f->buf);
-    for (;;) {
-        size_t pending = sse_pending(&f->buf);
-        if (sse_follow_block_full(pending, fresh, r->max, f->done))
-            return 0;
-        if (!pending && f->done)
-            return 1;
-        if (!r->primed) {
-            prime(f);
-            r->primed = 1;
-            continue;
-        }
-        int rc = sse_follow_step(f, !pending);
-        if (rc < 0)
-            return -1;
-        if (rc == 1) /* nothing more yet: send what there is */
-            return 0;
-    }
+    prime(&r->f);
+    r->primed = 1;
 }
+
+static const struct sse_lead reader_lead = {priming, prime_reader, 1};
 
 static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
     struct reader *r = ud;
-    r->max = max;
-    return sse_follow_write(&r->f, r->gate, sse_fill, r, out, max);
+    return sse_follow_write(&r->f, r->gate, out, max);
 }
 
 static void sse_release(void *ud)
@@ -315,6 +313,8 @@ static int start_sse(struct _u_response *resp, struct follow *fl, int ephemeral,
     memset(fl, 0, sizeof *fl);
     r->ephemeral = ephemeral;
     r->f.polling = r->f.follow.polling;
+    r->f.lead = &reader_lead;
+    r->f.lead_ud = r;
     if (r->f.polling && http.cfg.sse_poll_ms > 0)
         r->f.poll_deadline = clock_mono_ms() + http.cfg.sse_poll_ms;
     token_end_start(&r->f.end, grant, NULL);
@@ -515,7 +515,7 @@ static int batch_take(struct batch_reader *b, size_t i)
     return 0;
 }
 
-/* As sse_fill, for every request of the batch. */
+/* As an SSE reader's fill (sse_follow.c), for every request of the batch. */
 static int batch_fill(void *ud)
 {
     struct batch_reader *b = ud;
@@ -1012,12 +1012,24 @@ static unsigned idle_timeout_s(int64_t request_timeout_ms)
     return s > 86400 ? 86400u : (unsigned)s;
 }
 
-/* After libmicrohttpd has stopped: nothing calls the guard any more. */
-static void http_release_guard(void)
+/* Stops what http_start started, the last first: the one place each of
+ * its parts is let go, after a failed start and in http_stop. */
+static void http_unwind(void)
 {
-    conn_guard_stop();
+    if (http.stage >= HTTP_LISTENING)
+        ulfius_stop_framework(&http.inst);
+    if (http.stage >= HTTP_ROUTED) {
+        ulfius_clean_instance(&http.inst);
+        legacy_sse_stop();
+    }
+    if (http.stage >= HTTP_LINGERING)
+        linger_stop();
+    /* After libmicrohttpd has stopped: nothing calls the guard any more. */
+    if (http.stage >= HTTP_GUARDED)
+        conn_guard_stop();
     forwarded_free(http.trusted);
     http.trusted = NULL;
+    http.stage = HTTP_DOWN;
 }
 
 int http_start(const struct http_config *cfg, char **err)
@@ -1044,16 +1056,20 @@ int http_start(const struct http_config *cfg, char **err)
                                    cfg->connection_limit_per_ip, NULL};
     if (forwarded_parse(cfg->trusted_proxies, &http.trusted, why, sizeof why) != 0 ||
         (gc.trusted = http.trusted, conn_guard_start(&gc, why, sizeof why)) != 0) {
-        forwarded_free(http.trusted);
-        http.trusted = NULL;
         *err = strdup(why);
-        return -1;
+        goto fail;
     }
+    http.stage = HTTP_GUARDED;
+    if (linger_start() != 0) {
+        *err = strdup("cannot start the lingering-close thread");
+        goto fail;
+    }
+    http.stage = HTTP_LINGERING;
     if (ulfius_init_instance(&http.inst, (unsigned)cfg->port, NULL, NULL) != U_OK) {
-        http_release_guard();
         *err = strdup("cannot initialise the HTTP server");
-        return -1;
+        goto fail;
     }
+    http.stage = HTTP_ROUTED;
     /* body_gate refuses longer bodies before ulfius stores them; this
      * bounds what ulfius would keep should a body slip past it. */
     http.inst.max_post_body_size = cfg->max_body;
@@ -1095,51 +1111,34 @@ int http_start(const struct http_config *cfg, char **err)
     };
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
                      MHD_ALLOW_UPGRADE | MHD_ALLOW_SUSPEND_RESUME | (v6 ? MHD_USE_IPv6 : 0);
-    if (linger_start() != 0) {
-        *err = strdup("cannot start the lingering-close thread");
-        ulfius_clean_instance(&http.inst);
-        legacy_sse_stop();
-        http_release_guard();
-        return -1;
-    }
     if (ulfius_start_framework_with_mhd_options(&http.inst, flags, ops) != U_OK) {
         if (asprintf(err, "cannot listen on %s port %d: %s", cfg->host, cfg->port,
                      strerror(errno)) < 0)
             *err = NULL;
-        ulfius_clean_instance(&http.inst);
-        linger_stop();
-        legacy_sse_stop();
-        http_release_guard();
-        return -1;
+        goto fail;
     }
+    http.stage = HTTP_LISTENING;
     if (!body_gate_installed()) {
         /* ulfius no longer starts libmicrohttpd through MHD_start_daemon:
          * without the gate --max-body would only hold after the body. */
         *err = strdup("the request body limit could not be installed (see body_gate.h)");
-        ulfius_stop_framework(&http.inst);
-        ulfius_clean_instance(&http.inst);
-        linger_stop();
-        legacy_sse_stop();
-        http_release_guard();
-        return -1;
+        goto fail;
     }
-    http.started = 1;
+    http.stage = HTTP_SERVING;
     return 0;
+fail:
+    http_unwind();
+    return -1;
 }
 
 void http_stop(void)
 {
-    if (!http.started)
+    if (http.stage != HTTP_SERVING)
         return;
     int64_t until = clock_mono_ms() + DRAIN_MS;
     while (http.streams_open > 0 && clock_mono_ms() < until)
         nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000}, NULL);
     ws_stop();
     body_gate_stop();
-    ulfius_stop_framework(&http.inst);
-    ulfius_clean_instance(&http.inst);
-    linger_stop();
-    legacy_sse_stop();
-    http_release_guard();
-    http.started = 0;
+    http_unwind();
 }

@@ -236,7 +236,6 @@ struct conn {
      * session's standalone slot). */
     struct sse_follow f;
     struct gate_req *gate; /* the request: the writer's waits run on its fiber */
-    size_t max;            /* of the block being filled */
     int counted;           /* http_stream_response */
 };
 
@@ -334,42 +333,33 @@ static void wait_bound(struct conn *c)
     }
 }
 
-/* As http.c's sse_fill: 0 to write the buffer, 1 at the end, -1 on an
- * error; waits on the request's fiber (body_gate_fill). */
-static int conn_fill(void *ud)
+/* The connection's lead (sse_follow.h): the endpoint event, and the wait
+ * for its session to be bound; each goes out on its own, and only a
+ * followed stream's messages share a block. */
+static int leading(void *ud)
 {
     struct conn *c = ud;
-    int fresh = !sse_pending(&c->f.buf);
-    for (;;) {
-        size_t pending = sse_pending(&c->f.buf);
-        /* Only a followed stream's messages share a block. */
-        int following = c->f.follow.session && !c->announce;
-        if (sse_follow_block_full(pending, fresh && following, c->max, c->f.done))
-            return 0;
-        if (!pending && c->f.done)
-            return 1;
-        if (!c->f.follow.session && sse_follow_token_ended(&c->f, NULL)) {
-            continue; /* said why: the stream ends */
-        } else if (c->announce) {
-            announce(c);
-        } else if (!c->f.follow.session) {
-            wait_bound(c);
-        } else {
-            int rc = sse_follow_step(&c->f, !pending);
-            if (rc < 0)
-                return -1;
-            if (rc == 1) /* nothing more yet: write what there is */
-                return 0;
-        }
-    }
+    return !c->f.follow.session || c->announce;
 }
+
+static void lead_step(void *ud)
+{
+    struct conn *c = ud;
+    if (!c->f.follow.session && sse_follow_token_ended(&c->f, NULL))
+        return; /* said why: the stream ends */
+    if (c->announce)
+        announce(c);
+    else
+        wait_bound(c);
+}
+
+static const struct sse_lead conn_lead = {leading, lead_step, 0};
 
 static ssize_t conn_write(void *ud, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
     struct conn *c = ud;
-    c->max = max;
-    return sse_follow_write(&c->f, c->gate, conn_fill, c, out, max);
+    return sse_follow_write(&c->f, c->gate, out, max);
 }
 
 static void conn_free(void *ud)
@@ -449,6 +439,8 @@ static int on_sse(const struct _u_request *req, struct _u_response *resp, void *
      * lasts as long as its token. */
     token_end_start(&c->f.end, &grant, wake_waiting);
     c->announce = 1;
+    c->f.lead = &conn_lead;
+    c->f.lead_ud = c;
     c->keepalive_at = clock_mono_ms() + http_keepalive_ms();
     const char *last = u_map_get_case(req->map_header, "Last-Event-ID");
     if (last && *last) {

@@ -28,7 +28,11 @@ int sse_follow_token_ended(struct sse_follow *f, struct stream *s)
     return 1;
 }
 
-int sse_follow_step(struct sse_follow *f, int wait)
+/* Reads the stream once and frames what it finds: the next message, or a
+ * keepalive or the reason it ends (its token's end comes first). With
+ * wait, waits for it until the next keepalive is due; without, only looks:
+ * 1 when nothing is there yet. 0 otherwise, -1 when out of memory. */
+static int step(struct sse_follow *f, int wait)
 {
     if (sse_follow_token_ended(f, f->follow.stream))
         return 0;
@@ -77,7 +81,8 @@ int sse_follow_step(struct sse_follow *f, int wait)
     return 0;
 }
 
-ssize_t sse_follow_drain(struct sse_follow *f, char *out, size_t max)
+/* Moves up to max framed bytes into out; returns how many. */
+static ssize_t drain(struct sse_follow *f, char *out, size_t max)
 {
     ssize_t n = (ssize_t)sse_drain(&f->buf, out, max);
     /* Once written, the standalone stream's messages count as delivered (a
@@ -87,18 +92,47 @@ ssize_t sse_follow_drain(struct sse_follow *f, char *out, size_t max)
     return n;
 }
 
-ssize_t sse_follow_write(struct sse_follow *f, struct gate_req *g, int (*fill)(void *ud), void *ud,
-                         char *out, size_t max)
+/* The block rule (sse_follow.h): 1 to write the pending bytes now; 0 to
+ * read more (without waiting, when something is pending, and write on a
+ * timeout). fresh: the block started empty and may take more. */
+static int block_full(size_t pending, int fresh, size_t max, int done)
 {
+    return pending && (!fresh || pending >= max || done);
+}
+
+/* Brings the buffer to where a block should go out: 0 to write it, 1 at
+ * the end, -1 on an error. Runs on the request's fiber (body_gate_fill). */
+static int fill(void *ud)
+{
+    struct sse_follow *f = ud;
+    const struct sse_lead *lead = f->lead;
+    int fresh = !sse_pending(&f->buf);
+    for (;;) {
+        size_t pending = sse_pending(&f->buf);
+        int leading = lead && lead->pending(f->lead_ud);
+        if (block_full(pending, fresh && (!leading || lead->shares), f->max, f->done))
+            return 0;
+        if (!pending && f->done)
+            return 1;
+        if (leading) {
+            lead->step(f->lead_ud);
+            continue;
+        }
+        int rc = step(f, !pending);
+        if (rc < 0)
+            return -1;
+        if (rc == 1) /* nothing more yet: write what there is */
+            return 0;
+    }
+}
+
+ssize_t sse_follow_write(struct sse_follow *f, struct gate_req *g, char *out, size_t max)
+{
+    f->max = max;
     int verdict;
-    if (!body_gate_fill(g, fill, ud, &verdict))
+    if (!body_gate_fill(g, fill, f, &verdict))
         return 0;
     if (verdict != 0)
         return verdict > 0 ? U_STREAM_END : U_STREAM_ERROR;
-    return sse_follow_drain(f, out, max);
-}
-
-int sse_follow_block_full(size_t pending, int fresh, size_t max, int done)
-{
-    return pending && (!fresh || pending >= max || done);
+    return drain(f, out, max);
 }

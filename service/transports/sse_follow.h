@@ -8,9 +8,16 @@
  * writes two more at once when another GET probes whether this reader is
  * alive, and says why it stops ("session ended", or "token revoked" and
  * "token expired" when the token that opened it ends: `end`, token_end.h,
- * which the transport starts and stops). The transport keeps the
- * HTTP side: its content-reader callback decides when to wait and drains
- * the buffer in blocks (sse_follow_block_full).
+ * which the transport starts and stops).
+ *
+ * It is also the content reader's fill loop (sse_follow_write): it waits
+ * for the stream when there is nothing to write, on the request's fiber
+ * (body_gate_fill), and writes in blocks: a call whose block started empty
+ * takes every message that is ready at once, up to the block's size, so
+ * that a resumed or busy stream goes out a block per write instead of an
+ * event (and a poll) per write. What a transport writes ahead of the
+ * stream's messages (the priming event on /mcp; on /sse the endpoint event
+ * and the wait for the session) is its `lead`, which the loop runs first.
  *
  * The transport fills the fields above `probe_writes` (opening `follow`,
  * which it ends); the rest start at zero. */
@@ -25,45 +32,46 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* What a transport writes ahead of the stream's messages. */
+struct sse_lead {
+    /* 1 while it has more to write: the fill loop runs step in place of
+     * reading the stream. */
+    int (*pending)(void *ud);
+    /* Frames the next of it into the follow's buffer, or marks the follow
+     * done; it may wait (on the request's fiber). */
+    void (*step)(void *ud);
+    /* Its frames may share a block with the stream's messages (else each
+     * goes out on its own). */
+    int shares;
+};
+
 struct sse_follow {
     struct follow follow;  /* the stream it frames: the transport opens and ends it */
     int polling;           /* the client was told how to come back: a poll notice ends the stream */
     int64_t poll_deadline; /* monotonic ms, 0 for none: past it the stream ends (polling mode) */
-    const char *event_type; /* each message event's "event:" line, or NULL */
-    int probe_writes;       /* quick keepalives still to write for a probe */
-    int done;               /* nothing more will be framed */
-    struct token_end end;   /* the token this stream lasts as long as */
+    const char *event_type;      /* each message event's "event:" line, or NULL */
+    const struct sse_lead *lead; /* or NULL: nothing ahead of the messages */
+    void *lead_ud;               /* lead's argument */
+    int probe_writes;            /* quick keepalives still to write for a probe */
+    int done;                    /* nothing more will be framed */
+    struct token_end end;        /* the token this stream lasts as long as */
     struct sse_buf buf;
+    size_t max; /* of the block being filled */
 };
 
 /* Frames one message the follow read as an event; -1 when out of
  * memory. */
 int sse_follow_take(struct sse_follow *f, const struct stream_chunk *ch);
-/* Reads the stream once and frames what it finds: the next message, or a
- * keepalive or the reason it ends (its token's end comes first). With wait, waits for it until the
- * next keepalive is due; without, only looks: 1 when nothing is there yet. 0 otherwise, -1 when out
- * of memory. */
-int sse_follow_step(struct sse_follow *f, int wait);
 /* 1 when the stream's token ended: says why in a final comment (once) and
  * marks the stream done. s: the stream about to be waited on, or NULL. */
 int sse_follow_token_ended(struct sse_follow *f, struct stream *s);
-/* Moves up to max framed bytes into out; returns how many. */
-ssize_t sse_follow_drain(struct sse_follow *f, char *out, size_t max);
 
 struct gate_req;
-/* A content reader's answer around its fill step: runs fill(ud) on the
- * request's fiber (body_gate_fill; 0 means drain the buffer, 1 the end,
- * -1 an error) and answers libmicrohttpd: 0 while fill waits (the
- * connection is suspended), then the drained block, U_STREAM_END or
+/* The content reader's answer (libmicrohttpd's block of max bytes at
+ * out): fills the buffer on the request's fiber (body_gate_fill), running
+ * the lead, then reading the stream, and answers 0 while that waits (the
+ * connection is suspended), then the block, U_STREAM_END or
  * U_STREAM_ERROR. */
-ssize_t sse_follow_write(struct sse_follow *f, struct gate_req *g, int (*fill)(void *ud), void *ud,
-                         char *out, size_t max);
-/* The writers' block rule. A content-reader call whose block started empty
- * (fresh) takes every message that is ready at once, up to the block's
- * size, so that a resumed or busy stream goes out a block per write instead
- * of an event (and a poll) per write; a block holding leftovers goes
- * alone. 1: write the pending bytes now; 0: read more (without waiting,
- * when something is pending, and write on a timeout). */
-int sse_follow_block_full(size_t pending, int fresh, size_t max, int done);
+ssize_t sse_follow_write(struct sse_follow *f, struct gate_req *g, char *out, size_t max);
 
 #endif
