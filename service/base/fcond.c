@@ -120,15 +120,6 @@ void fmutex_lock(struct fmutex *m)
     pthread_mutex_unlock(&m->mu);
 }
 
-int fmutex_trylock(struct fmutex *m)
-{
-    pthread_mutex_lock(&m->mu);
-    int busy = m->held;
-    m->held = 1;
-    pthread_mutex_unlock(&m->mu);
-    return busy ? EBUSY : 0;
-}
-
 void fmutex_unlock(struct fmutex *m)
 {
     pthread_mutex_lock(&m->mu);

@@ -58,8 +58,6 @@ struct fmutex {
 int fmutex_init(struct fmutex *m);
 void fmutex_destroy(struct fmutex *m);
 void fmutex_lock(struct fmutex *m);
-/* 0 when taken, EBUSY when held (it never waits). */
-int fmutex_trylock(struct fmutex *m);
 void fmutex_unlock(struct fmutex *m);
 
 #endif

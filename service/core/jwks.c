@@ -6,6 +6,7 @@
 #include "log.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,16 +22,23 @@ static struct {
     int64_t attempted_ms; /* of the last attempt; 0: none yet */
     uint64_t fetches;
     char *jwks_uri; /* from the metadata, once found */
-    /* One fetch at a time. A fiber holds it across the fetch's park, and
-     * one that waits for it parks too (a pthread mutex would hold the
-     * waiter's thread, which may be the one that runs the holder). */
-    struct fmutex fetch_mu;
-} jw = {.mu = PTHREAD_MUTEX_INITIALIZER, .fetch_mu = FMUTEX_INITIALIZER};
+    /* One fetch at a time: a request that needs a key waits for the one
+     * under way, parked on `fetched` (with a deadline, so that a fiber
+     * cancelled at shutdown stops waiting at once). */
+    int fetching;
+    struct fcond fetched;
+    int fetched_ready; /* `fetched` was initialized (once, kept) */
+} jw = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 int jwks_configure(const char *issuer)
 {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return -1;
+    if (!jw.fetched_ready) {
+        if (fcond_init(&jw.fetched) != 0)
+            return -1;
+        jw.fetched_ready = 1;
+    }
     free(jw.issuer);
     jw.issuer = strdup(issuer);
     return jw.issuer ? 0 : -1;
@@ -47,6 +55,9 @@ void jwks_shutdown(void)
     pthread_mutex_lock(&jw.mu);
     drop_keys(jw.keys, jw.nkeys);
     jw.nkeys = 0;
+    /* The next issuer starts afresh: a fetch at once, nothing known. */
+    jw.ever_fetched = 0;
+    jw.fetched_ms = jw.attempted_ms = 0;
     free(jw.issuer);
     free(jw.jwks_uri);
     jw.issuer = jw.jwks_uri = NULL;
@@ -261,42 +272,34 @@ static int may_fetch(int64_t now)
 
 cjose_jwk_t *jwks_key(const char *kid, cjose_jwk_kty_t kty, const char **why, int *unreachable)
 {
-    *unreachable = 0;
-    int64_t now = clock_mono_ms();
     pthread_mutex_lock(&jw.mu);
+    int64_t now = clock_mono_ms();
     int stale = jw.ever_fetched && now - jw.fetched_ms >= JWKS_MAX_AGE_MS;
     cjose_jwk_t *k = lookup(kid, kty);
-    int fetch = (!k || stale) && may_fetch(now);
-    int64_t seen_attempt = jw.attempted_ms;
-    pthread_mutex_unlock(&jw.mu);
-    /* A set grown old is refreshed by one request, while the others go
-     * on with the key they have. */
-    if (fetch && k && fmutex_trylock(&jw.fetch_mu) != 0)
-        return k;
-    if (fetch) {
-        if (!k)
-            fmutex_lock(&jw.fetch_mu);
-        pthread_mutex_lock(&jw.mu);
-        /* Another request fetched while this one waited: use its set. */
-        int again = jw.attempted_ms == seen_attempt;
-        if (again)
-            jw.attempted_ms = clock_mono_ms();
+    if (!k && jw.fetching) {
+        /* The fetch under way may bring it: wait for its set. */
+        int64_t deadline = now + JWKS_FETCH_TIMEOUT_MS + 1000;
+        while (jw.fetching && fcond_wait_until(&jw.fetched, &jw.mu, deadline) != ETIMEDOUT)
+            ;
+        k = lookup(kid, kty);
+    } else if ((!k || stale) && !jw.fetching && may_fetch(now)) {
+        /* One request fetches. The others wait for its set, or, when the
+         * set only grew old, go on with the key they have. */
+        jw.fetching = 1;
+        jw.attempted_ms = now;
         pthread_mutex_unlock(&jw.mu);
-        if (again)
-            refresh();
-        fmutex_unlock(&jw.fetch_mu);
+        refresh();
         pthread_mutex_lock(&jw.mu);
-        cjose_jwk_t *fresh = lookup(kid, kty);
+        jw.fetching = 0;
+        fcond_broadcast(&jw.fetched);
         if (k)
             cjose_jwk_release(k);
-        k = fresh;
-        pthread_mutex_unlock(&jw.mu);
+        k = lookup(kid, kty);
     }
+    *unreachable = !k && !jw.ever_fetched;
+    pthread_mutex_unlock(&jw.mu);
     if (k)
         return k;
-    pthread_mutex_lock(&jw.mu);
-    *unreachable = !jw.ever_fetched;
-    pthread_mutex_unlock(&jw.mu);
     *why = *unreachable ? "the authorization server's keys could not be fetched"
                         : "the token's signing key is not one of the issuer's keys";
     return NULL;

@@ -6,11 +6,14 @@
  * an answer parks, so another fiber of the same loop thread runs meanwhile
  * (a blocking exchange held the whole thread); a cancelled fiber gives up
  * at once and its exchange is freed by the fetcher; shutdown ends waits in
- * flight, and a later fetch starts the fetcher again. */
+ * flight, and a later fetch starts the fetcher again. And the JWKS fetch on
+ * top of it (jwks.c): fibers that need a key at once wait for one fetch,
+ * parked, and get its key; a fiber cancelled while waiting stops waiting. */
 #include "check.h"
 #include "clock.h"
 #include "fiber.h"
 #include "json_fetch.h"
+#include "jwks.h"
 #include "loop.h"
 
 #include <arpa/inet.h>
@@ -29,7 +32,7 @@
 
 static int port;
 static int listener = -1;
-static atomic_int in_flight, most_in_flight;
+static atomic_int in_flight, most_in_flight, jwks_served;
 
 static void sleep_ms(int ms)
 {
@@ -89,6 +92,20 @@ static void *serve_main(void *arg)
         answer(fd, 200, "[1]");
     } else if (strncmp(req, "GET /big ", 9) == 0) {
         answer(fd, 200, "{\"padding\":\"0123456789012345678901234567890123456789\"}");
+    } else if (strncmp(req, "GET /.well-known/openid-configuration ", 38) == 0) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"issuer\":\"http://127.0.0.1:%d\",\"jwks_uri\":\"http://127.0.0.1:%d/jwks\"}",
+                 port, port);
+        answer(fd, 200, body);
+    } else if (strncmp(req, "GET /jwks ", 10) == 0) {
+        /* RFC 7517's example EC key (A.1), slowly. */
+        atomic_fetch_add(&jwks_served, 1);
+        sleep_ms(SLOW_MS);
+        answer(fd, 200,
+               "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-256\",\"use\":\"sig\",\"kid\":\"1\","
+               "\"x\":\"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4\","
+               "\"y\":\"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM\"}]}");
     } else if (strncmp(req, "GET /silent ", 12) == 0) {
         sleep_ms(3000);
     } else if (strncmp(req, "POST /echo ", 11) == 0) {
@@ -304,6 +321,63 @@ static void test_shutdown(void)
     json_decref(ok);
 }
 
+/* ---- the JWKS fetch ---- */
+
+static atomic_int keys_found, key_fibers_done;
+
+static void key_fiber(void *arg)
+{
+    (void)arg;
+    const char *why = NULL;
+    int unreachable = 0;
+    cjose_jwk_t *k = jwks_key("1", CJOSE_JWK_KTY_EC, &why, &unreachable);
+    if (k) {
+        atomic_fetch_add(&keys_found, 1);
+        jwks_release(k);
+    }
+    atomic_fetch_add(&key_fibers_done, 1);
+}
+
+static void test_jwks_one_fetch(void)
+{
+    char issuer[64];
+    snprintf(issuer, sizeof issuer, "http://127.0.0.1:%d", port);
+    CHECK_INT(jwks_configure(issuer), 0);
+    atomic_store(&ticks, 0);
+    atomic_store(&fibers_done, 0);
+    CHECK_INT(loop_start(1), 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_INT(loop_spawn(key_fiber, NULL), 0);
+    CHECK_INT(loop_spawn(ticker_fiber, NULL), 0);
+    int64_t deadline = clock_mono_ms() + 10000;
+    while (atomic_load(&key_fibers_done) < 3 && clock_mono_ms() < deadline)
+        sleep_ms(5);
+    CHECK_INT(atomic_load(&keys_found), 3);
+    CHECK_INT(atomic_load(&jwks_served), 1); /* one fetch served all three */
+    CHECK_INT(wait_done(1, 5000), 1);        /* the ticker ran beside them */
+    loop_stop();
+    jwks_shutdown();
+}
+
+/* A new issuer, never fetched: a fiber that waits for another's fetch
+ * (of a set that answers in SLOW_MS) is cancelled and stops waiting. */
+static void test_jwks_cancelled(void)
+{
+    char issuer[64];
+    snprintf(issuer, sizeof issuer, "http://127.0.0.1:%d", port);
+    CHECK_INT(jwks_configure(issuer), 0);
+    atomic_store(&key_fibers_done, 0);
+    CHECK_INT(loop_start(1), 0);
+    CHECK_INT(loop_spawn(key_fiber, NULL), 0);
+    CHECK_INT(loop_spawn(key_fiber, NULL), 0);
+    sleep_ms(100);
+    int64_t t0 = clock_mono_ms();
+    loop_stop();
+    CHECK_INT(atomic_load(&key_fibers_done), 2);
+    CHECK(clock_mono_ms() - t0 < 2000);
+    jwks_shutdown();
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -317,6 +391,8 @@ int main(void)
     test_fiber_parks();
     test_fiber_cancelled();
     test_shutdown();
+    test_jwks_one_fetch();
+    test_jwks_cancelled();
     json_fetch_shutdown();
     curl_global_cleanup();
     return check_summary();
