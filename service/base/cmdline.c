@@ -78,26 +78,30 @@ int cmdline_parse(const struct cmdline_option *opts, size_t n, void *base, int a
     int k = 0, only_operands = 0;
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
-        if (only_operands || strncmp(a, "--", 2) != 0) {
-            if (!operands) {
-                snprintf(err, errcap, "unexpected argument '%s'", a);
-                return CMDLINE_UNEXPECTED;
-            }
+        int dashed = a[0] == '-' && a[1] != '\0';
+        if (!operands && strncmp(a, "--", 2) != 0) {
+            snprintf(err, errcap, "unexpected argument '%s'", a);
+            return CMDLINE_UNEXPECTED;
+        }
+        if (only_operands || !dashed) {
             operands[k++] = a;
             continue;
         }
+        int long_form = a[1] == '-';
         /* `--` ends the options only where operands are taken: elsewhere
          * it would only hide a mistake. */
-        if (a[2] == '\0' && operands) {
+        if (long_form && a[2] == '\0' && operands) {
             only_operands = 1;
             if (pass)
                 operands[k++] = a; /* for the second parse to end its options too */
             continue;
         }
+        /* One dash: there are no short options, but the word is meant as
+         * one (a typo, or -h), so it is not taken for an operand. */
         const char *name = a + 2;
-        const char *eq = strchr(name, '=');
+        const char *eq = long_form ? strchr(name, '=') : NULL;
         const struct cmdline_option *o =
-            cmdline_find(opts, n, name, eq ? (size_t)(eq - name) : strlen(name));
+            long_form ? cmdline_find(opts, n, name, eq ? (size_t)(eq - name) : strlen(name)) : NULL;
         if (!o && pass) {
             operands[k++] = a;
             continue;

@@ -4,13 +4,15 @@
  * kind, where the value goes, default, help), and cmdline_parse walks argv
  * against it, by the same rules in all three:
  *   - `--name`, `--name=value` and `--name value`; names are exact (no
- *     abbreviations) and there are no one-dash options;
+ *     abbreviations) and there are no one-dash options: `-h` is an unknown
+ *     option (where no operands are taken, an unexpected argument);
  *   - a later option overrides an earlier one (a CMDLINE_FUNC option sees
  *     every occurrence, so it may collect them);
- *   - every other word is an operand: collected in order where the caller
- *     takes operands, and then `--` ends the options (every later word is an
- *     operand); an error where it takes none (mcpd), and `--` is then an
- *     unknown option like any other.
+ *   - every other word (`-` too) is an operand: collected in order where
+ *     the caller takes operands, and then `--` ends the options (every later
+ *     word is an operand, even one with dashes); an error where it takes
+ *     none (mcpd), and `--` is then an unknown option like any other;
+ *   - the word after `--name` is its value, whatever it looks like.
  *
  * Values land at base + offset, in a struct of the caller's; cmdline_set
  * stores one from elsewhere (mcpd's config file and environment) by the same
