@@ -35,6 +35,9 @@ int admin_parse(const char *what, const struct cmdline_option *opts, size_t n, v
  * milliseconds. */
 int admin_take_duration(void *base, const struct cmdline_option *opt, const char *value, char *err,
                         size_t errcap);
+/* The same, stored as the wall-clock time that long ago (ms): --since. */
+int admin_take_since(void *base, const struct cmdline_option *opt, const char *value, char *err,
+                     size_t errcap);
 
 /* Opens the database or prints why not (NULL). */
 struct store_admin *admin_open(const struct admin *a, enum store_admin_mode mode);

@@ -1,7 +1,6 @@
 /* The database commands: gc, vacuum, backup, check, and health. */
 #include "admin.h"
 #include "clock.h"
-#include "duration.h"
 #include "safe_text.h"
 #include "store.h"
 

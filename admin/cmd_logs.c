@@ -1,6 +1,5 @@
 /* The observing commands: logs (and --follow), stats. */
 #include "admin.h"
-#include "clock.h"
 #include "duration.h"
 #include "log_level.h"
 #include "safe_text.h"
@@ -41,7 +40,6 @@ static void print_log(const struct admin *a, json_t *row)
 struct logs_args {
     struct store_admin_logs_filter f;
     int follow;
-    int64_t since;
 };
 
 static int take_level(void *base, const struct cmdline_option *opt, const char *value, char *err,
@@ -64,7 +62,7 @@ static const struct cmdline_option logs_options[] = {
     {"principal", CMDLINE_ARG, L(f.principal), NULL, NULL, NULL},
     {"grep", CMDLINE_ARG, L(f.grep), NULL, NULL, NULL},
     {"limit", CMDLINE_INT, L(f.limit), "100", NULL, NULL},
-    {"since", CMDLINE_FUNC, L(since), NULL, NULL, admin_take_duration},
+    {"since", CMDLINE_FUNC, L(f.since_ms), NULL, NULL, admin_take_since},
 };
 
 int cmd_logs(const struct admin *a, int argc, char **argv)
@@ -74,8 +72,6 @@ int cmd_logs(const struct admin *a, int argc, char **argv)
     if (admin_parse("logs", logs_options, n, &args, &argc, argv, 0) != ADMIN_OK)
         return ADMIN_USAGE;
     struct store_admin_logs_filter f = args.f;
-    if (args.since)
-        f.since_ms = clock_wall_ms() - args.since;
     int follow = args.follow;
     struct store_admin *s = admin_open(a, STORE_ADMIN_READ);
     if (!s)

@@ -1,6 +1,5 @@
 /* The session commands: sessions, session show/kill, streams, chunks. */
 #include "admin.h"
-#include "clock.h"
 #include "duration.h"
 #include "safe_text.h"
 #include "table.h"
@@ -59,42 +58,34 @@ static void sessions_table(json_t *list)
     table_out_print(t, stdout, 0);
 }
 
-struct sessions_args {
-    struct store_admin_sessions_filter f;
-    int64_t since;
-};
-
 /* --active, --ended and --all: the last one given wins. */
 static int take_which(void *base, const struct cmdline_option *opt, const char *value, char *err,
                       size_t errcap)
 {
     (void)value, (void)err, (void)errcap;
-    struct store_admin_sessions_filter *f = &((struct sessions_args *)base)->f;
+    struct store_admin_sessions_filter *f = base;
     f->which = strcmp(opt->name, "all") == 0     ? SESSIONS_ALL
                : strcmp(opt->name, "ended") == 0 ? SESSIONS_ENDED
                                                  : SESSIONS_ACTIVE;
     return 0;
 }
 
-#define SA(field) offsetof(struct sessions_args, field)
+#define SF(field) offsetof(struct store_admin_sessions_filter, field)
 static const struct cmdline_option sessions_options[] = {
-    {"active", CMDLINE_ACTION, SA(f.which), NULL, NULL, take_which},
-    {"ended", CMDLINE_ACTION, SA(f.which), NULL, NULL, take_which},
-    {"all", CMDLINE_ACTION, SA(f.which), NULL, NULL, take_which},
-    {"principal", CMDLINE_ARG, SA(f.principal), NULL, NULL, NULL},
-    {"since", CMDLINE_FUNC, SA(since), NULL, NULL, admin_take_duration},
-    {"limit", CMDLINE_INT, SA(f.limit), "100", NULL, NULL},
+    {"active", CMDLINE_ACTION, SF(which), NULL, NULL, take_which},
+    {"ended", CMDLINE_ACTION, SF(which), NULL, NULL, take_which},
+    {"all", CMDLINE_ACTION, SF(which), NULL, NULL, take_which},
+    {"principal", CMDLINE_ARG, SF(principal), NULL, NULL, NULL},
+    {"since", CMDLINE_FUNC, SF(active_since_ms), NULL, NULL, admin_take_since},
+    {"limit", CMDLINE_INT, SF(limit), "100", NULL, NULL},
 };
 
 int cmd_sessions(const struct admin *a, int argc, char **argv)
 {
-    struct sessions_args args = {.f = {.which = SESSIONS_ACTIVE}};
+    struct store_admin_sessions_filter f = {.which = SESSIONS_ACTIVE};
     const size_t n = sizeof sessions_options / sizeof sessions_options[0];
-    if (admin_parse("sessions", sessions_options, n, &args, &argc, argv, 0) != ADMIN_OK)
+    if (admin_parse("sessions", sessions_options, n, &f, &argc, argv, 0) != ADMIN_OK)
         return ADMIN_USAGE;
-    struct store_admin_sessions_filter f = args.f;
-    if (args.since)
-        f.active_since_ms = clock_wall_ms() - args.since;
     struct store_admin *s = admin_open(a, STORE_ADMIN_READ);
     if (!s)
         return ADMIN_FAILED;

@@ -1,7 +1,6 @@
 /* tokens add / list / revoke. */
 #include "admin.h"
 #include "clock.h"
-#include "duration.h"
 #include "safe_text.h"
 #include "table.h"
 #include "token.h"

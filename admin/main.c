@@ -92,6 +92,16 @@ int admin_take_duration(void *base, const struct cmdline_option *opt, const char
     return 0;
 }
 
+int admin_take_since(void *base, const struct cmdline_option *opt, const char *value, char *err,
+                     size_t errcap)
+{
+    if (admin_take_duration(base, opt, value, err, errcap) != 0)
+        return -1;
+    int64_t *field = (int64_t *)((char *)base + opt->offset);
+    *field = clock_wall_ms() - *field;
+    return 0;
+}
+
 struct store_admin *admin_open(const struct admin *a, enum store_admin_mode mode)
 {
     struct store_admin *s = NULL;
