@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "cmdline.h"
 #include "store_admin.h"
 
 enum { ADMIN_OK = 0, ADMIN_FAILED = 1, ADMIN_USAGE = 2, ADMIN_NOT_FOUND = 3 };
@@ -22,6 +23,21 @@ struct admin {
     const char *db;
     int json;
 };
+
+/* Parses a command's words (argv[0] its name) against the command's options
+ * (a cmdline.h table) into base, after the table's defaults. Its operands are moved to
+ * argv[1..*argc) where it takes them (operands != 0); elsewhere an operand is refused. Returns
+ * ADMIN_OK, or ADMIN_USAGE after printing why, prefixed with what
+ * ("gc", "session kill"). */
+int admin_parse(const char *what, const struct cmdline_option *opts, size_t n, void *base,
+                int *argc, char **argv, int operands);
+/* A cmdline.h take: a duration ("30d", "10m") into the int64_t field as
+ * milliseconds. */
+int admin_take_duration(void *base, const struct cmdline_option *opt, const char *value, char *err,
+                        size_t errcap);
+/* The same, stored as the wall-clock time that long ago (ms): --since. */
+int admin_take_since(void *base, const struct cmdline_option *opt, const char *value, char *err,
+                     size_t errcap);
 
 /* Opens the database or prints why not (NULL). */
 struct store_admin *admin_open(const struct admin *a, enum store_admin_mode mode);

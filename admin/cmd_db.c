@@ -1,34 +1,39 @@
 /* The database commands: gc, vacuum, backup, check, and health. */
 #include "admin.h"
 #include "clock.h"
-#include "duration.h"
 #include "safe_text.h"
 #include "store.h"
 
 #include <curl/curl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+struct gc_args {
+    int64_t idle, retention, log_keep, log_rows;
+};
+
+/* mcpd's defaults, the same settings by the same names. */
+static const struct cmdline_option gc_options[] = {
+    {"session-idle", CMDLINE_FUNC, offsetof(struct gc_args, idle), "30m", NULL,
+     admin_take_duration},
+    {"stream-retention", CMDLINE_FUNC, offsetof(struct gc_args, retention), "5m", NULL,
+     admin_take_duration},
+    {"log-retention", CMDLINE_FUNC, offsetof(struct gc_args, log_keep), "1d", NULL,
+     admin_take_duration},
+    {"log-max-rows", CMDLINE_INT, offsetof(struct gc_args, log_rows), "100000", NULL, NULL},
+};
+
 /* Runs the reaper's purge through the store module mcpd itself uses, with
  * mcpd's defaults unless told otherwise. */
 int cmd_gc(const struct admin *a, int argc, char **argv)
 {
-    int64_t idle = 1800000, retention = 300000, log_keep = 86400000, log_rows = 100000;
-    for (int i = 1; i < argc; i++) {
-        int64_t *target = strcmp(argv[i], "--session-idle") == 0       ? &idle
-                          : strcmp(argv[i], "--stream-retention") == 0 ? &retention
-                          : strcmp(argv[i], "--log-retention") == 0    ? &log_keep
-                                                                       : NULL;
-        if (target && i + 1 < argc) {
-            if (duration_parse(argv[++i], target) != 0)
-                return admin_usage("%s takes a duration, got %s", argv[i - 1], argv[i]);
-        } else if (strcmp(argv[i], "--log-max-rows") == 0 && i + 1 < argc)
-            log_rows = atoll(argv[++i]);
-        else
-            return admin_usage("gc: unexpected %s", argv[i]);
-    }
+    struct gc_args g = {0, 0, 0, 0};
+    const size_t n = sizeof gc_options / sizeof gc_options[0];
+    if (admin_parse("gc", gc_options, n, &g, &argc, argv, 0) != ADMIN_OK)
+        return ADMIN_USAGE;
     /* The purge is the runtime store's (store_purge), which opens SQLite
      * files only so far: it would take a connection string for a file
      * name and purge a new, empty one. On PostgreSQL the replicas' reaper
@@ -42,12 +47,12 @@ int cmd_gc(const struct admin *a, int argc, char **argv)
         return ADMIN_FAILED;
     store_admin_close(check);
     struct store *st = NULL;
-    char *err = NULL;
-    if (store_open(a->db, &st, &err) != 0)
-        return admin_fail(ADMIN_FAILED, err);
+    char *open_err = NULL;
+    if (store_open(a->db, &st, &open_err) != 0)
+        return admin_fail(ADMIN_FAILED, open_err);
     int64_t now = clock_wall_ms();
-    struct store_purge_cutoffs cut = {now - idle, now - STORE_ENDED_KEEP_MS, now - retention,
-                                      now - log_keep, log_rows};
+    struct store_purge_cutoffs cut = {now - g.idle, now - STORE_ENDED_KEEP_MS, now - g.retention,
+                                      now - g.log_keep, g.log_rows};
     int rc = store_purge(st, &cut, NULL, NULL);
     store_close(st);
     if (rc != 0)
@@ -57,8 +62,8 @@ int cmd_gc(const struct admin *a, int argc, char **argv)
     else
         printf("purged: sessions idle over %lld s, streams ended over %lld s ago, logs over "
                "%lld s or past %lld rows\n",
-               (long long)(idle / 1000), (long long)(retention / 1000),
-               (long long)(log_keep / 1000), (long long)log_rows);
+               (long long)(g.idle / 1000), (long long)(g.retention / 1000),
+               (long long)(g.log_keep / 1000), (long long)g.log_rows);
     return ADMIN_OK;
 }
 
@@ -169,13 +174,12 @@ static int ready(const char *url, char *why, size_t cap)
 
 int cmd_health(const struct admin *a, int argc, char **argv)
 {
+    static const struct cmdline_option options[] = {
+        {"url", CMDLINE_ARG, 0, NULL, NULL, NULL},
+    };
     const char *url = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--url") == 0 && i + 1 < argc)
-            url = argv[++i];
-        else
-            return admin_usage("health [--url http://127.0.0.1:8080]");
-    }
+    if (admin_parse("health", options, 1, &url, &argc, argv, 0) != ADMIN_OK)
+        return ADMIN_USAGE;
     /* The store is writable: a write transaction can start (and is rolled
      * back at once, holding the lock for microseconds). */
     struct store_admin *s = admin_open(a, STORE_ADMIN_WRITE);

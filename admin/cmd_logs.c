@@ -1,12 +1,12 @@
 /* The observing commands: logs (and --follow), stats. */
 #include "admin.h"
-#include "clock.h"
 #include "duration.h"
 #include "log_level.h"
 #include "safe_text.h"
 #include "table.h"
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,34 +37,42 @@ static void print_log(const struct admin *a, json_t *row)
            admin_str(row, "level"), sid ? sid : "-", admin_str(row, "event"));
 }
 
+struct logs_args {
+    struct store_admin_logs_filter f;
+    int follow;
+};
+
+static int take_level(void *base, const struct cmdline_option *opt, const char *value, char *err,
+                      size_t errcap)
+{
+    enum log_level lv;
+    if (log_level_parse(value, &lv) != 0) {
+        snprintf(err, errcap, "--%s takes debug, info, warn or error", opt->name);
+        return -1;
+    }
+    ((struct logs_args *)base)->f.min_level = (int)lv;
+    return 0;
+}
+
+#define L(field) offsetof(struct logs_args, field)
+static const struct cmdline_option logs_options[] = {
+    {"follow", CMDLINE_FLAG, L(follow), NULL, NULL, NULL},
+    {"level", CMDLINE_FUNC, L(f.min_level), NULL, NULL, take_level},
+    {"session", CMDLINE_ARG, L(f.session), NULL, NULL, NULL},
+    {"principal", CMDLINE_ARG, L(f.principal), NULL, NULL, NULL},
+    {"grep", CMDLINE_ARG, L(f.grep), NULL, NULL, NULL},
+    {"limit", CMDLINE_INT, L(f.limit), "100", NULL, NULL},
+    {"since", CMDLINE_FUNC, L(f.since_ms), NULL, NULL, admin_take_since},
+};
+
 int cmd_logs(const struct admin *a, int argc, char **argv)
 {
-    struct store_admin_logs_filter f = {.limit = 100};
-    int follow = 0;
-    for (int i = 1; i < argc; i++) {
-        int64_t ms;
-        enum log_level lv;
-        if (strcmp(argv[i], "--follow") == 0)
-            follow = 1;
-        else if (strcmp(argv[i], "--level") == 0 && i + 1 < argc) {
-            if (log_level_parse(argv[++i], &lv) != 0)
-                return admin_usage("--level takes debug, info, warn or error");
-            f.min_level = (int)lv;
-        } else if (strcmp(argv[i], "--session") == 0 && i + 1 < argc)
-            f.session = argv[++i];
-        else if (strcmp(argv[i], "--principal") == 0 && i + 1 < argc)
-            f.principal = argv[++i];
-        else if (strcmp(argv[i], "--grep") == 0 && i + 1 < argc)
-            f.grep = argv[++i];
-        else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc)
-            f.limit = atoll(argv[++i]);
-        else if (strcmp(argv[i], "--since") == 0 && i + 1 < argc) {
-            if (duration_parse(argv[++i], &ms) != 0)
-                return admin_usage("--since takes a duration such as 10m, got %s", argv[i]);
-            f.since_ms = clock_wall_ms() - ms;
-        } else
-            return admin_usage("logs: unexpected %s", argv[i]);
-    }
+    struct logs_args args = {.follow = 0};
+    const size_t n = sizeof logs_options / sizeof logs_options[0];
+    if (admin_parse("logs", logs_options, n, &args, &argc, argv, 0) != ADMIN_OK)
+        return ADMIN_USAGE;
+    struct store_admin_logs_filter f = args.f;
+    int follow = args.follow;
     struct store_admin *s = admin_open(a, STORE_ADMIN_READ);
     if (!s)
         return ADMIN_FAILED;

@@ -1,11 +1,11 @@
 /* The session commands: sessions, session show/kill, streams, chunks. */
 #include "admin.h"
-#include "clock.h"
 #include "duration.h"
 #include "safe_text.h"
 #include "table.h"
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,28 +58,34 @@ static void sessions_table(json_t *list)
     table_out_print(t, stdout, 0);
 }
 
+/* --active, --ended and --all: the last one given wins. */
+static int take_which(void *base, const struct cmdline_option *opt, const char *value, char *err,
+                      size_t errcap)
+{
+    (void)value, (void)err, (void)errcap;
+    struct store_admin_sessions_filter *f = base;
+    f->which = strcmp(opt->name, "all") == 0     ? SESSIONS_ALL
+               : strcmp(opt->name, "ended") == 0 ? SESSIONS_ENDED
+                                                 : SESSIONS_ACTIVE;
+    return 0;
+}
+
+#define SF(field) offsetof(struct store_admin_sessions_filter, field)
+static const struct cmdline_option sessions_options[] = {
+    {"active", CMDLINE_ACTION, SF(which), NULL, NULL, take_which},
+    {"ended", CMDLINE_ACTION, SF(which), NULL, NULL, take_which},
+    {"all", CMDLINE_ACTION, SF(which), NULL, NULL, take_which},
+    {"principal", CMDLINE_ARG, SF(principal), NULL, NULL, NULL},
+    {"since", CMDLINE_FUNC, SF(active_since_ms), NULL, NULL, admin_take_since},
+    {"limit", CMDLINE_INT, SF(limit), "100", NULL, NULL},
+};
+
 int cmd_sessions(const struct admin *a, int argc, char **argv)
 {
-    struct store_admin_sessions_filter f = {.which = SESSIONS_ACTIVE, .limit = 100};
-    for (int i = 1; i < argc; i++) {
-        int64_t ms;
-        if (strcmp(argv[i], "--active") == 0)
-            f.which = SESSIONS_ACTIVE;
-        else if (strcmp(argv[i], "--ended") == 0)
-            f.which = SESSIONS_ENDED;
-        else if (strcmp(argv[i], "--all") == 0)
-            f.which = SESSIONS_ALL;
-        else if (strcmp(argv[i], "--principal") == 0 && i + 1 < argc)
-            f.principal = argv[++i];
-        else if (strcmp(argv[i], "--since") == 0 && i + 1 < argc) {
-            if (duration_parse(argv[++i], &ms) != 0)
-                return admin_usage("--since takes a duration such as 1h, got %s", argv[i]);
-            f.active_since_ms = clock_wall_ms() - ms;
-        } else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc)
-            f.limit = atoll(argv[++i]);
-        else
-            return admin_usage("sessions: unexpected %s", argv[i]);
-    }
+    struct store_admin_sessions_filter f = {.which = SESSIONS_ACTIVE};
+    const size_t n = sizeof sessions_options / sizeof sessions_options[0];
+    if (admin_parse("sessions", sessions_options, n, &f, &argc, argv, 0) != ADMIN_OK)
+        return ADMIN_USAGE;
     struct store_admin *s = admin_open(a, STORE_ADMIN_READ);
     if (!s)
         return ADMIN_FAILED;
@@ -193,17 +199,18 @@ static int session_kill(const struct admin *a, const char *id, const char *reaso
 
 int cmd_session(const struct admin *a, int argc, char **argv)
 {
-    if (argc >= 3 && strcmp(argv[1], "show") == 0 && argc == 3)
+    if (argc == 3 && strcmp(argv[1], "show") == 0)
         return session_show(a, argv[2]);
-    if (argc >= 3 && strcmp(argv[1], "kill") == 0) {
+    if (argc >= 2 && strcmp(argv[1], "kill") == 0) {
+        static const struct cmdline_option options[] = {
+            {"reason", CMDLINE_ARG, 0, NULL, NULL, NULL},
+        };
         const char *reason = NULL;
-        for (int i = 3; i < argc; i++) {
-            if (strcmp(argv[i], "--reason") == 0 && i + 1 < argc)
-                reason = argv[++i];
-            else
-                return admin_usage("session kill: unexpected %s", argv[i]);
-        }
-        return session_kill(a, argv[2], reason);
+        int n = argc - 1; /* from "kill" on */
+        if (admin_parse("session kill", options, 1, &reason, &n, argv + 1, 1) != ADMIN_OK)
+            return ADMIN_USAGE;
+        if (n == 2)
+            return session_kill(a, argv[2], reason);
     }
     return admin_usage("session show ID | session kill ID [--reason TEXT]");
 }
@@ -223,18 +230,20 @@ int cmd_streams(const struct admin *a, int argc, char **argv)
 
 int cmd_chunks(const struct admin *a, int argc, char **argv)
 {
-    if (argc < 2)
+    struct chunks_args {
+        int64_t from;
+        int follow;
+    } args = {0, 0};
+    static const struct cmdline_option options[] = {
+        {"from", CMDLINE_INT, offsetof(struct chunks_args, from), NULL, NULL, NULL},
+        {"follow", CMDLINE_FLAG, offsetof(struct chunks_args, follow), NULL, NULL, NULL},
+    };
+    if (admin_parse("chunks", options, 2, &args, &argc, argv, 1) != ADMIN_OK)
+        return ADMIN_USAGE;
+    if (argc != 2)
         return admin_usage("chunks STREAM [--from SEQ] [--follow]");
-    int64_t from = 0;
-    int follow = 0;
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--from") == 0 && i + 1 < argc)
-            from = atoll(argv[++i]);
-        else if (strcmp(argv[i], "--follow") == 0)
-            follow = 1;
-        else
-            return admin_usage("chunks: unexpected %s", argv[i]);
-    }
+    int64_t from = args.from;
+    int follow = args.follow;
     struct store_admin *s = admin_open(a, STORE_ADMIN_READ);
     if (!s)
         return ADMIN_FAILED;

@@ -1,11 +1,11 @@
 /* tokens add / list / revoke. */
 #include "admin.h"
 #include "clock.h"
-#include "duration.h"
 #include "safe_text.h"
 #include "table.h"
 #include "token.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,24 +23,28 @@ static int name_ok(const char *name)
     return 1;
 }
 
+struct add_args {
+    int64_t expires;
+    const char *note;
+};
+
+static const struct cmdline_option add_options[] = {
+    {"expires", CMDLINE_FUNC, offsetof(struct add_args, expires), NULL, NULL, admin_take_duration},
+    {"note", CMDLINE_ARG, offsetof(struct add_args, note), NULL, NULL, NULL},
+};
+
+/* argv[0] is "add". */
 static int tokens_add(const struct admin *a, int argc, char **argv)
 {
-    if (argc < 3 || !name_ok(argv[2]))
+    struct add_args args = {0, NULL};
+    if (admin_parse("tokens add", add_options, sizeof add_options / sizeof add_options[0], &args,
+                    &argc, argv, 1) != ADMIN_OK)
+        return ADMIN_USAGE;
+    if (argc != 2 || !name_ok(argv[1]))
         return admin_usage("tokens add NAME (letters, digits, - _ . @; up to 63) [--expires 30d] "
                            "[--note TEXT]");
-    int64_t expires = 0;
-    const char *note = NULL;
-    for (int i = 3; i < argc; i++) {
-        int64_t ms;
-        if (strcmp(argv[i], "--expires") == 0 && i + 1 < argc) {
-            if (duration_parse(argv[++i], &ms) != 0)
-                return admin_usage("--expires takes a duration such as 30d, got %s", argv[i]);
-            expires = clock_wall_ms() + ms;
-        } else if (strcmp(argv[i], "--note") == 0 && i + 1 < argc)
-            note = argv[++i];
-        else
-            return admin_usage("tokens add: unexpected %s", argv[i]);
-    }
+    const char *name = argv[1], *note = args.note;
+    int64_t expires = args.expires ? clock_wall_ms() + args.expires : 0;
     char token[TOKEN_LEN + 1], hash[TOKEN_HASH_LEN + 1];
     if (token_generate(token) != 0 || token_hash(token, hash) != 0)
         return admin_fail(ADMIN_FAILED, strdup("no randomness for a token"));
@@ -48,18 +52,18 @@ static int tokens_add(const struct admin *a, int argc, char **argv)
     if (!s)
         return ADMIN_FAILED;
     char *err = NULL;
-    int rc = store_admin_token_add(s, argv[2], hash, note, expires, &err);
+    int rc = store_admin_token_add(s, name, hash, note, expires, &err);
     store_admin_close(s);
     if (rc < 0)
         return admin_fail(ADMIN_FAILED, err);
     if (rc == 1) {
         char *msg = NULL;
         return admin_fail(ADMIN_FAILED,
-                          asprintf(&msg, "a token named %s exists", argv[2]) < 0 ? NULL : msg);
+                          asprintf(&msg, "a token named %s exists", name) < 0 ? NULL : msg);
     }
     /* The only time the token is shown: only its hash is stored. */
     if (a->json)
-        admin_print_json(json_pack("{s:s, s:s, s:I}", "name", argv[2], "token", token, "expires_ms",
+        admin_print_json(json_pack("{s:s, s:s, s:I}", "name", name, "token", token, "expires_ms",
                                    (json_int_t)expires),
                          1);
     else
@@ -133,7 +137,7 @@ static int tokens_revoke(const struct admin *a, const char *name)
 int cmd_tokens(const struct admin *a, int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "add") == 0)
-        return tokens_add(a, argc, argv);
+        return tokens_add(a, argc - 1, argv + 1);
     if (argc == 2 && strcmp(argv[1], "list") == 0)
         return tokens_list(a);
     if (argc == 3 && strcmp(argv[1], "revoke") == 0)

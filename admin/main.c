@@ -6,6 +6,7 @@
 #include "safe_text.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,53 @@ static void help(FILE *f)
             "On PostgreSQL, vacuum is VACUUM (ANALYZE) of mcpd's tables, and check counts\n"
             "rows that should not exist and invalid indexes (SQLite: PRAGMA integrity_check).\n"
             "\nexit status: 0 ok, 1 failed, 2 bad usage, 3 not found\n");
+}
+
+/* The global options, before the command or after it. */
+struct admin_args {
+    struct admin a;
+    int help, version;
+};
+
+static const struct cmdline_option global_options[] = {
+    {"db", CMDLINE_ARG, offsetof(struct admin_args, a.db), NULL, NULL, NULL},
+    {"json", CMDLINE_FLAG, offsetof(struct admin_args, a.json), NULL, NULL, NULL},
+    {"help", CMDLINE_FLAG, offsetof(struct admin_args, help), NULL, NULL, NULL},
+    {"version", CMDLINE_FLAG, offsetof(struct admin_args, version), NULL, NULL, NULL},
+};
+
+int admin_parse(const char *what, const struct cmdline_option *opts, size_t n, void *base,
+                int *argc, char **argv, int operands)
+{
+    char err[512];
+    int count = 0;
+    if (cmdline_defaults(opts, n, base, err, sizeof err) != 0 ||
+        cmdline_parse(opts, n, base, *argc, argv, 0, operands ? argv + 1 : NULL, &count, err,
+                      sizeof err) != CMDLINE_OK)
+        return admin_usage("%s: %s", what, err);
+    *argc = 1 + count;
+    return ADMIN_OK;
+}
+
+int admin_take_duration(void *base, const struct cmdline_option *opt, const char *value, char *err,
+                        size_t errcap)
+{
+    if (duration_parse(value, (int64_t *)((char *)base + opt->offset)) != 0) {
+        snprintf(err, errcap, "--%s takes a duration such as 90s, 10m, 1h or 30d, got %s",
+                 opt->name, value);
+        return -1;
+    }
+    return 0;
+}
+
+int admin_take_since(void *base, const struct cmdline_option *opt, const char *value, char *err,
+                     size_t errcap)
+{
+    if (admin_take_duration(base, opt, value, err, errcap) != 0)
+        return -1;
+    int64_t *field = (int64_t *)((char *)base + opt->offset);
+    *field = clock_wall_ms() - *field;
+    return 0;
 }
 
 struct store_admin *admin_open(const struct admin *a, enum store_admin_mode mode)
@@ -157,44 +205,32 @@ const char *admin_ago(json_t *obj, const char *key, int slot)
 
 int main(int argc, char **argv)
 {
-    struct admin a = {.db = getenv("MCPD_DB") ? getenv("MCPD_DB") : "./data/mcpd.db"};
-    int i = 1;
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            a.json = 1;
-        else if (strcmp(argv[i], "--db") == 0 && i + 1 < argc)
-            a.db = argv[++i];
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            help(stdout);
-            return ADMIN_OK;
-        } else if (strcmp(argv[i], "--version") == 0) {
-            printf("mcp-admin %s\n", MCPD_VERSION);
-            return ADMIN_OK;
-        } else
-            return admin_usage("unknown option %s", argv[i]);
+    struct admin_args g = {.a.db = getenv("MCPD_DB") ? getenv("MCPD_DB") : "./data/mcpd.db"};
+    /* Global options may stand anywhere: the command and the words they
+     * leave are moved to argv[1..n), for the command to parse its own. */
+    char err[512];
+    int n = 0;
+    if (cmdline_parse(global_options, sizeof global_options / sizeof global_options[0], &g, argc,
+                      argv, CMDLINE_PASS_UNKNOWN, argv + 1, &n, err, sizeof err) != CMDLINE_OK)
+        return admin_usage("%s", err);
+    char **words = argv + 1;
+    if (g.help || (n > 0 && strcmp(words[0], "-h") == 0)) {
+        help(stdout);
+        return ADMIN_OK;
     }
-    if (i >= argc) {
+    if (g.version) {
+        printf("mcp-admin %s\n", MCPD_VERSION);
+        return ADMIN_OK;
+    }
+    if (n == 0) {
         help(stderr);
         return ADMIN_USAGE;
     }
+    /* An option the global table passed on, before any command. */
+    if (words[0][0] == '-' && words[0][1])
+        return admin_usage("unknown option '%s'", words[0]);
     for (size_t c = 0; c < NCOMMANDS; c++)
-        if (strcmp(argv[i], commands[c].name) == 0) {
-            /* Global options may also follow the command. */
-            int n = 0;
-            char **rest = calloc((size_t)(argc - i + 1), sizeof *rest);
-            if (!rest)
-                return ADMIN_FAILED;
-            for (int j = i; j < argc; j++) {
-                if (strcmp(argv[j], "--json") == 0)
-                    a.json = 1;
-                else if (strcmp(argv[j], "--db") == 0 && j + 1 < argc)
-                    a.db = argv[++j];
-                else
-                    rest[n++] = argv[j];
-            }
-            int rc = commands[c].run(&a, n, rest);
-            free(rest);
-            return rc;
-        }
-    return admin_usage("unknown command %s", argv[i]);
+        if (strcmp(words[0], commands[c].name) == 0)
+            return commands[c].run(&g.a, n, words);
+    return admin_usage("unknown command %s", words[0]);
 }

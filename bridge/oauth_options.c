@@ -34,61 +34,19 @@ const char oauth_options_usage[] =
     "  --no-oauth                 never sign in: a 401 is an error\n"
     "  --logout                   forget the sign-in kept for URL, then exit\n";
 
-static int set(char **slot, const char *v, int expand, const char *flag)
+int oauth_options_take_expanded(void *base, const struct cmdline_option *opt, const char *value,
+                                char *err, size_t errcap)
 {
-    char *n;
-    if (expand) {
-        const char *err = NULL;
-        n = options_expand_env(v, &err);
-        if (!n) {
-            fprintf(stderr, "mcp-bridge: bad %s: %s\n", flag, err);
-            return -1;
-        }
-    } else {
-        n = strdup(v);
-        if (!n)
-            return -1;
+    const char *why = NULL;
+    char *n = options_expand_env(value, &why);
+    if (!n) {
+        snprintf(err, errcap, "bad --%s: %s", opt->name, why);
+        return -1;
     }
+    char **slot = (char **)((char *)base + opt->offset);
     free(*slot);
     *slot = n;
     return 0;
-}
-
-int oauth_options_take(struct bridge_options *o, int c, const char *arg)
-{
-    switch (c) {
-    case OPT_OAUTH_CLIENT_ID:
-        return set(&o->oauth_client_id, arg, 1, "--oauth-client-id");
-    case OPT_OAUTH_CLIENT_SECRET:
-        return set(&o->oauth_client_secret, arg, 1, "--oauth-client-secret");
-    case OPT_OAUTH_CLIENT_METADATA_URL:
-        return set(&o->oauth_client_metadata_url, arg, 0, "--oauth-client-metadata-url");
-    case OPT_OAUTH_OPEN_COMMAND:
-        return set(&o->oauth_open_command, arg, 0, "--oauth-open-command");
-    case OPT_OAUTH_SCOPE:
-        return set(&o->oauth_scope, arg, 0, "--oauth-scope");
-    case OPT_OAUTH_CLIENT_KEY:
-        return set(&o->oauth_client_key, arg, 0, "--oauth-client-key");
-    case OPT_OAUTH_JWT_BEARER:
-        return set(&o->oauth_jwt_bearer, arg, 0, "--oauth-jwt-bearer");
-    case OPT_OAUTH_IDP_TOKEN_ENDPOINT:
-        return set(&o->oauth_idp_token_endpoint, arg, 0, "--oauth-idp-token-endpoint");
-    case OPT_OAUTH_IDP_ID_TOKEN:
-        return set(&o->oauth_idp_id_token, arg, 0, "--oauth-idp-id-token");
-    case OPT_OAUTH_IDP_CLIENT_ID:
-        return set(&o->oauth_idp_client_id, arg, 1, "--oauth-idp-client-id");
-    case OPT_OAUTH_CLIENT_CREDENTIALS:
-        o->oauth_client_credentials = 1;
-        return 0;
-    case OPT_OAUTH_OFF:
-        o->oauth_off = 1;
-        return 0;
-    case OPT_LOGOUT:
-        o->logout = 1;
-        return 0;
-    default:
-        return -1;
-    }
 }
 
 void oauth_options_free(struct bridge_options *o)

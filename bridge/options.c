@@ -1,12 +1,13 @@
 /* options — see options.h. */
 #include "options.h"
 
+#include "cmdline.h"
 #include "oauth_options.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,35 +54,6 @@ static const char usage_text[] =
     "  \"mcpServers\": { \"mcpd\": { \"command\": \"mcp-bridge\",\n"
     "      \"args\": [\"--token-env\", \"MCPD_TOKEN\", \"https://mcp.example.com/mcp\"],\n"
     "      \"env\": { \"MCPD_TOKEN\": \"...\" } } }\n";
-
-enum {
-    OPT_HEADER = 256,
-    OPT_TOKEN_ENV,
-    OPT_TOKEN_FILE,
-    OPT_CACERT,
-    OPT_TRANSPORT,
-    OPT_CONNECT_TIMEOUT,
-    OPT_RESPONSE_TIMEOUT,
-    OPT_ALLOW_HTTP,
-    OPT_LOG_LEVEL,
-    OPT_VERSION,
-    OPT_HELP,
-};
-
-static const struct option long_options[] = {
-    {"header", required_argument, NULL, OPT_HEADER},
-    {"token-env", required_argument, NULL, OPT_TOKEN_ENV},
-    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
-    {"cacert", required_argument, NULL, OPT_CACERT},
-    {"transport", required_argument, NULL, OPT_TRANSPORT},
-    {"connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT},
-    {"response-timeout-ms", required_argument, NULL, OPT_RESPONSE_TIMEOUT},
-    {"allow-http", no_argument, NULL, OPT_ALLOW_HTTP},
-    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-    {"version", no_argument, NULL, OPT_VERSION},
-    {"help", no_argument, NULL, OPT_HELP},
-    OAUTH_LONG_OPTIONS{NULL, 0, NULL, 0},
-};
 
 char *options_expand_env(const char *s, const char **err)
 {
@@ -205,20 +177,6 @@ out:
     return rc;
 }
 
-static int parse_ms(const char *arg, const char *flag, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(arg, &end, 10);
-    if (errno || end == arg || *end || v <= 0 || v > 24L * 3600 * 1000) {
-        fprintf(stderr, "mcp-bridge: %s wants a positive number of milliseconds, not '%s'\n", flag,
-                arg);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* The first line of the file, without surrounding white space. */
 static char *read_token_file(const char *path)
 {
@@ -258,27 +216,37 @@ static int token_ok(const char *t)
     return *t != '\0';
 }
 
-static int add_header(struct bridge_options *o, const char *arg)
+/* What the command line holds beside the options themselves. */
+struct bridge_args {
+    struct bridge_options o;
+    const char *token_env, *token_file;
+    int transport_given, help, version;
+};
+
+static int take_header(void *base, const struct cmdline_option *opt, const char *arg, char *err,
+                       size_t cap)
 {
+    (void)opt;
+    struct bridge_options *o = &((struct bridge_args *)base)->o;
     const char *why = options_check_header(arg);
     if (why) {
-        fprintf(stderr, "mcp-bridge: bad --header (%s)\n", why);
+        snprintf(err, cap, "bad --header (%s)", why);
         return -1;
     }
-    const char *err = NULL;
-    char *h = options_expand_env(arg, &err);
+    char *h = options_expand_env(arg, &why);
     if (!h) {
-        fprintf(stderr, "mcp-bridge: bad --header: %s\n", err);
+        snprintf(err, cap, "bad --header: %s", why);
         return -1;
     }
     /* the expansion must not have smuggled a line break in */
     if ((why = options_check_header(h)) != NULL) {
-        fprintf(stderr, "mcp-bridge: bad --header after ${} expansion (%s)\n", why);
+        snprintf(err, cap, "bad --header after ${} expansion (%s)", why);
         free(h);
         return -1;
     }
     char **more = realloc(o->headers, sizeof *more * (size_t)(o->n_headers + 2));
     if (!more) {
+        snprintf(err, cap, "out of memory");
         free(h);
         return -1;
     }
@@ -288,120 +256,132 @@ static int add_header(struct bridge_options *o, const char *arg)
     return 0;
 }
 
-enum options_result options_parse(int argc, char **argv, struct bridge_options *o)
+static int take_transport(void *base, const struct cmdline_option *opt, const char *arg, char *err,
+                          size_t cap)
 {
-    memset(o, 0, sizeof *o);
-    o->connect_timeout_ms = 10000;
-    o->response_timeout_ms = 60000;
-    o->log_level = LOG_INFO;
-    const char *token_env = NULL, *token_file = NULL;
-    int transport_given = 0;
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
-        switch (c) {
-        case OPT_HEADER:
-            if (add_header(o, optarg) < 0)
-                goto bad;
-            break;
-        case OPT_TOKEN_ENV:
-            token_env = optarg;
-            break;
-        case OPT_TOKEN_FILE:
-            token_file = optarg;
-            break;
-        case OPT_CACERT:
-            free(o->cacert);
-            o->cacert = strdup(optarg);
-            break;
-        case OPT_TRANSPORT:
-            transport_given = 1;
-            if (strcmp(optarg, "http") == 0)
-                o->transport = TRANSPORT_HTTP;
-            else if (strcmp(optarg, "ws") == 0)
-                o->transport = TRANSPORT_WS;
-            else if (strcmp(optarg, "poll") == 0)
-                o->transport = TRANSPORT_POLL;
-            else if (strcmp(optarg, "sse") == 0)
-                o->transport = TRANSPORT_SSE;
-            else {
-                fprintf(stderr, "mcp-bridge: --transport is http, ws, poll or sse, not '%s'\n",
-                        optarg);
-                goto bad;
-            }
-            break;
-        case OPT_CONNECT_TIMEOUT:
-            if (parse_ms(optarg, "--connect-timeout-ms", &o->connect_timeout_ms) < 0)
-                goto bad;
-            break;
-        case OPT_RESPONSE_TIMEOUT:
-            if (parse_ms(optarg, "--response-timeout-ms", &o->response_timeout_ms) < 0)
-                goto bad;
-            break;
-        case OPT_ALLOW_HTTP:
-            o->allow_http = 1;
-            break;
-        case OPT_LOG_LEVEL:
-            if (log_level_parse(optarg, &o->log_level) < 0) {
-                fprintf(stderr, "mcp-bridge: --log-level is debug, info, warn or error\n");
-                goto bad;
-            }
-            break;
-        case OPT_VERSION:
-            printf("mcp-bridge %s (%s)\n", MCPD_VERSION, curl_version());
-            options_free(o);
-            return OPTIONS_EXIT_OK;
-        case OPT_HELP:
+    (void)opt;
+    static const struct {
+        const char *name;
+        enum bridge_transport t;
+    } names[] = {{"http", TRANSPORT_HTTP},
+                 {"ws", TRANSPORT_WS},
+                 {"poll", TRANSPORT_POLL},
+                 {"sse", TRANSPORT_SSE}};
+    struct bridge_args *b = base;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(arg, names[i].name) == 0) {
+            b->o.transport = names[i].t;
+            b->transport_given = 1;
+            return 0;
+        }
+    snprintf(err, cap, "--transport is http, ws, poll or sse, not '%s'", arg);
+    return -1;
+}
+
+static int take_ms(void *base, const struct cmdline_option *opt, const char *arg, char *err,
+                   size_t cap)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v <= 0 || v > 24L * 3600 * 1000) {
+        snprintf(err, cap, "--%s wants a positive number of milliseconds, not '%s'", opt->name,
+                 arg);
+        return -1;
+    }
+    *(long *)((char *)base + opt->offset) = v;
+    return 0;
+}
+
+static int take_log_level(void *base, const struct cmdline_option *opt, const char *arg, char *err,
+                          size_t cap)
+{
+    if (log_level_parse(arg, (enum log_level *)((char *)base + opt->offset)) < 0) {
+        snprintf(err, cap, "--log-level is debug, info, warn or error");
+        return -1;
+    }
+    return 0;
+}
+
+#define A(field) offsetof(struct bridge_args, field)
+
+/* The usage text above says what each does. */
+static const struct cmdline_option table[] = {
+    {"header", CMDLINE_FUNC, A(o.headers), NULL, NULL, take_header},
+    {"token-env", CMDLINE_ARG, A(token_env), NULL, NULL, NULL},
+    {"token-file", CMDLINE_ARG, A(token_file), NULL, NULL, NULL},
+    {"cacert", CMDLINE_STR, A(o.cacert), NULL, NULL, NULL},
+    {"transport", CMDLINE_FUNC, A(o.transport), NULL, NULL, take_transport},
+    {"connect-timeout-ms", CMDLINE_FUNC, A(o.connect_timeout_ms), "10000", NULL, take_ms},
+    {"response-timeout-ms", CMDLINE_FUNC, A(o.response_timeout_ms), "60000", NULL, take_ms},
+    {"allow-http", CMDLINE_FLAG, A(o.allow_http), NULL, NULL, NULL},
+    {"log-level", CMDLINE_FUNC, A(o.log_level), "info", NULL, take_log_level},
+    {"version", CMDLINE_FLAG, A(version), NULL, NULL, NULL},
+    {"help", CMDLINE_FLAG, A(help), NULL, NULL, NULL},
+    OAUTH_CMDLINE_OPTIONS(A(o)),
+};
+#define NTABLE (sizeof table / sizeof table[0])
+
+enum options_result options_parse(int argc, char **argv, struct bridge_options *out)
+{
+    struct bridge_args b;
+    memset(&b, 0, sizeof b);
+    memset(out, 0, sizeof *out);
+    struct bridge_options *o = &b.o;
+    char err[512];
+    int nurl = 0;
+    /* The URL, wherever it stands, is moved to argv[1]. */
+    int rc = cmdline_defaults(table, NTABLE, &b, err, sizeof err);
+    if (rc == 0)
+        rc = cmdline_parse(table, NTABLE, &b, argc, argv, 0, argv + 1, &nurl, err, sizeof err);
+    if (rc != CMDLINE_OK) {
+        fprintf(stderr, "mcp-bridge: %s%s\n", err,
+                rc == CMDLINE_UNKNOWN || rc == CMDLINE_NO_VALUE ? " (see --help)" : "");
+        goto bad;
+    }
+    if (b.help || b.version) {
+        if (b.help) {
             fputs(usage_text, stdout);
             fputs(oauth_options_usage, stdout);
-            options_free(o);
-            return OPTIONS_EXIT_OK;
-        default:
-            if (c >= OPT_OAUTH_FIRST) {
-                if (oauth_options_take(o, c, optarg) < 0)
-                    goto bad;
-                break;
-            }
-            fprintf(stderr, "mcp-bridge: unknown or incomplete option '%s' (see --help)\n",
-                    argv[optind - 1]);
-            goto bad;
+        } else {
+            printf("mcp-bridge %s (%s)\n", MCPD_VERSION, curl_version());
         }
+        options_free(o);
+        return OPTIONS_EXIT_OK;
     }
-    if (optind != argc - 1) {
+    if (nurl != 1) {
         fprintf(stderr, "mcp-bridge: %s\n%s",
-                optind >= argc ? "the server URL is missing" : "only one URL, after the options",
+                nurl == 0 ? "the server URL is missing" : "only one URL, after the options",
                 "usage: mcp-bridge [options] URL (see --help)\n");
         goto bad;
     }
-    o->url = strdup(argv[optind]);
+    o->url = strdup(argv[1]);
     if (o->url && strncasecmp(o->url, "tcp://", 6) == 0)
         o->transport = TRANSPORT_TCP; /* the scheme says it all */
     if (o->url && strncasecmp(o->url, "udp://", 6) == 0)
         o->transport = TRANSPORT_UDP;
     /* so does a WebSocket URL, unless another transport was asked for */
-    if (o->url && !transport_given &&
+    if (o->url && !b.transport_given &&
         (strncasecmp(o->url, "ws://", 5) == 0 || strncasecmp(o->url, "wss://", 6) == 0))
         o->transport = TRANSPORT_WS;
-    char err[512];
     if (!o->url || options_check_url(o->url, o->transport, o->allow_http, err, sizeof err) < 0) {
         fprintf(stderr, "mcp-bridge: %s\n", o->url ? err : "out of memory");
         goto bad;
     }
-    if (token_env && token_file) {
+    if (b.token_env && b.token_file) {
         fprintf(stderr, "mcp-bridge: give --token-env or --token-file, not both\n");
         goto bad;
     }
-    if (token_env) {
-        const char *v = getenv(token_env);
+    if (b.token_env) {
+        const char *v = getenv(b.token_env);
         if (!v || !*v) {
             fprintf(stderr, "mcp-bridge: --token-env %s: that environment variable is not set\n",
-                    token_env);
+                    b.token_env);
             goto bad;
         }
         o->token = strdup(v);
-    } else if (token_file) {
-        o->token = read_token_file(token_file);
+    } else if (b.token_file) {
+        o->token = read_token_file(b.token_file);
         if (!o->token)
             goto bad;
     }
@@ -409,6 +389,7 @@ enum options_result options_parse(int argc, char **argv, struct bridge_options *
         fprintf(stderr, "mcp-bridge: the token contains control characters\n");
         goto bad;
     }
+    *out = *o;
     return OPTIONS_OK;
 bad:
     options_free(o);

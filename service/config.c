@@ -1,197 +1,181 @@
 /* config — see config.h. */
 #include "config.h"
 
+#include "cmdline.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum kind { K_STR, K_INT, K_FLAG };
-
-struct setting {
-    const char *name; /* long option and config-file key */
-    enum kind kind;
-    size_t offset;
-    const char *def;
-    const char *help;
-};
-
 #define S(field) offsetof(struct config, field)
 
-static const struct setting settings[] = {
-    {"listen", K_STR, S(listen), "127.0.0.1:8080", "HOST:PORT to serve HTTP on"},
-    {"db", K_STR, S(db), "./data/mcpd.db",
+static const struct cmdline_option settings[] = {
+    {"listen", CMDLINE_STR, S(listen), "127.0.0.1:8080", "HOST:PORT to serve HTTP on", NULL},
+    {"db", CMDLINE_STR, S(db), "./data/mcpd.db",
      "SQLite database file (created with its folder); :memory: for a throwaway store; or a "
      "PostgreSQL connection string (postgres://user@host:port/db, or key=value with host= or "
-     "dbname=) shared by several mcpd"},
-    {"config", K_STR, S(config_file), NULL, "config file of `key = value` lines"},
-    {"log-level", K_STR, S(log_level), "info", "debug, info, warn or error"},
-    {"reply-mode", K_STR, S(reply_mode), "auto",
-     "auto (JSON for single-message replies, SSE otherwise), json or sse"},
-    {"allowed-hosts", K_STR, S(allowed_hosts), "localhost,127.0.0.1,[::1]",
-     "Host header names accepted (DNS-rebinding protection); * for any"},
-    {"allowed-origins", K_STR, S(allowed_origins), "localhost,127.0.0.1,[::1]",
-     "Origin host names or full origins accepted; * for any"},
-    {"sse-poll-ms", K_INT, S(sse_poll_ms), "0",
-     "close SSE connections of 2025-11-25 clients after this long (they resume); 0 = never"},
-    {"sse-retry-ms", K_INT, S(sse_retry_ms), "1000", "the retry: hint sent to polling clients"},
-    {"keepalive-ms", K_INT, S(keepalive_ms), "15000", "SSE keepalive comment interval"},
-    {"session-idle-ms", K_INT, S(session_idle_ms), "1800000", "expire sessions idle this long"},
-    {"stream-retention-ms", K_INT, S(stream_retention_ms), "300000",
-     "keep ended streams (for resumption) this long"},
-    {"session-max-bytes", K_INT, S(session_max_bytes), "67108864",
-     "stored message bytes a session may hold"},
-    {"max-sessions", K_INT, S(max_sessions), "10000",
-     "live sessions at most, all clients together (503 beyond); 0 = no cap"},
-    {"max-sessions-per-principal", K_INT, S(max_sessions_per_principal), "1000",
-     "live sessions one token may hold (with --auth token); 429 beyond; 0 = no cap"},
-    {"max-init-params", K_INT, S(max_init_params), "65536",
-     "bytes of initialize params a session may store (413 beyond); 0 = no cap"},
-    {"log-retention-ms", K_INT, S(log_retention_ms), "86400000",
-     "rows of the logs table are kept this long"},
-    {"log-max-rows", K_INT, S(log_max_rows), "100000",
-     "the logs table keeps at most this many rows (the newest); 0 = no limit"},
-    {"max-body", K_INT, S(max_body), "4194304", "largest POST body accepted (413 beyond)"},
-    {"ws-max-message", K_INT, S(ws_max_message), "1048576", "largest WebSocket message"},
-    {"ws-ping-ms", K_INT, S(ws_ping_ms), "15000", "WebSocket ping interval"},
-    {"max-connections", K_INT, S(max_connections), "16384",
-     "concurrent HTTP connections (503 beyond)"},
-    {"max-connections-per-ip", K_INT, S(max_connections_per_ip), "256",
-     "concurrent HTTP connections per client address (429 beyond); 0 = no limit"},
-    {"request-timeout-ms", K_INT, S(request_timeout_ms), "30000",
+     "dbname=) shared by several mcpd",
+     NULL},
+    {"config", CMDLINE_STR, S(config_file), NULL, "config file of `key = value` lines", NULL},
+    {"log-level", CMDLINE_STR, S(log_level), "info", "debug, info, warn or error", NULL},
+    {"reply-mode", CMDLINE_STR, S(reply_mode), "auto",
+     "auto (JSON for single-message replies, SSE otherwise), json or sse", NULL},
+    {"allowed-hosts", CMDLINE_STR, S(allowed_hosts), "localhost,127.0.0.1,[::1]",
+     "Host header names accepted (DNS-rebinding protection); * for any", NULL},
+    {"allowed-origins", CMDLINE_STR, S(allowed_origins), "localhost,127.0.0.1,[::1]",
+     "Origin host names or full origins accepted; * for any", NULL},
+    {"sse-poll-ms", CMDLINE_INT, S(sse_poll_ms), "0",
+     "close SSE connections of 2025-11-25 clients after this long (they resume); 0 = never", NULL},
+    {"sse-retry-ms", CMDLINE_INT, S(sse_retry_ms), "1000",
+     "the retry: hint sent to polling clients", NULL},
+    {"keepalive-ms", CMDLINE_INT, S(keepalive_ms), "15000", "SSE keepalive comment interval", NULL},
+    {"session-idle-ms", CMDLINE_INT, S(session_idle_ms), "1800000",
+     "expire sessions idle this long", NULL},
+    {"stream-retention-ms", CMDLINE_INT, S(stream_retention_ms), "300000",
+     "keep ended streams (for resumption) this long", NULL},
+    {"session-max-bytes", CMDLINE_INT, S(session_max_bytes), "67108864",
+     "stored message bytes a session may hold", NULL},
+    {"max-sessions", CMDLINE_INT, S(max_sessions), "10000",
+     "live sessions at most, all clients together (503 beyond); 0 = no cap", NULL},
+    {"max-sessions-per-principal", CMDLINE_INT, S(max_sessions_per_principal), "1000",
+     "live sessions one token may hold (with --auth token); 429 beyond; 0 = no cap", NULL},
+    {"max-init-params", CMDLINE_INT, S(max_init_params), "65536",
+     "bytes of initialize params a session may store (413 beyond); 0 = no cap", NULL},
+    {"log-retention-ms", CMDLINE_INT, S(log_retention_ms), "86400000",
+     "rows of the logs table are kept this long", NULL},
+    {"log-max-rows", CMDLINE_INT, S(log_max_rows), "100000",
+     "the logs table keeps at most this many rows (the newest); 0 = no limit", NULL},
+    {"max-body", CMDLINE_INT, S(max_body), "4194304", "largest POST body accepted (413 beyond)",
+     NULL},
+    {"ws-max-message", CMDLINE_INT, S(ws_max_message), "1048576", "largest WebSocket message",
+     NULL},
+    {"ws-ping-ms", CMDLINE_INT, S(ws_ping_ms), "15000", "WebSocket ping interval", NULL},
+    {"max-connections", CMDLINE_INT, S(max_connections), "16384",
+     "concurrent HTTP connections (503 beyond)", NULL},
+    {"max-connections-per-ip", CMDLINE_INT, S(max_connections_per_ip), "256",
+     "concurrent HTTP connections per client address (429 beyond); 0 = no limit", NULL},
+    {"request-timeout-ms", CMDLINE_INT, S(request_timeout_ms), "30000",
      "a request (headers and body) must arrive within this long of the connection opening or "
      "of the previous response, and a client that stops reading a response is cut after as "
-     "long; 0 = no limit"},
-    {"tcp-listen", K_STR, S(tcp_listen), NULL,
+     "long; 0 = no limit",
+     NULL},
+    {"tcp-listen", CMDLINE_STR, S(tcp_listen), NULL,
      "HOST:PORT to serve MCP on over raw TCP (NDJSON or Content-Length, detected; README "
-     "\"TCP wire rules\"); off by default; the HTTP caps and --auth apply"},
-    {"tcp-idle-ms", K_INT, S(tcp_idle_ms), "300000",
+     "\"TCP wire rules\"); off by default; the HTTP caps and --auth apply",
+     NULL},
+    {"tcp-idle-ms", CMDLINE_INT, S(tcp_idle_ms), "300000",
      "close a TCP connection that sent no complete message and has nothing in flight for this "
-     "long"},
-    {"tcp-handshake-ms", K_INT, S(tcp_handshake_ms), "10000",
+     "long",
+     NULL},
+    {"tcp-handshake-ms", CMDLINE_INT, S(tcp_handshake_ms), "10000",
      "close a TCP connection whose first message (with --auth token: a successful "
-     "mcpd/connect) has not arrived within this long"},
-    {"udp-listen", K_STR, S(udp_listen), NULL,
+     "mcpd/connect) has not arrived within this long",
+     NULL},
+    {"udp-listen", CMDLINE_STR, S(udp_listen), NULL,
      "HOST:PORT to serve MCP on over UDP (one message per datagram, made reliable; README "
-     "\"UDP wire rules\"); off by default; the HTTP caps and --auth apply"},
-    {"udp-idle-ms", K_INT, S(udp_idle_ms), "300000",
-     "drop a UDP peer that sent no datagram and has nothing in flight for this long"},
-    {"udp-max-datagram", K_INT, S(udp_max_datagram), "1200",
-     "largest UDP payload mcpd sends (a larger message goes in fragments); at least 256"},
-    {"udp-rate-per-ip", K_INT, S(udp_rate_per_ip), "2000",
-     "UDP datagrams a second taken from one address (more are dropped unread); 0 = no limit"},
-    {"trusted-proxies", K_STR, S(trusted_proxies), NULL,
-     "addresses and networks (CIDR; or loopback, private) whose X-Forwarded-For names the client"},
-    {"max-workers", K_INT, S(max_workers), "512", "request handler threads at most"},
-    {"loop-threads", K_INT, S(loop_threads), "2",
+     "\"UDP wire rules\"); off by default; the HTTP caps and --auth apply",
+     NULL},
+    {"udp-idle-ms", CMDLINE_INT, S(udp_idle_ms), "300000",
+     "drop a UDP peer that sent no datagram and has nothing in flight for this long", NULL},
+    {"udp-max-datagram", CMDLINE_INT, S(udp_max_datagram), "1200",
+     "largest UDP payload mcpd sends (a larger message goes in fragments); at least 256", NULL},
+    {"udp-rate-per-ip", CMDLINE_INT, S(udp_rate_per_ip), "2000",
+     "UDP datagrams a second taken from one address (more are dropped unread); 0 = no limit", NULL},
+    {"trusted-proxies", CMDLINE_STR, S(trusted_proxies), NULL,
+     "addresses and networks (CIDR; or loopback, private) whose X-Forwarded-For names the client",
+     NULL},
+    {"max-workers", CMDLINE_INT, S(max_workers), "512", "request handler threads at most", NULL},
+    {"loop-threads", CMDLINE_INT, S(loop_threads), "2",
      "event-loop threads serving WebSocket connections, push writers and upstream children's "
-     "pipes (however many connections or children)"},
-    {"max-inflight-per-session", K_INT, S(max_inflight_per_session), "128",
+     "pipes (however many connections or children)",
+     NULL},
+    {"max-inflight-per-session", CMDLINE_INT, S(max_inflight_per_session), "128",
      "requests one session may have in flight (running handlers and waiting long-polls); "
-     "429 beyond; 0 = no cap"},
-    {"shutdown-grace-ms", K_INT, S(shutdown_grace_ms), "5000",
-     "on SIGTERM, how long running requests may take to finish"},
-    {"upstream", K_STR, S(upstream), NULL,
-     "'CMD ARGS...': serve this stdio MCP server instead of the built-in tools"},
-    {"upstream-mode", K_STR, S(upstream_mode), "per-session",
-     "per-session (a child per session) or shared (a pool for all sessions)"},
-    {"upstream-pool", K_INT, S(upstream_pool), "2", "children in shared mode"},
-    {"upstream-cwd", K_STR, S(upstream_cwd), NULL, "working directory of the upstream"},
-    {"upstream-env", K_STR, S(upstream_env), NULL, "'NAME=VALUE ...' added to its environment"},
-    {"upstream-log-rate", K_INT, S(upstream_log_rate), "20",
+     "429 beyond; 0 = no cap",
+     NULL},
+    {"shutdown-grace-ms", CMDLINE_INT, S(shutdown_grace_ms), "5000",
+     "on SIGTERM, how long running requests may take to finish", NULL},
+    {"upstream", CMDLINE_STR, S(upstream), NULL,
+     "'CMD ARGS...': serve this stdio MCP server instead of the built-in tools", NULL},
+    {"upstream-mode", CMDLINE_STR, S(upstream_mode), "per-session",
+     "per-session (a child per session) or shared (a pool for all sessions)", NULL},
+    {"upstream-pool", CMDLINE_INT, S(upstream_pool), "2", "children in shared mode", NULL},
+    {"upstream-cwd", CMDLINE_STR, S(upstream_cwd), NULL, "working directory of the upstream", NULL},
+    {"upstream-env", CMDLINE_STR, S(upstream_env), NULL,
+     "'NAME=VALUE ...' added to its environment", NULL},
+    {"upstream-log-rate", CMDLINE_INT, S(upstream_log_rate), "20",
      "stderr lines and malformed messages of one upstream logged per second (bursts of 10x); "
-     "the rest are counted; 0 = no limit"},
-    {"upstream-max", K_INT, S(upstream_max), "64", "upstream processes running at most"},
-    {"upstream-idle-ms", K_INT, S(upstream_idle_ms), "300000",
+     "the rest are counted; 0 = no limit",
+     NULL},
+    {"upstream-max", CMDLINE_INT, S(upstream_max), "64", "upstream processes running at most",
+     NULL},
+    {"upstream-idle-ms", CMDLINE_INT, S(upstream_idle_ms), "300000",
      "stop a session's upstream idle this long (restarted on its next request); at the "
      "--upstream-max cap, one idle for 10 s (or this, if shorter) gives way to a new session; "
-     "0 = never"},
-    {"upstream-start-timeout-ms", K_INT, S(upstream_start_timeout_ms), "10000",
-     "how long an upstream may take to answer initialize"},
-    {"upstream-max-pending", K_INT, S(upstream_max_pending), "16",
+     "0 = never",
+     NULL},
+    {"upstream-start-timeout-ms", CMDLINE_INT, S(upstream_start_timeout_ms), "10000",
+     "how long an upstream may take to answer initialize", NULL},
+    {"upstream-max-pending", CMDLINE_INT, S(upstream_max_pending), "16",
      "requests (roots, sampling...) an upstream may have waiting for the client at once; "
-     "more are refused at once"},
-    {"upstream-relay-timeout-ms", K_INT, S(upstream_relay_timeout_ms), "300000",
+     "more are refused at once",
+     NULL},
+    {"upstream-relay-timeout-ms", CMDLINE_INT, S(upstream_relay_timeout_ms), "300000",
      "how long an upstream's request (roots, sampling, elicitation) waits for the client's "
      "answer; for a 2026-07-28 client, how long its held call waits for the retry that "
-     "answers"},
-    {"replica-lease-ms", K_INT, S(replica_lease_ms), "5000",
+     "answers",
+     NULL},
+    {"replica-lease-ms", CMDLINE_INT, S(replica_lease_ms), "5000",
      "with several mcpd on one PostgreSQL database: a process silent this long (at least 1000) "
      "is dead, and "
-     "another ends its running calls (their streams get an error) and takes over its sessions"},
-    {"stdio", K_FLAG, S(stdio), "0",
+     "another ends its running calls (their streams get an error) and takes over its sessions",
+     NULL},
+    {"stdio", CMDLINE_FLAG, S(stdio), "0",
      "serve MCP on stdin/stdout (NDJSON or Content-Length, detected) instead of HTTP; "
-     "--max-body limits a message"},
-    {"auth", K_STR, S(auth), "none",
+     "--max-body limits a message",
+     NULL},
+    {"auth", CMDLINE_STR, S(auth), "none",
      "none, or token: every request needs a bearer token issued by mcp-admin tokens add; "
-     "oauth: a JWT access token from --oauth-issuer; token,oauth: either"},
-    {"oauth-issuer", K_STR, S(oauth_issuer), NULL,
+     "oauth: a JWT access token from --oauth-issuer; token,oauth: either",
+     NULL},
+    {"oauth-issuer", CMDLINE_STR, S(oauth_issuer), NULL,
      "with --auth oauth: the authorization server's issuer URL (its keys are found through "
-     "its OpenID or RFC 8414 metadata)"},
-    {"oauth-resource", K_STR, S(oauth_resource), NULL,
+     "its OpenID or RFC 8414 metadata)",
+     NULL},
+    {"oauth-resource", CMDLINE_STR, S(oauth_resource), NULL,
      "with --auth oauth: this server's resource identifier, which tokens must name in aud; "
-     "default http://HOST:PORT/mcp from --listen (set it to the public URL behind a proxy)"},
-    {"oauth-audience", K_STR, S(oauth_audience), NULL,
+     "default http://HOST:PORT/mcp from --listen (set it to the public URL behind a proxy)",
+     NULL},
+    {"oauth-audience", CMDLINE_STR, S(oauth_audience), NULL,
      "with --auth oauth: the value a token's aud must hold, when the provider puts something "
      "else there than the resource (Entra ID: the API's application ID); default "
-     "--oauth-resource"},
-    {"oauth-introspection-url", K_STR, S(oauth_introspection_url), NULL,
+     "--oauth-resource",
+     NULL},
+    {"oauth-introspection-url", CMDLINE_STR, S(oauth_introspection_url), NULL,
      "with --auth oauth: the authorization server's introspection endpoint (RFC 7662), to "
-     "accept opaque access tokens too; needs --oauth-client-id and --oauth-client-secret"},
-    {"oauth-client-id", K_STR, S(oauth_client_id), NULL,
-     "with --oauth-introspection-url: mcpd's client ID at the authorization server"},
-    {"oauth-client-secret", K_STR, S(oauth_client_secret), NULL,
+     "accept opaque access tokens too; needs --oauth-client-id and --oauth-client-secret",
+     NULL},
+    {"oauth-client-id", CMDLINE_STR, S(oauth_client_id), NULL,
+     "with --oauth-introspection-url: mcpd's client ID at the authorization server", NULL},
+    {"oauth-client-secret", CMDLINE_STR, S(oauth_client_secret), NULL,
      "with --oauth-introspection-url: mcpd's client secret (better given as "
-     "MCPD_OAUTH_CLIENT_SECRET or in the config file than on the command line)"},
-    {"oauth-scopes", K_STR, S(oauth_scopes), NULL,
+     "MCPD_OAUTH_CLIENT_SECRET or in the config file than on the command line)",
+     NULL},
+    {"oauth-scopes", CMDLINE_STR, S(oauth_scopes), NULL,
      "with --auth oauth: space-separated scopes every token must hold (403 "
-     "insufficient_scope otherwise)"},
-    {"bootstrap-token-file", K_STR, S(bootstrap_token_file), NULL,
-     "a file holding a token to accept as the one named 'bootstrap' (only its hash is stored)"},
-    {"allow-unauthenticated", K_FLAG, S(allow_unauthenticated), "0",
-     "allow listening on a non-loopback address without authentication"},
-    {"help", K_FLAG, S(help), "0", "print this help"},
-    {"version", K_FLAG, S(version), "0", "print the version"},
+     "insufficient_scope otherwise)",
+     NULL},
+    {"bootstrap-token-file", CMDLINE_STR, S(bootstrap_token_file), NULL,
+     "a file holding a token to accept as the one named 'bootstrap' (only its hash is stored)",
+     NULL},
+    {"allow-unauthenticated", CMDLINE_FLAG, S(allow_unauthenticated), "0",
+     "allow listening on a non-loopback address without authentication", NULL},
+    {"help", CMDLINE_FLAG, S(help), "0", "print this help", NULL},
+    {"version", CMDLINE_FLAG, S(version), "0", "print the version", NULL},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
-
-static const struct setting *find_setting(const char *name, size_t len)
-{
-    for (size_t i = 0; i < NSETTINGS; i++)
-        if (strlen(settings[i].name) == len && strncmp(settings[i].name, name, len) == 0)
-            return &settings[i];
-    return NULL;
-}
-
-static int set_value(struct config *cfg, const struct setting *s, const char *value,
-                     const char *source, char *err, size_t errcap)
-{
-    void *field = (char *)cfg + s->offset;
-    if (s->kind == K_STR) {
-        char **p = field;
-        free(*p);
-        *p = value ? strdup(value) : NULL;
-        return 0;
-    }
-    if (s->kind == K_FLAG && !value) {
-        *(int *)field = 1;
-        return 0;
-    }
-    char *end;
-    errno = 0;
-    long long v = strtoll(value, &end, 10);
-    if (errno || end == value || *end || v < 0) {
-        snprintf(err, errcap, "%s: %s needs a non-negative number, got '%s'", source, s->name,
-                 value);
-        return -1;
-    }
-    if (s->kind == K_FLAG)
-        *(int *)field = v != 0;
-    else
-        *(int64_t *)field = v;
-    return 0;
-}
 
 static int load_file(struct config *cfg, const char *path, char *err, size_t errcap)
 {
@@ -225,7 +209,7 @@ static int load_file(struct config *cfg, const char *path, char *err, size_t err
         size_t vl = strlen(v);
         while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
             v[--vl] = '\0';
-        const struct setting *s = find_setting(p, (size_t)(kend - p));
+        const struct cmdline_option *s = cmdline_find(settings, NSETTINGS, p, (size_t)(kend - p));
         if (!s) {
             snprintf(err, errcap, "%s:%d: unknown setting '%.*s'", path, lineno, (int)(kend - p),
                      p);
@@ -234,14 +218,14 @@ static int load_file(struct config *cfg, const char *path, char *err, size_t err
         }
         char source[300];
         snprintf(source, sizeof source, "%s:%d", path, lineno);
-        rc = set_value(cfg, s, v, source, err, errcap);
+        rc = cmdline_set(s, cfg, v, source, err, errcap);
     }
     free(line);
     fclose(f);
     return rc;
 }
 
-static void env_name(const struct setting *s, char *out, size_t cap)
+static void env_name(const struct cmdline_option *s, char *out, size_t cap)
 {
     size_t o = (size_t)snprintf(out, cap, "MCPD_");
     for (const char *p = s->name; *p && o + 1 < cap; p++)
@@ -352,9 +336,8 @@ static int parse_listen(struct config *cfg, char *err, size_t errcap)
 int config_load(struct config *cfg, int argc, char **argv, char *err, size_t errcap)
 {
     memset(cfg, 0, sizeof *cfg);
-    for (size_t i = 0; i < NSETTINGS; i++)
-        if (settings[i].def)
-            set_value(cfg, &settings[i], settings[i].def, "default", err, errcap);
+    if (cmdline_defaults(settings, NSETTINGS, cfg, err, errcap) != 0)
+        return -1;
 
     /* The config file's path may come from the environment or argv. */
     const char *file = getenv("MCPD_CONFIG");
@@ -371,35 +354,17 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
         char name[64];
         env_name(&settings[i], name, sizeof name);
         const char *v = getenv(name);
-        if (v && set_value(cfg, &settings[i], v, name, err, errcap) != 0)
+        if (v && cmdline_set(&settings[i], cfg, v, name, err, errcap) != 0)
             return -1;
     }
 
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strncmp(a, "--", 2) != 0) {
-            snprintf(err, errcap, "unexpected argument '%s' (see --help)", a);
-            return -1;
-        }
-        const char *name = a + 2;
-        const char *eq = strchr(name, '=');
-        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
-        const struct setting *s = find_setting(name, nlen);
-        if (!s) {
-            snprintf(err, errcap, "unknown option '%s' (see --help)", a);
-            return -1;
-        }
-        const char *value = eq ? eq + 1 : NULL;
-        if (!value && s->kind != K_FLAG) {
-            if (i + 1 >= argc) {
-                snprintf(err, errcap, "option --%s needs a value", s->name);
-                return -1;
-            }
-            value = argv[++i];
-        }
-        if (set_value(cfg, s, value, a, err, errcap) != 0)
-            return -1;
+    int rc = cmdline_parse(settings, NSETTINGS, cfg, argc, argv, 0, NULL, NULL, err, errcap);
+    if (rc == CMDLINE_UNKNOWN || rc == CMDLINE_UNEXPECTED) {
+        size_t len = strlen(err);
+        snprintf(err + len, errcap - len, " (see --help)");
     }
+    if (rc != CMDLINE_OK)
+        return -1;
     if (cfg->help || cfg->version)
         return 0;
 
@@ -457,9 +422,7 @@ int config_load(struct config *cfg, int argc, char **argv, char *err, size_t err
 
 void config_free(struct config *cfg)
 {
-    for (size_t i = 0; i < NSETTINGS; i++)
-        if (settings[i].kind == K_STR)
-            free(*(char **)((char *)cfg + settings[i].offset));
+    cmdline_free(settings, NSETTINGS, cfg);
 }
 
 void config_usage(FILE *out)
@@ -471,15 +434,7 @@ void config_usage(FILE *out)
         "long-polling, raw TCP or stdio, keeping sessions and every server message in SQLite.\n\n"
         "Options (also settable as MCPD_<NAME> in the environment or as\n"
         "`name = value` in the --config file; the command line wins):\n");
-    for (size_t i = 0; i < NSETTINGS; i++) {
-        const struct setting *s = &settings[i];
-        char left[64];
-        snprintf(left, sizeof left, "--%s%s", s->name, s->kind == K_FLAG ? "" : " VALUE");
-        fprintf(out, "  %-30s %s", left, s->help);
-        if (s->def && s->kind != K_FLAG)
-            fprintf(out, " (default %s)", s->def);
-        fputc('\n', out);
-    }
+    cmdline_usage(out, settings, NSETTINGS);
     fprintf(
         out,
         "\nEndpoints: POST/GET/DELETE /mcp, GET /mcp/ws (WebSocket), GET/HEAD /healthz, /readyz,\n"

@@ -1,7 +1,8 @@
 /* config — mcpd's settings and where they come from.
  *
  * Every setting has one entry in a table (name, environment variable, type,
- * default, help), and the table drives all three sources, in rising
+ * default, help: a cmdline.h table, which also walks argv as mcp-bridge's
+ * and mcp-admin's do), and the table drives all three sources, in rising
  * priority: the config file (`key = value` lines, keys named like the long
  * options without dashes), the MCPD_* environment, and the command line.
  * `mcpd --help` prints the same table, so the documentation cannot drift
