@@ -394,3 +394,24 @@ test('session kill with --upstream: the session\'s child is stopped', async () =
     assert.equal((await post(m.port, session, undefined, { jsonrpc: '2.0', id: 1, method: 'ping' })).status, 404);
   });
 });
+
+test('bad option values exit 2 with one line naming them, and change nothing', async () => {
+  await withMcpd([], {}, async (m) => {
+    const { session } = await initSession(m.port);
+    // atoll read these as 0: gc --log-max-rows x trimmed the logs to 0 rows
+    for (const [args, want] of [
+      [['gc', '--log-max-rows', 'x'], /--log-max-rows/],
+      [['logs', '--limit', 'abc'], /--limit/],
+      [['sessions', '--bogus'], /unknown option '--bogus'/],
+      [['chunks', session, '--from'], /--from/],
+    ]) {
+      const r = admin(m.db, ...args);
+      assert.equal(r.status, 2, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, want);
+      assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+    }
+    const logs = admin(m.db, '--json', 'logs');
+    assert.equal(logs.status, 0, logs.stderr);
+    assert.ok(JSON.parse(logs.stdout).length > 0, 'the logs are still there');
+  });
+});
