@@ -84,6 +84,41 @@ const children = () => {
   return n;
 };
 
+// Where mcpd's resident memory is: /proc/PID/smaps summed by mapping kind
+// (a file, [heap], or an anonymous mapping of a given size: fiber stacks,
+// libmicrohttpd's connection pools, malloc arenas each have their own).
+function smaps() {
+  const by = new Map();
+  let key = null;
+  for (const line of fs.readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const head = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \d+\s*(.*)$/.exec(line);
+    if (head) {
+      const kib = Number((BigInt(`0x${head[2]}`) - BigInt(`0x${head[1]}`)) / 1024n);
+      const path = head[3];
+      key = path.startsWith('[') ? path : path ? 'files' : kib >= 1024 ? 'anon >= 1 MiB' : `anon ${kib} KiB`;
+      if (!by.has(key)) by.set(key, { n: 0, rss: 0 });
+      by.get(key).n++;
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss && key) by.get(key).rss += Number(rss[1]);
+  }
+  return by;
+}
+// The kinds that grew most since `before`, for the log.
+function grown(before, after, per) {
+  const rows = [];
+  for (const [k, v] of after) {
+    const b = before.get(k) || { n: 0, rss: 0 };
+    if (v.rss - b.rss > 0) rows.push([k, v.n - b.n, v.rss - b.rss]);
+  }
+  rows.sort((x, y) => y[2] - x[2]);
+  return rows
+    .slice(0, 8)
+    .map(([k, n, rss]) => `${k}: ${n >= 0 ? '+' : ''}${n} mappings, +${rss} KiB (${per ? (rss / per).toFixed(1) : '-'} KiB each)`)
+    .join('; ');
+}
+
 // Runs fn(i) for i in [0, n) with at most `width` in flight; stops at the deadline.
 async function pool(n, width, fn) {
   let next = 0;
@@ -256,6 +291,7 @@ async function main() {
   const cpu0 = process.cpuUsage();
   const rssIdle = rssKiB();
   const threadsIdle = threads();
+  const mapsIdle = smaps();
   log(`pid ${pid}: VmRSS ${rssIdle} KiB idle, ${threadsIdle} threads; opening ${N} WebSockets`);
 
   const socks = [];
@@ -270,6 +306,8 @@ async function main() {
   await sleep(1000); // let mcpd settle
   const rssConnected = rssKiB();
   const threadsConnected = threads();
+  const mapsConnected = smaps();
+  log(`grown with ${socks.length} sockets: ${grown(mapsIdle, mapsConnected, socks.length)}`);
 
   t0 = Date.now();
   const inited = [];
@@ -289,6 +327,8 @@ async function main() {
   await sleep(2000);
   const rssInitialized = rssKiB();
   const threadsInitialized = threads();
+  const mapsInitialized = smaps();
+  log(`grown with ${inited.length} sessions: ${grown(mapsConnected, mapsInitialized, inited.length)}`);
 
   // Streaming: every tenth (or whatever share) session runs a countdown long
   // enough to outlast the run; each counts once it has sent progress.
@@ -330,6 +370,7 @@ async function main() {
   const rssStreaming = rssKiB();
   const threadsStreaming = threads();
   const kids = children();
+  log(`grown with ${streaming} streaming: ${grown(mapsInitialized, smaps(), streamers.length)}`);
 
   // Every socket answers: one request each, counted.
   t0 = Date.now();
