@@ -13,7 +13,9 @@
 # idleness under the measurement), --max-connections-per-ip 0. The client
 # is ws_sessions.mjs over WebSocket, without streaming; its last step sends
 # tools/call echo on every session, which only its child can answer, and
-# counts the answers. Its last line, relabelled, is printed as is (run.sh's
+# counts the answers. mcpd forks every child on one thread (its spawner),
+# one after another, so an initialize waits for the forks queued before it:
+# the client keeps 16 in flight and waits up to 120 s for each. Its last line, relabelled, is printed as is (run.sh's
 # BENCH_GATEWAY_CHILDREN reads it):
 #   GATEWAYCHILDREN n=.. initialized=.. answered=.. children=..
 #     rss_idle_kib=.. rss_streaming_kib=.. kib_per_session=..
@@ -59,7 +61,7 @@ start mcpd-gateway-children "$port" "$MCPD_BIN" --listen "127.0.0.1:$port" --db 
 pid=$LAST_PID
 note "mcpd (pid $pid, ulimit -n $(ulimit -n)): opening $GATEWAY_CHILDREN sessions, each with an upstream child ($GATEWAY_UPSTREAM)"
 timeout -k 5 $((GATEWAY_CHILDREN_TIMEOUT + 90)) "$NODE" "$HERE/ws_sessions.mjs" "127.0.0.1:$port" "$pid" "$GATEWAY_CHILDREN" \
-  --timeout "$GATEWAY_CHILDREN_TIMEOUT" --stream-percent 0 --final echo --label GATEWAYCHILDREN |
+  --timeout "$GATEWAY_CHILDREN_TIMEOUT" --parallel 16 --request-timeout 120 --stream-percent 0 --final echo --label GATEWAYCHILDREN |
   grep '^GATEWAYCHILDREN' || die "no result"
 grep -E 'level=(warn|error)' "$TMP/mcpd-gateway-children.log" | head -5 >&2
 exit 0

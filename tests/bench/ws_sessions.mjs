@@ -25,7 +25,7 @@
 //
 // Usage: node ws_sessions.mjs HOST:PORT PID [N=10000] [--timeout S]
 //   [--parallel P] [--stream-percent P] [--interval-ms MS]
-//   [--final ping|echo] [--label WSSESSIONS]
+//   [--final ping|echo] [--label WSSESSIONS] [--request-timeout S (30)]
 // The last line is machine-readable:
 //   WSSESSIONS n=.. connected=.. initialized=.. streaming=.. answered=..
 //     failed=.. still_open=.. rss_idle_kib=.. rss_connected_kib=..
@@ -51,6 +51,7 @@ const streamPercent = Number(opt('--stream-percent', 10));
 const intervalMs = Number(opt('--interval-ms', 1000));
 const final = opt('--final', 'ping');
 const label = opt('--label', 'WSSESSIONS');
+const requestS = Number(opt('--request-timeout', 30));
 const [hostPort, pidArg, nArg] = args;
 if (!hostPort || !pidArg) {
   console.error(
@@ -271,7 +272,7 @@ class Ws {
   }
 
   /** Resolves with the reply to msg, or null after ms (or when the socket closes). */
-  request(msg, ms = Math.max(1000, Math.min(30000, left()))) {
+  request(msg, ms = Math.max(1000, Math.min(requestS * 1000, left()))) {
     return new Promise((resolve) => {
       if (this.closed) return resolve(null);
       const t = setTimeout(() => {
