@@ -10,7 +10,10 @@
 # so a thousand of them fit on a small machine. Starts its own mcpd on
 # loopback (a fresh temp --db) with --upstream-max and --max-sessions above
 # N, --upstream-idle-ms longer than the run (no child is stopped for
-# idleness under the measurement), --max-connections-per-ip 0. The client
+# idleness under the measurement), --upstream-start-timeout-ms 60000 (the
+# spawner's queue counts against it: at 10 s, its default, a few of 1,000
+# children started at once on a busy 2-core machine timed out),
+# --max-connections-per-ip 0. The client
 # is ws_sessions.mjs over WebSocket, without streaming; its last step sends
 # tools/call echo on every session, which only its child can answer, and
 # counts the answers. mcpd forks every child on one thread (its spawner),
@@ -57,7 +60,7 @@ port=$(free_port)
 start mcpd-gateway-children "$port" "$MCPD_BIN" --listen "127.0.0.1:$port" --db "$TMP/mcpd-gateway-children.db" \
   --log-level error --max-connections-per-ip 0 --max-sessions $((GATEWAY_CHILDREN + 64)) \
   --upstream "$GATEWAY_UPSTREAM" --upstream-mode per-session --upstream-max $((GATEWAY_CHILDREN + 64)) \
-  --upstream-idle-ms $(((GATEWAY_CHILDREN_TIMEOUT + 120) * 1000)) || die "mcpd did not start"
+  --upstream-idle-ms $(((GATEWAY_CHILDREN_TIMEOUT + 120) * 1000)) --upstream-start-timeout-ms 60000 || die "mcpd did not start"
 pid=$LAST_PID
 note "mcpd (pid $pid, ulimit -n $(ulimit -n)): opening $GATEWAY_CHILDREN sessions, each with an upstream child ($GATEWAY_UPSTREAM)"
 timeout -k 5 $((GATEWAY_CHILDREN_TIMEOUT + 90)) "$NODE" "$HERE/ws_sessions.mjs" "127.0.0.1:$port" "$pid" "$GATEWAY_CHILDREN" \
