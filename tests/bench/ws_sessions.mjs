@@ -17,7 +17,7 @@
 // 6455 a client needs (masked text frames out with a zero masking key, which
 // the server cannot tell from any other key; unmasked frames in, pings
 // answered), so 10,000 sockets cost it little; it reports its own CPU time
-// and RSS, to show it was not the bottleneck. Everything is bounded by
+// and RSS beside mcpd's CPU time, to show it was not the bottleneck. Everything is bounded by
 // --timeout seconds: whatever is open by then is measured and reported as
 // such. The client needs N+ file descriptors (ulimit -n); so does mcpd,
 // whose --max-connections, --max-connections-per-ip and --max-sessions must
@@ -26,13 +26,15 @@
 // Usage: node ws_sessions.mjs HOST:PORT PID [N=10000] [--timeout S]
 //   [--parallel P] [--stream-percent P] [--interval-ms MS]
 //   [--final ping|echo] [--label WSSESSIONS] [--request-timeout S (30)]
+//   [--hold S: keep everything open S seconds after the figures, to look
+//   at mcpd (smaps, gdb) in that state]
 // The last line is machine-readable:
 //   WSSESSIONS n=.. connected=.. initialized=.. streaming=.. answered=..
 //     failed=.. still_open=.. rss_idle_kib=.. rss_connected_kib=..
 //     rss_initialized_kib=.. rss_streaming_kib=.. kib_per_session=..
 //     threads_idle=.. threads_connected=.. threads_initialized=..
 //     threads_sessions=.. children=.. progress=.. client_cpu_s=..
-//     client_rss_kib=..
+//     client_rss_kib=.. mcpd_cpu_s=..
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -52,6 +54,7 @@ const intervalMs = Number(opt('--interval-ms', 1000));
 const final = opt('--final', 'ping');
 const label = opt('--label', 'WSSESSIONS');
 const requestS = Number(opt('--request-timeout', 30));
+const holdS = Number(opt('--hold', 0));
 const [hostPort, pidArg, nArg] = args;
 if (!hostPort || !pidArg) {
   console.error(
@@ -72,6 +75,11 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const status = () => fs.readFileSync(`/proc/${pid}/status`, 'utf8');
 const rssKiB = () => Number(/VmRSS:\s+(\d+)\s+kB/.exec(status())[1]);
 const threads = () => Number(/Threads:\s+(\d+)/.exec(status())[1]);
+// mcpd's user + system CPU in seconds (the fields after the comm, which may hold spaces).
+const cpuS = () => {
+  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
 // mcpd's direct children (a gateway's upstream processes).
 const children = () => {
   let n = 0;
@@ -290,6 +298,7 @@ class Ws {
 
 async function main() {
   const cpu0 = process.cpuUsage();
+  const mcpdCpu0 = cpuS();
   const rssIdle = rssKiB();
   const threadsIdle = threads();
   const mapsIdle = smaps();
@@ -396,6 +405,7 @@ async function main() {
   const cpu = process.cpuUsage(cpu0);
   const clientCpuS = (cpu.user + cpu.system) / 1e6;
   const clientRss = Math.round(process.memoryUsage().rss / 1024);
+  const mcpdCpuS = cpuS() - mcpdCpu0;
 
   for (const [k, w] of streamers.entries())
     if (!w.closed)
@@ -406,7 +416,7 @@ async function main() {
   log(
     `VmRSS ${rssIdle} KiB idle, ${rssConnected} with ${socks.length} sockets, ${rssInitialized} with ${s} sessions, ` +
       `${rssStreaming} with ${streaming} streaming; threads ${threadsIdle}/${threadsConnected}/${threadsInitialized}/` +
-      `${threadsStreaming}/${threadsAfter}; ${stillOpen} still open; ${kids} children; client ${clientCpuS.toFixed(1)} s CPU, ${clientRss} KiB`,
+      `${threadsStreaming}/${threadsAfter}; ${stillOpen} still open; ${kids} children; client ${clientCpuS.toFixed(1)} s CPU, ${clientRss} KiB; mcpd ${mcpdCpuS.toFixed(1)} s CPU`,
   );
   console.log(
     `${label} n=${N} connected=${socks.length} initialized=${s} streaming=${streaming} answered=${answered} ` +
@@ -415,10 +425,14 @@ async function main() {
       `rss_streaming_kib=${rssStreaming} kib_per_socket=${(socks.length ? (rssConnected - rssIdle) / socks.length : NaN).toFixed(1)} ` +
       `kib_per_session=${per.toFixed(1)} threads_idle=${threadsIdle} threads_connected=${threadsConnected} ` +
       `threads_initialized=${threadsInitialized} threads_sessions=${Math.max(threadsStreaming, threadsAfter)} ` +
-      `children=${kids} progress=${progress} client_cpu_s=${clientCpuS.toFixed(1)} client_rss_kib=${clientRss}` +
+      `children=${kids} progress=${progress} client_cpu_s=${clientCpuS.toFixed(1)} client_rss_kib=${clientRss} mcpd_cpu_s=${mcpdCpuS.toFixed(1)}` +
       (firstFailure ? ` first_failure=${JSON.stringify(firstFailure)}` : ''),
   );
   await sleep(200); // let the cancellations leave
+  if (holdS > 0) {
+    log(`holding ${socks.length} sockets open for ${holdS} s`);
+    await sleep(holdS * 1000);
+  }
   for (const w of socks) w.sock.destroy();
   void calls;
 }
@@ -426,7 +440,7 @@ async function main() {
 const hard = setTimeout(() => {
   log('hard timeout');
   process.exit(1);
-}, (timeoutS + 60) * 1000);
+}, (timeoutS + holdS + 60) * 1000);
 hard.unref();
 main().then(
   () => process.exit(0),
