@@ -21,6 +21,13 @@
 # beside the JSON mcpd's over HTTP. tcp_conns.sh then measures mcpd's
 # resident memory and threads with BENCH_TCP_CONNS open TCP connections.
 #
+# WebSocket sessions (ws_sessions.sh, its own mcpd): BENCH_WS_SESSIONS
+# sessions over /mcp/ws, a tenth of them streaming the built-in countdown's
+# progress, every socket pinged at the end: mcpd's KiB per session and
+# threads. Gateway children (gateway_children.sh, its own mcpd --upstream):
+# BENCH_GATEWAY_CHILDREN sessions each holding an upstream child
+# (tiny_upstream.sh): mcpd's threads and its own RSS with them.
+#
 # UDP (server "udp"): the same JSON mcpd also listens on UDP (with
 # --udp-rate-per-ip 0: every peer comes from 127.0.0.1), and udp_echo.c
 # (compiled here) drives it as tcp_echo does TCP: one peer (socket) per unit
@@ -55,6 +62,8 @@
 #   BENCH_STREAMS    GET streams for the memory figure (10000; 0 skips it)
 #   BENCH_SERVERS    which servers to run ("mcpd sdk ceiling tcp udp"; tcp and udp need mcpd)
 #   BENCH_TCP_CONNS  open TCP connections for the memory figure (10000; 0 skips it)
+#   BENCH_WS_SESSIONS  WebSocket sessions for the memory figure (10000; 0 skips it)
+#   BENCH_GATEWAY_CHILDREN  gateway sessions with a child each (1000; 0 skips it)
 #   BENCH_GROWTH     1 runs growth.sh too (0)
 #   NODE             node binary (node on PATH, else the one in tests/node_modules)
 #   WRK              wrk binary (wrk on PATH)
@@ -71,6 +80,8 @@ BENCH_WARMUP=${BENCH_WARMUP:-2}
 BENCH_STREAMS=${BENCH_STREAMS:-10000}
 BENCH_SERVERS=${BENCH_SERVERS:-"mcpd sdk ceiling tcp udp"}
 BENCH_TCP_CONNS=${BENCH_TCP_CONNS:-10000}
+BENCH_WS_SESSIONS=${BENCH_WS_SESSIONS:-10000}
+BENCH_GATEWAY_CHILDREN=${BENCH_GATEWAY_CHILDREN:-1000}
 # shellcheck source=tools.sh
 . "$HERE/tools.sh"
 
@@ -333,6 +344,24 @@ if want tcp && [ "$BENCH_TCP_CONNS" -gt 0 ]; then
   [ -n "$TCPCONNS_LINE" ] || note "tcp_conns: no result (see its lines above)"
 fi
 
+# --- memory and threads with N WebSocket sessions (ws_sessions.sh: its own mcpd) ----
+WSSESSIONS_LINE=""
+if want mcpd && [ "$BENCH_WS_SESSIONS" -gt 0 ]; then
+  note "ws: opening $BENCH_WS_SESSIONS WebSocket sessions (ws_sessions.sh)"
+  WSSESSIONS_LINE=$(MCPD_BIN=$MCPD_BIN NODE=$NODE WS_SESSIONS=$BENCH_WS_SESSIONS bash "$HERE/ws_sessions.sh" \
+    2> >(sed 's/^/bench: /' >&2) | grep '^WSSESSIONS' || true)
+  [ -n "$WSSESSIONS_LINE" ] || note "ws_sessions: no result (see its lines above)"
+fi
+
+# --- threads with N gateway sessions, a child each (gateway_children.sh) ------------
+GATEWAY_LINE=""
+if want mcpd && [ "$BENCH_GATEWAY_CHILDREN" -gt 0 ]; then
+  note "gateway: opening $BENCH_GATEWAY_CHILDREN sessions with an upstream child each (gateway_children.sh)"
+  GATEWAY_LINE=$(MCPD_BIN=$MCPD_BIN NODE=$NODE GATEWAY_CHILDREN=$BENCH_GATEWAY_CHILDREN \
+    bash "$HERE/gateway_children.sh" 2> >(sed 's/^/bench: /' >&2) | grep '^GATEWAYCHILDREN' || true)
+  [ -n "$GATEWAY_LINE" ] || note "gateway_children: no result (see its lines above)"
+fi
+
 # --- growth (growth.sh: its own servers and stores) ---------------------------------
 GROWTH_LINE=""
 if want mcpd && [ "${BENCH_GROWTH:-0}" = 1 ]; then
@@ -345,6 +374,8 @@ fi
 # --- report ---------------------------------------------------------------------
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"; }
 kv() { field "$STREAMS_LINE" "$1"; }
+ws() { field "$WSSESSIONS_LINE" "$1"; }
+gw() { field "$GATEWAY_LINE" "$1"; }
 g() { field "$GROWTH_LINE" "$1"; }
 val() { local v=${RPS[$1]:-}; echo "${v:--}"; }
 rat() { [ -n "${RPS[$1]:-}" ] && [ -n "${RPS[$2]:-}" ] && ratio "${RPS[$1]}" "${RPS[$2]}" || echo -; }
@@ -438,6 +469,18 @@ targets() {
     echo "$(kv open) GET streams: KiB per stream|$(kv kib_per_stream)|<= 48|$(chk "$(kv kib_per_stream)" '<=' 48)"
     echo "$(kv open) GET streams: KiB per session+stream|$(kv kib_per_session_and_stream)|<= 48|$(chk "$(kv kib_per_session_and_stream)" '<=' 48)"
   fi
+  if [ -n "$WSSESSIONS_LINE" ]; then
+    local ws_t
+    echo "$(ws initialized) WebSocket sessions ($(ws streaming) streaming): KiB per session|$(ws kib_per_session)|<= 48|$(chk "$(ws kib_per_session)" '<=' 48)"
+    ws_t=$(($(ws threads_sessions) - $(ws threads_idle)))
+    echo "$(ws initialized) WebSocket sessions: threads beyond idle mcpd's|$ws_t|0|$(chk "$ws_t" '<=' 0)"
+    echo "$(ws initialized) WebSocket sessions: answered a ping|$(ws answered)|$(ws n)|$(chk "$(ws answered)" '>=' "$(ws n)")"
+  fi
+  if [ -n "$GATEWAY_LINE" ]; then
+    local gw_t
+    gw_t=$(($(gw threads_initialized) - $(gw threads_idle)))
+    echo "gateway, $(gw children) children: threads beyond idle mcpd's|$gw_t|independent of N|-"
+  fi
   if [ -n "$GROWTH_LINE" ]; then
     echo "$(g sessions) sessions, $(g chunks) chunks: req/s vs empty store|$(g ratio)|>= 0.9|$(chk "$(g ratio)" '>=' 0.9)"
     echo "restart on that store, ready in|$(g restart_ms) ms|< 1000 ms|$(chk "$(g restart_ms)" '<' 1000)"
@@ -516,6 +559,31 @@ if [ -n "$STREAMS_LINE" ]; then
 elif want mcpd && [ "$BENCH_STREAMS" -gt 0 ]; then
   echo
   echo "mcpd GET streams memory: no result (see bench: lines above)"
+fi
+if [ -n "$WSSESSIONS_LINE" ]; then
+  echo
+  echo "mcpd with $(ws initialized) of $(ws n) WebSocket sessions (initialize + initialized on each)," \
+    "$(ws streaming) of them streaming countdown progress: VmRSS $(ws rss_idle_kib) KiB idle," \
+    "$(ws rss_connected_kib) KiB with the sockets, $(ws rss_initialized_kib) KiB with the sessions," \
+    "$(ws rss_streaming_kib) KiB streaming; $(ws kib_per_socket) KiB per socket, $(ws kib_per_session) KiB per session;" \
+    "threads $(ws threads_idle) idle, $(ws threads_initialized) with the sessions, $(ws threads_sessions) streaming;" \
+    "$(ws answered) answered the final ping, $(ws failed) failed, $(ws still_open) still open"
+  [ -n "$(ws first_failure)" ] && echo "  first failure: $(sed -n 's/.*first_failure=//p' <<<"$WSSESSIONS_LINE")"
+elif want mcpd && [ "$BENCH_WS_SESSIONS" -gt 0 ]; then
+  echo
+  echo "mcpd WebSocket sessions memory: no result (see bench: lines above)"
+fi
+if [ -n "$GATEWAY_LINE" ]; then
+  echo
+  echo "mcpd --upstream with $(gw initialized) of $(gw n) sessions, $(gw children) upstream children:" \
+    "threads $(gw threads_idle) idle, $(gw threads_initialized) with the children," \
+    "$(gw threads_sessions) after a tools/call on each ($(gw answered) answered by the children);" \
+    "mcpd's own VmRSS $(gw rss_idle_kib) KiB idle, $(gw rss_initialized_kib) KiB with the children" \
+    "($(gw kib_per_session) KiB per session, children excluded)"
+  [ -n "$(gw first_failure)" ] && echo "  first failure: $(sed -n 's/.*first_failure=//p' <<<"$GATEWAY_LINE")"
+elif want mcpd && [ "$BENCH_GATEWAY_CHILDREN" -gt 0 ]; then
+  echo
+  echo "mcpd gateway children: no result (see bench: lines above)"
 fi
 if [ -n "$TCPCONNS_LINE" ]; then
   tc() { field "$TCPCONNS_LINE" "$1"; }
