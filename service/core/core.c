@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WORKER_STACK (256 * 1024)
 /* How long tasks/result waits for a task to end. */
 #define TASK_RESULT_WAIT_MS (5 * 60 * 1000)
 /* The reaper runs at least this often: it also checkpoints the WAL. */
@@ -405,7 +404,7 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
     } else {
         repair_interrupted();
     }
-    if (workers_start(cfg->max_workers, WORKER_STACK) != 0 || poll_lot_start() != 0 ||
+    if (workers_start(cfg->max_workers) != 0 || poll_lot_start() != 0 ||
         relay_start(core.store) != 0) {
         *err = strdup("cannot start the worker pool");
         return -1;

@@ -5,11 +5,11 @@
  * them: a message parsed and handed to core_receive, its reply followed
  * with follow.h.
  *
- * What driving the core needs: core_start (it starts the workers that run
- * blocking tools, the long-poll lot and the relay thread); nothing else. No
- * fiber or loop thread is needed: core_receive and every follow.h wait also
- * run on a plain thread (fcond waits on a condition variable there, and
- * parks only on a fiber), which is how these tests call them.
+ * What driving the core needs: core_start (the long-poll lot and the relay
+ * thread) and the event loop, where the tools that wait run (workers.h).
+ * The tests themselves need no fiber: core_receive and every follow.h wait
+ * also run on a plain thread (fcond waits on a condition variable there,
+ * and parks only on a fiber), which is how these tests call them.
  *
  * One core per process: its state (core.c's configuration, the session and
  * stream registries, the workers, the long-poll lot, the relay) belongs to
@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "core.h"
 #include "follow.h"
+#include "loop.h"
 #include "session.h"
 #include "store.h"
 #include "stream.h"
@@ -67,12 +68,17 @@ static inline int rig_start(const char *name, const struct core_config *cfg)
         free(err);
         return -1;
     }
+    if (loop_start(2) != 0) {
+        perror("loop_start");
+        return -1;
+    }
     return 0;
 }
 
 /* After core_stop (rig_stop does both). */
 static inline void rig_cleanup(void)
 {
+    loop_stop();
     core_cleanup();
     builtin_backend_ops()->destroy(rig.backend);
     store_close(rig.store);

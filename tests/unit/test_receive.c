@@ -1375,8 +1375,7 @@ static void fiber_main(void *arg)
 static void test_on_fiber(void)
 {
     struct fiber_job j = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-    CHECK_INT(loop_start(1), 0);
-    CHECK_INT(loop_spawn(fiber_main, &j), 0);
+    CHECK_INT(loop_spawn(fiber_main, &j), 0); /* the rig's loop */
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += RIG_WAIT_MS / 1000;
@@ -1393,7 +1392,6 @@ static void test_on_fiber(void)
         CHECK_STR(rig_text(json_array_get(j.msgs, 3)), "countdown finished");
         json_decref(j.msgs);
     }
-    loop_stop();
 }
 
 int main(void)
