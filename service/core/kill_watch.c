@@ -3,12 +3,11 @@
 #include "auth.h"
 #include "clock.h"
 #include "store.h"
+#include "ticker.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* A kill is looked for this far back as well: mcp-admin's clock reading and
  * its commit come a moment apart. */
@@ -20,11 +19,10 @@ _Static_assert(OVERLAP_MS + 4 * KILL_WATCH_MS < STORE_ENDED_KEEP_MS,
 static struct {
     struct store *store;
     void (*end)(const char *session_id, const char *why);
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int running, stopping;
-} kw = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct ticker ticker;
+    /* The watcher's own: what it looked for last, and the next expiry. */
+    int64_t since, revoked_since, next_expiry;
+} kw = {.ticker = TICKER_INITIALIZER};
 
 struct found {
     char (*ids)[64];
@@ -71,82 +69,55 @@ static void collect_name(void *arg, const char *name)
     snprintf(f->v[f->n++], sizeof f->v[0], "%s", name ? name : "");
 }
 
-/* Until the next look, or the next token expiry if that comes first. */
-static void wait_next(int64_t next_expiry)
+/* The next look, or the next token expiry if that comes first. */
+static int64_t next_look(void)
 {
     int64_t ms = KILL_WATCH_MS;
-    if (next_expiry) {
-        int64_t left = next_expiry - clock_wall_ms();
+    if (kw.next_expiry) {
+        int64_t left = kw.next_expiry - clock_wall_ms();
         if (left < ms)
             ms = left > 0 ? left : 0;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += (long)ms * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(&kw.cv, &kw.mu, &ts);
+    return clock_mono_ms() + ms;
 }
 
-static void *watch_main(void *arg)
+static int64_t watch_tick(void *arg)
 {
-    pthread_setname_np(pthread_self(), "mcpd-kill-watch");
     (void)arg;
-    int64_t since = clock_wall_ms() - OVERLAP_MS, revoked_since = since, next_expiry = 0;
-    pthread_mutex_lock(&kw.mu);
-    while (!kw.stopping) {
-        wait_next(next_expiry);
-        if (kw.stopping)
-            break;
-        pthread_mutex_unlock(&kw.mu);
-        int64_t now = clock_wall_ms();
-        /* Tokens first: their connections say why before their sessions
-         * end under them. A revocation is reported for OVERLAP_MS, so a
-         * connection admitted by a check just before it is still found. */
-        struct names revoked = {0};
-        if (store_tokens_revoked_since(kw.store, revoked_since, collect_name, &revoked) == 0)
-            revoked_since = now - OVERLAP_MS;
-        for (size_t i = 0; i < revoked.n; i++)
-            auth_token_revoked(revoked.v[i]);
-        free(revoked.v);
-        next_expiry = auth_expire(clock_wall_ms());
-        struct found f = {0};
-        /* Sessions already ended here are not found again by end(). */
-        if (store_sessions_ended_by_operator(kw.store, since, collect, &f) == 0)
-            since = now - OVERLAP_MS;
-        for (size_t i = 0; i < f.n; i++)
-            kw.end(f.ids[i], f.whys[i]);
-        free(f.ids);
-        free(f.whys);
-        pthread_mutex_lock(&kw.mu);
-    }
-    pthread_mutex_unlock(&kw.mu);
-    return NULL;
+    int64_t now = clock_wall_ms();
+    /* Tokens first: their connections say why before their sessions
+     * end under them. A revocation is reported for OVERLAP_MS, so a
+     * connection admitted by a check just before it is still found. */
+    struct names revoked = {0};
+    if (store_tokens_revoked_since(kw.store, kw.revoked_since, collect_name, &revoked) == 0)
+        kw.revoked_since = now - OVERLAP_MS;
+    for (size_t i = 0; i < revoked.n; i++)
+        auth_token_revoked(revoked.v[i]);
+    free(revoked.v);
+    kw.next_expiry = auth_expire(clock_wall_ms());
+    struct found f = {0};
+    /* Sessions already ended here are not found again by end(). */
+    if (store_sessions_ended_by_operator(kw.store, kw.since, collect, &f) == 0)
+        kw.since = now - OVERLAP_MS;
+    for (size_t i = 0; i < f.n; i++)
+        kw.end(f.ids[i], f.whys[i]);
+    free(f.ids);
+    free(f.whys);
+    return next_look();
 }
 
 int kill_watch_start(struct store *st, void (*end)(const char *session_id, const char *why))
 {
     kw.store = st;
     kw.end = end;
-    kw.stopping = 0;
-    clock_cond_init(&kw.cv);
-    if (pthread_create(&kw.thread, NULL, watch_main, NULL) != 0) {
-        pthread_cond_destroy(&kw.cv);
-        return -1;
-    }
-    kw.running = 1;
-    return 0;
+    kw.since = kw.revoked_since = clock_wall_ms() - OVERLAP_MS;
+    kw.next_expiry = 0;
+    return ticker_start(&kw.ticker, &(struct ticker_job){.name = "mcpd-kill-watch",
+                                                         .first_ms = KILL_WATCH_MS,
+                                                         .tick = watch_tick});
 }
 
 void kill_watch_stop(void)
 {
-    if (!kw.running)
-        return;
-    pthread_mutex_lock(&kw.mu);
-    kw.stopping = 1;
-    pthread_cond_signal(&kw.cv);
-    pthread_mutex_unlock(&kw.mu);
-    pthread_join(kw.thread, NULL);
-    pthread_cond_destroy(&kw.cv);
-    kw.running = 0;
+    ticker_stop(&kw.ticker);
 }

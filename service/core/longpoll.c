@@ -1,9 +1,11 @@
 /* longpoll — see longpoll.h. */
 #include "longpoll.h"
 #include "clock.h"
+#include "follow.h"
 #include "jsonrpc.h"
 #include "session.h"
 #include "stream.h"
+#include "ticker.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -139,18 +141,17 @@ struct parked {
 };
 
 static struct {
-    pthread_mutex_t mu; /* guards head and stopping */
+    pthread_mutex_t mu; /* guards head */
     struct parked *head;
-    struct stream_waker waker;
-    pthread_t thread;
-    int running, stopping;
-} lot = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct follow_group group; /* the parked polls' streams wake the lot */
+    struct ticker ticker;
+} lot = {.mu = PTHREAD_MUTEX_INITIALIZER, .ticker = TICKER_INITIALIZER};
 
 /* Its answer can go now: a chunk, the end, the session's end, the deadline
- * or shutdown. */
-static int due(struct parked *p, int64_t now)
+ * or (all) shutdown. */
+static int due(struct parked *p, int64_t now, int all)
 {
-    return lot.stopping || now >= p->deadline || stream_next_seq(p->target) > p->seq ||
+    return all || now >= p->deadline || stream_next_seq(p->target) > p->seq ||
            stream_state(p->target) != STREAM_ACTIVE || session_ended(p->s);
 }
 
@@ -173,63 +174,71 @@ static void unpark(struct parked *p)
     free(p);
 }
 
-static void *lot_main(void *arg)
+/* Answers the parked polls that are due (every one, with all). Returns the
+ * earliest deadline of those left, a second ahead at the latest. */
+static int64_t lot_sweep(int all)
 {
-    pthread_setname_np(pthread_self(), "mcpd-longpoll");
-    (void)arg;
-    for (;;) {
-        unsigned seen = stream_waker_epoch(&lot.waker);
-        int64_t now = clock_mono_ms(), next = now + 1000;
-        struct parked *ready = NULL;
-        pthread_mutex_lock(&lot.mu);
-        int stopping = lot.stopping;
-        for (struct parked **pp = &lot.head; *pp;) {
-            struct parked *p = *pp;
-            if (due(p, now)) {
-                *pp = p->next;
-                p->next = ready;
-                ready = p;
-                continue;
-            }
-            if (p->deadline < next)
-                next = p->deadline;
-            pp = &p->next;
+    int64_t now = clock_mono_ms(), next = now + 1000;
+    struct parked *ready = NULL;
+    pthread_mutex_lock(&lot.mu);
+    for (struct parked **pp = &lot.head; *pp;) {
+        struct parked *p = *pp;
+        if (due(p, now, all)) {
+            *pp = p->next;
+            p->next = ready;
+            ready = p;
+            continue;
         }
-        pthread_mutex_unlock(&lot.mu);
-        while (ready) {
-            struct parked *p = ready;
-            ready = p->next;
-            unpark(p);
-        }
-        if (stopping)
-            return NULL;
-        stream_waker_wait(&lot.waker, seen, next);
+        if (p->deadline < next)
+            next = p->deadline;
+        pp = &p->next;
     }
+    pthread_mutex_unlock(&lot.mu);
+    while (ready) {
+        struct parked *p = ready;
+        ready = p->next;
+        unpark(p);
+    }
+    return next;
+}
+
+static int64_t lot_tick(void *arg)
+{
+    (void)arg;
+    return lot_sweep(0);
+}
+
+static void lot_sleep(void *group, int64_t deadline)
+{
+    follow_wait(group, deadline);
+}
+
+static void lot_wake(void *group)
+{
+    follow_wake(group);
 }
 
 int poll_lot_start(void)
 {
-    stream_waker_init(&lot.waker);
-    lot.stopping = 0;
-    if (pthread_create(&lot.thread, NULL, lot_main, NULL) != 0) {
-        stream_waker_destroy(&lot.waker);
+    follow_group_init(&lot.group);
+    if (ticker_start(&lot.ticker, &(struct ticker_job){.name = "mcpd-longpoll",
+                                                       .tick = lot_tick,
+                                                       .arg = &lot.group,
+                                                       .sleep = lot_sleep,
+                                                       .wake = lot_wake}) != 0) {
+        follow_group_destroy(&lot.group);
         return -1;
     }
-    lot.running = 1;
     return 0;
 }
 
 void poll_lot_stop(void)
 {
-    if (!lot.running)
+    if (!ticker_stop(&lot.ticker))
         return;
-    pthread_mutex_lock(&lot.mu);
-    lot.stopping = 1;
-    pthread_mutex_unlock(&lot.mu);
-    stream_waker_signal(&lot.waker);
-    pthread_join(lot.thread, NULL);
-    stream_waker_destroy(&lot.waker);
-    lot.running = 0;
+    /* After the thread: nothing else sweeps the lot now. */
+    lot_sweep(1);
+    follow_group_destroy(&lot.group);
 }
 
 int poll_submit(struct session *s, json_t *id, json_t *params, const char *transport,
@@ -263,12 +272,13 @@ int poll_submit(struct session *s, json_t *id, json_t *params, const char *trans
                          .target = target,
                          .seq = seq,
                          .deadline = clock_mono_ms() + wait_ms};
-    stream_watch(target, &p->watch, &lot.waker);
+    /* A raw watch on the group's waker, as follow_join makes for a follow. */
+    stream_watch(target, &p->watch, &lot.group.waker);
     pthread_mutex_lock(&lot.mu);
     p->next = lot.head;
     lot.head = p;
     pthread_mutex_unlock(&lot.mu);
     /* The lot checks it at once: a chunk may have come before the watch. */
-    stream_waker_signal(&lot.waker);
+    ticker_kick(&lot.ticker);
     return 0;
 }

@@ -1,57 +1,33 @@
 /* reaper — see reaper.h. */
 #include "reaper.h"
 #include "clock.h"
-
-#include <pthread.h>
+#include "ticker.h"
 
 static struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    pthread_t thread;
-    int running, stop;
+    struct ticker ticker;
     int64_t interval;
     void (*tick)(void *);
     void *arg;
-} r = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} r = {.ticker = TICKER_INITIALIZER};
 
-static void *reaper_main(void *unused)
+static int64_t reap_tick(void *unused)
 {
-    pthread_setname_np(pthread_self(), "mcpd-reaper");
     (void)unused;
-    pthread_mutex_lock(&r.mu);
-    while (!r.stop) {
-        clock_cond_wait_until(&r.cv, &r.mu, clock_mono_ms() + r.interval);
-        if (r.stop)
-            break;
-        pthread_mutex_unlock(&r.mu);
-        r.tick(r.arg);
-        pthread_mutex_lock(&r.mu);
-    }
-    pthread_mutex_unlock(&r.mu);
-    return NULL;
+    r.tick(r.arg);
+    return clock_mono_ms() + r.interval;
 }
 
 int reaper_start(int64_t interval_ms, void (*tick)(void *arg), void *arg)
 {
-    clock_cond_init(&r.cv);
     r.interval = interval_ms > 0 ? interval_ms : 1000;
     r.tick = tick;
     r.arg = arg;
-    r.stop = 0;
-    if (pthread_create(&r.thread, NULL, reaper_main, NULL) != 0)
-        return -1;
-    r.running = 1;
-    return 0;
+    return ticker_start(
+        &r.ticker,
+        &(struct ticker_job){.name = "mcpd-reaper", .first_ms = r.interval, .tick = reap_tick});
 }
 
 void reaper_stop(void)
 {
-    if (!r.running)
-        return;
-    pthread_mutex_lock(&r.mu);
-    r.stop = 1;
-    pthread_cond_broadcast(&r.cv);
-    pthread_mutex_unlock(&r.mu);
-    pthread_join(r.thread, NULL);
-    r.running = 0;
+    ticker_stop(&r.ticker);
 }

@@ -2,13 +2,14 @@
 #include "relay.h"
 #include "clock.h"
 #include "core_int.h"
+#include "follow.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "session.h"
 #include "store.h"
 #include "stream.h"
 #include "table.h"
-#include "thread_stack.h"
+#include "ticker.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -23,7 +24,7 @@
 
 /* One thread copies every legacy request's stream onto its session's
  * standalone stream, in each stream's order, as messages are committed.
- * It follows many streams with one waker, as push.c's writer does, and
+ * It follows many streams with one follow_group, as push.c's writer does, and
  * lets go of a stream when its last message is copied. */
 
 struct relay_item {
@@ -43,12 +44,12 @@ static struct {
     struct table *followed;      /* ids of the streams with an item, under mu */
     struct table *caught_up;     /* a past process's streams: how far a finished catch-up got */
     struct relay_item *incoming; /* handed over, not yet taken (newest first) */
-    struct stream_waker waker;
-    pthread_t thread;
-    int waker_ready;
-    int running;
-    int stopping;
-} relay = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    int open;                    /* takes streams (under mu): started, not stopping */
+    struct relay_item *list;     /* the thread's (until it is stopped): followed, oldest first */
+    struct follow_group group;   /* the followed streams wake the thread */
+    int group_ready;
+    struct ticker ticker;
+} relay = {.mu = PTHREAD_MUTEX_INITIALIZER, .ticker = TICKER_INITIALIZER};
 
 static void relay_item_free(struct relay_item *it)
 {
@@ -94,59 +95,56 @@ static enum relay_pump relay_pump(struct relay_item *it)
     return r;
 }
 
-static void *relay_main(void *arg)
+/* One look at every followed stream. */
+static int64_t relay_tick(void *arg)
 {
-    pthread_setname_np(pthread_self(), "mcpd-relay");
     (void)arg;
-    struct relay_item *list = NULL;
-    for (;;) {
-        unsigned seen = stream_waker_epoch(&relay.waker);
-        pthread_mutex_lock(&relay.mu);
-        int stop = relay.stopping;
-        struct relay_item *in = relay.incoming;
-        relay.incoming = NULL;
-        pthread_mutex_unlock(&relay.mu);
-        if (stop)
-            break;
-        /* Oldest first, at the end of the list. */
-        struct relay_item **tail = &list;
-        while (*tail)
-            tail = &(*tail)->next_i;
-        struct relay_item *rev = NULL;
-        while (in) {
-            struct relay_item *next = in->next_i;
-            in->next_i = rev;
-            rev = in;
-            in = next;
-        }
-        for (struct relay_item *it = rev; it; it = it->next_i) {
-            stream_observe(it->stream, &it->tok);
-            stream_watch(it->stream, &it->watch, &relay.waker);
-        }
-        *tail = rev;
-        int busy = 0;
-        for (struct relay_item **ip = &list; *ip;) {
-            struct relay_item *it = *ip;
-            enum relay_pump r = relay_pump(it);
-            if (r == RELAY_DONE) {
-                *ip = it->next_i;
-                stream_unwatch(it->stream, &it->watch);
-                relay_item_free(it);
-                continue;
-            }
-            busy |= r == RELAY_SENT;
-            ip = &it->next_i;
-        }
-        if (!busy)
-            stream_waker_wait(&relay.waker, seen, clock_mono_ms() + RELAY_TICK_MS);
+    pthread_mutex_lock(&relay.mu);
+    struct relay_item *in = relay.incoming;
+    relay.incoming = NULL;
+    pthread_mutex_unlock(&relay.mu);
+    /* Oldest first, at the end of the list. */
+    struct relay_item **tail = &relay.list;
+    while (*tail)
+        tail = &(*tail)->next_i;
+    struct relay_item *rev = NULL;
+    while (in) {
+        struct relay_item *next = in->next_i;
+        in->next_i = rev;
+        rev = in;
+        in = next;
     }
-    while (list) {
-        struct relay_item *next = list->next_i;
-        stream_unwatch(list->stream, &list->watch);
-        relay_item_free(list);
-        list = next;
+    for (struct relay_item *it = rev; it; it = it->next_i) {
+        stream_observe(it->stream, &it->tok);
+        /* A raw watch on the group's waker, as follow_join makes. */
+        stream_watch(it->stream, &it->watch, &relay.group.waker);
     }
-    return NULL;
+    *tail = rev;
+    int busy = 0;
+    for (struct relay_item **ip = &relay.list; *ip;) {
+        struct relay_item *it = *ip;
+        enum relay_pump r = relay_pump(it);
+        if (r == RELAY_DONE) {
+            *ip = it->next_i;
+            stream_unwatch(it->stream, &it->watch);
+            relay_item_free(it);
+            continue;
+        }
+        busy |= r == RELAY_SENT;
+        ip = &it->next_i;
+    }
+    /* A stream with more to copy is looked at again at once. */
+    return busy ? 0 : clock_mono_ms() + RELAY_TICK_MS;
+}
+
+static void relay_sleep(void *group, int64_t deadline)
+{
+    follow_wait(group, deadline);
+}
+
+static void relay_wake(void *group)
+{
+    follow_wake(group);
 }
 
 /* Hands st to the relay from message `from` on (takes the reference to
@@ -156,7 +154,7 @@ static int follow_from(struct session *s, struct stream *st, int64_t from, int c
 {
     struct relay_item *it = calloc(1, sizeof *it);
     pthread_mutex_lock(&relay.mu);
-    int ok = it && relay.running && !relay.stopping;
+    int ok = it && relay.open;
     int dup = ok && table_get(relay.followed, stream_id(st));
     if (ok && !dup && table_put(relay.followed, stream_id(st), it) != 0)
         ok = 0;
@@ -176,7 +174,7 @@ static int follow_from(struct session *s, struct stream *st, int64_t from, int c
         stream_unref(st);
         return ok ? 0 : -1;
     }
-    stream_waker_signal(&relay.waker);
+    ticker_kick(&relay.ticker);
     return 0;
 }
 
@@ -248,27 +246,34 @@ int relay_start(struct store *st)
     relay.started_ms = clock_wall_ms();
     if (!(relay.followed = table_new()) || !(relay.caught_up = table_new()))
         return -1;
-    stream_waker_init(&relay.waker);
-    relay.waker_ready = 1;
-    relay.stopping = 0;
-    pthread_attr_t attr;
-    relay.running = 0;
-    if (thread_stack_attr(&attr, RELAY_STACK, 0) == 0) {
-        relay.running = pthread_create(&relay.thread, &attr, relay_main, NULL) == 0;
-        pthread_attr_destroy(&attr);
-    }
-    return relay.running ? 0 : -1;
+    follow_group_init(&relay.group);
+    relay.group_ready = 1;
+    if (ticker_start(&relay.ticker, &(struct ticker_job){.name = "mcpd-relay",
+                                                         .stack = RELAY_STACK,
+                                                         .tick = relay_tick,
+                                                         .arg = &relay.group,
+                                                         .sleep = relay_sleep,
+                                                         .wake = relay_wake}) != 0)
+        return -1;
+    pthread_mutex_lock(&relay.mu);
+    relay.open = 1;
+    pthread_mutex_unlock(&relay.mu);
+    return 0;
 }
 
 void relay_stop(void)
 {
-    if (relay.running) {
-        pthread_mutex_lock(&relay.mu);
-        relay.stopping = 1;
-        pthread_mutex_unlock(&relay.mu);
-        stream_waker_signal(&relay.waker);
-        pthread_join(relay.thread, NULL);
-        relay.running = 0;
+    pthread_mutex_lock(&relay.mu);
+    relay.open = 0;
+    pthread_mutex_unlock(&relay.mu);
+    if (ticker_stop(&relay.ticker)) {
+        /* The thread's items, then those handed over since its last look. */
+        while (relay.list) {
+            struct relay_item *it = relay.list;
+            relay.list = it->next_i;
+            stream_unwatch(it->stream, &it->watch);
+            relay_item_free(it);
+        }
         struct relay_item *in = relay.incoming;
         relay.incoming = NULL;
         while (in) {
@@ -277,9 +282,9 @@ void relay_stop(void)
             in = next;
         }
     }
-    if (relay.waker_ready) {
-        stream_waker_destroy(&relay.waker);
-        relay.waker_ready = 0;
+    if (relay.group_ready) {
+        follow_group_destroy(&relay.group);
+        relay.group_ready = 0;
     }
     table_free(relay.followed);
     table_free(relay.caught_up);

@@ -4,6 +4,7 @@
 #include "log.h"
 #include "store.h"
 #include "stream.h"
+#include "ticker.h"
 
 #include <gnutls/crypto.h>
 #include <pthread.h>
@@ -29,18 +30,19 @@ static struct {
     struct store *store;
     struct replica_hooks hooks;
     int64_t lease_ms;
-    pthread_t thread;
+    struct ticker ticker;
     int running;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_mutex_t mu; /* guards the queue */
     struct signal *head, *tail;
     int queued;
-    int overflow; /* signals were dropped: resync */
-    int stop;
+    int overflow;                   /* signals were dropped: resync */
+    int64_t next_beat, next_resync; /* monotonic ms (the thread's) */
     _Atomic int64_t inflight;
     pthread_mutex_t alive_mu;
     char *alive; /* the tags of the live processes, "tag,tag,...," (each beat) */
-} rep = {.mu = PTHREAD_MUTEX_INITIALIZER, .alive_mu = PTHREAD_MUTEX_INITIALIZER};
+} rep = {.mu = PTHREAD_MUTEX_INITIALIZER,
+         .alive_mu = PTHREAD_MUTEX_INITIALIZER,
+         .ticker = TICKER_INITIALIZER};
 
 static pthread_once_t run_once = PTHREAD_ONCE_INIT;
 static char run[33], tag[13];
@@ -199,8 +201,8 @@ static void on_signal(void *arg, char kind, const char *key, const char *extra)
         rep.tail = sg;
         rep.queued++;
     }
-    pthread_cond_signal(&rep.cv);
     pthread_mutex_unlock(&rep.mu);
+    ticker_kick(&rep.ticker);
 }
 
 static void handle(const struct signal *sg)
@@ -250,55 +252,46 @@ static void handle(const struct signal *sg)
     }
 }
 
-static void *replica_main(void *arg)
+/* Handles the signals queued, re-reads the streams others write when due
+ * (or signals were dropped), and beats when due. */
+static int64_t replica_tick(void *arg)
 {
     (void)arg;
-    pthread_setname_np(pthread_self(), "mcpd-replica");
-    int64_t next_beat = clock_mono_ms() + REPLICA_BEAT_MS,
-            next_resync = clock_mono_ms() + RESYNC_MS;
     pthread_mutex_lock(&rep.mu);
-    while (!rep.stop) {
-        struct signal *list = rep.head;
-        int overflow = rep.overflow;
-        rep.head = rep.tail = NULL;
-        rep.queued = 0;
-        rep.overflow = 0;
-        pthread_mutex_unlock(&rep.mu);
-
-        for (struct signal *sg = list, *next; sg; sg = next) {
-            next = sg->next;
-            handle(sg);
-            free(sg->key);
-            free(sg->extra);
-            free(sg);
-        }
-        int64_t now = clock_mono_ms();
-        if (overflow || now >= next_resync) {
-            stream_refresh_all();
-            next_resync = now + RESYNC_MS;
-        }
-        if (now >= next_beat) {
-            int64_t wall = clock_wall_ms();
-            if (store_node_beat(rep.store, wall, atomic_load(&rep.inflight)) != 0)
-                log_event(LOG_WARN, NULL, "replica_beat_failed", "store unavailable");
-            if (rep.hooks.beat)
-                rep.hooks.beat();
-            /* The leader's connection holds this run's lock too
-             * (mcpd_run_alive): take it before telling who lives. */
-            int leader = store_leader(rep.store) == 1;
-            read_alive(wall - rep.lease_ms);
-            if (leader && rep.hooks.orphans)
-                rep.hooks.orphans(wall - rep.lease_ms);
-            next_beat = now + REPLICA_BEAT_MS;
-        }
-
-        pthread_mutex_lock(&rep.mu);
-        if (!rep.stop && !rep.head && !rep.overflow)
-            clock_cond_wait_until(&rep.cv, &rep.mu,
-                                  next_beat < next_resync ? next_beat : next_resync);
-    }
+    struct signal *list = rep.head;
+    int overflow = rep.overflow;
+    rep.head = rep.tail = NULL;
+    rep.queued = 0;
+    rep.overflow = 0;
     pthread_mutex_unlock(&rep.mu);
-    return NULL;
+
+    for (struct signal *sg = list, *next; sg; sg = next) {
+        next = sg->next;
+        handle(sg);
+        free(sg->key);
+        free(sg->extra);
+        free(sg);
+    }
+    int64_t now = clock_mono_ms();
+    if (overflow || now >= rep.next_resync) {
+        stream_refresh_all();
+        rep.next_resync = now + RESYNC_MS;
+    }
+    if (now >= rep.next_beat) {
+        int64_t wall = clock_wall_ms();
+        if (store_node_beat(rep.store, wall, atomic_load(&rep.inflight)) != 0)
+            log_event(LOG_WARN, NULL, "replica_beat_failed", "store unavailable");
+        if (rep.hooks.beat)
+            rep.hooks.beat();
+        /* The leader's connection holds this run's lock too
+         * (mcpd_run_alive): take it before telling who lives. */
+        int leader = store_leader(rep.store) == 1;
+        read_alive(wall - rep.lease_ms);
+        if (leader && rep.hooks.orphans)
+            rep.hooks.orphans(wall - rep.lease_ms);
+        rep.next_beat = now + REPLICA_BEAT_MS;
+    }
+    return rep.next_beat < rep.next_resync ? rep.next_beat : rep.next_resync;
 }
 
 int replica_start(struct store *st, int64_t lease_ms, const struct replica_hooks *hooks)
@@ -308,8 +301,6 @@ int replica_start(struct store *st, int64_t lease_ms, const struct replica_hooks
     rep.store = st;
     rep.hooks = *hooks;
     rep.lease_ms = lease_ms;
-    rep.stop = 0;
-    clock_cond_init(&rep.cv);
     stream_registry_shared(1);
     store_signal_listen(st, on_signal, NULL);
     /* Alive before serving anything: a beat, and this run's lock (taken
@@ -324,7 +315,10 @@ int replica_start(struct store *st, int64_t lease_ms, const struct replica_hooks
     read_alive(clock_wall_ms() - lease_ms);
     if (leader && rep.hooks.orphans)
         rep.hooks.orphans(clock_wall_ms() - lease_ms);
-    if (pthread_create(&rep.thread, NULL, replica_main, NULL) != 0)
+    rep.next_beat = clock_mono_ms() + REPLICA_BEAT_MS;
+    rep.next_resync = clock_mono_ms() + RESYNC_MS;
+    if (ticker_start(&rep.ticker,
+                     &(struct ticker_job){.name = "mcpd-replica", .tick = replica_tick}) != 0)
         return -1;
     rep.running = 1;
     log_event(LOG_INFO, NULL, "replica_started", "run=%s lease_ms=%lld", replica_run(),
@@ -334,13 +328,8 @@ int replica_start(struct store *st, int64_t lease_ms, const struct replica_hooks
 
 void replica_stop(void)
 {
-    if (!rep.running)
+    if (!ticker_stop(&rep.ticker))
         return;
-    pthread_mutex_lock(&rep.mu);
-    rep.stop = 1;
-    pthread_cond_signal(&rep.cv);
-    pthread_mutex_unlock(&rep.mu);
-    pthread_join(rep.thread, NULL);
     store_signal_listen(rep.store, NULL, NULL);
     store_node_gone(rep.store);
     rep.running = 0;

@@ -5,6 +5,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "table.h"
+#include "ticker.h"
 
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -32,13 +33,11 @@ struct rec {
 static struct {
     struct conn_guard_config cfg;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     struct rec *head;
     unsigned active;
     struct table *per_ip; /* address -> count, as a pointer-sized integer */
-    pthread_t watchdog;
-    int running, stopping;
-} g = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct ticker watchdog;
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .watchdog = TICKER_INITIALIZER};
 
 #define ACCEPT_RETRY_MS 100
 #define ACCEPT_LOG_EVERY_MS 10000
@@ -303,77 +302,53 @@ static int same_socket(const struct rec *r)
            memcmp(&now, &r->peer, r->peer_len) == 0;
 }
 
-static void *watch_main(void *arg)
+/* Cuts the connections past their deadline, under g.mu; says so after. */
+static int64_t watch_tick(void *arg)
 {
-    pthread_setname_np(pthread_self(), "mcpd-conn-guard");
     (void)arg;
     pthread_mutex_lock(&g.mu);
-    while (!g.stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += WATCH_TICK_MS * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&g.cv, &g.mu, &ts);
-        int64_t now = clock_mono_ms();
-        unsigned cut = 0;
-        for (struct rec *r = g.head; r; r = r->next) {
-            if (!r->deadline || now < r->deadline)
-                continue;
-            r->deadline = 0;
-            if (!same_socket(r))
-                continue;
-            /* Counted before the cut: a client that sees its socket close
-             * and then reads /metrics must find itself there. */
-            metrics_refused("request_timeout");
-            /* Its thread, blocked reading the request, sees the end of
-             * the stream and closes the connection. */
-            shutdown(r->fd, SHUT_RDWR);
-            cut++;
-        }
-        if (!cut)
+    int64_t now = clock_mono_ms();
+    unsigned cut = 0;
+    for (struct rec *r = g.head; r; r = r->next) {
+        if (!r->deadline || now < r->deadline)
             continue;
-        pthread_mutex_unlock(&g.mu);
+        r->deadline = 0;
+        if (!same_socket(r))
+            continue;
+        /* Counted before the cut: a client that sees its socket close
+         * and then reads /metrics must find itself there. */
+        metrics_refused("request_timeout");
+        /* Its thread, blocked reading the request, sees the end of
+         * the stream and closes the connection. */
+        shutdown(r->fd, SHUT_RDWR);
+        cut++;
+    }
+    pthread_mutex_unlock(&g.mu);
+    if (cut)
         log_event(LOG_DEBUG, NULL, "request_timeout",
                   "%u connection(s) closed: no complete request within %lld ms", cut,
                   (long long)g.cfg.request_timeout_ms);
-        pthread_mutex_lock(&g.mu);
-    }
-    pthread_mutex_unlock(&g.mu);
-    return NULL;
+    return clock_mono_ms() + WATCH_TICK_MS;
 }
 
 int conn_guard_start(const struct conn_guard_config *cfg, char *err, size_t errcap)
 {
     g.cfg = *cfg;
     g.per_ip = table_new();
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&g.cv, &ca);
-    pthread_condattr_destroy(&ca);
-    g.stopping = 0;
-    if (!g.per_ip || pthread_create(&g.watchdog, NULL, watch_main, NULL) != 0) {
+    if (!g.per_ip || ticker_start(&g.watchdog, &(struct ticker_job){.name = "mcpd-conn-guard",
+                                                                    .first_ms = WATCH_TICK_MS,
+                                                                    .tick = watch_tick}) != 0) {
         snprintf(err, errcap, "cannot start the connection watchdog");
         table_free(g.per_ip);
         g.per_ip = NULL;
         return -1;
     }
-    g.running = 1;
     return 0;
 }
 
 void conn_guard_stop(void)
 {
-    if (!g.running)
-        return;
-    pthread_mutex_lock(&g.mu);
-    g.stopping = 1;
-    pthread_cond_signal(&g.cv);
-    pthread_mutex_unlock(&g.mu);
-    pthread_join(g.watchdog, NULL);
-    pthread_cond_destroy(&g.cv);
+    ticker_stop(&g.watchdog);
     table_free(g.per_ip);
     g.per_ip = NULL;
-    g.running = 0;
 }

@@ -1,7 +1,9 @@
-/* linger — see linger.h. One thread, poll() over at most MAX_LINGERING
- * sockets, woken through a pipe when one is handed over. */
+/* linger — see linger.h. One thread (a ticker, ticker.h), whose tick waits
+ * in poll() over at most MAX_LINGERING sockets, woken through a pipe when
+ * one is handed over. */
 #include "linger.h"
 #include "clock.h"
+#include "ticker.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,10 +30,15 @@ static struct {
     pthread_mutex_t mu;
     struct lingering *q; /* handed over, not yet taken by the thread */
     size_t nq;
+    int open; /* takes sockets (under mu): started, not stopping */
     int wake[2];
-    int running, stop;
-    pthread_t thread;
-} lg = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = {-1, -1}};
+    /* The thread's (until it is stopped): the sockets it has taken, and
+     * what it polls, the wake pipe first. */
+    struct lingering live[MAX_LINGERING];
+    struct pollfd pf[MAX_LINGERING + 1];
+    size_t n;
+    struct ticker ticker;
+} lg = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = {-1, -1}, .ticker = TICKER_INITIALIZER};
 
 static void finish(struct lingering *l)
 {
@@ -77,53 +84,52 @@ static void step(struct lingering *l, int64_t now)
     }
 }
 
-static void *linger_main(void *arg)
+/* Takes what was handed over, waits in poll() for a socket, the next
+ * deadline or a wake, and steps the sockets that are ready. */
+static int64_t linger_tick(void *arg)
 {
     (void)arg;
-    pthread_setname_np(pthread_self(), "mcpd-linger");
-    struct lingering live[MAX_LINGERING];
-    struct pollfd pf[MAX_LINGERING + 1];
-    size_t n = 0;
-    for (;;) {
-        pthread_mutex_lock(&lg.mu);
-        int stopping = lg.stop;
-        size_t take = lg.nq < MAX_LINGERING - n ? lg.nq : MAX_LINGERING - n;
-        memcpy(live + n, lg.q, take * sizeof *lg.q);
-        n += take;
-        lg.nq -= take;
-        memmove(lg.q, lg.q + take, lg.nq * sizeof *lg.q);
-        pthread_mutex_unlock(&lg.mu);
-        if (stopping)
-            break;
-        int64_t now = clock_mono_ms(), next = now + 60000;
-        pf[0] = (struct pollfd){.fd = lg.wake[0], .events = POLLIN};
-        for (size_t i = 0; i < n; i++) {
-            pf[i + 1] =
-                (struct pollfd){.fd = live[i].fd, .events = live[i].text ? POLLOUT : POLLIN};
-            if (live[i].deadline < next)
-                next = live[i].deadline;
-        }
-        int timeout = next > now ? (int)(next - now) : 0;
-        if (poll(pf, (nfds_t)n + 1, timeout) < 0 && errno != EINTR)
-            break;
-        if (pf[0].revents) {
-            char drop[64];
-            while (read(lg.wake[0], drop, sizeof drop) > 0)
-                ;
-        }
-        now = clock_mono_ms();
-        size_t kept = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (pf[i + 1].revents || now >= live[i].deadline)
-                step(&live[i], now);
-            if (live[i].fd >= 0)
-                live[kept++] = live[i];
-        }
-        n = kept;
+    pthread_mutex_lock(&lg.mu);
+    size_t take = lg.nq < MAX_LINGERING - lg.n ? lg.nq : MAX_LINGERING - lg.n;
+    memcpy(lg.live + lg.n, lg.q, take * sizeof *lg.q);
+    lg.n += take;
+    lg.nq -= take;
+    memmove(lg.q, lg.q + take, lg.nq * sizeof *lg.q);
+    pthread_mutex_unlock(&lg.mu);
+    int64_t now = clock_mono_ms(), next = now + 60000;
+    lg.pf[0] = (struct pollfd){.fd = lg.wake[0], .events = POLLIN};
+    for (size_t i = 0; i < lg.n; i++) {
+        lg.pf[i + 1] =
+            (struct pollfd){.fd = lg.live[i].fd, .events = lg.live[i].text ? POLLOUT : POLLIN};
+        if (lg.live[i].deadline < next)
+            next = lg.live[i].deadline;
     }
-    for (size_t i = 0; i < n; i++)
-        finish(&live[i]);
-    return NULL;
+    int timeout = next > now ? (int)(next - now) : 0;
+    int failed = poll(lg.pf, (nfds_t)lg.n + 1, timeout) < 0 && errno != EINTR;
+    if (lg.pf[0].revents) {
+        char drop[64];
+        while (read(lg.wake[0], drop, sizeof drop) > 0)
+            ;
+    }
+    now = clock_mono_ms();
+    size_t kept = 0;
+    for (size_t i = 0; i < lg.n; i++) {
+        if (lg.pf[i + 1].revents || now >= lg.live[i].deadline)
+            step(&lg.live[i], now);
+        if (lg.live[i].fd >= 0)
+            lg.live[kept++] = lg.live[i];
+    }
+    lg.n = kept;
+    /* poll() has waited. When it cannot (more sockets than RLIMIT_NOFILE,
+     * no memory), the ticker waits instead, for the next deadline or a
+     * hand-off. */
+    return failed ? next : 0;
+}
+
+static void linger_wake(void *arg)
+{
+    (void)arg;
+    (void)!write(lg.wake[1], "x", 1);
 }
 
 int linger_start(void)
@@ -134,29 +140,32 @@ int linger_start(void)
         lg.q = NULL;
         return -1;
     }
-    lg.stop = 0;
-    if (pthread_create(&lg.thread, NULL, linger_main, NULL) != 0) {
+    if (ticker_start(&lg.ticker, &(struct ticker_job){.name = "mcpd-linger",
+                                                      .tick = linger_tick,
+                                                      .wake = linger_wake}) != 0) {
         close(lg.wake[0]);
         close(lg.wake[1]);
         free(lg.q);
         lg.q = NULL;
         return -1;
     }
-    lg.running = 1;
+    pthread_mutex_lock(&lg.mu);
+    lg.open = 1;
+    pthread_mutex_unlock(&lg.mu);
     return 0;
 }
 
 void linger_stop(void)
 {
-    if (!lg.running)
-        return;
     pthread_mutex_lock(&lg.mu);
-    lg.stop = 1;
+    lg.open = 0;
     pthread_mutex_unlock(&lg.mu);
-    (void)!write(lg.wake[1], "x", 1);
-    pthread_join(lg.thread, NULL);
+    if (!ticker_stop(&lg.ticker))
+        return;
+    for (size_t i = 0; i < lg.n; i++)
+        finish(&lg.live[i]);
+    lg.n = 0;
     pthread_mutex_lock(&lg.mu);
-    lg.running = 0;
     for (size_t i = 0; i < lg.nq; i++)
         finish(&lg.q[i]);
     lg.nq = 0;
@@ -192,7 +201,7 @@ void linger_hand_off(int fd, const char *text, size_t len)
     }
     pthread_mutex_lock(&lg.mu);
     /* The thread holds at most MAX_LINGERING; so does the queue. */
-    int taken = lg.running && !lg.stop && lg.nq < MAX_LINGERING;
+    int taken = lg.open && lg.nq < MAX_LINGERING;
     if (taken) {
         if (l.text)
             l.deadline = clock_mono_ms() + WRITE_MS;
@@ -208,5 +217,5 @@ void linger_hand_off(int fd, const char *text, size_t len)
         close(dup_fd);
         return;
     }
-    (void)!write(lg.wake[1], "x", 1);
+    ticker_kick(&lg.ticker);
 }
