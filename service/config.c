@@ -86,7 +86,7 @@ static const struct cmdline_option settings[] = {
     {"trusted-proxies", CMDLINE_STR, S(trusted_proxies), NULL,
      "addresses and networks (CIDR; or loopback, private) whose X-Forwarded-For names the client",
      NULL},
-    {"max-workers", CMDLINE_INT, S(max_workers), "512", "request handler threads at most", NULL},
+    {"max-workers", CMDLINE_INT, S(max_workers), "512", "request handlers that may wait (fibers on the event loop) running at once; more queue", NULL},
     {"loop-threads", CMDLINE_INT, S(loop_threads), "2",
      "event-loop threads serving WebSocket connections, push writers and upstream children's "
      "pipes (however many connections or children)",

@@ -15,8 +15,8 @@
  * (builtin_schema.c) before the tool runs; a mismatch is a tool result with
  * isError:true, as the spec asks. The only mutable state is the set of
  * resource subscriptions per session, behind a mutex, so handle() may run on
- * many threads at once (workers, and the callers of tools that answer at
- * once: builtin_tools_may_block).
+ * many threads at once (the loop's worker fibers, and the callers of tools
+ * that answer at once: builtin_tools_may_block).
  *
  * Ownership: builtin_backend_ops() returns a static table (never freed).
  * builtin_backend_new() returns the self pointer to pass to every op; the

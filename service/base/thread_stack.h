@@ -1,7 +1,8 @@
 /* thread_stack — the stack attributes of every thread mcpd sizes itself.
  *
  * Threads that mcpd starts with a small stack (the event loop's, the
- * relay, the workers) get the same guard below their stack as a fiber: STACK_GUARD_SIZE of address
+ * tickers that ask for one) get the same guard below their stack as a
+ * fiber: STACK_GUARD_SIZE of address
  * space that faults on any access. glibc's default guard is one page, and a
  * frame of a library built without stack-clash probes can step over one
  * page into the mapping below (mmap places stacks side by side). glibc adds

@@ -6,9 +6,11 @@
  * stdio upstream child is another. A backend never sees a transport: it gets
  * a struct call (call.h) and emits into it.
  *
- * Threading: handle() runs on a core worker thread (workers.h), where it may
- * block, unless may_block() says it answers at once: then it runs on the
- * caller's own thread or fiber (core.h). The other hooks always run there,
+ * Threading: handle() runs on a worker, a fiber on the event loop
+ * (workers.h), where it may wait as long as it needs, unless may_block()
+ * says it answers at once: then it runs on the caller's own thread or fiber
+ * (core.h). Either way its waits must park (fcond, call_sleep), never block
+ * the thread. The other hooks always run there,
  * and must not hold that thread: a wait goes through fcond (base/fcond.h),
  * which parks a fiber and lets its thread serve other connections. */
 #ifndef MCPD_BACKEND_H

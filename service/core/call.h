@@ -8,8 +8,8 @@
  * transports only ever read the stream, so a handler never knows or cares
  * which transport, or whether any client at all, is listening.
  *
- * A handler that may block (call_sleep, call_request_client) runs on a
- * worker thread; one that answers at once may run on the caller's thread
+ * A handler that may wait (call_sleep, call_request_client) runs on a
+ * worker fiber (workers.h); one that answers at once may run on the caller's thread
  * or fiber (backend_ops.may_block). Exactly one of call_reply / call_fail
  * must end the call, during handle() or later from another thread (the
  * call stays alive until it ends); later emits are ignored. A cancelled

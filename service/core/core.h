@@ -6,8 +6,8 @@
  * the protocol methods itself (ping, logging/setLevel, cancellation, the
  * client's answers to server→client requests) and routes every other request
  * to the backend: on the caller's own thread or fiber when the backend says
- * it answers at once (backend_ops.may_block), else on a worker thread
- * (workers.h). The caller is a request's fiber on a libmicrohttpd pool
+ * it answers at once (backend_ops.may_block), else on a worker fiber of the
+ * event loop (workers.h). The caller is a request's fiber on a libmicrohttpd pool
  * thread (HTTP), a fiber on an mcpd-loop thread (WebSocket, raw TCP, UDP)
  * or mcpd --stdio's main thread; a wait there parks the fiber.
  *

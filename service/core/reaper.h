@@ -1,6 +1,6 @@
 /* reaper — a background thread (a ticker, ticker.h) that runs one
- * housekeeping function at a fixed interval (expiring idle sessions and old streams), so storage stays
- * bounded without any client having to say goodbye. */
+ * housekeeping function at a fixed interval (expiring idle sessions and old streams), so storage
+ * stays bounded without any client having to say goodbye. */
 #ifndef MCPD_REAPER_H
 #define MCPD_REAPER_H
 
