@@ -28,6 +28,12 @@ struct rec {
     char key[FORWARDED_ADDR_MAX];    /* the address counted for it, "" if none */
     int64_t deadline;                /* ms (monotonic); 0: none */
     int over_cap, over_ip;           /* accepted past a cap: refuse its requests */
+    int detached;                    /* its place moved to a conn_slot */
+};
+
+/* A detached socket's place: counted in g.active, and against key. */
+struct conn_slot {
+    char key[FORWARDED_ADDR_MAX];
 };
 
 static struct {
@@ -172,7 +178,8 @@ static void on_close(void **socket_context)
         g.head = r->next;
     if (r->next)
         r->next->prev = r->prev;
-    g.active--;
+    if (!r->detached)
+        g.active--;
     recount(r, "");
     pthread_mutex_unlock(&g.mu);
     *socket_context = NULL;
@@ -194,6 +201,37 @@ static struct rec *rec_of(struct MHD_Connection *con)
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return ci ? ci->socket_context : NULL;
+}
+
+struct conn_slot *conn_guard_detach(struct MHD_Connection *con)
+{
+    struct rec *r = rec_of(con);
+    struct conn_slot *slot = r ? calloc(1, sizeof *slot) : NULL;
+    if (!slot)
+        return NULL;
+    pthread_mutex_lock(&g.mu);
+    /* The record's count moves to the slot, which its socket's owner
+     * releases; the record, freed with the connection, counts nothing. */
+    memcpy(slot->key, r->key, sizeof slot->key);
+    r->key[0] = '\0';
+    r->detached = 1;
+    r->deadline = 0;
+    pthread_mutex_unlock(&g.mu);
+    return slot;
+}
+
+void conn_guard_release(struct conn_slot *slot)
+{
+    if (!slot)
+        return;
+    pthread_mutex_lock(&g.mu);
+    if (g.per_ip) { /* else the guard has stopped: nothing is counted */
+        g.active--;
+        if (slot->key[0])
+            count_add(slot->key, -1);
+    }
+    pthread_mutex_unlock(&g.mu);
+    free(slot);
 }
 
 enum MHD_Result conn_guard_queue_refusal(struct MHD_Connection *con, unsigned status, int code,
@@ -265,7 +303,10 @@ static void set_deadline(struct MHD_Connection *con, int64_t deadline)
     if (!r)
         return;
     pthread_mutex_lock(&g.mu);
-    r->deadline = deadline;
+    /* A detached record's socket number is being closed by libmicrohttpd
+     * while the socket lives on under another: never cut it. */
+    if (!r->detached)
+        r->deadline = deadline;
     pthread_mutex_unlock(&g.mu);
 }
 
@@ -349,6 +390,10 @@ int conn_guard_start(const struct conn_guard_config *cfg, char *err, size_t errc
 void conn_guard_stop(void)
 {
     ticker_stop(&g.watchdog);
+    /* Under the lock: a WebSocket session, which may outlive the HTTP
+     * server, can still release its place (conn_guard_release). */
+    pthread_mutex_lock(&g.mu);
     table_free(g.per_ip);
     g.per_ip = NULL;
+    pthread_mutex_unlock(&g.mu);
 }

@@ -73,6 +73,17 @@ void conn_guard_request_done(struct MHD_Connection *con);
  * forwarded client behind a trusted proxy; "" if unknown. */
 void conn_guard_client(struct MHD_Connection *con, char *out);
 
+/* A WebSocket's socket outlives libmicrohttpd's connection: ws.c closes the
+ * connection right after the upgrade, which frees its memory, and goes on
+ * with a duplicate of its socket. Detaching keeps that socket counted
+ * against --max-connections and its client's share until
+ * conn_guard_release, after the connection's record is gone. Returns the
+ * slot (the caller's, for conn_guard_release), or NULL when con has no
+ * record (nothing is counted then). */
+struct conn_slot *conn_guard_detach(struct MHD_Connection *con);
+/* The detached socket is closed: its place is free. NULL does nothing. */
+void conn_guard_release(struct conn_slot *slot);
+
 /* Queues a JSON-RPC error response with Connection: close on a request's
  * first call; retry_after_s > 0 adds Retry-After. Returns MHD's result. */
 enum MHD_Result conn_guard_queue_refusal(struct MHD_Connection *con, unsigned status, int code,

@@ -2,6 +2,7 @@
 #include "ws.h"
 #include "auth.h"
 #include "clock.h"
+#include "conn_guard.h"
 #include "fcond.h"
 #include "jsonrpc.h"
 #include "log.h"
@@ -82,8 +83,8 @@ void ws_stop(void)
     reader_set_wake_all(&readers);
     wait_sessions(LINGER_MS + 1000);
     /* A session still here is stuck on a client that does not read or
-     * close: cut its socket, so that it ends (and hands its socket back
-     * to libmicrohttpd) before the HTTP server stops. */
+     * close: cut its socket, so that it ends before the HTTP server
+     * stops (which no longer knows of the session's socket). */
     reader_set_each(&readers, kill_one);
     wait_sessions(1000);
 }
@@ -176,7 +177,12 @@ struct ws_conn {
      * cleared once it is upgraded (ws_request_completed frees what it
      * still points to). */
     struct ws_conn **pending;
+    /* After the 101: fd is a duplicate of the socket and libmicrohttpd's
+     * connection is closed (its 32 KiB pool freed), urh NULL, and slot
+     * keeps the socket counted (conn_guard.h). Without a descriptor to
+     * spare, fd is libmicrohttpd's own and urh closes it at the end. */
     struct MHD_UpgradeResponseHandle *urh;
+    struct conn_slot *slot;
     unsigned char *extra; /* read past the handshake, parsed first */
     size_t extra_len;
     /* The token of the handshake, held from the handshake on: when it is
@@ -362,17 +368,14 @@ static int feed(struct ws_conn *c, const unsigned char *buf, size_t len, int64_t
  * sent right behind its handshake, which libmicrohttpd had already read. */
 static void conn_run(struct ws_conn *c, const unsigned char *early, size_t early_len)
 {
-    unsigned char *buf = malloc(READ_BUF);
-    if (!buf) {
-        close_with(c, WS_CLOSE_INTERNAL_ERROR, "out of memory");
-        return;
-    }
+    /* Held only while there is something to read: an idle session (most
+     * of them) parks without one, which is 8 KiB or more of resident
+     * memory per session at 10,000 sessions. */
+    unsigned char *buf = NULL;
     int64_t next_ping = clock_mono_ms() + ws_cfg.ping_ms;
     int64_t awaiting_pong = 0; /* when the oldest unanswered ping went out */
-    if (early_len && feed(c, early, early_len, &awaiting_pong)) {
-        free(buf);
+    if (early_len && feed(c, early, early_len, &awaiting_pong))
         return;
-    }
     for (;;) {
         if (atomic_load(&c->dead))
             break;
@@ -407,10 +410,17 @@ static void conn_run(struct ws_conn *c, const unsigned char *early, size_t early
             wait = awaiting_pong + 2 * ws_cfg.ping_ms - now;
         if (wait < 0)
             wait = 0;
+        if (!buf && !(buf = malloc(READ_BUF))) {
+            close_with(c, WS_CLOSE_INTERNAL_ERROR, "out of memory");
+            set_why(c, "out of memory", WS_CLOSE_INTERNAL_ERROR);
+            break;
+        }
         ssize_t got = recv(c->fd, buf, READ_BUF, MSG_DONTWAIT);
         if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             /* Nothing to read: park until there is, the next ping, or a
              * wake (a token's end, ws_stop: seen at the top of the loop). */
+            free(buf);
+            buf = NULL;
             int rc = loop_wait_fd(c->fd, EPOLLIN, now + wait);
             if (rc == ECANCELED) { /* loop_stop's backstop: no close frame */
                 set_why(c, "server shutting down", 0);
@@ -486,6 +496,24 @@ static void conn_free(struct ws_conn *c)
     free(c);
 }
 
+/* The last of an upgraded session: everything it held, then its socket
+ * (only now, so that its number cannot be reused while push's writer
+ * might still write to it), and its place among the connections. */
+static void conn_end(struct ws_conn *c)
+{
+    int fd = c->fd;
+    struct MHD_UpgradeResponseHandle *urh = c->urh;
+    struct conn_slot *slot = c->slot;
+    conn_free(c);
+    atomic_fetch_sub(&running_sessions, 1);
+    if (urh) {
+        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+    } else {
+        close(fd);
+        conn_guard_release(slot);
+    }
+}
+
 /* The session's reader, a fiber on the event loop: the pool thread that
  * upgraded the connection serves others, and no thread is the session's. */
 static void session_main(void *arg)
@@ -507,10 +535,7 @@ static void session_main(void *arg)
     fmutex_unlock(&c->wmu);
     log_event(LOG_INFO, sid[0] ? sid : NULL, "ws_closed", "%s (close code %u)",
               why ? why : "a write failed or timed out", code);
-    struct MHD_UpgradeResponseHandle *urh = c->urh;
-    conn_free(c);
-    atomic_fetch_sub(&running_sessions, 1);
-    MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+    conn_end(c);
 }
 
 /* libmicrohttpd has sent the 101: the socket, and the bytes it read past
@@ -518,21 +543,11 @@ static void session_main(void *arg)
 static void upgraded(void *cls, struct MHD_Connection *con, void *req_cls, const char *extra_in,
                      size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
 {
-    (void)con;
     (void)req_cls;
     struct ws_conn *c = cls;
     if (c->pending)
         *c->pending = NULL;
     c->pending = NULL;
-    c->fd = sock;
-    c->urh = urh;
-    int fl = fcntl(c->fd, F_GETFL);
-    if (fl >= 0)
-        fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
-    int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    log_event(LOG_INFO, push_session_id(c->push), "ws_open", "%s%s",
-              c->resumed ? "resumed" : "new connection", c->from_event ? " from an event id" : "");
     if (extra_in_size) {
         c->extra = malloc(extra_in_size);
         if (c->extra) {
@@ -540,6 +555,25 @@ static void upgraded(void *cls, struct MHD_Connection *con, void *req_cls, const
             c->extra_len = extra_in_size;
         }
     }
+    /* A duplicate (close-on-exec, like the socket: upstream children must
+     * not inherit it) lets libmicrohttpd close its connection now, which
+     * only closes its own descriptor: no shutdown, and its pool is freed.
+     * con, extra_in and urh are not to be touched after that. */
+    c->fd = fcntl(sock, F_DUPFD_CLOEXEC, 0);
+    if (c->fd >= 0) {
+        c->slot = conn_guard_detach(con);
+        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+    } else {
+        c->fd = sock;
+        c->urh = urh;
+    }
+    int fl = fcntl(c->fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    log_event(LOG_INFO, push_session_id(c->push), "ws_open", "%s%s",
+              c->resumed ? "resumed" : "new connection", c->from_event ? " from an event id" : "");
     atomic_fetch_add(&running_sessions, 1);
     /* Frames for a resumed stream may go out now, after the 101. */
     fmutex_unlock(&c->wmu);
@@ -549,9 +583,8 @@ static void upgraded(void *cls, struct MHD_Connection *con, void *req_cls, const
                   "no fiber for the session: closed");
         conn_kill(c);
         free(c->extra);
-        conn_free(c);
-        atomic_fetch_sub(&running_sessions, 1);
-        MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+        c->extra = NULL;
+        conn_end(c);
     }
 }
 

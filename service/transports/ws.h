@@ -16,9 +16,10 @@
  *      send its first frames in the same packet); those are parsed first.
  *      The session's reader then runs as a fiber on the event loop
  *      (loop.h; libmicrohttpd's pool thread goes back to its other
- *      connections, and no thread is the session's), and ends with
- *      MHD_upgrade_action(CLOSE), after which libmicrohttpd closes the
- *      socket.
+ *      connections, and no thread is the session's) over a duplicate
+ *      of the socket: libmicrohttpd's connection is closed at once, which
+ *      frees its memory (transports/NOTES.md), while conn_guard keeps the
+ *      socket counted until the session closes it.
  *
  * Messages go through push (push.h): each complete text message is handed
  * to push_receive; replies are sent by push's writer (a loop fiber) through

@@ -6,7 +6,8 @@
 # Starts its own mcpd on loopback (a fresh temp --db, the built-in tools)
 # with what N sessions from one address need: --max-connections-per-ip 0
 # (every socket comes from 127.0.0.1), --max-connections and --max-sessions
-# above N. Raises the open-files limit for itself, hence for mcpd and the
+# above N, and --max-workers above the streaming share (each countdown is a
+# handler that waits: a fiber on the event loop, not a thread). Raises the open-files limit for itself, hence for mcpd and the
 # client (each holds one descriptor per socket). Then ws_sessions.mjs opens N
 # WebSockets, initializes a session on each, starts the built-in countdown
 # tool (progress every WS_INTERVAL_MS) on WS_STREAM_PERCENT of them, pings
@@ -54,7 +55,8 @@ max_conn=$((WS_SESSIONS + 64))
 [ "$max_conn" -lt 16384 ] && max_conn=16384
 start mcpd-ws-sessions "$port" "$MCPD_BIN" --listen "127.0.0.1:$port" --db "$TMP/mcpd-ws-sessions.db" \
   --log-level error --max-connections "$max_conn" --max-connections-per-ip 0 \
-  --max-sessions $((WS_SESSIONS + 64)) || die "mcpd did not start"
+  --max-sessions $((WS_SESSIONS + 64)) --max-workers $((WS_SESSIONS * WS_STREAM_PERCENT / 100 + 64)) ||
+  die "mcpd did not start"
 pid=$LAST_PID
 note "mcpd (pid $pid, ulimit -n $(ulimit -n)): opening $WS_SESSIONS WebSocket sessions, $WS_STREAM_PERCENT% streaming"
 timeout -k 5 $((WS_SESSIONS_TIMEOUT + 90)) "$NODE" "$HERE/ws_sessions.mjs" "127.0.0.1:$port" "$pid" "$WS_SESSIONS" \

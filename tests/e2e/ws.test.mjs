@@ -793,3 +793,43 @@ test('2026-07-28 without initialize: server/discover, calls with _meta, input-re
     assert.doesNotMatch(stderr, /Sanitizer|runtime error:/);
   }
 });
+
+test('a WebSocket session holds its place under --max-connections-per-ip after the upgrade, and gives it back when it closes', async () => {
+  // mcpd closes libmicrohttpd's connection right after the 101 (its 32 KiB
+  // are freed) and goes on with a duplicate of the socket: the socket must
+  // still count, and stop counting when the session ends.
+  const mcpd = await startMcpd({ args: ['--max-connections-per-ip', '2', '--request-timeout-ms', '0'] });
+  const socks = [];
+  try {
+    for (let i = 0; i < 2; i++) {
+      const c = await WsClient.open(mcpd.port);
+      await c.init();
+      socks.push(c);
+    }
+    const over = await request(mcpd.port, { method: 'GET', path: '/healthz' });
+    assert.equal(over.status, 429, over.text);
+    // both sessions still answer (their sockets outlived libmicrohttpd's connections)
+    for (const c of socks) {
+      const r = await c.request({ jsonrpc: '2.0', id: 'p', method: 'ping' });
+      assert.ok(r.result, JSON.stringify(r));
+    }
+    await socks.pop().close();
+    let ok;
+    const deadline = Date.now() + 5000;
+    while ((ok = await request(mcpd.port, { method: 'GET', path: '/healthz' })).status !== 200 && Date.now() < deadline)
+      await sleep(50);
+    assert.equal(ok.status, 200, 'the closed session gave its place back');
+    // the place is counted once: with one session open, one more fits, not
+    // two (the probe's own connection may still be counted for a moment)
+    let c;
+    while (!c && Date.now() < deadline + 5000) c = await WsClient.open(mcpd.port).catch(() => sleep(50));
+    assert.ok(c, 'a second session fits again');
+    await c.init();
+    socks.push(c);
+    assert.equal((await request(mcpd.port, { method: 'GET', path: '/healthz' })).status, 429);
+  } finally {
+    for (const c of socks) await c.close();
+    await mcpd.stop();
+    await mcpd.cleanup();
+  }
+});
