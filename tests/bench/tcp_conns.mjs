@@ -24,8 +24,9 @@
 //     rss_idle_kib=.. rss_connected_kib=.. rss_sessions_kib=..
 //     threads_idle=.. threads_connected=.. threads_sessions=..
 //     kib_per_connection=.. kib_per_connection_and_session=..
-import fs from 'node:fs';
 import net from 'node:net';
+
+import { failures, gauges, pool as runPool } from './conns_lib.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -52,24 +53,11 @@ const deadline = Date.now() + timeoutS * 1000;
 const left = () => deadline - Date.now();
 const log = (m) => console.error(`tcp_conns: ${m}`);
 
-const status = () => fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-const rssKiB = () => Number(/VmRSS:\s+(\d+)\s+kB/.exec(status())[1]);
-const threads = () => Number(/Threads:\s+(\d+)/.exec(status())[1]);
+const { rssKiB, threads } = gauges(pid);
 
-// Runs fn(i) for i in [0, n) with at most `width` in flight; stops at the deadline.
-async function pool(n, width, fn) {
-  let next = 0;
-  const worker = async () => {
-    while (next < n && left() > 0) await fn(next++);
-  };
-  await Promise.all(Array.from({ length: Math.min(width, n) }, worker));
-}
-
-let firstFailure = '';
-const fail = (why) => {
-  if (!firstFailure) firstFailure = why;
-  return false;
-};
+const pool = (n, width, fn) => runPool(n, width, fn, left);
+const failed = failures();
+const fail = failed.fail;
 
 /** One NDJSON connection: send(msg), reply(id) resolves with the message of that id. */
 class Conn {
@@ -186,7 +174,7 @@ async function main() {
       `rss_idle_kib=${rssIdle} rss_connected_kib=${rssConnected} rss_sessions_kib=${rssSessions} ` +
       `threads_idle=${threadsIdle} threads_connected=${threadsConnected} threads_sessions=${threadsSessions} ` +
       `kib_per_connection=${per.toFixed(1)} kib_per_connection_and_session=${perBoth.toFixed(1)}` +
-      (firstFailure ? ` first_failure=${JSON.stringify(firstFailure)}` : ''),
+      (failed.first ? ` first_failure=${JSON.stringify(failed.first)}` : ''),
   );
   for (const c of conns) c.sock.destroy();
 }

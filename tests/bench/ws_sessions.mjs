@@ -39,6 +39,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 
+import { failures, gauges, pool as runPool } from './conns_lib.mjs';
+
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
   const i = args.indexOf(name);
@@ -72,9 +74,7 @@ const left = () => deadline - Date.now();
 const log = (m) => console.error(`ws_sessions: ${m}`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-const status = () => fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-const rssKiB = () => Number(/VmRSS:\s+(\d+)\s+kB/.exec(status())[1]);
-const threads = () => Number(/Threads:\s+(\d+)/.exec(status())[1]);
+const { rssKiB, threads } = gauges(pid);
 // mcpd's user + system CPU in seconds (the fields after the comm, which may hold spaces).
 const cpuS = () => {
   const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
@@ -128,20 +128,9 @@ function grown(before, after, per) {
     .join('; ');
 }
 
-// Runs fn(i) for i in [0, n) with at most `width` in flight; stops at the deadline.
-async function pool(n, width, fn) {
-  let next = 0;
-  const worker = async () => {
-    while (next < n && left() > 0) await fn(next++);
-  };
-  await Promise.all(Array.from({ length: Math.min(width, n) }, worker));
-}
-
-let firstFailure = '';
-const fail = (why) => {
-  if (!firstFailure) firstFailure = why;
-  return false;
-};
+const pool = (n, width, fn) => runPool(n, width, fn, left);
+const failed = failures();
+const fail = failed.fail;
 
 const ZERO_MASK = Buffer.alloc(4);
 /** A masked client frame: FIN + opcode, payload as is (zero masking key). */
@@ -426,7 +415,7 @@ async function main() {
       `kib_per_session=${per.toFixed(1)} threads_idle=${threadsIdle} threads_connected=${threadsConnected} ` +
       `threads_initialized=${threadsInitialized} threads_sessions=${Math.max(threadsStreaming, threadsAfter)} ` +
       `children=${kids} progress=${progress} client_cpu_s=${clientCpuS.toFixed(1)} client_rss_kib=${clientRss} mcpd_cpu_s=${mcpdCpuS.toFixed(1)}` +
-      (firstFailure ? ` first_failure=${JSON.stringify(firstFailure)}` : ''),
+      (failed.first ? ` first_failure=${JSON.stringify(failed.first)}` : ''),
   );
   await sleep(200); // let the cancellations leave
   if (holdS > 0) {
