@@ -173,17 +173,31 @@ export function withTimeout(promise, ms, what = 'operation') {
   return Promise.race([promise, timer]).finally(() => clearTimeout(t));
 }
 
-/** A TCP port that is free on 127.0.0.1 right now. */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
+const handedOut = new Set();
+
+/**
+ * A TCP port that is free on 127.0.0.1 right now, and that this process
+ * was not given before: the kernel may hand a port it just freed to the
+ * next listen(0), so two servers of one test (mcpd and its OpenID provider,
+ * mcpd's HTTP and TCP ports) could otherwise be given the same one.
+ */
+export async function freePort() {
+  for (let tries = 0; tries < 100; tries++) {
+    const port = await new Promise((resolve, reject) => {
+      const srv = net.createServer();
+      srv.unref();
+      srv.on('error', reject);
+      srv.listen(0, '127.0.0.1', () => {
+        const { port: p } = srv.address();
+        srv.close(() => resolve(p));
+      });
     });
-  });
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error('freePort: no port this process was not given before');
 }
 
 /** A fresh temporary directory and a db path inside it. */

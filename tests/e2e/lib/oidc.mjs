@@ -27,6 +27,8 @@ import http from 'node:http';
 
 import Provider from 'oidc-provider';
 
+import { freePort } from './mcpd.mjs';
+
 export const CLIENT_ID = 'mcpd-tests';
 export const CLIENT_SECRET = 'mcpd-tests-secret-0123456789abcdef';
 export const SCOPES = 'mcp:tools mcp:extra';
@@ -163,7 +165,10 @@ export class Oidc {
       o.sockets.add(s);
       s.on('close', () => o.sockets.delete(s));
     });
-    await new Promise((r) => o.server.listen(0, '127.0.0.1', r));
+    // A port from freePort, not listen(0): the kernel could give this
+    // server the port freePort just chose for the mcpd in front of it.
+    const port = await freePort();
+    await new Promise((r) => o.server.listen(port, '127.0.0.1', r));
     o.port = o.server.address().port;
     o.issuer = `http://127.0.0.1:${o.port}`;
     o.setKeys(o.keys);
