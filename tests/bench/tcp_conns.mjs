@@ -26,28 +26,16 @@
 //     kib_per_connection=.. kib_per_connection_and_session=..
 import net from 'node:net';
 
-import { failures, gauges, pool as runPool } from './conns_lib.mjs';
+import { commandLine, failures, gauges, pool as runPool } from './conns_lib.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  if (i < 0) return dflt;
-  const v = args[i + 1];
-  args.splice(i, 2);
-  return v;
-};
+const { opt, target } = commandLine(
+  process.argv.slice(2),
+  'node tcp_conns.mjs HOST:PORT PID [N] [--timeout S] [--parallel P] [--token T]',
+);
 const timeoutS = Number(opt('--timeout', 180));
 const parallel = Number(opt('--parallel', 64));
 const token = opt('--token', '');
-const [hostPort, pidArg, nArg] = args;
-if (!hostPort || !pidArg) {
-  console.error('usage: node tcp_conns.mjs HOST:PORT PID [N] [--timeout S] [--parallel P] [--token T]');
-  process.exit(2);
-}
-const [host, portText] = [hostPort.slice(0, hostPort.lastIndexOf(':')), hostPort.slice(hostPort.lastIndexOf(':') + 1)];
-const port = Number(portText);
-const pid = Number(pidArg);
-const N = Number(nArg || 10000);
+const { host, port, pid, n: N } = target();
 const PROTO = '2025-11-25';
 const deadline = Date.now() + timeoutS * 1000;
 const left = () => deadline - Date.now();

@@ -39,16 +39,12 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 
-import { failures, gauges, pool as runPool } from './conns_lib.mjs';
+import { commandLine, failures, gauges, pool as runPool } from './conns_lib.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(name);
-  if (i < 0) return dflt;
-  const v = args[i + 1];
-  args.splice(i, 2);
-  return v;
-};
+const { opt, target } = commandLine(
+  process.argv.slice(2),
+  'node ws_sessions.mjs HOST:PORT PID [N] [--timeout S] [--parallel P] [--stream-percent P] [--interval-ms MS] [--final ping|echo] [--label L]',
+);
 const timeoutS = Number(opt('--timeout', 240));
 const parallel = Number(opt('--parallel', 64));
 const streamPercent = Number(opt('--stream-percent', 10));
@@ -57,17 +53,7 @@ const final = opt('--final', 'ping');
 const label = opt('--label', 'WSSESSIONS');
 const requestS = Number(opt('--request-timeout', 30));
 const holdS = Number(opt('--hold', 0));
-const [hostPort, pidArg, nArg] = args;
-if (!hostPort || !pidArg) {
-  console.error(
-    'usage: node ws_sessions.mjs HOST:PORT PID [N] [--timeout S] [--parallel P] [--stream-percent P] [--interval-ms MS] [--final ping|echo] [--label L]',
-  );
-  process.exit(2);
-}
-const host = hostPort.slice(0, hostPort.lastIndexOf(':'));
-const port = Number(hostPort.slice(hostPort.lastIndexOf(':') + 1));
-const pid = Number(pidArg);
-const N = Number(nArg || 10000);
+const { host, port, pid, n: N } = target();
 const PROTO = '2025-11-25';
 const deadline = Date.now() + timeoutS * 1000;
 const left = () => deadline - Date.now();
