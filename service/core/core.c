@@ -424,14 +424,13 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
     return 0;
 }
 
-int core_ready(void)
+enum core_state core_state(void)
 {
-    return core.accepting && store_ready(core.store);
-}
-
-int core_store_reachable(void)
-{
-    return store_ready(core.store);
+    if (!core.store)
+        return CORE_STOPPING;
+    if (!store_ready(core.store))
+        return CORE_STORE_AWAY;
+    return core.accepting ? CORE_SERVING : CORE_STOPPING;
 }
 
 char *core_metrics(void)

@@ -57,11 +57,12 @@ int core_start(const struct core_config *cfg, struct store *st, const struct bac
 void core_stop(int64_t grace_ms);
 /* Frees the registries (after transports have stopped). */
 void core_cleanup(void);
-/* Ready to serve: accepting, store writable, migrations applied. */
-int core_ready(void);
-/* The store takes writes now (a database that cannot be reached makes it
- * 0 until it is back: requests are answered 503 meanwhile). */
-int core_store_reachable(void);
+/* Whether the server serves, and if not why: CORE_SERVING (accepting, store
+ * writable, migrations applied); CORE_STORE_AWAY (the database cannot be
+ * reached: requests are answered 503 at once until it is back); or
+ * CORE_STOPPING (shutting down, or not started). */
+enum core_state { CORE_SERVING, CORE_STORE_AWAY, CORE_STOPPING };
+enum core_state core_state(void);
 /* The /metrics page (Prometheus text); caller frees. */
 char *core_metrics(void);
 
@@ -102,7 +103,7 @@ void core_reply_clear(struct core_reply *r);
 /* ---- the one way in ----
  *
  * Every transport describes its client with a core_caller and hands each
- * parsed message to core_receive (or a JSON array to core_receive_batch).
+ * parsed message, or a JSON array (a batch), to core_receive.
  * The entry classifies the message, finds the session the client names
  * (404 for an unknown one or another principal's), routes initialize to a
  * new session and everything else to the session's handler, and applies the
@@ -135,18 +136,18 @@ struct core_caller {
      * params._meta and gives the request a session of its own that lives as
      * long as its reply (core_reply.ephemeral). */
     int stateless;
+    /* Takes each reply of a batch (and clears it); NULL: batches are
+     * refused. */
+    void (*each)(void *each_ud, struct core_reply *r);
+    void *each_ud;
 };
 
-/* One message (borrowed). Fills *out; the caller clears it. */
+/* One message or a batch (borrowed). Fills *out; the caller clears it.
+ * A batch (2025-03-26 only) is refused as a whole (empty, no session, a
+ * revision without batches, a caller without `each`) with *out
+ * CORE_REJECTED; otherwise each element's reply goes to c->each, in order,
+ * and *out is CORE_ACCEPTED. */
 void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *out);
-
-/* A batch (2025-03-26 only). Refused as a whole (empty, no session, a
- * revision without batches): returns -1 with *refused filled. Otherwise
- * passes each element's reply, in order, to each() — which takes it over
- * and clears it — and returns 0. */
-typedef void (*core_each_fn)(void *ud, struct core_reply *r);
-int core_receive_batch(const struct core_caller *c, json_t *batch, core_each_fn each, void *ud,
-                       struct core_reply *refused);
 
 /* The session the caller names, for requests without a message (GET,
  * DELETE, a resumed connection): a new reference, or NULL with *refused

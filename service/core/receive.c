@@ -43,7 +43,7 @@ struct session *core_session_open(const struct core_caller *c, struct core_reply
         s = NULL;
     }
     /* Not found because the store cannot be asked is not "not found". */
-    if (!s && !core_store_reachable())
+    if (!s && core_state() == CORE_STORE_AWAY)
         refuse(refused, CORE_UNAVAILABLE, NULL, JSONRPC_SERVER_ERROR,
                "Service Unavailable: the database cannot be reached; retry shortly");
     else if (!s)
@@ -335,8 +335,65 @@ static void receive_stateless(const struct core_caller *c, json_t *msg, const st
     }
 }
 
+/* A batch (2025-03-26 only): refused as a whole (empty, no session, a
+ * revision without batches, a caller that takes no batches) into *refused,
+ * or each element's reply to c->each, in order, and *refused is
+ * CORE_ACCEPTED. */
+static void receive_batch(const struct core_caller *c, json_t *batch, struct core_reply *refused)
+{
+    memset(refused, 0, sizeof *refused);
+    if (!c->each) {
+        refuse(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
+               "Invalid Request: batches are not accepted here");
+        return;
+    }
+    if (json_array_size(batch) == 0) {
+        refuse(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
+               "Invalid Request: empty batch");
+        return;
+    }
+    if (c->stateless) {
+        refuse(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
+               "Invalid Request: 2026-07-28 has no batches");
+        return;
+    }
+    struct session *s = core_session_open(c, refused);
+    if (!s)
+        return;
+    if (!protocol_allows_batch(session_protocol(s))) {
+        session_unref(s);
+        refuse(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
+               "Invalid Request: batches are only accepted on 2025-03-26 sessions");
+        return;
+    }
+    size_t i;
+    json_t *msg;
+    json_array_foreach(batch, i, msg)
+    {
+        struct core_reply r;
+        struct jsonrpc_msg m;
+        if (classify(c, msg, &m, &r) == 0) {
+            if (is_initialize(&m))
+                refuse(&r, CORE_BAD_REQUEST, m.id, JSONRPC_INVALID_REQUEST,
+                       "Invalid Request: initialize must not be batched");
+            else
+                core_submit(s, msg, &m, c->transport, &r);
+            r.notification = m.kind == JSONRPC_NOTIFICATION;
+        }
+        session_ref(s);
+        r.session = s;
+        c->each(c->each_ud, &r);
+    }
+    session_unref(s);
+    refused->kind = CORE_ACCEPTED;
+}
+
 void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *out)
 {
+    if (json_is_array(msg)) {
+        receive_batch(c, msg, out);
+        return;
+    }
     struct jsonrpc_msg m;
     if (classify(c, msg, &m, out) != 0)
         return;
@@ -367,50 +424,6 @@ void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *o
         json_object_set(out->error, "id", m.id);
     }
     out->notification = m.kind == JSONRPC_NOTIFICATION;
-}
-
-int core_receive_batch(const struct core_caller *c, json_t *batch, core_each_fn each, void *ud,
-                       struct core_reply *refused)
-{
-    if (json_array_size(batch) == 0) {
-        refuse(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
-               "Invalid Request: empty batch");
-        return -1;
-    }
-    if (c->stateless) {
-        refuse(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
-               "Invalid Request: 2026-07-28 has no batches");
-        return -1;
-    }
-    struct session *s = core_session_open(c, refused);
-    if (!s)
-        return -1;
-    if (!protocol_allows_batch(session_protocol(s))) {
-        session_unref(s);
-        refuse(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
-               "Invalid Request: batches are only accepted on 2025-03-26 sessions");
-        return -1;
-    }
-    size_t i;
-    json_t *msg;
-    json_array_foreach(batch, i, msg)
-    {
-        struct core_reply r;
-        struct jsonrpc_msg m;
-        if (classify(c, msg, &m, &r) == 0) {
-            if (is_initialize(&m))
-                refuse(&r, CORE_BAD_REQUEST, m.id, JSONRPC_INVALID_REQUEST,
-                       "Invalid Request: initialize must not be batched");
-            else
-                core_submit(s, msg, &m, c->transport, &r);
-            r.notification = m.kind == JSONRPC_NOTIFICATION;
-        }
-        session_ref(s);
-        r.session = s;
-        each(ud, &r);
-    }
-    session_unref(s);
-    return 0;
 }
 
 /* The session a cursor's stream belongs to ("" when there is none), or

@@ -141,7 +141,7 @@ static int admitted(const struct _u_request *req, struct _u_response *resp,
     }
     /* At once, not after a wait for a database that is down: the client
      * (or the proxy in front) retries, and maybe another replica. */
-    if (!core_store_reachable()) {
+    if (core_state() == CORE_STORE_AWAY) {
         u_map_put(resp->map_header, "Retry-After", "1");
         fail(resp, 503, JSONRPC_SERVER_ERROR,
              "Service Unavailable: the database cannot be reached; retry shortly");
@@ -606,8 +606,12 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     }
     struct batch_gather g = {b, json_array()};
+    struct core_caller each = *c;
+    each.each = batch_each;
+    each.each_ud = &g;
     struct core_reply r;
-    if (core_receive_batch(c, batch, batch_each, &g, &r) != 0) {
+    core_receive(&each, batch, &r);
+    if (r.kind == CORE_REJECTED) {
         json_decref(g.immediate);
         batch_free(b);
         return refused(resp, &r);
@@ -870,7 +874,7 @@ static int on_readyz(const struct _u_request *req, struct _u_response *resp, voi
 {
     (void)req;
     (void)ud;
-    int ready = core_ready();
+    int ready = core_state() == CORE_SERVING;
     send_json(resp, ready ? 200 : 503, json_pack("{s:s}", "status", ready ? "ready" : "not ready"));
     return U_CALLBACK_COMPLETE;
 }

@@ -321,7 +321,7 @@ static void wait_bound(struct conn *c)
         }
         return;
     }
-    if (st < 0 || !core_ready()) {
+    if (st < 0 || core_state() != CORE_SERVING) {
         sse_comment(&c->f.buf, "session ended");
         c->f.done = 1;
         return;
@@ -568,10 +568,10 @@ static int on_messages(const struct _u_request *req, struct _u_response *resp, v
     if (json_is_array(root)) {
         request_log_mcp("batch", NULL);
         struct core_caller k = caller_for(principal, sid);
+        k.each = relay_each;
         struct core_reply refused;
-        rc = core_receive_batch(&k, root, relay_each, NULL, &refused) == 0
-                 ? accepted(resp)
-                 : http_refused(resp, &refused);
+        core_receive(&k, root, &refused);
+        rc = refused.kind == CORE_REJECTED ? http_refused(resp, &refused) : accepted(resp);
     } else if (method && strcmp(method, "initialize") == 0 && json_object_get(root, "id")) {
         request_log_mcp(method, NULL);
         rc = post_initialize(resp, sid, principal, root);

@@ -312,19 +312,16 @@ int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sig
         if (got)
             handle(&o, p, &ev, max);
         log_event(LOG_INFO, NULL, "stdio_eof", "end of input; finishing requests in flight");
-        /* Nothing the client was asked can be answered now. */
-        push_client_gone(p);
     }
     /* Requests in flight finish and are answered; a client that stopped
      * reading holds nobody (neither the drain nor push_close, which joins
-     * the writer) beyond the same deadline. */
+     * the writer) beyond the same deadline. At the end of input nothing the
+     * client was asked can be answered now. */
     give_up_after_grace(&o);
-    if (why != END_OUTPUT) {
-        if (push_drain(p, grace) != 0 && !out_dead(&o))
-            log_event(LOG_WARN, NULL, "stdio_drain_timeout",
-                      "requests still running after %lld ms; their replies stay in their streams",
-                      (long long)grace);
-    }
+    if (why != END_OUTPUT && push_finish(p, why == END_EOF, grace) != 0 && !out_dead(&o))
+        log_event(LOG_WARN, NULL, "stdio_drain_timeout",
+                  "requests still running after %lld ms; their replies stay in their streams",
+                  (long long)grace);
     push_close(p);
     if (saved_flags >= 0)
         fcntl(out_fd, F_SETFL, saved_flags);

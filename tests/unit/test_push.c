@@ -141,11 +141,19 @@ int main(void)
     m = wait_for(&cap, -1, "notifications/subscriptions/acknowledged");
     CHECK(m != NULL);
     json_decref(m);
-    CHECK_INT(push_drain(p, 50), -1); /* the subscription never ends by itself */
+    CHECK_INT(push_finish(p, 0, 50), -1); /* the subscription never ends by itself */
     feed(p, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
             "\"requestId\":21}}");
-    CHECK_INT(push_drain(p, 5000), 0);
+    CHECK_INT(push_finish(p, 0, 5000), 0);
     CHECK(push_session_id(p) == NULL);
+    /* A client that can send no more (stdio at EOF) ends its subscriptions. */
+    feed(p, "{\"jsonrpc\":\"2.0\",\"id\":22,\"method\":\"subscriptions/listen\",\"params\":{"
+            "\"notifications\":{\"toolsListChanged\":true}," META_2026 "}}");
+    m = wait_for(&cap, -1, "notifications/subscriptions/acknowledged");
+    CHECK(m != NULL);
+    json_decref(m);
+    CHECK_INT(push_finish(p, 0, 50), -1);
+    CHECK_INT(push_finish(p, 1, 5000), 0);
 
     feed(p, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"initialize\",\"params\":{"
             "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
@@ -184,7 +192,7 @@ int main(void)
               "streaming_started");
     CHECK_STR(json_string_value(json_object_get(json_object_get(m, "result"), "transport")), "ws");
     json_decref(m);
-    CHECK(push_drain(p, 5000) == 0);
+    CHECK(push_finish(p, 0, 5000) == 0);
     CHECK_INT(count_method(&cap, "mcpd/chunk"), 1); /* countdown without a token: the result */
 
     /* A batch outside 2025-03-26 is refused. */
@@ -235,7 +243,7 @@ int main(void)
     m = wait_for(&cap3, 22, NULL);
     CHECK_INT(json_integer_value(json_object_get(json_object_get(m, "error"), "code")), -32000);
     json_decref(m);
-    CHECK(push_drain(p3, 5000) == 0);
+    CHECK(push_finish(p3, 0, 5000) == 0);
     m = wait_for(&cap3, 20, NULL);
     CHECK(m && json_object_get(m, "result"));
     json_decref(m);
@@ -246,7 +254,7 @@ int main(void)
     cap2.fail_sends = 1;
     feed(p2, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":"
              "\"countdown\",\"arguments\":{\"n\":2,\"interval_ms\":1}}}");
-    CHECK(push_drain(p2, 5000) == 0);
+    CHECK(push_finish(p2, 0, 5000) == 0);
     push_close(p2);
 
     /* A standalone message a connection read but could not send is the

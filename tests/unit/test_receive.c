@@ -316,9 +316,12 @@ static void test_batch(void)
     struct core_caller c = rig_http(NULL, session_id(s));
     struct core_reply refused;
     struct batch_seen b = {.errors = json_array()};
+    c.each = batch_each;
+    c.each_ud = &b;
 
     json_t *empty = json_array();
-    CHECK_INT(core_receive_batch(&c, empty, batch_each, &b, &refused), -1);
+    core_receive(&c, empty, &refused);
+    CHECK_INT(refused.kind, CORE_REJECTED);
     CHECK_INT(refused.reason, CORE_BAD_REQUEST);
     CHECK_STR(rig_message(refused.error), "Invalid Request: empty batch");
     core_reply_clear(&refused);
@@ -330,8 +333,10 @@ static void test_batch(void)
                    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}]",
                    0, NULL);
     /* Only 2025-03-26 has batches. */
-    struct core_caller other = rig_http(NULL, session_id(newer));
-    CHECK_INT(core_receive_batch(&other, batch, batch_each, &b, &refused), -1);
+    struct core_caller other = c;
+    other.session_id = session_id(newer);
+    core_receive(&other, batch, &refused);
+    CHECK_INT(refused.kind, CORE_REJECTED);
     CHECK_STR(rig_message(refused.error),
               "Invalid Request: batches are only accepted on 2025-03-26 sessions");
     core_reply_clear(&refused);
@@ -339,7 +344,9 @@ static void test_batch(void)
 
     /* One reply per element, in order, each with its session; initialize
      * is never batched. */
-    CHECK_INT(core_receive_batch(&c, batch, batch_each, &b, &refused), 0);
+    core_receive(&c, batch, &refused);
+    CHECK_INT(refused.kind, CORE_ACCEPTED);
+    CHECK(refused.error == NULL && refused.session == NULL);
     CHECK_INT(b.n, 3);
     CHECK_INT(b.kinds[0], CORE_STREAM);
     CHECK_INT(b.kinds[1], CORE_REJECTED);
@@ -350,9 +357,19 @@ static void test_batch(void)
               "Invalid Request: initialize must not be batched");
 
     /* Another principal's session refuses the whole batch. */
-    struct core_caller stranger = rig_http("mallory", session_id(s));
-    CHECK_INT(core_receive_batch(&stranger, batch, batch_each, &b, &refused), -1);
+    struct core_caller stranger = c;
+    stranger.principal = "mallory";
+    core_receive(&stranger, batch, &refused);
+    CHECK_INT(refused.kind, CORE_REJECTED);
     CHECK_INT(refused.reason, CORE_NOT_FOUND);
+    core_reply_clear(&refused);
+    CHECK_INT(b.n, 3);
+
+    /* A caller that takes no batches refuses them. */
+    struct core_caller single = rig_http(NULL, session_id(s));
+    core_receive(&single, batch, &refused);
+    CHECK_INT(refused.kind, CORE_REJECTED);
+    CHECK_STR(rig_message(refused.error), "Invalid Request: batches are not accepted here");
     core_reply_clear(&refused);
     CHECK_INT(b.n, 3);
 
@@ -1398,6 +1415,7 @@ int main(void)
 {
     if (rig_start("test-receive", &cfg) != 0)
         return 2;
+    CHECK_INT(core_state(), CORE_SERVING);
     test_initialize();
     test_entry();
     test_batch();
@@ -1422,6 +1440,7 @@ int main(void)
     countdown(&c, 1, 1, LONG_MS, 0, &r);
     CHECK_INT(r.kind, CORE_STREAM);
     core_stop(5000);
+    CHECK_INT(core_state(), CORE_STOPPING);
     json_t *m = rig_one(&r);
     CHECK_INT(rig_code(m), JSONRPC_INTERNAL_ERROR);
     CHECK_STR(rig_message(m), "Request interrupted by server shutdown; retry it");

@@ -1,26 +1,33 @@
-/* push — a client connection that receives framed messages and has every
- * reply pushed down the same connection: what WebSocket and stdio share.
+/* push — the core's side of a client connection that carries framed
+ * messages both ways (WebSocket, stdio, raw TCP and UDP): the transport
+ * hands in frames and names a sink, and the core drives every reply into
+ * that sink. It lives in the core because it is the core's delivery, not
+ * framing: a connection transport never follows a stream itself.
  *
- * The transport owns the framing (RFC 6455 frames, NDJSON or Content-Length)
- * and hands each complete frame to push_receive. push parses it as JSON-RPC
- * and gives it to the core's one entry, core_receive (an initialize gives
- * the connection its session), answering refusals on the connection. One
- * writer per connection, a fiber on the event loop (loop.h), follows
- * every reply stream and sends each
- * one's messages, in order, through the transport's send function, letting
- * go of a request as soon as its last message is out; a request that opted in
- * with "stream": true gets the handle at once and its messages as
- * mcpd/chunk notifications. Once the connection has a session, its
- * standalone stream is forwarded too. So the transport owns no messages: if
- * the connection drops, the streams are in the store, and a new connection
- * resumes them (push_resume).
+ * The transport owns the framing (RFC 6455 frames, NDJSON, Content-Length,
+ * datagrams) and its socket. It hands each complete frame to push_receive,
+ * which parses it as JSON-RPC and gives it to the one way in, core_receive
+ * (an initialize gives the connection its session), answering refusals on
+ * the connection. One writer per connection, a fiber on the event loop
+ * (loop.h), follows every reply stream and sends each one's messages, in
+ * order, through the transport's send function, letting go of a request
+ * as soon as its last message is out; a request that opted in with
+ * "stream": true gets the handle at once and its messages as mcpd/chunk
+ * notifications. Once the connection has a session, its standalone stream
+ * is forwarded too. So the transport owns no messages: if the connection
+ * drops, the streams are in the store, and a new connection resumes them
+ * (push_resume).
+ *
+ * A transport's whole life with it: push_open, push_resume (a reconnect),
+ * push_receive per frame, push_finish when its client stops sending but
+ * can still read, push_close.
  *
  * Threading: push_receive is called from the transport's reader (a loop
- * fiber for WebSocket, the main thread for stdio); sends come from the
- * connection's writer fiber and, for immediate answers, from the reader;
- * push serialises them with a lock a fiber may hold while the transport's
- * send parks on a full socket. A connection costs a fiber and its
- * in-flight requests, no thread, however long it lives. The event loop
+ * fiber for WebSocket, TCP and UDP, the main thread for stdio); sends come
+ * from the connection's writer fiber and, for immediate answers, from the
+ * reader; push serialises them with a lock a fiber may hold while the
+ * transport's send parks on a full socket. A connection costs a fiber and
+ * its in-flight requests, no thread, however long it lives. The event loop
  * must be running (loop_start) before push_open. */
 #ifndef MCPD_PUSH_H
 #define MCPD_PUSH_H
@@ -79,14 +86,13 @@ const char *push_session_id(struct push *p);
  * timeout does not count a connection waiting for its replies). */
 int push_inflight(struct push *p);
 
-/* The client can answer nothing more (stdio at EOF): the requests the
- * server sent it and still waits on fail now (core_client_gone). */
-void push_client_gone(struct push *p);
-
-/* Waits up to timeout_ms for every request of this connection to finish
- * sending (stdio at EOF: finish what is in flight). Returns 0 when all
- * finished, -1 on timeout. */
-int push_drain(struct push *p, int64_t timeout_ms);
+/* The connection is ending while its writer can still send (stdio at the
+ * end of its input, or on a signal). With client_gone the client can answer
+ * nothing more: the requests the server sent it and still waits on fail now
+ * (core_client_gone), and a subscription of it ends. Then waits up to
+ * drain_ms for every request of this connection to finish sending. Returns
+ * 0 when all finished, -1 on timeout. */
+int push_finish(struct push *p, int client_gone, int64_t drain_ms);
 
 /* Stops the writer (the connection is gone or closing) and frees p.
  * Requests still running go on; their replies stay in their streams. */

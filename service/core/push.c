@@ -539,17 +539,15 @@ void push_receive(struct push *p, const char *buf, size_t len)
         return;
     }
     struct core_caller c = caller(p);
-    struct core_reply r;
-    if (!json_is_array(root)) {
-        if (!cancels_own(p, root) && !connection_full(p, root)) {
-            core_receive(&c, root, &r);
-            deliver(p, &r, json_object_get(root, "id"),
-                    json_string_value(json_object_get(root, "method")));
-        }
-    } else if (core_receive_batch(&c, root, deliver_each, p, &r) != 0) {
-        /* Each reply of a batch goes out on its own as it is ready: a push
-         * connection has no single response to gather them into. */
-        deliver(p, &r, NULL, NULL);
+    /* Each reply of a batch goes out on its own as it is ready: a push
+     * connection has no single response to gather them into. */
+    c.each = deliver_each;
+    c.each_ud = p;
+    if (!cancels_own(p, root) && !connection_full(p, root)) {
+        struct core_reply r;
+        core_receive(&c, root, &r);
+        deliver(p, &r, json_object_get(root, "id"),
+                json_string_value(json_object_get(root, "method")));
     }
     json_decref(root);
 }
@@ -617,21 +615,6 @@ struct push *push_open(const struct push_io *io)
     return p;
 }
 
-void push_client_gone(struct push *p)
-{
-    /* A subscription lasts until its client cancels it or goes: this one
-     * can read no more than what is already in flight. */
-    cancel_own(p, NULL, 1);
-    pthread_mutex_lock(&p->mu);
-    struct session *s = p->session;
-    if (s)
-        session_ref(s);
-    pthread_mutex_unlock(&p->mu);
-    if (s)
-        core_client_gone(s);
-    session_unref(s);
-}
-
 const char *push_session_id(struct push *p)
 {
     pthread_mutex_lock(&p->mu);
@@ -648,9 +631,27 @@ int push_inflight(struct push *p)
     return busy;
 }
 
-int push_drain(struct push *p, int64_t timeout_ms)
+/* The client can read what is in flight but answer nothing more. */
+static void client_gone(struct push *p)
 {
-    int64_t deadline = clock_mono_ms() + timeout_ms;
+    /* A subscription lasts until its client cancels it or goes: this one
+     * can read no more than what is already in flight. */
+    cancel_own(p, NULL, 1);
+    pthread_mutex_lock(&p->mu);
+    struct session *s = p->session;
+    if (s)
+        session_ref(s);
+    pthread_mutex_unlock(&p->mu);
+    if (s)
+        core_client_gone(s);
+    session_unref(s);
+}
+
+int push_finish(struct push *p, int gone, int64_t drain_ms)
+{
+    if (gone)
+        client_gone(p);
+    int64_t deadline = clock_mono_ms() + drain_ms;
     pthread_mutex_lock(&p->mu);
     while (p->busy > 0 && !p->dead && clock_mono_ms() < deadline)
         fcond_wait_until(&p->cv, &p->mu, deadline);
