@@ -553,10 +553,12 @@ void core_client_gone(struct session *s)
 
 void core_end_session(struct session *s)
 {
-    task_legacy_forget(session_id(s));
     /* Gone first, so nothing new reaches the backend for it while the
-     * backend tears it down. */
-    session_end(s);
+     * backend tears it down; once, however many ways it ends at once (a
+     * DELETE, expiry, a stateless request's follow letting go). */
+    if (!session_end(s))
+        return;
+    task_legacy_forget(session_id(s));
     session_each_tracked(s, cancel_for_session_end, NULL);
     if (core.ops->session_close)
         core.ops->session_close(core.backend, session_id(s));

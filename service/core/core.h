@@ -216,7 +216,8 @@ void core_list_changed(const char *what);
 void core_resource_updated(const char *uri);
 
 /* Ends a session (DELETE or expiry): cancels its requests, tells the
- * backend, forgets it. */
+ * backend, forgets it. A session already ended is left as it is. A
+ * stateless request's own session ends with its follow (follow_end). */
 void core_end_session(struct session *s);
 
 #endif

@@ -2,9 +2,11 @@
 #include "follow.h"
 
 #include "clock.h"
+#include "fiber.h"
 #include "core_int.h"
 #include "protocol.h"
 #include "session.h"
+#include "workers.h"
 
 #include <string.h>
 
@@ -23,6 +25,7 @@ void follow_reply(struct follow *f, struct core_reply *r)
     if (r->session)
         session_ref(r->session);
     start(f, r->session, r->stream, 0);
+    f->ephemeral = r->ephemeral && r->session;
     r->stream = NULL;
 }
 
@@ -124,6 +127,13 @@ void follow_unread(struct follow *f, const struct stream_chunk *ch)
     f->next = ch->seq;
 }
 
+static void end_own(void *arg)
+{
+    struct session *s = arg;
+    core_end_session(s);
+    session_unref(s);
+}
+
 void follow_end(struct follow *f)
 {
     if (f->group)
@@ -131,7 +141,10 @@ void follow_end(struct follow *f)
     if (f->standalone)
         core_standalone_release(f->session, f->next);
     stream_unref(f->stream);
-    session_unref(f->session);
+    if (!f->ephemeral)
+        session_unref(f->session);
+    else if (fiber_current() || workers_submit(end_own, f->session) != 0)
+        end_own(f->session); /* the reference goes with it */
     memset(f, 0, sizeof *f);
 }
 

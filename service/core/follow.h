@@ -51,10 +51,15 @@ struct follow {
                                standalone stream (no claim is held) */
     int polling;            /* the session's revision knows SSE priming events and retry
                                (2025-11-25 on) */
+    int ephemeral;          /* the session is the reply's own (core_reply.ephemeral):
+                               follow_end ends it */
 };
 
 /* Follows a reply of kind CORE_STREAM from its start: takes r's stream
- * (r->stream becomes NULL) and a new reference to r's session. */
+ * (r->stream becomes NULL) and a new reference to r's session. The
+ * session of a stateless request (r->ephemeral) is the request's own:
+ * the follow ends it when it ends, which cancels the request if its reply
+ * was not read to the end (a client that hung up). */
 void follow_reply(struct follow *f, struct core_reply *r);
 
 /* Follows a stream of the caller's session from a client's cursor
@@ -114,7 +119,10 @@ enum follow_stop follow_stopped(struct follow *f);
 void follow_unread(struct follow *f, const struct stream_chunk *ch);
 
 /* Lets go: the group (follow_join), the standalone claim (the delivery
- * cursor at f->next), the stream and the session. f is zeroed. */
+ * cursor at f->next), the stream and the session, which it ends if it is
+ * the request's own (follow_reply). Ending a session waits for its
+ * tombstone's commit, so off a fiber (libmicrohttpd frees a response on
+ * its pool thread) a worker does that part. f is zeroed. */
 void follow_end(struct follow *f);
 
 /* ---- following many streams with one waiter ---- */

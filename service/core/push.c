@@ -43,7 +43,6 @@ struct push_follow {
     json_t *id;
     int listen;
     int cancelled; /* under p->mu: nothing more is sent for it */
-    int own_ended; /* under p->mu: core_end_session was called */
     struct push_follow *next_f;
     struct push_follow *next_own; /* on p->own_list, under p->mu */
 };
@@ -166,21 +165,10 @@ static int cancelled(struct push_follow *f)
     return c;
 }
 
-/* Ends f's own session, once (the reply is out, the client cancelled, or
- * the connection is gone: a request nobody can read is cancelled, as when
- * an HTTP client hangs up). */
-static void end_own(struct push_follow *f)
-{
-    pthread_mutex_lock(&f->p->mu);
-    int ended = f->own_ended;
-    f->own_ended = 1;
-    pthread_mutex_unlock(&f->p->mu);
-    if (!ended)
-        core_end_session(f->own);
-}
-
-/* Lets go of f's stream (and with it the standalone claim) and frees f,
- * which is on no list of the writer's; off p->own_list. */
+/* Lets go of f's stream (and with it the standalone claim, or the
+ * request's own session: the reply is out, or the connection is gone and
+ * a request nobody can read is cancelled, as when an HTTP client hangs up)
+ * and frees f, which is on no list of the writer's; off p->own_list. */
 static void follow_free(struct push_follow *f)
 {
     struct push *p = f->p;
@@ -192,7 +180,6 @@ static void follow_free(struct push_follow *f)
         if (*fp)
             *fp = f->next_own;
         pthread_mutex_unlock(&p->mu);
-        end_own(f);
         session_unref(f->own);
         json_decref(f->id);
     }
@@ -410,11 +397,8 @@ static int cancel_own(struct push *p, json_t *id, int listens_only)
         struct session *s = NULL;
         if (hit) {
             hit->cancelled = 1;
-            if (!hit->own_ended) {
-                hit->own_ended = 1;
-                s = hit->own;
-                session_ref(s);
-            }
+            s = hit->own;
+            session_ref(s);
         }
         pthread_mutex_unlock(&p->mu);
         if (!hit)

@@ -896,14 +896,14 @@ void session_client_gone(struct session *s, void (*fn)(void *arg, const char *ke
     }
 }
 
-void session_end(struct session *s)
+int session_end(struct session *s)
 {
     pthread_mutex_lock(&s->mu);
     int was = s->ended;
     s->ended = 1;
     pthread_mutex_unlock(&s->mu);
     if (was)
-        return;
+        return 0;
     /* The store's tombstone first: while it is being written the registry
      * still answers with this (ended) session, and once the session leaves
      * the registry a lookup finds the tombstone, never a row to revive. */
@@ -916,6 +916,7 @@ void session_end(struct session *s)
     pthread_mutex_unlock(&reg.mu);
     stream_drop_session(s->id);
     session_unref(held);
+    return 1;
 }
 
 struct idle_ctx {

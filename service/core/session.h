@@ -183,8 +183,9 @@ void session_apply_stored(struct session *s, int log_level, int initialized,
                           int64_t last_active_ms);
 
 /* Ends the session: gone from memory and store, streams expired. The
- * caller still holds (and releases) its reference. */
-void session_end(struct session *s);
+ * caller still holds (and releases) its reference. Returns 1 when this call
+ * ended it, 0 when it had ended already. */
+int session_end(struct session *s);
 
 /* Reaper: stops counting the dormant sessions idle since before cutoff
  * (store_purge deletes them). */

@@ -231,8 +231,6 @@ static void sse_headers(struct _u_response *resp)
 struct reader {
     struct sse_follow f;
     struct gate_req *gate; /* the request: the reader's waits run on its fiber */
-    int ephemeral;         /* the session is this request's own: it ends with
-                              this stream (a client that hangs up cancels) */
     int primed;
     int counted; /* http_stream_response */
 };
@@ -279,47 +277,31 @@ static void sse_release(void *ud)
     struct reader *r = ud;
     http_stream_closed(&r->counted);
     token_end_stop(&r->f.end);
-    if (r->ephemeral)
-        core_end_session(r->f.follow.session);
-    follow_end(&r->f.follow);
+    follow_end(&r->f.follow); /* a stateless request's session ends with it */
     sse_buf_free(&r->f.buf);
     free(r);
 }
 
-/* libmicrohttpd frees a response on a pool thread, outside any fiber, and
- * ending a stateless request's session waits for its tombstone's commit:
- * that is a worker's job. */
-static void sse_free(void *ud)
-{
-    struct reader *r = ud;
-    if (!r->ephemeral || workers_submit(sse_release, r) != 0)
-        sse_release(r);
-}
-
 /* Answers with an SSE stream of what fl follows, for as long as the
  * grant's token is valid. Takes fl over. */
-static int start_sse(struct _u_response *resp, struct follow *fl, int ephemeral,
-                     const struct auth_grant *grant)
+static int start_sse(struct _u_response *resp, struct follow *fl, const struct auth_grant *grant)
 {
     struct reader *r = calloc(1, sizeof *r);
     if (!r) {
-        if (ephemeral)
-            core_end_session(fl->session);
         follow_end(fl);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     }
     r->gate = body_gate_request();
     r->f.follow = *fl;
     memset(fl, 0, sizeof *fl);
-    r->ephemeral = ephemeral;
     r->f.polling = r->f.follow.polling;
     r->f.lead = &reader_lead;
     r->f.lead_ud = r;
     if (r->f.polling && http.cfg.sse_poll_ms > 0)
         r->f.poll_deadline = clock_mono_ms() + http.cfg.sse_poll_ms;
     token_end_start(&r->f.end, grant, NULL);
-    if (http_stream_response(resp, sse_write, sse_free, r, SSE_BLOCK, &r->counted) != U_OK) {
-        sse_free(r);
+    if (http_stream_response(resp, sse_write, sse_release, r, SSE_BLOCK, &r->counted) != U_OK) {
+        sse_release(r);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Could not start the event stream");
     }
     sse_headers(resp);
@@ -391,7 +373,7 @@ static int ended_without_reply(struct _u_response *resp, struct follow *fl)
  * cannot take streaming responses). A wait for the reply (a long-poll, a
  * JSON reply) ends with 401 when the grant's token is revoked or expires
  * meanwhile. Takes fl over. */
-static int reply_stream(struct _u_response *resp, struct follow *fl, int single, int ephemeral,
+static int reply_stream(struct _u_response *resp, struct follow *fl, int single,
                         const struct auth_grant *grant)
 {
     struct stream_chunk ch;
@@ -403,7 +385,7 @@ static int reply_stream(struct _u_response *resp, struct follow *fl, int single,
         /* A stateless request has no other stream to relay to. */
         enum stream_wait w = ended
                                  ? STREAM_TIMEOUT
-                                 : follow_final(fl, !single && !ephemeral,
+                                 : follow_final(fl, !single && !fl->ephemeral,
                                                 clock_mono_ms() + JSON_WAIT_MS, RELAY_WAIT_MS, &ch);
         if (!ended && w != STREAM_CHUNK)
             ended = token_end_check(&te, NULL);
@@ -430,10 +412,8 @@ static int reply_stream(struct _u_response *resp, struct follow *fl, int single,
     if (rc == -1 && send_sse_whole(resp, fl) == 0)
         rc = U_CALLBACK_COMPLETE;
     if (rc == -1)
-        return start_sse(resp, fl, ephemeral, grant);
+        return start_sse(resp, fl, grant);
     /* The reply is written: a stateless request's session has served. */
-    if (ephemeral)
-        core_end_session(fl->session);
     follow_end(fl);
     return rc;
 }
@@ -453,7 +433,7 @@ static int respond(struct _u_response *resp, struct core_reply *r, const struct 
     } else {
         struct follow fl;
         follow_reply(&fl, r);
-        rc = reply_stream(resp, &fl, r->single, r->ephemeral, grant);
+        rc = reply_stream(resp, &fl, r->single, grant);
     }
     core_reply_clear(r);
     return rc;
@@ -818,14 +798,14 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
         struct follow fl;
         if (follow_resume(&fl, &c, last, &r) != 0)
             return refused(resp, &r);
-        return start_sse(resp, &fl, 0, &grant);
+        return start_sse(resp, &fl, &grant);
     }
     struct session *s = core_session_open(&c, &r);
     if (!s)
         return refused(resp, &r);
     struct follow fl;
     int rc = follow_standalone(&fl, s, HTTP_PROBE_WAIT_MS, -1, &r) == 0
-                 ? start_sse(resp, &fl, 0, &grant)
+                 ? start_sse(resp, &fl, &grant)
                  : refused(resp, &r);
     session_unref(s);
     return rc;
