@@ -32,7 +32,6 @@ void follow_reply(struct follow *f, struct core_reply *r)
 void follow_resumed(struct follow *f, struct core_resume *res)
 {
     start(f, res->session, res->stream, res->next);
-    f->resumed_standalone = res->standalone;
     memset(res, 0, sizeof *res);
 }
 

@@ -45,14 +45,12 @@ struct follow {
     struct follow_group *group; /* follow_join; NULL: none */
     struct session *session;    /* owned; NULL: none */
     struct stream_reader reader;
-    int64_t next;           /* seq of the next message follow_read returns */
-    int standalone;         /* holds the session's standalone claim (follow_standalone) */
-    int resumed_standalone; /* follow_resume: the cursor is on the session's
-                               standalone stream (no claim is held) */
-    int polling;            /* the session's revision knows SSE priming events and retry
-                               (2025-11-25 on) */
-    int ephemeral;          /* the session is the reply's own (core_reply.ephemeral):
-                               follow_end ends it */
+    int64_t next;   /* seq of the next message follow_read returns */
+    int standalone; /* holds the session's standalone claim (follow_standalone) */
+    int polling;    /* the session's revision knows SSE priming events and retry
+                       (2025-11-25 on) */
+    int ephemeral;  /* the session is the reply's own (core_reply.ephemeral):
+                       follow_end ends it */
 };
 
 /* Follows a reply of kind CORE_STREAM from its start: takes r's stream

@@ -153,7 +153,7 @@ static void test_standalone(void)
     snprintf(cursor, sizeof cursor, "%s:1", stream_id(sa));
     struct core_caller c = {.transport = "http", .session_id = session_id(s)};
     CHECK_INT(follow_resume(&f, &c, cursor, &refused), 0);
-    CHECK(f.resumed_standalone);
+    CHECK(f.stream == sa);
     CHECK(!f.standalone);
     CHECK_INT(f.next, 2);
     follow_end(&f);
