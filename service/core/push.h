@@ -23,7 +23,7 @@
  * can still read, push_close.
  *
  * Threading: push_receive is called from the transport's reader (a loop
- * fiber for WebSocket, TCP and UDP, the main thread for stdio); sends come
+ * fiber for every transport); sends come
  * from the connection's writer fiber and, for immediate answers, from the
  * reader; push serialises them with a lock a fiber may hold while the
  * transport's send parks on a full socket. A connection costs a fiber and

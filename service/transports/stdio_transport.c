@@ -1,11 +1,14 @@
 /* stdio_transport — see stdio_transport.h.
  *
- * One thread (the caller's) reads: it polls in_fd, a signalfd for the stop
+ * A fiber on the event loop reads, as a WebSocket's reader does: it parks
+ * (loop_wait_fd) on one epoll set holding in_fd, a signalfd for the stop
  * signals and out_fd (for its error condition only: a pipe whose reader
- * closed reports POLLERR, so a vanished client is seen even while stdin is
- * quiet). Writes come from push's writer (a fiber on the event loop, which
- * waits for a full stdout with loop_wait_fd) and from the reading thread
- * (framing errors), serialised by out.mu; each is one writev of prefix,
+ * closed reports EPOLLERR, so a vanished client is seen even while stdin is
+ * quiet). A regular file cannot be polled and is always readable, so a
+ * stdin that is one is read without waiting. The caller's thread only
+ * waits for that fiber to finish. Writes come from push's writer and from
+ * the reader (framing errors), both loop fibers that wait for a full stdout
+ * with loop_wait_fd, serialised by out.mu; each is one writev of prefix,
  * message and suffix, so frames never interleave. */
 #include "stdio_transport.h"
 #include "fd_write.h"
@@ -71,8 +74,8 @@ static void give_up_after_grace(struct out *o)
     atomic_compare_exchange_strong(&o->give_up_at, &none, clock_mono_ms() + o->grace_ms);
 }
 
-/* fd_write's wait: until out_fd takes more bytes. 0, or -1 when it never
- * will. */
+/* fd_write's wait (on a loop fiber): until out_fd takes more bytes. 0,
+ * or -1 when it never will. */
 static int wait_writable(void *ud)
 {
     struct out *o = ud;
@@ -82,40 +85,21 @@ static int wait_writable(void *ud)
         if (give_up && now >= give_up)
             return -1;
         int64_t tick = give_up && give_up - now < WRITE_TICK_MS ? give_up - now : WRITE_TICK_MS;
-        if (loop_on_fiber()) {
-            /* push's writer: park, and look at the signal without waiting. */
-            int rc = loop_wait_fd(o->fd, EPOLLOUT, now + tick);
-            if (rc != 0 && rc != ETIMEDOUT && rc != EINTR)
-                return -1;
-            struct pollfd sig = {.fd = o->sfd, .events = POLLIN};
-            if (watch_signal && !give_up && poll(&sig, 1, 0) > 0 && (sig.revents & POLLIN)) {
-                give_up_after_grace(o);
-                watch_signal = 0;
-                log_event(LOG_INFO, NULL, "shutting_down",
-                          "stop signal while the client is not reading; giving up in %lld ms",
-                          (long long)o->grace_ms);
-            }
-            if (rc == 0)
-                return 0;
-            continue;
-        }
-        struct pollfd pf[2] = {{.fd = o->fd, .events = POLLOUT}, {.fd = o->sfd, .events = POLLIN}};
-        /* Once the signal is noted, stop watching it: it stays pending for
-         * the reading thread and would wake this poll at once forever. */
-        int n = watch_signal && !give_up ? 2 : 1;
-        if (poll(pf, (nfds_t)n, (int)tick) < 0 && errno != EINTR)
+        int rc = loop_wait_fd(o->fd, EPOLLOUT, now + tick);
+        if (rc != 0 && rc != ETIMEDOUT && rc != EINTR)
             return -1;
-        if (pf[0].revents & (POLLERR | POLLNVAL))
-            return -1;
-        if (pf[0].revents & (POLLOUT | POLLHUP))
-            return 0; /* a hang-up shows as EPIPE on the write */
-        if (n == 2 && (pf[1].revents & POLLIN)) {
+        /* Look at the signal without waiting (it stays pending for the
+         * reader); once noted, stop looking. */
+        struct pollfd sig = {.fd = o->sfd, .events = POLLIN};
+        if (watch_signal && !give_up && poll(&sig, 1, 0) > 0 && (sig.revents & POLLIN)) {
             give_up_after_grace(o);
             watch_signal = 0;
             log_event(LOG_INFO, NULL, "shutting_down",
                       "stop signal while the client is not reading; giving up in %lld ms",
                       (long long)o->grace_ms);
         }
+        if (rc == 0)
+            return 0; /* a hang-up shows as EPIPE on the write */
     }
 }
 
@@ -206,6 +190,37 @@ static int make_nonblocking(int fd)
     return fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 ? flags : -1;
 }
 
+/* What the reader waits on: one epoll set, which a fiber can wait on with
+ * one loop_wait_fd. in_always: in_fd could not be added (a regular file,
+ * always readable; or a bad descriptor, whose read says so). */
+struct watch {
+    int ep;
+    int in_fd;
+    int in_always;
+    int sfd;
+    int out_fd;
+};
+
+static int watch_open(struct watch *w, int in_fd, int sfd, int out_fd)
+{
+    *w = (struct watch){
+        .ep = epoll_create1(EPOLL_CLOEXEC), .in_fd = in_fd, .sfd = sfd, .out_fd = out_fd};
+    if (w->ep < 0)
+        return -1;
+    struct epoll_event in = {.events = EPOLLIN, .data.fd = in_fd};
+    w->in_always = epoll_ctl(w->ep, EPOLL_CTL_ADD, in_fd, &in) != 0;
+    struct epoll_event sig = {.events = EPOLLIN, .data.fd = sfd};
+    if (epoll_ctl(w->ep, EPOLL_CTL_ADD, sfd, &sig) != 0) {
+        close(w->ep);
+        return -1;
+    }
+    /* Errors and hang-ups only. A file for stdout cannot be added, and
+     * never hangs up. */
+    struct epoll_event out = {.events = 0, .data.fd = out_fd};
+    (void)epoll_ctl(w->ep, EPOLL_CTL_ADD, out_fd, &out);
+    return 0;
+}
+
 enum ending { END_EOF, END_SIGNAL, END_OUTPUT };
 
 /* Decodes what was read and hands each message to push. */
@@ -226,108 +241,153 @@ static void feed(struct out *o, struct push *p, struct stdio_frame_decoder *dec,
 
 /* Reads stdin until end of input, a stop signal, or a client gone from
  * stdout; says which. */
-static enum ending read_until_end(int in_fd, struct out *o, struct push *p,
+static enum ending read_until_end(const struct watch *w, struct out *o, struct push *p,
                                   struct stdio_frame_decoder *dec, char *buf, size_t max)
 {
-    enum ending why = END_EOF;
     for (;;) {
-        if (out_dead(o)) {
-            why = END_OUTPUT;
-            break;
-        }
-        struct pollfd pf[3] = {
-            {.fd = in_fd, .events = POLLIN},
-            {.fd = o->sfd, .events = POLLIN},
-            {.fd = o->fd, .events = 0}, /* POLLERR/POLLHUP: the client is gone */
-        };
-        if (poll(pf, 3, -1) < 0) {
-            if (errno == EINTR)
-                continue;
+        if (out_dead(o))
+            return END_OUTPUT;
+        struct epoll_event evs[3];
+        int n = epoll_wait(w->ep, evs, 3, 0);
+        if (n < 0 && errno != EINTR) {
             log_event(LOG_ERROR, NULL, "stdio_poll_failed", "%s", strerror(errno));
-            break;
+            return END_EOF;
         }
-        if (pf[1].revents & POLLIN) {
+        int readable = w->in_always, signalled = 0, out_gone = 0;
+        for (int i = 0; i < n; i++) {
+            readable |= evs[i].data.fd == w->in_fd;
+            signalled |= evs[i].data.fd == w->sfd;
+            out_gone |= evs[i].data.fd == w->out_fd && (evs[i].events & (EPOLLERR | EPOLLHUP));
+        }
+        if (signalled) {
             struct signalfd_siginfo si;
-            ssize_t n = read(o->sfd, &si, sizeof si);
+            ssize_t got = read(w->sfd, &si, sizeof si);
             log_event(LOG_INFO, NULL, "shutting_down", "signal %d",
-                      n == (ssize_t)sizeof si ? (int)si.ssi_signo : 0);
-            why = END_SIGNAL;
-            break;
+                      got == (ssize_t)sizeof si ? (int)si.ssi_signo : 0);
+            return END_SIGNAL;
         }
-        if (pf[2].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+        if (out_gone) {
             log_event(LOG_INFO, NULL, "stdio_output_closed", "stdout was closed by the client");
-            why = END_OUTPUT;
-            break;
+            return END_OUTPUT;
         }
-        if (!pf[0].revents)
+        if (!readable) {
+            int rc = loop_wait_fd(w->ep, EPOLLIN, -1);
+            if (rc != 0 && rc != EINTR) {
+                log_event(LOG_ERROR, NULL, "stdio_poll_failed", "%s", strerror(rc));
+                return rc == ECANCELED ? END_SIGNAL : END_EOF;
+            }
             continue;
-        ssize_t n = read(in_fd, buf, READ_CHUNK);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+        }
+        ssize_t got = read(w->in_fd, buf, READ_CHUNK);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
-        if (n <= 0) {
-            if (n < 0)
+        if (got <= 0) {
+            if (got < 0)
                 log_event(LOG_WARN, NULL, "stdio_read_failed", "stdin: %s", strerror(errno));
-            why = END_EOF;
-            break;
+            return END_EOF;
         }
-        feed(o, p, dec, buf, (size_t)n, max);
+        feed(o, p, dec, buf, (size_t)got, max);
     }
-    return why;
 }
 
-int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sigset_t *stop)
-{
-    size_t max = cfg->max_message ? cfg->max_message : STDIO_FRAME_DEFAULT_MAX;
-    int64_t grace = cfg->grace_ms > 0 ? cfg->grace_ms : 0;
-    int sfd = signalfd(-1, stop, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (sfd < 0) {
-        log_event(LOG_ERROR, NULL, "stdio_failed", "signalfd: %s", strerror(errno));
-        return 1;
-    }
-    struct out o = {.fd = out_fd, .sfd = sfd, .grace_ms = grace};
-    fmutex_init(&o.mu);
-    atomic_init(&o.give_up_at, 0);
-    note_gate_init(&o.gate, out_fd);
-    struct push_io io = {.send = out_send, .io = &o, .transport = "stdio", .event_ids = 0};
-    struct stdio_frame_decoder *dec = stdio_frame_decoder_new(max);
-    char *buf = malloc(READ_CHUNK);
-    struct push *p = dec && buf ? push_open(&io) : NULL;
-    if (!p) {
-        log_event(LOG_ERROR, NULL, "stdio_failed", "out of memory");
-        stdio_frame_decoder_free(dec);
-        free(buf);
-        fmutex_destroy(&o.mu);
-        close(sfd);
-        return 1;
-    }
-    int saved_flags = make_nonblocking(out_fd);
-    log_event(LOG_INFO, NULL, "stdio_serving", "MCP on stdin/stdout, messages up to %zu bytes",
-              max);
+/* The reader fiber's state, and how the caller's thread learns it ended. */
+struct serve {
+    struct watch w;
+    struct out o;
+    struct push *p;
+    struct stdio_frame_decoder *dec;
+    char *buf;
+    size_t max;
+    int64_t grace;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+};
 
-    enum ending why = read_until_end(in_fd, &o, p, dec, buf, max);
+static void serve_main(void *arg)
+{
+    struct serve *sv = arg;
+    struct out *o = &sv->o;
+    enum ending why = read_until_end(&sv->w, o, sv->p, sv->dec, sv->buf, sv->max);
     if (why == END_EOF) {
         struct stdio_frame_event ev;
-        int got = stdio_frame_finish(dec, &ev);
-        sync_framing(&o, dec);
+        int got = stdio_frame_finish(sv->dec, &ev);
+        sync_framing(o, sv->dec);
         if (got)
-            handle(&o, p, &ev, max);
+            handle(o, sv->p, &ev, sv->max);
         log_event(LOG_INFO, NULL, "stdio_eof", "end of input; finishing requests in flight");
     }
     /* Requests in flight finish and are answered; a client that stopped
      * reading holds nobody (neither the drain nor push_close, which joins
      * the writer) beyond the same deadline. At the end of input nothing the
      * client was asked can be answered now. */
-    give_up_after_grace(&o);
-    if (why != END_OUTPUT && push_finish(p, why == END_EOF, grace) != 0 && !out_dead(&o))
+    give_up_after_grace(o);
+    if (why != END_OUTPUT && push_finish(sv->p, why == END_EOF, sv->grace) != 0 && !out_dead(o))
         log_event(LOG_WARN, NULL, "stdio_drain_timeout",
                   "requests still running after %lld ms; their replies stay in their streams",
-                  (long long)grace);
-    push_close(p);
+                  (long long)sv->grace);
+    push_close(sv->p);
+    pthread_mutex_lock(&sv->mu);
+    sv->done = 1;
+    pthread_cond_signal(&sv->cv);
+    pthread_mutex_unlock(&sv->mu);
+}
+
+int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sigset_t *stop)
+{
+    size_t max = cfg->max_message ? cfg->max_message : STDIO_FRAME_DEFAULT_MAX;
+    int sfd = signalfd(-1, stop, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) {
+        log_event(LOG_ERROR, NULL, "stdio_failed", "signalfd: %s", strerror(errno));
+        return 1;
+    }
+    struct serve *sv = calloc(1, sizeof *sv);
+    if (!sv || watch_open(&sv->w, in_fd, sfd, out_fd) != 0) {
+        log_event(LOG_ERROR, NULL, "stdio_failed", "%s", sv ? strerror(errno) : "out of memory");
+        free(sv);
+        close(sfd);
+        return 1;
+    }
+    sv->max = max;
+    sv->grace = cfg->grace_ms > 0 ? cfg->grace_ms : 0;
+    struct out *o = &sv->o;
+    o->fd = out_fd;
+    o->sfd = sfd;
+    o->grace_ms = sv->grace;
+    fmutex_init(&o->mu);
+    atomic_init(&o->give_up_at, 0);
+    note_gate_init(&o->gate, out_fd);
+    pthread_mutex_init(&sv->mu, NULL);
+    pthread_cond_init(&sv->cv, NULL);
+    struct push_io io = {.send = out_send, .io = o, .transport = "stdio", .event_ids = 0};
+    sv->dec = stdio_frame_decoder_new(max);
+    sv->buf = malloc(READ_CHUNK);
+    sv->p = sv->dec && sv->buf ? push_open(&io) : NULL;
+    int saved_flags = sv->p ? make_nonblocking(out_fd) : -1;
+    int status = 0;
+    if (!sv->p || loop_spawn(serve_main, sv) != 0) {
+        log_event(LOG_ERROR, NULL, "stdio_failed",
+                  sv->p ? "cannot start the reader" : "out of memory");
+        if (sv->p)
+            push_close(sv->p);
+        status = 1;
+    } else {
+        log_event(LOG_INFO, NULL, "stdio_serving", "MCP on stdin/stdout, messages up to %zu bytes",
+                  max);
+        pthread_mutex_lock(&sv->mu);
+        while (!sv->done)
+            pthread_cond_wait(&sv->cv, &sv->mu);
+        pthread_mutex_unlock(&sv->mu);
+    }
     if (saved_flags >= 0)
         fcntl(out_fd, F_SETFL, saved_flags);
-    stdio_frame_decoder_free(dec);
-    free(buf);
-    fmutex_destroy(&o.mu);
+    stdio_frame_decoder_free(sv->dec);
+    free(sv->buf);
+    fmutex_destroy(&o->mu);
+    pthread_mutex_destroy(&sv->mu);
+    pthread_cond_destroy(&sv->cv);
+    close(sv->w.ep);
     close(sfd);
-    return 0;
+    free(sv);
+    return status;
 }

@@ -37,9 +37,10 @@ struct stdio_config {
 };
 
 /* Serves MCP on in_fd/out_fd until EOF or one of `stop` (signals blocked by
- * the caller in every thread) arrives. Needs a started core and event loop (loop.h: push's writer
- * runs there). Returns the exit status: 0 on EOF or signal after a graceful finish, 1 when serving
- * could not start (out of memory, no signalfd). */
+ * the caller in every thread) arrives. Needs a started core and event loop (loop.h: the reader
+ * and push's writer run there as fibers; the caller's thread only waits). Returns the exit status:
+ * 0 on EOF or signal after a graceful finish, 1 when serving could not start (out of memory, no
+ * signalfd). */
 int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sigset_t *stop);
 
 #endif

@@ -613,3 +613,39 @@ test('EOF with a subscription open: it ends with the input, mcpd exits without w
   assert.ok(Date.now() - t0 < 10000);
   assert.doesNotMatch(c.stderr, /stdio_drain_timeout|Sanitizer/);
 });
+
+test('stdin and stdout as regular files (which cannot be polled): every message answered, then exit 0', async () => {
+  const fs = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mcpd-stdio-files-'));
+  try {
+    const input = path.join(dir, 'in.ndjson');
+    const output = path.join(dir, 'out.ndjson');
+    fs.writeFileSync(
+      input,
+      [initialize(1), initialized, toolCall(2, 'echo', { message: 'from a file' }), { jsonrpc: '2.0', id: 3, method: 'ping' }]
+        .map(ndjson)
+        .join(''),
+    );
+    const inFd = fs.openSync(input, 'r');
+    const outFd = fs.openSync(output, 'w');
+    const proc = spawn(MCPD_BIN, ['--stdio', '--db', ':memory:'], { stdio: [inFd, outFd, 'pipe'] });
+    fs.closeSync(inFd);
+    fs.closeSync(outFd);
+    let stderr = '';
+    proc.stderr.on('data', (d) => (stderr += d));
+    const exit = await withTimeout(new Promise((resolve) => proc.on('exit', (code) => resolve(code))), 20000, 'mcpd exit').catch((e) => {
+      proc.kill('SIGKILL');
+      throw new Error(`${e.message}\n${stderr}`);
+    });
+    assert.equal(exit, 0, stderr);
+    const { msgs, rest } = parseNdjson(fs.readFileSync(output));
+    assert.equal(rest.length, 0);
+    assert.equal(msgs.find((m) => m.id === 1)?.result?.protocolVersion, PROTOCOL);
+    assert.equal(msgs.find((m) => m.id === 2)?.result?.content?.[0]?.text, 'from a file');
+    assert.deepEqual(msgs.find((m) => m.id === 3)?.result, {});
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
