@@ -4,7 +4,9 @@
 #include "clock.h"
 #include "fiber.h"
 #include "core_int.h"
+#include "jsonrpc.h"
 #include "protocol.h"
+#include "relay.h"
 #include "session.h"
 #include "workers.h"
 
@@ -59,6 +61,36 @@ int follow_standalone(struct follow *f, struct session *s, int64_t probe_ms, int
     session_set_get_cursor(s, f->next);
     session_touch(s);
     return 0;
+}
+
+int follow_relayed(struct follow *f, const struct core_caller *c, const char *cursor,
+                   int64_t probe_ms, struct core_reply *refused)
+{
+    struct session *s;
+    int64_t from = -1;
+    if (cursor) {
+        struct core_resume res;
+        if (core_resume(c, cursor, &res, refused) != 0)
+            return -1;
+        s = res.session;
+        from = res.next;
+        res.session = NULL;
+        int standalone = res.standalone;
+        core_resume_clear(&res);
+        if (!standalone) {
+            session_unref(s);
+            memset(refused, 0, sizeof *refused);
+            core_reject(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_PARAMS,
+                        "Bad Request: Last-Event-ID names no event of an /sse stream");
+            return -1;
+        }
+    } else if (!(s = core_session_open(c, refused))) {
+        return -1;
+    }
+    relay_catch_up(s);
+    int rc = follow_standalone(f, s, probe_ms, from, refused);
+    session_unref(s);
+    return rc;
 }
 
 enum stream_wait follow_read(struct follow *f, int64_t deadline, struct stream_chunk *ch)

@@ -78,6 +78,17 @@ void follow_resumed(struct follow *f, struct core_resume *res);
 int follow_standalone(struct follow *f, struct session *s, int64_t probe_ms, int64_t from,
                       struct core_reply *refused);
 
+/* For a client that reads everything on its session's standalone stream
+ * (legacy /sse, whose replies the relay copies there): follows that stream
+ * of the caller's session (c->session_id) from where its last reader
+ * stopped, or, with a cursor, of the session the cursor's stream belongs
+ * to, from the message after it (a cursor on another stream is refused,
+ * CORE_BAD_REQUEST). Takes the one-reader claim as follow_standalone does.
+ * What a past process's relay had not copied is copied first
+ * (relay_catch_up). 0, or -1 with *refused filled and f untouched. */
+int follow_relayed(struct follow *f, const struct core_caller *c, const char *cursor,
+                   int64_t probe_ms, struct core_reply *refused);
+
 /* Reads message f->next (stream_read: waits until the monotonic deadline;
  * 0 only looks). On STREAM_CHUNK, *ch is the message, borrowed while the
  * follow lives, and f->next moves past it. A chunk, or a wait that ran to

@@ -13,7 +13,6 @@
 #include "request_log.h"
 #include "sse.h"
 #include "sse_follow.h"
-#include "relay.h"
 #include "replica.h"
 #include "session.h"
 #include "table.h"
@@ -381,40 +380,19 @@ static void conn_free(void *ud)
  * after it was seen). Fills c, or answers the refusal and returns -1. */
 static int resume(struct conn *c, const char *last, struct _u_response *resp)
 {
-    struct core_reply refused;
-    struct session *s = NULL;
-    int64_t from = -1;
-    if (!strchr(last, ':')) {
-        if (strlen(last) == RANDID_LEN && resv_attach(last, c->principal, &c->gen) == 0) {
-            snprintf(c->sid, sizeof c->sid, "%s", last);
-            c->waiting = 1; /* not initialized yet: wait for it again */
-            return 0;
-        }
-        struct core_caller k = caller_for(c->principal, last);
-        if (!(s = core_session_open(&k, &refused)))
-            return http_refused(resp, &refused), -1;
-    } else {
-        struct core_caller k = caller_for(c->principal, NULL);
-        struct core_resume res;
-        if (core_resume(&k, last, &res, &refused) != 0)
-            return http_refused(resp, &refused), -1;
-        int standalone = res.standalone;
-        s = res.session;
-        from = res.next;
-        res.session = NULL;
-        core_resume_clear(&res);
-        if (!standalone) {
-            session_unref(s);
-            http_fail(resp, 400, JSONRPC_INVALID_PARAMS,
-                      "Bad Request: Last-Event-ID names no event of an /sse stream");
-            return -1;
-        }
+    const char *cursor = strchr(last, ':') ? last : NULL;
+    if (!cursor && strlen(last) == RANDID_LEN && resv_attach(last, c->principal, &c->gen) == 0) {
+        snprintf(c->sid, sizeof c->sid, "%s", last);
+        c->waiting = 1; /* not initialized yet: wait for it again */
+        return 0;
     }
-    snprintf(c->sid, sizeof c->sid, "%s", session_id(s));
-    request_log_session(c->sid);
-    relay_catch_up(s);
-    if (follow_session(c, s, from, &refused) != 0)
+    struct core_caller k = caller_for(c->principal, cursor ? NULL : last);
+    struct core_reply refused;
+    if (follow_relayed(&c->f.follow, &k, cursor, HTTP_PROBE_WAIT_MS, &refused) != 0)
         return http_refused(resp, &refused), -1;
+    c->f.event_type = "message";
+    snprintf(c->sid, sizeof c->sid, "%s", session_id(c->f.follow.session));
+    request_log_session(c->sid);
     return 0;
 }
 

@@ -1364,7 +1364,44 @@ static void test_legacy_relay(void)
     CHECK_INT(json_integer_value(json_object_get(m, "id")), 6);
     json_decref(m);
 
+    /* A client resuming its /sse stream (follow_relayed): the session it
+     * names, or the session of its cursor, which must be on the standalone
+     * stream; another past stream is caught up first, and the one-reader
+     * claim is taken. */
+    char standalone_cursor[128];
+    snprintf(standalone_cursor, sizeof standalone_cursor, "%s:%lld", stream_id(sa.stream),
+             (long long)sa.next - 1);
+    struct follow again;
+    CHECK_INT(follow_relayed(&again, &c, NULL, 0, &refused), -1);
+    CHECK_INT(refused.reason, CORE_CONFLICT); /* sa holds it */
+    core_reply_clear(&refused);
     follow_end(&sa);
+    snprintf(id, sizeof id, "%012llx%020d", (unsigned long long)past, 8);
+    const char *msg2 = "{\"jsonrpc\":\"2.0\",\"id\":88,\"result\":{}}";
+    row.request_id = "88";
+    CHECK_INT(store_stream_write(rig.store, id, &row, 0, msg2, strlen(msg2), "finished", past), 0);
+    CHECK_INT(follow_relayed(&again, &c, NULL, 0, &refused), 0);
+    CHECK(again.standalone);
+    m = rig_next(&again);
+    CHECK_INT(json_integer_value(json_object_get(m, "id")), 88);
+    json_decref(m);
+    follow_end(&again);
+    char request_cursor[128];
+    snprintf(request_cursor, sizeof request_cursor, "%s:0", copied.id);
+    struct core_caller by_cursor = c;
+    by_cursor.session_id = NULL; /* an EventSource has nothing but the id */
+    CHECK_INT(follow_relayed(&again, &by_cursor, request_cursor, 0, &refused), -1);
+    CHECK_INT(refused.reason, CORE_BAD_REQUEST);
+    CHECK_STR(rig_message(refused.error),
+              "Bad Request: Last-Event-ID names no event of an /sse stream");
+    core_reply_clear(&refused);
+    CHECK_INT(follow_relayed(&again, &by_cursor, standalone_cursor, 0, &refused), 0);
+    CHECK(again.standalone && again.session == s);
+    m = rig_next(&again); /* the one after the cursor (ping 6's reply) */
+    CHECK_INT(json_integer_value(json_object_get(m, "id")), 88);
+    json_decref(m);
+    follow_end(&again);
+
     rig_end(s);
 }
 
