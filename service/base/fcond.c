@@ -66,10 +66,14 @@ int fcond_wait_until(struct fcond *c, pthread_mutex_t *mu, int64_t deadline_mono
     if (deadline_mono_ms >= 0 && deadline_mono_ms <= clock_mono_ms())
         return ETIMEDOUT;
     struct fiber *f = fiber_current();
-    if (f && fiber_cancelled(f))
-        return deadline_mono_ms >= 0 ? ETIMEDOUT : thread_wait(c, mu, -1);
     if (!f)
         return thread_wait(c, mu, deadline_mono_ms);
+    /* A cancelled fiber gives up a wait with a deadline at once; one
+     * without (a mutex) it parks through the cancel: blocking the thread
+     * could hold the very fiber that is to let go. */
+    int outlast = fiber_cancelled(f);
+    if (outlast && deadline_mono_ms >= 0)
+        return ETIMEDOUT;
     struct fcond_waiter w = {.fiber = f};
     pthread_mutex_lock(&c->lk);
     w.next = c->waiters;
@@ -79,7 +83,11 @@ int fcond_wait_until(struct fcond *c, pthread_mutex_t *mu, int64_t deadline_mono
     c->waiters = &w;
     pthread_mutex_unlock(&c->lk);
     pthread_mutex_unlock(mu);
-    int parked = fiber_park(NULL, deadline_mono_ms);
+    int parked = 0;
+    if (outlast)
+        fiber_park_outlast();
+    else
+        parked = fiber_park(NULL, deadline_mono_ms);
     pthread_mutex_lock(&c->lk);
     if (w.prev) {
         *w.prev = w.next;

@@ -8,8 +8,9 @@
  * condition under the mutex the waiters pass, then signal.
  *
  * A cancelled fiber (fiber_cancel: its connection is going away) waits no
- * longer: a wait with a deadline returns ETIMEDOUT at once, one without
- * blocks its thread as a plain thread would. */
+ * longer with a deadline: such a wait returns ETIMEDOUT at once. A wait
+ * without one (fmutex_lock) still parks until it is signalled, so that it
+ * never holds the thread that may run the mutex's holder. */
 #ifndef MCPD_FCOND_H
 #define MCPD_FCOND_H
 

@@ -135,6 +135,7 @@ struct fiber {
     int woken;     /* a wake no park has consumed yet */
     int parked;    /* suspended by its host: the next wake resumes it */
     int cancelled; /* parks return ECANCELED */
+    int outlast;   /* in fiber_park_outlast: suspended even when cancelled */
     int done;      /* fn returned (written and read on the host's thread) */
     int64_t deadline;
     size_t heap_at; /* 1 + its index in the timer heap; 0 when not there */
@@ -472,7 +473,7 @@ enum fiber_state fiber_run(struct fiber *f)
         if (f->done)
             return FIBER_DONE;
         pthread_mutex_lock(&f->mu);
-        if (f->woken || f->cancelled) {
+        if (f->woken || (f->cancelled && !f->outlast)) {
             /* Woken while it was switching out: straight back in. */
             pthread_mutex_unlock(&f->mu);
             continue;
@@ -516,6 +517,24 @@ int fiber_park(const int *until_set, int64_t deadline_mono_ms)
     f->woken = 0;
     pthread_mutex_unlock(&f->mu);
     return 0;
+}
+
+void fiber_park_outlast(void)
+{
+    struct fiber *f = running;
+    pthread_mutex_lock(&f->mu);
+    if (f->woken) {
+        f->woken = 0;
+        pthread_mutex_unlock(&f->mu);
+        return;
+    }
+    f->outlast = 1;
+    pthread_mutex_unlock(&f->mu);
+    switch_to_host(f);
+    pthread_mutex_lock(&f->mu);
+    f->woken = 0;
+    f->outlast = 0;
+    pthread_mutex_unlock(&f->mu);
 }
 
 /* Under f->mu. */

@@ -60,6 +60,12 @@ struct fiber *fiber_current(void);
  * once cancelled; and with until_set, 1 at once when *until_set is
  * non-zero (read under the lock fiber_wake_set writes it under). */
 int fiber_park(const int *until_set, int64_t deadline_mono_ms);
+/* On a fiber: sets it aside until fiber_wake (or a fiber_cancel, which
+ * also wakes it), even once cancelled. For a wait that a cancel must not
+ * cut short, yet must not block the thread either: a mutex whose holder
+ * may be a fiber of this very thread, which lets go once its own
+ * (cancelled) waits return. The caller looks at its condition after. */
+void fiber_park_outlast(void);
 /* Wakes f if parked (or makes its next park return). Any thread. */
 void fiber_wake(struct fiber *f);
 /* Sets *flag to 1 and wakes f, under f's lock: a parked fiber waiting for

@@ -2,8 +2,9 @@
  * run, in spawn order on one thread; woken fibers run in wake order; a
  * fiber waits on a socketpair for reading and another on the same socket
  * for writing, on the same thread; deadlines, wakes by others and
- * loop_stop's cancel end waits with what they are; a regular file cannot
- * be waited on; many fibers share two threads. */
+ * loop_stop's cancel end waits with what they are, but a mutex wait parks
+ * through it (its holder may be a fiber of the same thread); a regular file
+ * cannot be waited on; many fibers share two threads. */
 #include "check.h"
 #include "clock.h"
 #include "fcond.h"
@@ -317,6 +318,66 @@ static void test_many(void)
     loop_stop();
 }
 
+/* ---- a mutex wait through loop_stop's cancel ---- */
+
+/* The holder takes the mutex and sleeps (a wait loop_stop's cancel cuts
+ * short), then lets go; the waiter, on the same thread and cancelled
+ * first (loop_stop cancels the newest fiber first), wants the mutex. A
+ * waiter that blocked its thread would hold the holder forever: loop_stop
+ * would never return. */
+static struct {
+    struct fmutex mu;
+    atomic_int held, waiting, waiter_got;
+} mx = {.mu = FMUTEX_INITIALIZER};
+
+static void mx_holder(void *arg)
+{
+    (void)arg;
+    fmutex_lock(&mx.mu);
+    atomic_store(&mx.held, 1);
+    fiber_sleep_ms(60000);
+    fmutex_unlock(&mx.mu);
+}
+
+static void mx_waiter(void *arg)
+{
+    (void)arg;
+    atomic_store(&mx.waiting, 1);
+    fmutex_lock(&mx.mu);
+    atomic_store(&mx.waiter_got, 1);
+    fmutex_unlock(&mx.mu);
+}
+
+static atomic_int stopped;
+
+static void *stop_main(void *arg)
+{
+    (void)arg;
+    loop_stop();
+    atomic_store(&stopped, 1);
+    return NULL;
+}
+
+static void test_mutex_through_cancel(void)
+{
+    CHECK_INT(loop_start(1), 0);
+    CHECK_INT(loop_spawn(mx_holder, NULL), 0);
+    CHECK_INT(wait_count(&mx.held, 1, 5000), 1);
+    CHECK_INT(loop_spawn(mx_waiter, NULL), 0);
+    CHECK_INT(wait_count(&mx.waiting, 1, 5000), 1);
+    sleep_ms(20); /* the waiter parks on the mutex */
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, stop_main, NULL), 0);
+    CHECK_INT(wait_count(&stopped, 1, 10000), 1);
+    CHECK_INT(atomic_load(&mx.waiter_got), 1);
+    if (!atomic_load(&stopped)) {
+        printf("loop_stop hangs: a cancelled mutex wait holds its thread\n");
+        check_summary();
+        exit(1); /* the loop thread cannot be joined */
+    }
+    pthread_join(t, NULL);
+}
+
 int main(void)
 {
     fcond_init(&ord.cv);
@@ -324,6 +385,7 @@ int main(void)
     test_fd_wait();
     test_deadline_wake_cancel();
     test_many();
+    test_mutex_through_cancel();
     /* ord_fiber is kept for the broadcast case: every waiter of one
      * condition wakes (order unspecified). */
     CHECK_INT(loop_start(2), 0);
