@@ -211,20 +211,21 @@ static int proven_key(const char *token, const struct auth_request *req, struct 
         *reason = "more than one DPoP proof";
         return -1;
     }
-    /* The URL the client used: the resource is the public /mcp URL, so
-     * /mcp and what is under it (/mcp/ws) are the resource and what is
-     * under it, even behind a proxy that serves them under a prefix; other
-     * paths (legacy /sse) are under the resource's origin. */
+    /* The URL the client used: the resource path and what is under it are
+     * the resource's public URL and what is under it; other paths (legacy
+     * /sse) are under the resource's origin. */
     const char *resource = oauth_resource();
     const char *host = strstr(resource, "://");
     size_t origin = host ? (size_t)(host + 3 - resource) + strcspn(host + 3, "/?#") : 0;
     size_t base = origin;
     const char *rest = req->path;
-    if (strncmp(req->path, "/mcp", 4) == 0 && (req->path[4] == '\0' || req->path[4] == '/')) {
+    size_t rp = req->resource_path ? strlen(req->resource_path) : 0;
+    if (rp && strncmp(req->path, req->resource_path, rp) == 0 &&
+        (req->path[rp] == '\0' || req->path[rp] == '/')) {
         base = strcspn(resource, "?#");
         while (base > origin && resource[base - 1] == '/')
             base--;
-        rest = req->path + 4;
+        rest = req->path + rp;
     }
     char htu[2048];
     int n = snprintf(htu, sizeof htu, "%.*s%s", (int)base, resource, rest);

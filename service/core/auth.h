@@ -64,12 +64,16 @@ struct auth_grant {
 };
 
 /* What a request says of itself, for a DPoP proof: the DPoP header (NULL
- * when absent), the method, and the path it was sent to (the public
- * origin is the OAuth resource's). */
+ * when absent), the method, the path it was sent to (the public origin is
+ * the OAuth resource's), and the path at which the transport serves the
+ * resource ("/mcp"; NULL: none): that path and what is under it ("/mcp/ws")
+ * are the resource's public URL and what is under it, even behind a proxy
+ * that serves them under a prefix. */
 struct auth_request {
     const char *dpop;
     const char *method;
     const char *path;
+    const char *resource_path;
 };
 
 /* A connection holding a token: embedded in the connection (which owns it),

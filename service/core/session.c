@@ -813,7 +813,9 @@ void session_next_request_id(struct session *s, char *out, size_t cap)
     pthread_mutex_lock(&s->mu);
     uint64_t n = ++s->next_out_id;
     pthread_mutex_unlock(&s->mu);
-    /* The stream id part keeps ids unique across restarts of the process. */
+    /* The clock part keeps ids unique across restarts of the process (the
+     * counter starts again); the tag names the process that asked, so
+     * that an answer reaching another replica finds its way. */
     snprintf(out, cap, "mcpd-%llu-%08lx%s", (unsigned long long)n,
              (unsigned long)(clock_wall_ms() & 0xffffffff), reg.id_tag);
 }

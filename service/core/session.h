@@ -146,7 +146,8 @@ int session_with_tracked(struct session *s, const char *key, void (*fn)(void *va
 void session_each_tracked(struct session *s, void (*fn)(void *value, void *arg), void *arg);
 
 /* Server→client requests awaiting an answer, by the id the server chose.
- * next_request_id writes a fresh id ("mcpd-<n>") into out. take removes and
+ * next_request_id writes a fresh id ("mcpd-<n>-<clock>", and "-<tag>" with
+ * several processes: session_registry_shared) into out. take removes and
  * returns the value, or NULL if no such request is pending. */
 void session_next_request_id(struct session *s, char *out, size_t cap);
 int session_pending_add(struct session *s, const char *key, void *value);

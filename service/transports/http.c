@@ -148,8 +148,10 @@ static int admitted(const struct _u_request *req, struct _u_response *resp,
         return 0;
     }
     const char *why;
-    struct auth_request ar = {
-        .dpop = header(req, "DPoP"), .method = req->http_verb, .path = req->url_path};
+    struct auth_request ar = {.dpop = header(req, "DPoP"),
+                              .method = req->http_verb,
+                              .path = req->url_path,
+                              .resource_path = "/mcp"};
     int rc = auth_check(header(req, "Authorization"), NULL, &ar, grant, &why);
     request_log_principal(grant->principal);
     if (rc != 0) {

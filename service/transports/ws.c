@@ -606,7 +606,8 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, const char *url, struct w
         return rc;
     struct auth_grant grant;
     const char *why;
-    struct auth_request req = {.dpop = header(con, "DPoP"), .method = "GET", .path = url};
+    struct auth_request req = {
+        .dpop = header(con, "DPoP"), .method = "GET", .path = url, .resource_path = "/mcp"};
     int denied = auth_check(header(con, "Authorization"), header(con, "Sec-WebSocket-Protocol"),
                             &req, &grant, &why);
     request_log_principal(grant.principal);
