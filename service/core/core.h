@@ -137,9 +137,15 @@ struct core_caller {
      * long as its reply (core_reply.ephemeral). */
     int stateless;
     /* Takes each reply of a batch (and clears it); NULL: batches are
-     * refused. */
+     * refused, unless relayed. */
     void (*each)(void *each_ud, struct core_reply *r);
     void *each_ud;
+    /* The client reads every reply on its session's standalone stream (the
+     * legacy /sse): core_receive hands the reply there (core_relay), and a
+     * batch's replies one by one, and answers CORE_ACCEPTED; a refusal of
+     * the whole message stays CORE_REJECTED for the transport to answer
+     * (CORE_UNAVAILABLE when the server is stopping). */
+    int relayed;
 };
 
 /* One message or a batch (borrowed). Fills *out; the caller clears it.

@@ -342,7 +342,7 @@ static void receive_stateless(const struct core_caller *c, json_t *msg, const st
 static void receive_batch(const struct core_caller *c, json_t *batch, struct core_reply *refused)
 {
     memset(refused, 0, sizeof *refused);
-    if (!c->each) {
+    if (!c->each && !c->relayed) {
         refuse(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_REQUEST,
                "Invalid Request: batches are not accepted here");
         return;
@@ -382,18 +382,17 @@ static void receive_batch(const struct core_caller *c, json_t *batch, struct cor
         }
         session_ref(s);
         r.session = s;
-        c->each(c->each_ud, &r);
+        if (c->relayed)
+            core_relay(&r);
+        else
+            c->each(c->each_ud, &r);
     }
     session_unref(s);
     refused->kind = CORE_ACCEPTED;
 }
 
-void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *out)
+static void receive_one(const struct core_caller *c, json_t *msg, struct core_reply *out)
 {
-    if (json_is_array(msg)) {
-        receive_batch(c, msg, out);
-        return;
-    }
     struct jsonrpc_msg m;
     if (classify(c, msg, &m, out) != 0)
         return;
@@ -424,6 +423,21 @@ void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *o
         json_object_set(out->error, "id", m.id);
     }
     out->notification = m.kind == JSONRPC_NOTIFICATION;
+}
+
+void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *out)
+{
+    if (json_is_array(msg)) {
+        receive_batch(c, msg, out);
+        return;
+    }
+    receive_one(c, msg, out);
+    /* A refusal of the message is the transport's to answer (a status);
+     * anything else its client reads on the standalone stream. */
+    if (c->relayed && out->kind != CORE_REJECTED && core_relay(out) != 0) {
+        memset(out, 0, sizeof *out);
+        core_reject(out, CORE_UNAVAILABLE, NULL, JSONRPC_INTERNAL_ERROR, "The server is stopping");
+    }
 }
 
 /* The session a cursor's stream belongs to ("" when there is none), or

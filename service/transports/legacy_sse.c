@@ -244,7 +244,8 @@ static struct core_caller caller_for(const char *principal, const char *sid)
                                 .transport = LEGACY_TRANSPORT,
                                 .session_id = sid,
                                 .session_required =
-                                    "Bad Request: the sessionId query parameter is required"};
+                                    "Bad Request: the sessionId query parameter is required",
+                                .relayed = 1};
 }
 
 /* Takes the session's standalone stream (s is taken over) and follows it
@@ -453,25 +454,15 @@ static int accepted(struct _u_response *resp)
     return U_CALLBACK_COMPLETE;
 }
 
-/* Every reply goes to the /sse stream (core_relay); a refusal of the whole
- * POST is its answer. */
+/* Every reply went to the /sse stream (core_caller.relayed); a refusal of
+ * the whole POST (no such session, already initialized, busy, ...) is its
+ * answer, with a status as on /mcp. */
 static int deliver(struct _u_response *resp, struct core_reply *r)
 {
-    /* Refused (no such session, already initialized, busy, ...): as on
-     * /mcp, the status says so. */
     if (r->kind == CORE_REJECTED)
         return http_refused(resp, r);
-    if (core_relay(r) != 0)
-        return http_fail(resp, 503, JSONRPC_INTERNAL_ERROR, "The server is stopping");
+    core_reply_clear(r);
     return accepted(resp);
-}
-
-static void relay_each(void *ud, struct core_reply *r)
-{
-    (void)ud;
-    /* Each member is answered on its own on the /sse stream: the legacy
-     * transport has no response to gather them into. */
-    core_relay(r);
 }
 
 /* initialize, POSTed for a reservation: creates the session with its id. */
@@ -506,9 +497,9 @@ static int post_initialize(struct _u_response *resp, const char *sid, const char
     k.new_session_id = sid;
     struct core_reply r;
     core_receive(&k, root, &r);
-    /* The initialize result reaches the standalone stream through the
+    /* The initialize result reached the standalone stream through the
      * relay; a waiting /sse follows that stream from its start. */
-    int created = r.kind == CORE_STREAM && r.session;
+    int created = r.kind != CORE_REJECTED;
     int rc = deliver(resp, &r);
     resv_settle(sid, created);
     return rc;
@@ -546,10 +537,9 @@ static int on_messages(const struct _u_request *req, struct _u_response *resp, v
     if (json_is_array(root)) {
         request_log_mcp("batch", NULL);
         struct core_caller k = caller_for(principal, sid);
-        k.each = relay_each;
-        struct core_reply refused;
-        core_receive(&k, root, &refused);
-        rc = refused.kind == CORE_REJECTED ? http_refused(resp, &refused) : accepted(resp);
+        struct core_reply r;
+        core_receive(&k, root, &r);
+        rc = deliver(resp, &r);
     } else if (method && strcmp(method, "initialize") == 0 && json_object_get(root, "id")) {
         request_log_mcp(method, NULL);
         rc = post_initialize(resp, sid, principal, root);

@@ -1364,6 +1364,25 @@ static void test_legacy_relay(void)
     CHECK_INT(json_integer_value(json_object_get(m, "id")), 6);
     json_decref(m);
 
+    /* A transport whose client reads everything there says so (relayed):
+     * core_receive hands the reply over itself; a refusal of the message
+     * stays the transport's to answer. */
+    struct core_caller rel = c;
+    rel.relayed = 1;
+    ping(&rel, 7, &r);
+    CHECK_INT(r.kind, CORE_ACCEPTED);
+    CHECK(r.session == NULL && r.stream == NULL && r.error == NULL);
+    core_reply_clear(&r);
+    m = rig_next(&sa);
+    CHECK_INT(json_integer_value(json_object_get(m, "id")), 7);
+    json_decref(m);
+    struct core_caller lost = rel;
+    lost.session_id = "no-such-session";
+    ping(&lost, 8, &r);
+    CHECK_INT(r.kind, CORE_REJECTED);
+    CHECK_INT(r.reason, CORE_NOT_FOUND);
+    core_reply_clear(&r);
+
     /* A client resuming its /sse stream (follow_relayed): the session it
      * names, or the session of its cursor, which must be on the standalone
      * stream; another past stream is caught up first, and the one-reader
@@ -1397,7 +1416,7 @@ static void test_legacy_relay(void)
     core_reply_clear(&refused);
     CHECK_INT(follow_relayed(&again, &by_cursor, standalone_cursor, 0, &refused), 0);
     CHECK(again.standalone && again.session == s);
-    m = rig_next(&again); /* the one after the cursor (ping 6's reply) */
+    m = rig_next(&again); /* the one after the cursor (ping 7's reply) */
     CHECK_INT(json_integer_value(json_object_get(m, "id")), 88);
     json_decref(m);
     follow_end(&again);
