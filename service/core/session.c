@@ -58,6 +58,10 @@ static struct {
      * next blocked every pool thread, the holder among them could not be
      * resumed, and the replica hung (a conformance run through 3 replicas). */
     struct fmutex load_mu;
+    /* On a shared store: held from counting the stored sessions to storing
+     * the new one, so that this process's sessions are each counted once,
+     * in the store (see reserve_place). */
+    struct fmutex place_mu;
     struct table *sessions;
     struct store *store;
     struct session_limits limits;
@@ -69,7 +73,8 @@ static struct {
     int dormant_incomplete; /* the list may miss some: session_find asks the store */
     int shared;             /* other processes share the store (session_registry_shared) */
     char id_tag[16];        /* ends server->client request ids: which process asked */
-} reg = {.mu = PTHREAD_MUTEX_INITIALIZER, .load_mu = FMUTEX_INITIALIZER};
+} reg = {
+    .mu = PTHREAD_MUTEX_INITIALIZER, .load_mu = FMUTEX_INITIALIZER, .place_mu = FMUTEX_INITIALIZER};
 
 struct dormant_list {
     int64_t *v;
@@ -190,7 +195,11 @@ static int reserve_place(const char *principal)
 {
     /* On a shared store every process's sessions count: the store holds
      * them all (this process's too, each persisted before its id is out).
-     * Two processes reserving the last place at once may both get it. */
+     * The caller holds place_mu until its session is stored, so none of
+     * this process's is between the two and the store's count is the whole
+     * count: adding the ones being created counted a session stored but not
+     * yet in the table twice, and refused initializes below the cap. Two
+     * processes reserving the last place at once may both get it. */
     int64_t stored = 0, stored_by = 0;
     if (reg.shared && reg.limits.max_sessions > 0 &&
         (stored = store_sessions_count(reg.store, NULL)) < 0)
@@ -199,17 +208,17 @@ static int reserve_place(const char *principal)
         (stored_by = store_sessions_count(reg.store, principal)) < 0)
         return SESSION_FAILED;
     pthread_mutex_lock(&reg.mu);
-    int64_t live = reg.shared ? stored + reg.creating
+    int64_t live = reg.shared ? stored
                               : (reg.sessions ? (int64_t)table_count(reg.sessions) : 0) +
                                     reg.creating + (int64_t)reg.ndormant;
     int rc = reg.limits.max_sessions > 0 && live >= reg.limits.max_sessions ? SESSION_AT_CAP : 0;
     if (rc == 0 && principal && *principal && reg.limits.max_per_principal > 0) {
-        struct principal_count pc = {
-            principal, reg.creating_by ? (intptr_t)table_get(reg.creating_by, principal) : 0};
-        if (reg.shared)
-            pc.n += stored_by;
-        else if (reg.sessions)
-            table_each(reg.sessions, count_principal, &pc);
+        struct principal_count pc = {principal, stored_by};
+        if (!reg.shared) {
+            pc.n = reg.creating_by ? (intptr_t)table_get(reg.creating_by, principal) : 0;
+            if (reg.sessions)
+                table_each(reg.sessions, count_principal, &pc);
+        }
         if (pc.n >= reg.limits.max_per_principal)
             rc = SESSION_PRINCIPAL_AT_CAP;
     }
@@ -333,8 +342,13 @@ int session_create(const char *protocol_version, json_t *init_params,
         free(params);
         return SESSION_FAILED;
     }
+    int shared = reg.shared;
+    if (shared)
+        fmutex_lock(&reg.place_mu);
     int refused = reserve_place(principal);
     if (refused != 0) {
+        if (shared)
+            fmutex_unlock(&reg.place_mu);
         free(params);
         return refused;
     }
@@ -345,6 +359,8 @@ int session_create(const char *protocol_version, json_t *init_params,
                             ? session_alloc(id, protocol_version, json_deep_copy(init_params))
                             : NULL;
     if (!s) {
+        if (shared)
+            fmutex_unlock(&reg.place_mu);
         free(params);
         registry_add(NULL, principal);
         return SESSION_FAILED;
@@ -363,9 +379,11 @@ int session_create(const char *protocol_version, json_t *init_params,
         .principal = s->principal[0] ? s->principal : NULL,
         .transport = origin ? (char *)origin->transport : NULL,
     };
-    int stored = store_session_put(reg.store, &row) == 0 &&
-                 (s->standalone = stream_create(s->id, STREAM_STANDALONE, NULL)) &&
-                 stream_persist(s->standalone) == 0;
+    int stored = store_session_put(reg.store, &row) == 0;
+    if (shared)
+        fmutex_unlock(&reg.place_mu);
+    stored = stored && (s->standalone = stream_create(s->id, STREAM_STANDALONE, NULL)) &&
+             stream_persist(s->standalone) == 0;
     free(params);
     if (registry_add(stored ? s : NULL, principal) != 0) {
         session_free(s);

@@ -180,7 +180,7 @@ test('sessions past --max-sessions are refused atomically; existing ones keep wo
     // exactly the cap succeed.
     const replies = await Promise.all(Array.from({ length: 10 }, (_, i) => initialize(mcpd.port, i + 1)));
     const ok = replies.filter((r) => r.status === 200);
-    assert.equal(ok.length, 3, `statuses: ${replies.map((r) => r.status)}`);
+    assert.equal(ok.length, 3, `statuses: ${replies.map((r) => r.status)}; ${replies.map((r) => r.json?.error?.message ?? 'ok').join(' | ')}`);
     for (const r of replies.filter((x) => x.status !== 200)) assertSessionCap(r);
     assert.equal(await refusals(mcpd.port, 'session_cap'), 7);
     const sessions = ok.map((r) => r.headers['mcp-session-id']);
