@@ -54,7 +54,32 @@ function halfRequest(port) {
       resolve(sock);
     });
     sock.on('error', reject);
+    // A half request is never answered, unless mcpd refused it at a cap.
+    sock.on('data', () => (sock.answered = true));
+    sock.on('end', () => (sock.answered = true));
   });
+}
+
+/**
+ * n half-sent requests that mcpd holds, and the answer a whole request then
+ * gets (`status` once it comes). mcpd counts a connection when it accepts
+ * it, which may come after the client's connect returned: a probe that got
+ * in before the last of them took a place, and the half request refused
+ * meanwhile is replaced, until the probe is the one refused.
+ */
+async function holdHalfRequests(port, n, status) {
+  const socks = await Promise.all(Array.from({ length: n }, () => halfRequest(port)));
+  const deadline = Date.now() + 10000;
+  for (;;) {
+    const r = await healthz(port);
+    if (r.status === status || Date.now() > deadline) return { socks, refusal: r };
+    for (let i = 0; i < n; i++) {
+      if (!socks[i].answered) continue;
+      socks[i].destroy();
+      socks[i] = await halfRequest(port);
+    }
+    await sleep(50);
+  }
 }
 
 /** Resolves when the server ends the socket (or rejects after ms). */
@@ -110,10 +135,9 @@ test('descriptors run out under a running mcpd: no busy loop, one log line per 1
 
 test('slowloris: half-sent requests are closed after --request-timeout-ms; others are served meanwhile', async () => {
   await withMcpd(['--request-timeout-ms', '1500', '--max-connections', '40', '--max-connections-per-ip', '0'], {}, async (m) => {
-    // Fill the connection cap with sockets that never finish a header.
-    const socks = await Promise.all(Array.from({ length: 40 }, () => halfRequest(m.port)));
-    // At the cap the server answers rather than resetting.
-    const busy = await healthz(m.port);
+    // Fill the connection cap with sockets that never finish a header. At
+    // the cap the server answers rather than resetting.
+    const { socks, refusal: busy } = await holdHalfRequests(m.port, 40, 503);
     assert.equal(busy.status, 503);
     assert.equal(busy.headers['retry-after'], '5');
     assert.equal(busy.json.error.code, SERVER_BUSY);
@@ -226,8 +250,7 @@ test('a client that stops reading a long reply is cut after --request-timeout-ms
 
 test('--max-connections-per-ip: 429 past the cap for that address only', async () => {
   await withMcpd(['--max-connections-per-ip', '3', '--request-timeout-ms', '0'], {}, async (m) => {
-    const socks = await Promise.all(Array.from({ length: 3 }, () => halfRequest(m.port)));
-    const r = await healthz(m.port);
+    const { socks, refusal: r } = await holdHalfRequests(m.port, 3, 429);
     assert.equal(r.status, 429);
     assert.equal(r.json.error.code, TOO_MANY_CONNECTIONS);
     assert.match(r.json.error.message, /127\.0\.0\.1.*--max-connections-per-ip/);
