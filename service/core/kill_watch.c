@@ -85,6 +85,15 @@ static int64_t watch_tick(void *arg)
 {
     (void)arg;
     int64_t now = clock_wall_ms();
+    /* The ended sessions are read before the revoked tokens: a session
+     * ended because its token was revoked is then never seen before that
+     * revocation (read the other way round, a revocation committed between
+     * the two reads ended the session first, and its connections said
+     * "session ended" instead of why). Sessions already ended here are not
+     * found again by end(). */
+    struct found f = {0};
+    if (store_sessions_ended_by_operator(kw.store, kw.since, collect, &f) == 0)
+        kw.since = now - OVERLAP_MS;
     /* Tokens first: their connections say why before their sessions
      * end under them. A revocation is reported for OVERLAP_MS, so a
      * connection admitted by a check just before it is still found. */
@@ -95,10 +104,6 @@ static int64_t watch_tick(void *arg)
         auth_token_revoked(revoked.v[i]);
     free(revoked.v);
     kw.next_expiry = auth_expire(clock_wall_ms());
-    struct found f = {0};
-    /* Sessions already ended here are not found again by end(). */
-    if (store_sessions_ended_by_operator(kw.store, kw.since, collect, &f) == 0)
-        kw.since = now - OVERLAP_MS;
     for (size_t i = 0; i < f.n; i++)
         kw.end(f.ids[i], f.whys[i]);
     free(f.ids);
