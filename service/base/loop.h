@@ -43,8 +43,9 @@ int loop_spawn(void (*fn)(void *arg), void *arg);
 /* loop_spawn for a fiber that loop_stop does not cancel: it is left to end
  * by itself, and loop_stop waits for it. For work that must be done whole
  * even at shutdown and whose waits all end on their own (stopping an
- * upstream child: a cancelled fiber could no longer park, so it could only
- * wait for the child's readers by blocking the thread they may run on). */
+ * upstream child, whose waits have deadlines: a cancelled fiber's timed
+ * waits end at once, so it could only wait for the child's readers by
+ * blocking the thread they may run on). */
 int loop_spawn_shielded(void (*fn)(void *arg), void *arg);
 
 /* Whether the caller runs on a loop fiber (where loop_wait_fd works). */

@@ -167,9 +167,9 @@ struct session *core_session_open(const struct core_caller *c, struct core_reply
  * nothing but its last event id). A cursor on the session's standalone
  * stream sets out->standalone; its stream then continues from there.
  * A transport that follows the stream at once uses follow_resume
- * (follow.h); legacy /sse and push.c resolve the cursor first and claim
- * the standalone stream after (push.c follows a request's stream with
- * follow_resumed). */
+ * (follow.h). follow_relayed (legacy /sse) and push.c resolve the cursor
+ * first and claim the standalone stream after (push.c follows a request's
+ * stream with follow_resumed). */
 struct core_resume {
     struct session *session;
     struct stream *stream;
