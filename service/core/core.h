@@ -157,8 +157,19 @@ void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *o
 
 /* The session the caller names, for requests without a message (GET,
  * DELETE, a resumed connection): a new reference, or NULL with *refused
- * filled (400 without an id, 404 unknown). */
+ * filled (400 without an id, 404 unknown, 503 while the store is away).
+ * The core's own: transports follow (follow.h), ask (core_session_exists)
+ * or end (core_delete) a session, and never hold one. */
 struct session *core_session_open(const struct core_caller *c, struct core_reply *refused);
+/* Whether the session the caller names exists, here or, on a store shared
+ * with other processes, made by another one (legacy /sse's initialize may
+ * reach another replica than its /sse connection): 1, or 0 with *refused
+ * filled as core_session_open does. */
+int core_session_exists(const struct core_caller *c, struct core_reply *refused);
+/* The client ends the session it names (HTTP DELETE): logged, and ended
+ * as core_end_session does. 0, or -1 with *refused filled as
+ * core_session_open does. */
+int core_delete(const struct core_caller *c, struct core_reply *refused);
 
 /* Resumes a stream of the caller's session from a client's cursor
  * (Last-Event-ID and its equivalents): 0 with out filled (references
@@ -166,10 +177,10 @@ struct session *core_session_open(const struct core_caller *c, struct core_reply
  * the one the cursor's stream belongs to (a client that reconnects with
  * nothing but its last event id). A cursor on the session's standalone
  * stream sets out->standalone; its stream then continues from there.
- * A transport that follows the stream at once uses follow_resume
- * (follow.h). follow_relayed (legacy /sse) and push.c resolve the cursor
- * first and claim the standalone stream after (push.c follows a request's
- * stream with follow_resumed). */
+ * An HTTP transport follows what a cursor names with follow_open
+ * (follow.h), built on this; push.c resolves the cursor first and claims
+ * the standalone stream after (it follows a request's stream with
+ * follow_resumed). */
 struct core_resume {
     struct session *session;
     struct stream *stream;
@@ -185,7 +196,7 @@ void core_resume_clear(struct core_resume *r);
  * A session has one standalone stream (server requests and notifications
  * outside any request) and one reader of it at a time, which advances the
  * session's delivery cursor as it writes. A transport follows it with
- * follow_standalone (follow.h), which is built on these. */
+ * follow_open (follow.h), which is built on these. */
 
 /* Takes the reader slot: 0 with the stream (owned) and where to start, or
  * -1 with *refused filled (CORE_CONFLICT when it is taken). A holder may be

@@ -37,16 +37,6 @@ void follow_resumed(struct follow *f, struct core_resume *res)
     memset(res, 0, sizeof *res);
 }
 
-int follow_resume(struct follow *f, const struct core_caller *c, const char *cursor,
-                  struct core_reply *refused)
-{
-    struct core_resume res;
-    if (core_resume(c, cursor, &res, refused) != 0)
-        return -1;
-    follow_resumed(f, &res);
-    return 0;
-}
-
 int follow_standalone(struct follow *f, struct session *s, int64_t probe_ms, int64_t from,
                       struct core_reply *refused)
 {
@@ -63,31 +53,52 @@ int follow_standalone(struct follow *f, struct session *s, int64_t probe_ms, int
     return 0;
 }
 
-int follow_relayed(struct follow *f, const struct core_caller *c, const char *cursor,
-                   int64_t probe_ms, struct core_reply *refused)
+/* A relayed client's cursor (legacy /sse): it must name a message of its
+ * session's standalone stream, where the client reads everything. Fills
+ * *s (a new reference) and *from, the message after the cursor. */
+static int relayed_cursor(const struct core_caller *c, const char *cursor, struct session **s,
+                          int64_t *from, struct core_reply *refused)
 {
-    struct session *s;
-    int64_t from = -1;
-    if (cursor) {
+    struct core_resume res;
+    if (core_resume(c, cursor, &res, refused) != 0)
+        return -1;
+    int standalone = res.standalone;
+    *s = res.session;
+    *from = res.next;
+    res.session = NULL;
+    core_resume_clear(&res);
+    if (standalone)
+        return 0;
+    session_unref(*s);
+    memset(refused, 0, sizeof *refused);
+    core_reject(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_PARAMS,
+                "Bad Request: Last-Event-ID names no event of an /sse stream");
+    return -1;
+}
+
+int follow_open(struct follow *f, const struct core_caller *c, const char *cursor, int64_t probe_ms,
+                struct core_reply *refused)
+{
+    if (cursor && !c->relayed) {
         struct core_resume res;
         if (core_resume(c, cursor, &res, refused) != 0)
             return -1;
-        s = res.session;
-        from = res.next;
-        res.session = NULL;
-        int standalone = res.standalone;
-        core_resume_clear(&res);
-        if (!standalone) {
-            session_unref(s);
-            memset(refused, 0, sizeof *refused);
-            core_reject(refused, CORE_BAD_REQUEST, NULL, JSONRPC_INVALID_PARAMS,
-                        "Bad Request: Last-Event-ID names no event of an /sse stream");
+        follow_resumed(f, &res);
+        return 0;
+    }
+    struct session *s;
+    /* A relayed client that names its session, not a message, has seen
+     * nothing of its stream but the endpoint event: from the start. */
+    int64_t from = c->relayed ? 0 : -1;
+    if (cursor) {
+        if (relayed_cursor(c, cursor, &s, &from, refused) != 0)
             return -1;
-        }
     } else if (!(s = core_session_open(c, refused))) {
         return -1;
     }
-    relay_catch_up(s);
+    /* What a past process's relay had not copied comes first. */
+    if (c->relayed)
+        relay_catch_up(s);
     int rc = follow_standalone(f, s, probe_ms, from, refused);
     session_unref(s);
     return rc;

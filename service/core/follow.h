@@ -2,8 +2,8 @@
  *
  * Whatever a client waits for is a durable stream (stream.h): a request's
  * reply, a stream resumed from the client's cursor, or its session's
- * standalone stream. A transport opens a follow on it (follow_reply,
- * follow_resume, follow_standalone), reads it message by message with
+ * standalone stream. A transport opens a follow on it (follow_reply for
+ * a reply, follow_open for what a client asks for), reads it message by message with
  * follow_read, names positions with follow_cursor, and lets go with
  * follow_end. The follow holds what reading needs and a transport never
  * handles itself: the stream and its session (references), the reader slot
@@ -60,11 +60,6 @@ struct follow {
  * was not read to the end (a client that hung up). */
 void follow_reply(struct follow *f, struct core_reply *r);
 
-/* Follows a stream of the caller's session from a client's cursor
- * (core_resume): 0, or -1 with *refused filled and f untouched. */
-int follow_resume(struct follow *f, const struct core_caller *c, const char *cursor,
-                  struct core_reply *refused);
-
 /* Follows what core_resume resolved (a transport that decides by the
  * stream's kind, as push does): takes res's references; res is zeroed. */
 void follow_resumed(struct follow *f, struct core_resume *res);
@@ -78,16 +73,19 @@ void follow_resumed(struct follow *f, struct core_resume *res);
 int follow_standalone(struct follow *f, struct session *s, int64_t probe_ms, int64_t from,
                       struct core_reply *refused);
 
-/* For a client that reads everything on its session's standalone stream
- * (legacy /sse, whose replies the relay copies there): follows that stream
- * of the caller's session (c->session_id) from where its last reader
- * stopped, or, with a cursor, of the session the cursor's stream belongs
- * to, from the message after it (a cursor on another stream is refused,
- * CORE_BAD_REQUEST). Takes the one-reader claim as follow_standalone does.
- * What a past process's relay had not copied is copied first
- * (relay_catch_up). 0, or -1 with *refused filled and f untouched. */
-int follow_relayed(struct follow *f, const struct core_caller *c, const char *cursor,
-                   int64_t probe_ms, struct core_reply *refused);
+/* Follows what a client asks for with a GET and its Last-Event-ID: with a
+ * cursor, the stream of the caller's session it names (core_resume),
+ * from the message after it; without one, the session's standalone
+ * stream (follow_standalone, from where its last reader stopped). A
+ * relayed caller (c->relayed: legacy /sse, whose client reads every reply
+ * on the standalone stream) only ever follows that stream: a cursor must
+ * be on it (else CORE_BAD_REQUEST), no cursor means the client saw nothing
+ * but the endpoint event (from the stream's start), and what a past
+ * process's relay had not copied is copied first (relay_catch_up).
+ * probe_ms as for follow_standalone. 0, or -1 with *refused filled and f
+ * untouched. */
+int follow_open(struct follow *f, const struct core_caller *c, const char *cursor, int64_t probe_ms,
+                struct core_reply *refused);
 
 /* Reads message f->next (stream_read: waits until the monotonic deadline;
  * 0 only looks). On STREAM_CHUNK, *ch is the message, borrowed while the

@@ -4,6 +4,7 @@
 #include "core.h"
 #include "core_int.h"
 #include "event_id.h"
+#include "log.h"
 #include "protocol.h"
 #include "relay.h"
 #include "session.h"
@@ -49,6 +50,24 @@ struct session *core_session_open(const struct core_caller *c, struct core_reply
     else if (!s)
         refuse(refused, CORE_NOT_FOUND, NULL, JSONRPC_SESSION_NOT_FOUND, "Session not found");
     return s;
+}
+
+int core_session_exists(const struct core_caller *c, struct core_reply *refused)
+{
+    struct session *s = core_session_open(c, refused);
+    session_unref(s);
+    return s != NULL;
+}
+
+int core_delete(const struct core_caller *c, struct core_reply *refused)
+{
+    struct session *s = core_session_open(c, refused);
+    if (!s)
+        return -1;
+    log_event(LOG_INFO, session_id(s), "session_deleted", "by the client");
+    core_end_session(s);
+    session_unref(s);
+    return 0;
 }
 
 /* The id to answer a message that failed classification with, when it has

@@ -795,22 +795,10 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
         return U_CALLBACK_COMPLETE;
     struct core_caller c = caller_of(req, grant.principal);
     struct core_reply r;
-    const char *last = header(req, "Last-Event-ID");
-    if (last) {
-        struct follow fl;
-        if (follow_resume(&fl, &c, last, &r) != 0)
-            return refused(resp, &r);
-        return start_sse(resp, &fl, &grant);
-    }
-    struct session *s = core_session_open(&c, &r);
-    if (!s)
-        return refused(resp, &r);
     struct follow fl;
-    int rc = follow_standalone(&fl, s, HTTP_PROBE_WAIT_MS, -1, &r) == 0
-                 ? start_sse(resp, &fl, &grant)
-                 : refused(resp, &r);
-    session_unref(s);
-    return rc;
+    if (follow_open(&fl, &c, header(req, "Last-Event-ID"), HTTP_PROBE_WAIT_MS, &r) != 0)
+        return refused(resp, &r);
+    return start_sse(resp, &fl, &grant);
 }
 
 /* ---- DELETE, others ---- */
@@ -823,12 +811,8 @@ static int on_delete(const struct _u_request *req, struct _u_response *resp, voi
         return U_CALLBACK_COMPLETE;
     struct core_caller c = caller_of(req, grant.principal);
     struct core_reply r;
-    struct session *s = core_session_open(&c, &r);
-    if (!s)
+    if (core_delete(&c, &r) != 0)
         return refused(resp, &r);
-    log_event(LOG_INFO, session_id(s), "session_deleted", "by the client");
-    core_end_session(s);
-    session_unref(s);
     ulfius_set_empty_body_response(resp, 200);
     return U_CALLBACK_COMPLETE;
 }

@@ -248,18 +248,6 @@ static struct core_caller caller_for(const char *principal, const char *sid)
                                 .relayed = 1};
 }
 
-/* Takes the session's standalone stream (s is taken over) and follows it
- * from `from` (-1: where its last reader stopped). 0, or -1 with *refused
- * filled. */
-static int follow_session(struct conn *c, struct session *s, int64_t from,
-                          struct core_reply *refused)
-{
-    int rc = follow_standalone(&c->f.follow, s, HTTP_PROBE_WAIT_MS, from, refused);
-    session_unref(s); /* the follow holds its own */
-    c->f.event_type = "message";
-    return rc;
-}
-
 static void announce(struct conn *c)
 {
     c->announce = 0;
@@ -293,33 +281,30 @@ static void wait_bound(struct conn *c)
     }
     /* With several processes on one store the initialize may reach
      * another one, which creates the session with this id: it is then in
-     * the store. */
-    struct session *elsewhere = NULL;
-    if (st >= 0 && st != RESV_BOUND && gen == c->gen && replica_shared()) {
-        struct core_caller k = caller_for(c->principal, c->sid);
-        struct core_reply r;
-        elsewhere = core_session_open(&k, &r);
-        if (!elsewhere)
-            core_reply_clear(&r);
-    }
-    if (st == RESV_BOUND || elsewhere) {
-        if (elsewhere)
-            resv_settle(c->sid, 1); /* its POSTs here name the session now */
-        resv_detach(c->sid);
-        c->waiting = 0;
+     * the store, and the relay there put the initialize result on its
+     * standalone stream. */
+    int bound = st == RESV_BOUND;
+    if (bound || (st >= 0 && gen == c->gen && replica_shared())) {
         struct core_caller k = caller_for(c->principal, c->sid);
         struct core_reply refused = {0};
-        struct session *s = elsewhere ? elsewhere : core_session_open(&k, &refused);
-        /* A session another process created: from its stream's start,
-         * where that process relayed the initialize result. */
-        if (!s || follow_session(c, s, elsewhere ? 0 : -1, &refused) != 0) {
-            sse_comment(&c->f.buf, refused.reason == CORE_CONFLICT
-                                       ? "another connection follows this session"
-                                       : "session ended");
-            core_reply_clear(&refused);
-            c->f.done = 1;
+        int rc = follow_open(&c->f.follow, &k, NULL, HTTP_PROBE_WAIT_MS, &refused);
+        if (rc != 0 && !bound && refused.reason == CORE_NOT_FOUND) {
+            core_reply_clear(&refused); /* not made anywhere yet */
+        } else {
+            if (rc == 0 && !bound)
+                resv_settle(c->sid, 1); /* its POSTs here name the session now */
+            resv_detach(c->sid);
+            c->waiting = 0;
+            c->f.event_type = "message";
+            if (rc != 0) {
+                sse_comment(&c->f.buf, refused.reason == CORE_CONFLICT
+                                           ? "another connection follows this session"
+                                           : "session ended");
+                core_reply_clear(&refused);
+                c->f.done = 1;
+            }
+            return;
         }
-        return;
     }
     if (st < 0 || core_state() != CORE_SERVING) {
         sse_comment(&c->f.buf, "session ended");
@@ -389,7 +374,7 @@ static int resume(struct conn *c, const char *last, struct _u_response *resp)
     }
     struct core_caller k = caller_for(c->principal, cursor ? NULL : last);
     struct core_reply refused;
-    if (follow_relayed(&c->f.follow, &k, cursor, HTTP_PROBE_WAIT_MS, &refused) != 0)
+    if (follow_open(&c->f.follow, &k, cursor, HTTP_PROBE_WAIT_MS, &refused) != 0)
         return http_refused(resp, &refused), -1;
     c->f.event_type = "message";
     snprintf(c->sid, sizeof c->sid, "%s", session_id(c->f.follow.session));
@@ -478,12 +463,11 @@ static int post_initialize(struct _u_response *resp, const char *sid, const char
          * then created with it, and that connection finds it there. */
         struct core_caller k = caller_for(principal, sid);
         struct core_reply r;
-        struct session *s = core_session_open(&k, &r);
-        if (!s && !(claim == -1 && strlen(sid) == RANDID_LEN && replica_shared() &&
-                    r.reason == CORE_NOT_FOUND && !resv_held(sid)))
+        int exists = core_session_exists(&k, &r);
+        if (!exists && !(claim == -1 && strlen(sid) == RANDID_LEN && replica_shared() &&
+                         r.reason == CORE_NOT_FOUND && !resv_held(sid)))
             return http_refused(resp, &r);
-        if (s) {
-            session_unref(s);
+        if (exists) {
             core_receive(&k, root, &r);
             return deliver(resp, &r);
         }
@@ -556,11 +540,9 @@ static int on_messages(const struct _u_request *req, struct _u_response *resp, v
              * connection here has noticed. */
             struct core_caller probe = caller_for(principal, sid);
             struct core_reply r;
-            struct session *s = core_session_open(&probe, &r);
-            if (s) {
+            if (core_session_exists(&probe, &r)) {
                 resv_settle(sid, 1);
                 pending = 0;
-                session_unref(s);
             } else {
                 core_reply_clear(&r);
             }

@@ -152,12 +152,12 @@ static void test_standalone(void)
     char cursor[96];
     snprintf(cursor, sizeof cursor, "%s:1", stream_id(sa));
     struct core_caller c = {.transport = "http", .session_id = session_id(s)};
-    CHECK_INT(follow_resume(&f, &c, cursor, &refused), 0);
+    CHECK_INT(follow_open(&f, &c, cursor, 0, &refused), 0);
     CHECK(f.stream == sa);
     CHECK(!f.standalone);
     CHECK_INT(f.next, 2);
     follow_end(&f);
-    CHECK_INT(follow_resume(&f, &c, "no-such-stream:0", &refused), -1);
+    CHECK_INT(follow_open(&f, &c, "no-such-stream:0", 0, &refused), -1);
     CHECK_INT(refused.kind, CORE_REJECTED);
     core_reply_clear(&refused);
 
