@@ -616,7 +616,7 @@ int push_inflight(struct push *p)
 }
 
 /* The client can read what is in flight but answer nothing more. */
-static void client_gone(struct push *p)
+static void client_left(struct push *p)
 {
     /* A subscription lasts until its client cancels it or goes: this one
      * can read no more than what is already in flight. */
@@ -631,10 +631,10 @@ static void client_gone(struct push *p)
     session_unref(s);
 }
 
-int push_finish(struct push *p, int gone, int64_t drain_ms)
+/* Waits up to drain_ms for every request of the connection to finish
+ * sending: 0 when all did, -1 otherwise. */
+static int drain(struct push *p, int64_t drain_ms)
 {
-    if (gone)
-        client_gone(p);
     int64_t deadline = clock_mono_ms() + drain_ms;
     pthread_mutex_lock(&p->mu);
     while (p->busy > 0 && !p->dead && clock_mono_ms() < deadline)
@@ -644,10 +644,13 @@ int push_finish(struct push *p, int gone, int64_t drain_ms)
     return left > 0 ? -1 : 0;
 }
 
-void push_close(struct push *p)
+int push_close(struct push *p, int gone, int64_t drain_ms)
 {
     if (!p)
-        return;
+        return 0;
+    if (gone)
+        client_left(p);
+    int drained = drain(p, drain_ms);
     pthread_mutex_lock(&p->mu);
     p->closing = 1;
     pthread_mutex_unlock(&p->mu);
@@ -674,4 +677,5 @@ void push_close(struct push *p)
     fmutex_destroy(&p->send_mu);
     fcond_destroy(&p->cv);
     free(p);
+    return drained;
 }

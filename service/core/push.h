@@ -19,8 +19,7 @@
  * (push_resume).
  *
  * A transport's whole life with it: push_open, push_resume (a reconnect),
- * push_receive per frame, push_finish when its client stops sending but
- * can still read, push_close.
+ * push_receive per frame, push_close.
  *
  * Threading: push_receive is called from the transport's reader (a loop
  * fiber for every transport); sends come
@@ -86,16 +85,15 @@ const char *push_session_id(struct push *p);
  * timeout does not count a connection waiting for its replies). */
 int push_inflight(struct push *p);
 
-/* The connection is ending while its writer can still send (stdio at the
- * end of its input, or on a signal). With client_gone the client can answer
- * nothing more: the requests the server sent it and still waits on fail now
- * (core_client_gone), and a subscription of it ends. Then waits up to
- * drain_ms for every request of this connection to finish sending. Returns
- * 0 when all finished, -1 on timeout. */
-int push_finish(struct push *p, int client_gone, int64_t drain_ms);
-
-/* Stops the writer (the connection is gone or closing) and frees p.
- * Requests still running go on; their replies stay in their streams. */
-void push_close(struct push *p);
+/* Ends the connection and frees p. A connection whose client can still
+ * read (stdio at the end of its input, or on a signal) first waits up to
+ * drain_ms for every request of it to finish sending; one that is gone
+ * passes 0. With gone the client can answer nothing more: the requests
+ * the server sent it and still waits on fail now (core_client_gone), and
+ * a subscription of it ends (before the wait, which it would otherwise
+ * outlast). Then the writer stops. Requests still running go on; their
+ * replies stay in their streams. Returns 0 when every request had
+ * finished sending, -1 when some had not. p may be NULL. */
+int push_close(struct push *p, int gone, int64_t drain_ms);
 
 #endif

@@ -318,15 +318,15 @@ static void serve_main(void *arg)
         log_event(LOG_INFO, NULL, "stdio_eof", "end of input; finishing requests in flight");
     }
     /* Requests in flight finish and are answered; a client that stopped
-     * reading holds nobody (neither the drain nor push_close, which joins
-     * the writer) beyond the same deadline. At the end of input nothing the
+     * reading holds nobody (neither the drain nor the writer, which
+     * push_close joins) beyond the same deadline. At the end of input nothing the
      * client was asked can be answered now. */
     give_up_after_grace(o);
-    if (why != END_OUTPUT && push_finish(sv->p, why == END_EOF, sv->grace) != 0 && !out_dead(o))
+    int reads = why != END_OUTPUT;
+    if (push_close(sv->p, why == END_EOF, reads ? sv->grace : 0) != 0 && reads && !out_dead(o))
         log_event(LOG_WARN, NULL, "stdio_drain_timeout",
                   "requests still running after %lld ms; their replies stay in their streams",
                   (long long)sv->grace);
-    push_close(sv->p);
     pthread_mutex_lock(&sv->mu);
     sv->done = 1;
     pthread_cond_signal(&sv->cv);
@@ -368,8 +368,7 @@ int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sig
     if (!sv->p || loop_spawn(serve_main, sv) != 0) {
         log_event(LOG_ERROR, NULL, "stdio_failed",
                   sv->p ? "cannot start the reader" : "out of memory");
-        if (sv->p)
-            push_close(sv->p);
+        push_close(sv->p, 0, 0);
         status = 1;
     } else {
         log_event(LOG_INFO, NULL, "stdio_serving", "MCP on stdin/stdout, messages up to %zu bytes",

@@ -452,7 +452,7 @@ void tcp_conn_main(void *arg)
      * it is blocked in fails once the socket is shut down). */
     auth_release(&c->hold);
     conn_kill(c);
-    push_close(c->push);
+    push_close(c->push, 0, 0);
     conn_free(c);
 }
 

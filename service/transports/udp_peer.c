@@ -682,7 +682,7 @@ static void peer_main(void *arg)
     log_event(LOG_INFO, sid[0] ? sid : NULL, "udp_closed", "peer %s: %s", p->name, why);
     udp_peer_gone(p);
     auth_release(&p->hold);
-    push_close(p->push);
+    push_close(p->push, 0, 0);
     udp_peer_unref(p);
 }
 

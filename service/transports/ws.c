@@ -490,7 +490,7 @@ static int check_handshake(struct MHD_Connection *con, enum MHD_Result *rc)
 static void conn_free(struct ws_conn *c)
 {
     auth_release(&c->hold); /* no token callback runs from here on */
-    push_close(c->push);
+    push_close(c->push, 0, 0);
     ws_parser_free(&c->parser);
     fmutex_destroy(&c->wmu);
     free(c);
