@@ -146,6 +146,13 @@ struct core_caller {
      * the whole message stays CORE_REJECTED for the transport to answer
      * (CORE_UNAVAILABLE when the server is stopping). */
     int relayed;
+    /* The request's headers, for a transport that has them (HTTP): look a
+     * header up by name (NULL: absent). A stateless request's Mcp-* and
+     * Mcp-Param-* headers must then say what its body does (mcp_headers.h:
+     * proxies route on them), else it is refused (CORE_BAD_REQUEST,
+     * -32020). NULL: the transport carries no headers. */
+    const char *(*header)(void *header_ud, const char *name);
+    void *header_ud;
 };
 
 /* One message or a batch (borrowed). Fills *out; the caller clears it.
@@ -218,10 +225,6 @@ int core_relay(struct core_reply *r);
  * input): every request the server sent it and still waits on is answered
  * with an error now, so the calls behind them finish instead of waiting. */
 void core_client_gone(struct session *s);
-
-/* The Mcp-Param-* headers a request's arguments must come with (2026-07-28
- * x-mcp-header): {"<header name>": "<argument>"} (new reference), or NULL. */
-json_t *core_header_params(const char *method, json_t *params);
 
 /* For backends: a list the clients see changed ("tools", "prompts",
  * "resources"); subscribed stateless clients are told. */

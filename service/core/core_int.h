@@ -23,6 +23,9 @@ struct session *core_open_session(const char *version, json_t *params,
 /* The client capabilities the backend needs for this request (new
  * reference, or NULL). */
 json_t *core_requires(const char *method, json_t *params);
+/* The Mcp-Param-* headers a request's arguments must come with (2026-07-28
+ * x-mcp-header): {"<header name>": "<argument>"} (new reference), or NULL. */
+json_t *core_header_params(const char *method, json_t *params);
 /* backend_ops.task_support, 0 without it. */
 int core_task_support(const char *method, json_t *params);
 /* How long an idle session (and so a task) is kept, ms. */

@@ -5,6 +5,7 @@
 #include "core_int.h"
 #include "event_id.h"
 #include "log.h"
+#include "mcp_headers.h"
 #include "protocol.h"
 #include "relay.h"
 #include "session.h"
@@ -243,9 +244,33 @@ static void tasks_method(const struct core_caller *c, json_t *msg, const struct 
         task_cancel(c->principal, m->id, m->params, out);
 }
 
+/* What a stateless request's headers say that its body does not, or NULL:
+ * the Mcp-* headers, and the Mcp-Param-* headers of the arguments the tool
+ * marks x-mcp-header (mcp_headers.h). */
+static const char *headers_mismatch(const struct core_caller *c, json_t *msg,
+                                    const struct jsonrpc_msg *m)
+{
+    const char *why = mcp_headers_check(c->header(c->header_ud, "MCP-Protocol-Version"),
+                                        c->header(c->header_ud, "Mcp-Method"),
+                                        c->header(c->header_ud, "Mcp-Name"), msg);
+    if (why || m->kind != JSONRPC_REQUEST)
+        return why;
+    json_t *map = core_header_params(m->method, m->params);
+    if (map)
+        why = mcp_headers_check_params(map, json_object_get(m->params, "arguments"), c->header,
+                                       c->header_ud);
+    json_decref(map);
+    return why;
+}
+
 static void receive_stateless(const struct core_caller *c, json_t *msg, const struct jsonrpc_msg *m,
                               struct core_reply *out)
 {
+    const char *mismatch = c->header ? headers_mismatch(c, msg, m) : NULL;
+    if (mismatch) {
+        refuse(out, CORE_BAD_REQUEST, m->id, JSONRPC_HEADER_MISMATCH, mismatch);
+        return;
+    }
     if (m->kind != JSONRPC_REQUEST) {
         /* Nothing to answer: a stateless server has no requests of its
          * own outstanding, and a request is cancelled by closing its

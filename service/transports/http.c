@@ -11,7 +11,6 @@
 #include "core.h"
 #include "jsonrpc.h"
 #include "log.h"
-#include "mcp_headers.h"
 #include "media_type.h"
 #include "origin.h"
 #include "refusal.h"
@@ -668,27 +667,10 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
     return U_CALLBACK_COMPLETE;
 }
 
+/* core_caller.header over a request (ud). */
 static const char *request_header(void *ud, const char *name)
 {
     return header(ud, name);
-}
-
-/* What a 2026-07-28 request's headers say that its body does not, or NULL:
- * the Mcp-* headers (mcp_headers.c), and the Mcp-Param-* headers of the
- * arguments the tool marks x-mcp-header. */
-static const char *headers_mismatch(const struct _u_request *req, json_t *root)
-{
-    const char *why = mcp_headers_check(header(req, "MCP-Protocol-Version"),
-                                        header(req, "Mcp-Method"), header(req, "Mcp-Name"), root);
-    if (why)
-        return why;
-    json_t *params = json_object_get(root, "params");
-    json_t *map = core_header_params(json_string_value(json_object_get(root, "method")), params);
-    if (map)
-        why = mcp_headers_check_params(map, json_object_get(params, "arguments"), request_header,
-                                       (void *)req);
-    json_decref(map);
-    return why;
 }
 
 /* A request of a stateless revision: named so by MCP-Protocol-Version, or,
@@ -737,17 +719,11 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
         json_decref(root);
         return U_CALLBACK_COMPLETE;
     }
-    const char *mismatch = c.stateless && json_is_object(root) ? headers_mismatch(req, root) : NULL;
+    /* A stateless request's Mcp-* headers must agree with its body. */
+    c.header = request_header;
+    c.header_ud = (void *)req;
     int rc;
-    if (mismatch) {
-        /* The error answers this request: it names its id. */
-        json_t *id = json_object_get(root, "id");
-        request_log_error(JSONRPC_HEADER_MISMATCH);
-        send_json(resp, 400,
-                  jsonrpc_error(json_is_string(id) || json_is_integer(id) ? id : NULL,
-                                JSONRPC_HEADER_MISMATCH, mismatch, NULL));
-        rc = U_CALLBACK_COMPLETE;
-    } else if (json_is_array(root)) {
+    if (json_is_array(root)) {
         request_log_mcp("batch", NULL);
         rc = post_batch(resp, &c, root, &grant);
     } else {
