@@ -65,23 +65,22 @@ static void test_reply(void)
     stream_detach_readers(st);
     struct follow look = f;
     struct stream_chunk ch;
-    CHECK_INT(follow_read(&look, 0, &ch), STREAM_POLL);
-    CHECK_INT(follow_read(&look, 0, &ch), STREAM_CHUNK);
+    CHECK_INT(follow_read(&look, 0, &ch), FOLLOW_POLL);
+    CHECK_INT(follow_read(&look, 0, &ch), FOLLOW_MESSAGE);
     CHECK_INT(look.next, 1);
     CHECK_INT(f.next, 0);
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_POLL);
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_CHUNK);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_POLL);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_MESSAGE);
     CHECK_INT(ch.seq, 0);
     CHECK(!ch.is_end);
     CHECK_INT(f.next, 1);
 
     /* Nothing yet: a look times out at once. */
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_TIMEOUT);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_IDLE);
     append_str(st, "{\"end\":1}", STREAM_FINISHED);
-    CHECK_INT(follow_read(&f, clock_mono_ms() + 1000, &ch), STREAM_CHUNK);
+    CHECK_INT(follow_read(&f, clock_mono_ms() + 1000, &ch), FOLLOW_MESSAGE);
     CHECK(ch.is_end);
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_ENDED);
-    CHECK_INT(follow_stopped(&f), FOLLOW_STREAM_ENDED);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_STREAM_ENDED);
 
     /* Event ids name the stream and the seq; durable ones are stored. */
     char id[96], want[96];
@@ -95,12 +94,12 @@ static void test_reply(void)
     struct follow g;
     follow_reply(&g, &r2);
     core_reply_clear(&r2);
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_DETACHED);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_DETACHED);
     follow_end(&g);
 
-    /* Its session ended: that is why the stream stops. */
+    /* Its session ended: that is why the stream stops, whatever else. */
     session_end(s);
-    CHECK_INT(follow_stopped(&f), FOLLOW_SESSION_ENDED);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_SESSION_ENDED);
     follow_end(&f);
     CHECK(f.stream == NULL && f.session == NULL);
     follow_end(&f); /* a zeroed follow: nothing to do */
@@ -131,13 +130,13 @@ static void test_standalone(void)
     core_reply_clear(&refused);
 
     struct stream_chunk ch;
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_CHUNK);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_MESSAGE);
     CHECK_INT(session_get_cursor(s), 0); /* read is not written */
     follow_sent(&f);
     CHECK_INT(session_get_cursor(s), 1);
     /* A message read but not written (its client went away) is the next
      * reader's: the claim is let go before it. */
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_CHUNK);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_MESSAGE);
     CHECK_INT(f.next, 2);
     follow_unread(&f, &ch);
     CHECK_INT(f.next, 1);
@@ -225,18 +224,18 @@ static void test_group(void)
     append_str(a, "{\"a\":0}", STREAM_ACTIVE);
     follow_wait(&g, clock_mono_ms() + 30000);
     struct stream_chunk ch;
-    CHECK_INT(follow_read(fa, 0, &ch), STREAM_CHUNK);
-    CHECK_INT(follow_read(&fb, 0, &ch), STREAM_TIMEOUT);
+    CHECK_INT(follow_read(fa, 0, &ch), FOLLOW_MESSAGE);
+    CHECK_INT(follow_read(&fb, 0, &ch), FOLLOW_IDLE);
 
     /* Nothing changed since: the wait runs to its deadline. */
     follow_wait(&g, clock_mono_ms() + 20);
-    CHECK_INT(follow_read(fa, 0, &ch), STREAM_TIMEOUT);
+    CHECK_INT(follow_read(fa, 0, &ch), FOLLOW_IDLE);
 
     /* A message on any stream of the group wakes the waiter, long before
      * its deadline; so does follow_wake. */
     struct later l = {.st = b};
     CHECK(wait_for(&g, &l) < 20000);
-    CHECK_INT(follow_read(&fb, 0, &ch), STREAM_CHUNK);
+    CHECK_INT(follow_read(&fb, 0, &ch), FOLLOW_MESSAGE);
     l = (struct later){.g = &g};
     CHECK(wait_for(&g, &l) < 20000);
 
