@@ -3,7 +3,8 @@
  * temporary folder: a reply read to its end, a copy that reads ahead
  * without moving the original or taking its poll notice, event ids, the
  * standalone stream's one-reader claim and delivery cursor (and a message
- * read but not written, follow_unread), why a stream stopped, a resumed
+ * read but not written, follow_unread), why a stream stopped (its end, a
+ * detach, its session's end, a reply that could not be stored), a resumed
  * cursor, and one waiter following several streams (follow_group). */
 #include "check.h"
 #include "clock.h"
@@ -13,6 +14,7 @@
 #include "stream.h"
 
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -252,6 +254,42 @@ static void test_group(void)
     session_unref(s);
 }
 
+/* A reply that could not be stored says so (worth a retry), unlike one
+ * that ended without a reply (a cancelled request). The store is made to
+ * refuse messages from the side, with a trigger. */
+static void test_store_failed(void)
+{
+    struct session *s = new_session("2025-11-25");
+    CHECK(s != NULL);
+    struct stream *st = stream_create(session_id(s), STREAM_REQUEST, NULL);
+    struct core_reply r = reply_of(s, st);
+    struct follow f;
+    follow_reply(&f, &r);
+    core_reply_clear(&r);
+
+    sqlite3 *db = NULL;
+    CHECK_INT(sqlite3_open(dbpath, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    CHECK_INT(sqlite3_exec(db,
+                           "CREATE TRIGGER refuse BEFORE INSERT ON chunks "
+                           "BEGIN SELECT RAISE(ABORT, 'refused'); END",
+                           NULL, NULL, NULL),
+              SQLITE_OK);
+    CHECK(stream_append(st, "{\"end\":1}", 9, STREAM_FINISHED) < 0);
+    CHECK(stream_store_failed(st));
+    stream_end(st, STREAM_ERROR);
+    CHECK_INT(sqlite3_exec(db, "DROP TRIGGER refuse", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+
+    struct stream_chunk ch;
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_STORE_FAILED);
+    struct follow g = f; /* the final wait of a JSON reply says so too */
+    CHECK_INT(follow_final(&g, 0, 0, 0, &ch), FOLLOW_STORE_FAILED);
+    follow_end(&f);
+    session_end(s);
+    session_unref(s);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/mcpd-test-follow-XXXXXX");
@@ -271,6 +309,7 @@ int main(void)
     test_reply();
     test_standalone();
     test_group();
+    test_store_failed();
     stream_registry_shutdown();
     session_registry_shutdown();
     store_close(store);
