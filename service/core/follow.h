@@ -90,9 +90,10 @@ int follow_relayed(struct follow *f, const struct core_caller *c, const char *cu
                    int64_t probe_ms, struct core_reply *refused);
 
 /* What a read found. A transport answers each event as its medium can and
- * never asks the core anything more: the three ways a stream stops are
- * already told apart, since each is answered differently (an SSE comment,
- * a 404, a 503 with Retry-After, an empty 202). */
+ * never asks the core anything more: the ways a stream stops are already
+ * told apart, since each is answered differently (a JSON reply: an empty
+ * 202, a 404, a 503 with Retry-After, a 503 that says to resume; SSE: a
+ * "session ended" comment or just the end). */
 enum follow_event {
     /* *ch is the message: borrowed while the follow lives. */
     FOLLOW_MESSAGE,
@@ -120,7 +121,7 @@ enum follow_event {
      * would be refused anyway. Wins over the other ways to stop. */
     FOLLOW_SESSION_ENDED,
     /* Its reply could not be stored (the database is away): worth a retry,
-     * unlike a cancelled request. */
+     * unlike a cancelled request. Wins over an end or a detach. */
     FOLLOW_STORE_FAILED
 };
 
