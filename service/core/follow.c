@@ -104,18 +104,44 @@ int follow_open(struct follow *f, const struct core_caller *c, const char *curso
     return rc;
 }
 
-enum stream_wait follow_read(struct follow *f, int64_t deadline, struct stream_chunk *ch)
+/* What stream_read's outcome w means to the transport. A stop tells its
+ * cause: the session's end first (it ends the session's streams too), then
+ * a reply that could not be stored. */
+static enum follow_event event_of(struct follow *f, enum stream_wait w)
+{
+    switch (w) {
+    case STREAM_CHUNK:
+        return FOLLOW_MESSAGE;
+    case STREAM_TIMEOUT:
+        return FOLLOW_IDLE;
+    case STREAM_PROBE:
+        return FOLLOW_PROBED;
+    case STREAM_POLL:
+        return FOLLOW_POLL;
+    case STREAM_ENDED:
+    case STREAM_DETACHED:
+    case STREAM_REFUSED:
+        break;
+    }
+    if (f->session && session_ended(f->session))
+        return FOLLOW_SESSION_ENDED;
+    if (stream_store_failed(f->stream))
+        return FOLLOW_STORE_FAILED;
+    return w == STREAM_ENDED ? FOLLOW_STREAM_ENDED : FOLLOW_DETACHED;
+}
+
+enum follow_event follow_read(struct follow *f, int64_t deadline, struct stream_chunk *ch)
 {
     enum stream_wait w = stream_read(f->stream, &f->reader, f->next, deadline, ch);
     if (w == STREAM_CHUNK)
         f->next = ch->seq + 1;
     if (f->session && (w == STREAM_CHUNK || (w == STREAM_TIMEOUT && deadline > 0)))
         session_touch(f->session);
-    return w;
+    return event_of(f, w);
 }
 
-enum stream_wait follow_final(struct follow *f, int relay, int64_t deadline, int64_t relay_wait_ms,
-                              struct stream_chunk *ch)
+enum follow_event follow_final(struct follow *f, int relay, int64_t deadline, int64_t relay_wait_ms,
+                               struct stream_chunk *ch)
 {
     struct session *s = relay ? f->session : NULL;
     int64_t seq = 0, relayed = -1;
@@ -127,7 +153,7 @@ enum stream_wait follow_final(struct follow *f, int relay, int64_t deadline, int
             /* The response after what it relayed, as on every transport. */
             if (relayed >= 0)
                 session_wait_get_cursor(s, relayed + 1, clock_mono_ms() + relay_wait_ms);
-            return w;
+            return event_of(f, w);
         }
         /* A JSON reply carries one message: what comes before it (progress,
          * logs, an elicitation request the handler waits on) goes to the
@@ -153,15 +179,6 @@ void follow_sent(struct follow *f)
 {
     if (f->standalone)
         session_set_get_cursor(f->session, f->next);
-}
-
-enum follow_stop follow_stopped(struct follow *f)
-{
-    if (f->session && session_ended(f->session))
-        return FOLLOW_SESSION_ENDED;
-    if (stream_store_failed(f->stream))
-        return FOLLOW_STORE_FAILED;
-    return FOLLOW_STREAM_ENDED;
 }
 
 void follow_unread(struct follow *f, const struct stream_chunk *ch)

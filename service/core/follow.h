@@ -87,20 +87,57 @@ int follow_standalone(struct follow *f, struct session *s, int64_t probe_ms, int
 int follow_open(struct follow *f, const struct core_caller *c, const char *cursor, int64_t probe_ms,
                 struct core_reply *refused);
 
+/* What a read found. A transport answers each event as its medium can and
+ * never asks the core anything more: the ways a stream stops are already
+ * told apart, since each is answered differently (a JSON reply: an empty
+ * 202, a 404, a 503 with Retry-After, a 503 that says to resume; SSE: a
+ * "session ended" comment or just the end). */
+enum follow_event {
+    /* *ch is the message: borrowed while the follow lives. */
+    FOLLOW_MESSAGE,
+    /* The deadline passed with nothing new: a keepalive is due (with
+     * deadline 0: nothing is there yet, look again later). */
+    FOLLOW_IDLE,
+    /* Another reader asks whether this one's client is still there (the
+     * session's one-reader claim): write something now, twice, since a
+     * vanished peer fails only the second write. */
+    FOLLOW_PROBED,
+    /* The handler asked readers to close their connection (SSE polling):
+     * a client told how to come back may be cut off; any other reader
+     * simply reads on. Reported once. */
+    FOLLOW_POLL,
+    /* This reader stops, the stream does not: another reader took it over
+     * (a client resumed elsewhere), the server is shutting down (what is
+     * stored can be resumed from the next process), or f->next is no
+     * position of the stream. Nothing tells the client it is over. */
+    FOLLOW_DETACHED,
+    /* The stream has nothing more: its end was read, or it ended without
+     * a reply (a cancelled request: the spec says to send nothing). */
+    FOLLOW_STREAM_ENDED,
+    /* It stopped because its session is gone (a DELETE elsewhere, expiry,
+     * mcp-admin session kill): a client is told so, since its next request
+     * would be refused anyway. Wins over the other ways to stop. */
+    FOLLOW_SESSION_ENDED,
+    /* Its reply could not be stored (the database is away): worth a retry,
+     * unlike a cancelled request. Wins over an end or a detach. */
+    FOLLOW_STORE_FAILED
+};
+
 /* Reads message f->next (stream_read: waits until the monotonic deadline;
- * 0 only looks). On STREAM_CHUNK, *ch is the message, borrowed while the
- * follow lives, and f->next moves past it. A chunk, or a wait that ran to
- * its deadline (a keepalive is due), counts as the session's activity. */
-enum stream_wait follow_read(struct follow *f, int64_t deadline, struct stream_chunk *ch);
+ * 0 only looks). On FOLLOW_MESSAGE f->next moves past *ch. A message, or
+ * a wait that ran to its deadline (a keepalive is due), counts as the
+ * session's activity. */
+enum follow_event follow_read(struct follow *f, int64_t deadline, struct stream_chunk *ch);
 
 /* For a transport that carries only a request's response (JSON replies):
  * reads up to the deadline for the stream's final message, and with relay
  * hands the messages before it (progress, logs, server requests) to the
  * session's standalone stream, then waits up to relay_wait_ms for the
- * standalone reader to have written them. Returns stream_read's outcome;
- * on STREAM_CHUNK *ch is the final message. */
-enum stream_wait follow_final(struct follow *f, int relay, int64_t deadline, int64_t relay_wait_ms,
-                              struct stream_chunk *ch);
+ * standalone reader to have written them. Poll notices are skipped (a JSON
+ * reply has no connection to close). On FOLLOW_MESSAGE *ch is the final
+ * message. */
+enum follow_event follow_final(struct follow *f, int relay, int64_t deadline, int64_t relay_wait_ms,
+                               struct stream_chunk *ch);
 
 /* The event id of position seq ("<stream id>:<seq>"; -1: before the first
  * message), which a client hands back to resume after it. With durable,
@@ -111,14 +148,6 @@ int follow_cursor(struct follow *f, int64_t seq, int durable, char *out, size_t 
 /* The transport wrote everything before f->next: on the standalone stream
  * that is the session's delivery cursor (a JSON reply may wait for it). */
 void follow_sent(struct follow *f);
-
-/* Why a stream gave nothing more (STREAM_ENDED, DETACHED, REFUSED). */
-enum follow_stop {
-    FOLLOW_STREAM_ENDED,  /* it ended (a cancelled request, a detach) */
-    FOLLOW_SESSION_ENDED, /* its session is gone: DELETE, expiry, a kill */
-    FOLLOW_STORE_FAILED   /* its reply could not be stored (database away) */
-};
-enum follow_stop follow_stopped(struct follow *f);
 
 /* The transport could not write *ch, the message follow_read just gave
  * (its client is gone): f->next goes back to it, so that the standalone

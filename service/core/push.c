@@ -195,13 +195,13 @@ static enum pump pump(struct push_follow *f)
         return PUMP_DONE;
     for (int n = 0; n < PUMP_BURST; n++) {
         struct stream_chunk ch;
-        enum stream_wait w = follow_read(&f->fl, 0, &ch);
-        if (w == STREAM_POLL || w == STREAM_PROBE)
+        enum follow_event e = follow_read(&f->fl, 0, &ch);
+        if (e == FOLLOW_POLL || e == FOLLOW_PROBED)
             continue; /* HTTP's concerns: a push connection reads on */
-        if (w == STREAM_ENDED || w == STREAM_DETACHED || w == STREAM_REFUSED)
-            return PUMP_DONE;
-        if (w != STREAM_CHUNK)
+        if (e == FOLLOW_IDLE)
             return r;
+        if (e != FOLLOW_MESSAGE)
+            return PUMP_DONE; /* stopped, whatever the cause */
         if (f->own && cancelled(f))
             return PUMP_DONE; /* the spec: nothing more for a cancelled request */
         if (forward_chunk(f, &ch) != 0) {

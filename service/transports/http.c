@@ -322,7 +322,7 @@ static int send_sse_whole(struct _u_response *resp, const struct follow *fl)
     int rc = 0;
     prime(&f);
     while (rc == 0 && !f.done)
-        rc = follow_read(&f.follow, 0, &ch) == STREAM_CHUNK ? sse_follow_take(&f, &ch) : -1;
+        rc = follow_read(&f.follow, 0, &ch) == FOLLOW_MESSAGE ? sse_follow_take(&f, &ch) : -1;
     if (rc == 0 && ulfius_set_binary_body_response(resp, 200, f.buf.data + f.buf.off,
                                                    f.buf.len - f.buf.off) != U_OK)
         rc = -1;
@@ -351,12 +351,18 @@ static int send_chunk_json(struct _u_response *resp, const struct stream_chunk *
     return U_CALLBACK_COMPLETE;
 }
 
-/* A request whose stream ended with no response: its session ended under
- * it (404, as for any request of an ended session), or the client
- * cancelled it (the spec says to send nothing: an empty 202). */
-static int ended_without_reply(struct _u_response *resp, struct follow *fl)
+/* Whether e says a request's stream ended with no (more) response. */
+static int reply_ended(enum follow_event e)
 {
-    enum follow_stop why = follow_stopped(fl);
+    return e == FOLLOW_STREAM_ENDED || e == FOLLOW_SESSION_ENDED || e == FOLLOW_STORE_FAILED;
+}
+
+/* A request whose stream ended with no response (why: as reply_ended):
+ * its session ended under it (404, as for any request of an ended
+ * session), its reply could not be stored (503, retry), or the client
+ * cancelled it (the spec says to send nothing: an empty 202). */
+static int ended_without_reply(struct _u_response *resp, enum follow_event why)
+{
     if (why == FOLLOW_SESSION_ENDED)
         return fail(resp, 404, JSONRPC_SESSION_NOT_FOUND, "Session not found");
     if (why == FOLLOW_STORE_FAILED) {
@@ -384,19 +390,19 @@ static int reply_stream(struct _u_response *resp, struct follow *fl, int single,
         token_end_start(&te, grant, NULL);
         const char *ended = token_end_check(&te, fl->stream);
         /* A stateless request has no other stream to relay to. */
-        enum stream_wait w = ended
-                                 ? STREAM_TIMEOUT
-                                 : follow_final(fl, !single && !fl->ephemeral,
-                                                clock_mono_ms() + JSON_WAIT_MS, RELAY_WAIT_MS, &ch);
-        if (!ended && w != STREAM_CHUNK)
+        enum follow_event e =
+            ended ? FOLLOW_IDLE
+                  : follow_final(fl, !single && !fl->ephemeral, clock_mono_ms() + JSON_WAIT_MS,
+                                 RELAY_WAIT_MS, &ch);
+        if (!ended && e != FOLLOW_MESSAGE)
             ended = token_end_check(&te, NULL);
         token_end_stop(&te);
         if (ended)
             rc = token_ended(resp, ended);
-        else if (w == STREAM_CHUNK)
+        else if (e == FOLLOW_MESSAGE)
             rc = send_chunk_json(resp, &ch);
-        else if (w == STREAM_ENDED)
-            rc = ended_without_reply(resp, fl);
+        else if (reply_ended(e))
+            rc = ended_without_reply(resp, e);
         else
             rc = fail(resp, 503, JSONRPC_SERVER_ERROR,
                       "The reply is not ready; resume the stream with GET and Last-Event-ID");
@@ -404,11 +410,11 @@ static int reply_stream(struct _u_response *resp, struct follow *fl, int single,
         /* A look ahead on a copy: a poll notice it reads stays for the
          * SSE reader. */
         struct follow look = *fl;
-        enum stream_wait w = follow_read(&look, clock_mono_ms() + AUTO_WAIT_MS, &ch);
-        if (w == STREAM_CHUNK && ch.is_end)
+        enum follow_event e = follow_read(&look, clock_mono_ms() + AUTO_WAIT_MS, &ch);
+        if (e == FOLLOW_MESSAGE && ch.is_end)
             rc = send_chunk_json(resp, &ch);
-        else if (w == STREAM_ENDED)
-            rc = ended_without_reply(resp, fl);
+        else if (reply_ended(e))
+            rc = ended_without_reply(resp, e);
     }
     if (rc == -1 && send_sse_whole(resp, fl) == 0)
         rc = U_CALLBACK_COMPLETE;
@@ -478,8 +484,8 @@ static void batch_free(void *ud)
 static int batch_take(struct batch_reader *b, size_t i)
 {
     struct stream_chunk ch;
-    enum stream_wait w = follow_read(&b->follows[i], 0, &ch);
-    if (w == STREAM_CHUNK) {
+    enum follow_event e = follow_read(&b->follows[i], 0, &ch);
+    if (e == FOLLOW_MESSAGE) {
         char id[96];
         follow_cursor(&b->follows[i], ch.seq, 0, id, sizeof id);
         sse_event(&b->buf, id, -1, ch.msg, ch.len);
@@ -489,7 +495,7 @@ static int batch_take(struct batch_reader *b, size_t i)
         }
         return 1;
     }
-    if (w == STREAM_ENDED || w == STREAM_DETACHED || w == STREAM_REFUSED) {
+    if (reply_ended(e) || e == FOLLOW_DETACHED) {
         b->done[i] = 1;
         b->left--;
     }
@@ -615,12 +621,12 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
          * waits here. */
         struct follow look = b->follows[i];
         struct stream_chunk ch;
-        enum stream_wait w = http.cfg.reply_mode == HTTP_REPLY_JSON
-                                 ? follow_final(&b->follows[i], 1, deadline, RELAY_WAIT_MS, &ch)
-                                 : follow_read(&look, deadline, &ch);
-        if (w == STREAM_CHUNK && ch.is_end)
+        enum follow_event e = http.cfg.reply_mode == HTTP_REPLY_JSON
+                                  ? follow_final(&b->follows[i], 1, deadline, RELAY_WAIT_MS, &ch)
+                                  : follow_read(&look, deadline, &ch);
+        if (e == FOLLOW_MESSAGE && ch.is_end)
             json_array_append_new(finals, json_loadb(ch.msg, ch.len, JSON_ALLOW_NUL, NULL));
-        else if (w != STREAM_ENDED)
+        else if (!reply_ended(e))
             as_json = http.cfg.reply_mode == HTTP_REPLY_JSON;
     }
     if (!ended && as_json) /* the last wait may have been cut short */

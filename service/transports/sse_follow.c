@@ -41,30 +41,32 @@ static int step(struct sse_follow *f, int wait)
     if (f->poll_deadline && f->poll_deadline < deadline)
         deadline = f->poll_deadline;
     struct stream_chunk ch;
-    enum stream_wait w = follow_read(&f->follow, wait ? deadline : 0, &ch);
+    enum follow_event e = follow_read(&f->follow, wait ? deadline : 0, &ch);
     /* A wait cut short by the token's end (token_end's probe) ends here. */
-    if (w != STREAM_CHUNK && sse_follow_token_ended(f, NULL))
+    if (e != FOLLOW_MESSAGE && sse_follow_token_ended(f, NULL))
         return 0;
-    switch (w) {
-    case STREAM_CHUNK:
+    switch (e) {
+    case FOLLOW_MESSAGE:
         return sse_follow_take(f, &ch);
-    case STREAM_PROBE:
+    case FOLLOW_PROBED:
         f->probe_writes = 2;
         break;
-    case STREAM_POLL:
+    case FOLLOW_POLL:
         /* Only clients that were told how to come back may be cut off. */
         f->done = f->polling;
         break;
-    case STREAM_ENDED:
-    case STREAM_DETACHED:
-    case STREAM_REFUSED:
+    case FOLLOW_SESSION_ENDED:
         /* A reader told why the stream stops, when its session is gone
          * (a DELETE elsewhere, expiry, mcp-admin session kill). */
-        if (follow_stopped(&f->follow) == FOLLOW_SESSION_ENDED)
-            sse_comment(&f->buf, "session ended");
+        sse_comment(&f->buf, "session ended");
         f->done = 1;
         break;
-    case STREAM_TIMEOUT:
+    case FOLLOW_STREAM_ENDED:
+    case FOLLOW_DETACHED:
+    case FOLLOW_STORE_FAILED:
+        f->done = 1;
+        break;
+    case FOLLOW_IDLE:
         if (!wait)
             return 1;
         if (f->poll_deadline && clock_mono_ms() >= f->poll_deadline) {

@@ -132,18 +132,18 @@ static inline void rig_sendf(const struct core_caller *c, struct core_reply *r, 
 
 /* Reads f until its stream ends (or RIG_WAIT_MS passes): every message, in
  * order, as JSON (new reference). *last: the read that stopped it
- * (STREAM_ENDED once the end was read). */
-static inline json_t *rig_read_follow(struct follow *f, enum stream_wait *last)
+ * (FOLLOW_STREAM_ENDED once the end was read). */
+static inline json_t *rig_read_follow(struct follow *f, enum follow_event *last)
 {
     json_t *msgs = json_array();
     int64_t deadline = clock_mono_ms() + RIG_WAIT_MS;
-    enum stream_wait w;
+    enum follow_event w;
     for (;;) {
         struct stream_chunk ch;
         w = follow_read(f, deadline, &ch);
-        if (w == STREAM_POLL || w == STREAM_PROBE)
+        if (w == FOLLOW_POLL || w == FOLLOW_PROBED)
             continue;
-        if (w != STREAM_CHUNK)
+        if (w != FOLLOW_MESSAGE)
             break;
         json_array_append_new(msgs, json_loadb(ch.msg, ch.len, 0, NULL));
     }
@@ -159,21 +159,21 @@ static inline json_t *rig_next(struct follow *f)
     int64_t deadline = clock_mono_ms() + RIG_WAIT_MS;
     for (;;) {
         struct stream_chunk ch;
-        enum stream_wait w = follow_read(f, deadline, &ch);
-        if (w == STREAM_POLL || w == STREAM_PROBE)
+        enum follow_event w = follow_read(f, deadline, &ch);
+        if (w == FOLLOW_POLL || w == FOLLOW_PROBED)
             continue;
-        return w == STREAM_CHUNK ? json_loadb(ch.msg, ch.len, 0, NULL) : NULL;
+        return w == FOLLOW_MESSAGE ? json_loadb(ch.msg, ch.len, 0, NULL) : NULL;
     }
 }
 
 /* Follows a reply of kind CORE_STREAM to its end (r is cleared): its
  * messages, as rig_read_follow. */
-static inline json_t *rig_read_reply(struct core_reply *r, enum stream_wait *last)
+static inline json_t *rig_read_reply(struct core_reply *r, enum follow_event *last)
 {
     if (r->kind != CORE_STREAM) {
         core_reply_clear(r);
         if (last)
-            *last = STREAM_REFUSED;
+            *last = FOLLOW_DETACHED; /* nothing to follow */
         return json_array();
     }
     struct follow f;
@@ -188,9 +188,9 @@ static inline json_t *rig_read_reply(struct core_reply *r, enum stream_wait *las
  * result), or NULL. New reference. */
 static inline json_t *rig_one(struct core_reply *r)
 {
-    enum stream_wait last;
+    enum follow_event last;
     json_t *msgs = rig_read_reply(r, &last);
-    json_t *m = json_array_size(msgs) == 1 && last == STREAM_ENDED
+    json_t *m = json_array_size(msgs) == 1 && last == FOLLOW_STREAM_ENDED
                     ? json_incref(json_array_get(msgs, 0))
                     : NULL;
     json_decref(msgs);

@@ -3,7 +3,8 @@
  * temporary folder: a reply read to its end, a copy that reads ahead
  * without moving the original or taking its poll notice, event ids, the
  * standalone stream's one-reader claim and delivery cursor (and a message
- * read but not written, follow_unread), why a stream stopped, a resumed
+ * read but not written, follow_unread), why a stream stopped (its end, a
+ * detach, its session's end, a reply that could not be stored), a resumed
  * cursor, and one waiter following several streams (follow_group). */
 #include "check.h"
 #include "clock.h"
@@ -13,6 +14,7 @@
 #include "stream.h"
 
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -65,23 +67,22 @@ static void test_reply(void)
     stream_detach_readers(st);
     struct follow look = f;
     struct stream_chunk ch;
-    CHECK_INT(follow_read(&look, 0, &ch), STREAM_POLL);
-    CHECK_INT(follow_read(&look, 0, &ch), STREAM_CHUNK);
+    CHECK_INT(follow_read(&look, 0, &ch), FOLLOW_POLL);
+    CHECK_INT(follow_read(&look, 0, &ch), FOLLOW_MESSAGE);
     CHECK_INT(look.next, 1);
     CHECK_INT(f.next, 0);
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_POLL);
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_CHUNK);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_POLL);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_MESSAGE);
     CHECK_INT(ch.seq, 0);
     CHECK(!ch.is_end);
     CHECK_INT(f.next, 1);
 
     /* Nothing yet: a look times out at once. */
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_TIMEOUT);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_IDLE);
     append_str(st, "{\"end\":1}", STREAM_FINISHED);
-    CHECK_INT(follow_read(&f, clock_mono_ms() + 1000, &ch), STREAM_CHUNK);
+    CHECK_INT(follow_read(&f, clock_mono_ms() + 1000, &ch), FOLLOW_MESSAGE);
     CHECK(ch.is_end);
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_ENDED);
-    CHECK_INT(follow_stopped(&f), FOLLOW_STREAM_ENDED);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_STREAM_ENDED);
 
     /* Event ids name the stream and the seq; durable ones are stored. */
     char id[96], want[96];
@@ -95,12 +96,12 @@ static void test_reply(void)
     struct follow g;
     follow_reply(&g, &r2);
     core_reply_clear(&r2);
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_DETACHED);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_DETACHED);
     follow_end(&g);
 
-    /* Its session ended: that is why the stream stops. */
+    /* Its session ended: that is why the stream stops, whatever else. */
     session_end(s);
-    CHECK_INT(follow_stopped(&f), FOLLOW_SESSION_ENDED);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_SESSION_ENDED);
     follow_end(&f);
     CHECK(f.stream == NULL && f.session == NULL);
     follow_end(&f); /* a zeroed follow: nothing to do */
@@ -131,13 +132,13 @@ static void test_standalone(void)
     core_reply_clear(&refused);
 
     struct stream_chunk ch;
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_CHUNK);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_MESSAGE);
     CHECK_INT(session_get_cursor(s), 0); /* read is not written */
     follow_sent(&f);
     CHECK_INT(session_get_cursor(s), 1);
     /* A message read but not written (its client went away) is the next
      * reader's: the claim is let go before it. */
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_CHUNK);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_MESSAGE);
     CHECK_INT(f.next, 2);
     follow_unread(&f, &ch);
     CHECK_INT(f.next, 1);
@@ -225,18 +226,18 @@ static void test_group(void)
     append_str(a, "{\"a\":0}", STREAM_ACTIVE);
     follow_wait(&g, clock_mono_ms() + 30000);
     struct stream_chunk ch;
-    CHECK_INT(follow_read(fa, 0, &ch), STREAM_CHUNK);
-    CHECK_INT(follow_read(&fb, 0, &ch), STREAM_TIMEOUT);
+    CHECK_INT(follow_read(fa, 0, &ch), FOLLOW_MESSAGE);
+    CHECK_INT(follow_read(&fb, 0, &ch), FOLLOW_IDLE);
 
     /* Nothing changed since: the wait runs to its deadline. */
     follow_wait(&g, clock_mono_ms() + 20);
-    CHECK_INT(follow_read(fa, 0, &ch), STREAM_TIMEOUT);
+    CHECK_INT(follow_read(fa, 0, &ch), FOLLOW_IDLE);
 
     /* A message on any stream of the group wakes the waiter, long before
      * its deadline; so does follow_wake. */
     struct later l = {.st = b};
     CHECK(wait_for(&g, &l) < 20000);
-    CHECK_INT(follow_read(&fb, 0, &ch), STREAM_CHUNK);
+    CHECK_INT(follow_read(&fb, 0, &ch), FOLLOW_MESSAGE);
     l = (struct later){.g = &g};
     CHECK(wait_for(&g, &l) < 20000);
 
@@ -249,6 +250,42 @@ static void test_group(void)
     stream_unref(a);
     stream_unref(b);
     follow_group_destroy(&g);
+    session_end(s);
+    session_unref(s);
+}
+
+/* A reply that could not be stored says so (worth a retry), unlike one
+ * that ended without a reply (a cancelled request). The store is made to
+ * refuse messages from the side, with a trigger. */
+static void test_store_failed(void)
+{
+    struct session *s = new_session("2025-11-25");
+    CHECK(s != NULL);
+    struct stream *st = stream_create(session_id(s), STREAM_REQUEST, NULL);
+    struct core_reply r = reply_of(s, st);
+    struct follow f;
+    follow_reply(&f, &r);
+    core_reply_clear(&r);
+
+    sqlite3 *db = NULL;
+    CHECK_INT(sqlite3_open(dbpath, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    CHECK_INT(sqlite3_exec(db,
+                           "CREATE TRIGGER refuse BEFORE INSERT ON chunks "
+                           "BEGIN SELECT RAISE(ABORT, 'refused'); END",
+                           NULL, NULL, NULL),
+              SQLITE_OK);
+    CHECK(stream_append(st, "{\"end\":1}", 9, STREAM_FINISHED) < 0);
+    CHECK(stream_store_failed(st));
+    stream_end(st, STREAM_ERROR);
+    CHECK_INT(sqlite3_exec(db, "DROP TRIGGER refuse", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+
+    struct stream_chunk ch;
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_STORE_FAILED);
+    struct follow g = f; /* the final wait of a JSON reply says so too */
+    CHECK_INT(follow_final(&g, 0, 0, 0, &ch), FOLLOW_STORE_FAILED);
+    follow_end(&f);
     session_end(s);
     session_unref(s);
 }
@@ -272,6 +309,7 @@ int main(void)
     test_reply();
     test_standalone();
     test_group();
+    test_store_failed();
     stream_registry_shutdown();
     session_registry_shutdown();
     store_close(store);

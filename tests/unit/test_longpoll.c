@@ -234,10 +234,10 @@ static void test_cursors(void)
     struct follow f;
     follow_reply(&f, &r); /* a reader of its own does not disturb polls */
     core_reply_clear(&r);
-    enum stream_wait last;
+    enum follow_event last;
     json_t *msgs = rig_read_follow(&f, &last);
     follow_end(&f);
-    CHECK_INT(last, STREAM_ENDED);
+    CHECK_INT(last, FOLLOW_STREAM_ENDED);
     CHECK_INT(json_array_size(msgs), 4);
 
     /* Every chunk, in order, the last one the end. */
@@ -347,7 +347,7 @@ static void test_wake(void)
     follow_reply(&f, &r);
     core_reply_clear(&r);
     struct stream_chunk ch;
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_TIMEOUT);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_IDLE);
     rig_sendf(&c, &r,
               "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"role\":\"assistant\",\"content\":{"
               "\"type\":\"text\",\"text\":\"hello\"},\"model\":\"unit\"}}",
@@ -480,7 +480,7 @@ static void test_past_storage_cap(void)
     char sid[96];
     countdown(&c, 1, 10000, 0, 1, 1, &r);
     take_handle(&r, 1, sid, sizeof sid);
-    enum stream_wait last;
+    enum follow_event last;
     json_t *msgs = rig_read_reply(&r, &last);
     json_t *final = json_array_get(msgs, json_array_size(msgs) - 1);
     CHECK_STR(rig_message(final), "Session storage limit exceeded");

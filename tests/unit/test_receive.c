@@ -436,12 +436,12 @@ static void test_principals(void)
     follow_reply(&f, &call);
     core_reply_clear(&call);
     struct stream_chunk ch;
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_TIMEOUT); /* still running */
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_IDLE); /* still running */
     CHECK_INT(stream_state(f.stream), STREAM_ACTIVE);
     CHECK_INT(cancel(&alice, "3"), CORE_ACCEPTED);
-    enum stream_wait last;
+    enum follow_event last;
     json_t *msgs = rig_read_follow(&f, &last);
-    CHECK_INT(last, STREAM_ENDED);
+    CHECK_INT(last, FOLLOW_STREAM_ENDED);
     CHECK_INT(json_array_size(msgs), 0);
     json_decref(msgs);
 
@@ -532,9 +532,9 @@ static void test_session_cap(void)
 /* ---- caps ---- */
 
 /* Waits for the stream of f to end; its messages are dropped. */
-static enum stream_wait drain(struct follow *f)
+static enum follow_event drain(struct follow *f)
 {
-    enum stream_wait last;
+    enum follow_event last;
     json_decref(rig_read_follow(f, &last));
     return last;
 }
@@ -590,11 +590,11 @@ static void test_inflight_cap(void)
 
     /* A call that ends frees its place and its id. */
     CHECK_INT(cancel(&c, "11"), CORE_ACCEPTED);
-    CHECK_INT(drain(&f1), STREAM_ENDED);
+    CHECK_INT(drain(&f1), FOLLOW_STREAM_ENDED);
     follow_end(&f1);
     countdown(&c, 13, 1, 0, 0, &r);
     CHECK_INT(r.kind, CORE_STREAM);
-    enum stream_wait last;
+    enum follow_event last;
     json_t *msgs = rig_read_reply(&r, &last);
     CHECK_INT(json_array_size(msgs), 1);
     CHECK_STR(rig_text(json_array_get(msgs, 0)), "countdown finished");
@@ -604,7 +604,7 @@ static void test_inflight_cap(void)
     json_decref(rig_read_reply(&r, NULL));
 
     CHECK_INT(cancel(&c, "12"), CORE_ACCEPTED);
-    CHECK_INT(drain(&f2), STREAM_ENDED);
+    CHECK_INT(drain(&f2), FOLLOW_STREAM_ENDED);
     follow_end(&f2);
     rig_end(s);
 }
@@ -623,9 +623,9 @@ static void test_storage_cap(void)
     CHECK_INT(r.kind, CORE_STREAM);
     struct stream *st = r.stream;
     stream_ref(st);
-    enum stream_wait last;
+    enum follow_event last;
     json_t *msgs = rig_read_reply(&r, &last);
-    CHECK_INT(last, STREAM_ENDED);
+    CHECK_INT(last, FOLLOW_STREAM_ENDED);
     size_t n = json_array_size(msgs);
     CHECK(n > 100 && n < 10000);
     int in_order = 1;
@@ -684,9 +684,9 @@ static void test_durable_reply(void)
     struct follow f;
     follow_reply(&f, &r);
     core_reply_clear(&r);
-    enum stream_wait last;
+    enum follow_event last;
     json_t *msgs = rig_read_follow(&f, &last);
-    CHECK_INT(last, STREAM_ENDED);
+    CHECK_INT(last, FOLLOW_STREAM_ENDED);
     CHECK_INT(json_array_size(msgs), 4);
     CHECK_STR(rig_text(json_array_get(msgs, 3)), "countdown finished");
     char cursor[96], want[128];
@@ -721,7 +721,7 @@ static void test_durable_reply(void)
     CHECK_INT(f.next, 2);
     json_t *again = rig_read_follow(&f, &last);
     follow_end(&f);
-    CHECK_INT(last, STREAM_ENDED);
+    CHECK_INT(last, FOLLOW_STREAM_ENDED);
     CHECK_INT(json_array_size(again), 2);
     CHECK(json_equal(json_array_get(again, 0), json_array_get(msgs, 2)));
     CHECK(json_equal(json_array_get(again, 1), json_array_get(msgs, 3)));
@@ -744,7 +744,7 @@ static void test_durable_reply(void)
     snprintf(want, sizeof want, "%s:9", sid);
     CHECK_INT(follow_open(&f, &c, want, 0, &refused), 0);
     again = rig_read_follow(&f, &last);
-    CHECK_INT(last, STREAM_ENDED);
+    CHECK_INT(last, FOLLOW_STREAM_ENDED);
     CHECK_INT(json_array_size(again), 0);
     json_decref(again);
     follow_end(&f);
@@ -810,16 +810,16 @@ static void test_cancel(void)
     CHECK_INT(r.kind, CORE_ACCEPTED);
     core_reply_clear(&r);
     struct stream_chunk ch;
-    CHECK_INT(follow_read(&f, 0, &ch), STREAM_TIMEOUT);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_IDLE);
     CHECK_INT(stream_state(st), STREAM_ACTIVE);
 
     /* Its own id ends it, without a reply (the spec: do not respond). */
     CHECK_INT(cancel(&c, "41"), CORE_ACCEPTED);
-    enum stream_wait last;
+    enum follow_event last;
     json_t *msgs = rig_read_follow(&f, &last);
-    CHECK_INT(last, STREAM_ENDED);
+    CHECK_INT(last, FOLLOW_STREAM_ENDED);
     CHECK_INT(json_array_size(msgs), 0);
-    CHECK_INT(follow_stopped(&f), FOLLOW_STREAM_ENDED);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_STREAM_ENDED); /* and says so again */
     CHECK_INT(stream_state(st), STREAM_ERROR);
     json_decref(msgs);
     follow_end(&f);
@@ -834,7 +834,7 @@ static void test_cancel(void)
     CHECK_INT(r.kind, CORE_STREAM);
     CHECK_INT(cancel(&c, "\"job-1\""), CORE_ACCEPTED);
     msgs = rig_read_reply(&r, &last);
-    CHECK_INT(last, STREAM_ENDED);
+    CHECK_INT(last, FOLLOW_STREAM_ENDED);
     CHECK_INT(json_array_size(msgs), 0);
     json_decref(msgs);
 
@@ -845,9 +845,9 @@ static void test_cancel(void)
     core_reply_clear(&r);
     core_end_session(s);
     msgs = rig_read_follow(&f, &last);
-    CHECK_INT(last, STREAM_ENDED);
+    CHECK_INT(last, FOLLOW_SESSION_ENDED); /* that is why it stopped */
     CHECK_INT(json_array_size(msgs), 0);
-    CHECK_INT(follow_stopped(&f), FOLLOW_SESSION_ENDED);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_SESSION_ENDED); /* and says so again */
     json_decref(msgs);
     follow_end(&f);
     ping(&c, 43, &r);
@@ -939,9 +939,9 @@ static void test_server_requests(void)
      * late answer has nobody waiting. */
     json_decref(start_sampling(&c, 53, &f, rid, sizeof rid));
     CHECK_INT(cancel(&c, "53"), CORE_ACCEPTED);
-    enum stream_wait last;
+    enum follow_event last;
     json_t *msgs = rig_read_follow(&f, &last);
-    CHECK_INT(last, STREAM_ENDED);
+    CHECK_INT(last, FOLLOW_STREAM_ENDED);
     CHECK_INT(json_array_size(msgs), 0);
     json_decref(msgs);
     follow_end(&f);
@@ -997,10 +997,10 @@ static void *holder_main(void *arg)
     int64_t deadline = clock_mono_ms() + RIG_WAIT_MS;
     for (;;) {
         struct stream_chunk ch;
-        enum stream_wait w = follow_read(&h->f, deadline, &ch);
-        if (w == STREAM_PROBE)
+        enum follow_event w = follow_read(&h->f, deadline, &ch);
+        if (w == FOLLOW_PROBED)
             h->probed = 1;
-        if (w != STREAM_CHUNK && w != STREAM_POLL)
+        if (w != FOLLOW_MESSAGE && w != FOLLOW_POLL)
             break;
     }
     follow_end(&h->f);
@@ -1064,7 +1064,7 @@ static void test_log_level(void)
                  "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
                  "\"test_tool_with_logging\",\"arguments\":{}}}",
                  &r);
-        enum stream_wait last;
+        enum follow_event last;
         json_t *msgs = rig_read_reply(&r, &last);
         CHECK_INT(json_array_size(msgs), logs_at[i] + 1);
         size_t logs = 0, j;
@@ -1443,7 +1443,7 @@ struct fiber_job {
     pthread_cond_t cv;
     int done;
     int on_fiber;
-    enum stream_wait last;
+    enum follow_event last;
     json_t *msgs;
 };
 
@@ -1457,7 +1457,7 @@ static void fiber_main(void *arg)
     struct core_caller c = rig_http(NULL, s ? session_id(s) : "-");
     struct core_reply r;
     countdown(&c, 1, 3, 1, 1, &r);
-    enum stream_wait last;
+    enum follow_event last;
     json_t *msgs = rig_read_reply(&r, &last);
     rig_end(s);
     pthread_mutex_lock(&j->mu);
@@ -1484,7 +1484,7 @@ static void test_on_fiber(void)
     CHECK(done);
     if (done) {
         CHECK(j.on_fiber);
-        CHECK_INT(j.last, STREAM_ENDED);
+        CHECK_INT(j.last, FOLLOW_STREAM_ENDED);
         CHECK_INT(json_array_size(j.msgs), 4);
         CHECK_STR(rig_text(json_array_get(j.msgs, 3)), "countdown finished");
         json_decref(j.msgs);
