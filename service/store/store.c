@@ -6,7 +6,6 @@
 #include "store.h"
 #include "clock.h"
 #include "db.h"
-#include "fcond.h"
 #include "fiber.h"
 #include "lock_hold.h"
 #include "pg_array.h"
@@ -93,8 +92,8 @@ struct store {
     struct db **readers;  /* the readers' (the first queue's for :memory:, one) */
     int *rbusy, nreaders; /* guarded by rmu */
     pthread_mutex_t rmu;
-    struct fcond rcv; /* a reader came free (a fiber waiting for one parks) */
-    int shared;       /* :memory:: the writer's connection is the one reader */
+    pthread_cond_t rcv; /* a reader came free */
+    int shared;         /* :memory:: the writer's connection is the one reader */
     const char *const *sql;
     struct wal *wal;       /* SQLite files only */
     struct lock_hold hold; /* how long a commit_mu is held at a time */
@@ -168,7 +167,7 @@ static struct db *reader_get(struct store *st, int *slot)
                 pthread_mutex_unlock(&st->rmu);
                 return st->readers[i];
             }
-        fcond_wait_until(&st->rcv, &st->rmu, -1);
+        pthread_cond_wait(&st->rcv, &st->rmu);
     }
 }
 
@@ -176,7 +175,7 @@ static void reader_put(struct store *st, int slot)
 {
     pthread_mutex_lock(&st->rmu);
     st->rbusy[slot] = 0;
-    fcond_signal(&st->rcv);
+    pthread_cond_signal(&st->rcv);
     pthread_mutex_unlock(&st->rmu);
 }
 
@@ -948,7 +947,7 @@ static int reconnect_all(struct store *st)
     for (int i = 0; i < st->nreaders && ok; i++) {
         pthread_mutex_lock(&st->rmu);
         while (st->rbusy[i])
-            fcond_wait_until(&st->rcv, &st->rmu, -1);
+            pthread_cond_wait(&st->rcv, &st->rmu);
         st->rbusy[i] = 1;
         pthread_mutex_unlock(&st->rmu);
         ok = db_reset(st->readers[i]) == 0;
@@ -1111,7 +1110,7 @@ static void close_all(struct store *st)
     pthread_mutex_destroy(&st->qmu);
     pthread_mutex_destroy(&st->smu);
     pthread_mutex_destroy(&st->lmu);
-    fcond_destroy(&st->rcv);
+    pthread_cond_destroy(&st->rcv);
     pthread_cond_destroy(&st->avcv);
     free(st->target);
     free(st->run);
@@ -1196,7 +1195,7 @@ int store_open(const char *path, struct store **out, char **err)
     pthread_mutex_init(&st->qmu, NULL);
     pthread_mutex_init(&st->smu, NULL);
     pthread_mutex_init(&st->lmu, NULL);
-    fcond_init(&st->rcv);
+    pthread_cond_init(&st->rcv, NULL);
     pthread_cond_init(&st->avcv, NULL);
     st->engine = store_path_is_postgres(path) ? DB_PG : DB_SQLITE;
     st->sql = store_sql_table(st->engine);
