@@ -59,6 +59,12 @@ struct stream {
 struct shard {
     pthread_mutex_t mu;
     struct table *streams;
+    /* Held while a stream of the shard is loaded from the store, and while
+     * another process's news of one is applied (stream_refresh): two
+     * loaders make one copy, and news that arrives during a load waits for
+     * the copy, rather than miss it. An fmutex, not mu: a load reads the
+     * store, which parks a fiber. */
+    struct fmutex load_mu;
 };
 
 static struct {
@@ -86,8 +92,10 @@ static pthread_once_t shards_once = PTHREAD_ONCE_INIT;
 
 static void shards_init(void)
 {
-    for (int i = 0; i < SHARDS; i++)
+    for (int i = 0; i < SHARDS; i++) {
         pthread_mutex_init(&reg.shards[i].mu, NULL);
+        fmutex_init(&reg.shards[i].load_mu);
+    }
 }
 
 /* Stream ids end in random hex digits. */
@@ -346,23 +354,30 @@ static void fresh_free(struct fresh *f)
     free(f->v);
 }
 
-struct stream *stream_find(const char *id)
+/* A new reference to the stream if it is in the registry. */
+static struct stream *registered(const char *id)
 {
     struct shard *sh = shard_of(id);
     pthread_mutex_lock(&sh->mu);
     struct stream *s = sh->streams ? table_get(sh->streams, id) : NULL;
-    if (s) {
+    if (s)
         stream_ref(s);
-        pthread_mutex_unlock(&sh->mu);
+    pthread_mutex_unlock(&sh->mu);
+    return s;
+}
+
+struct stream *stream_find(const char *id)
+{
+    struct stream *s = registered(id);
+    if (s)
         return s;
-    }
-    /* Loading under the shard's lock keeps two loaders of a stream that is
-     * still being written from making two copies of it. */
+    struct shard *sh = shard_of(id);
+    fmutex_lock(&sh->load_mu);
     struct store *st = reg.store;
     struct store_stream row;
     struct fresh f = {0};
-    struct stream *loaded = NULL;
-    if (st && store_stream_get(st, id, &row, fresh_chunk, &f) == 0) {
+    struct stream *loaded = registered(id); /* loaded while this one waited */
+    if (!loaded && st && store_stream_get(st, id, &row, fresh_chunk, &f) == 0) {
         enum stream_state state = settled(id, &row, &f);
         loaded = stream_alloc(row.id, row.session_id, strcmp(row.kind, "standalone") == 0);
         if (loaded) {
@@ -379,14 +394,16 @@ struct stream *stream_find(const char *id)
                 loaded->owner = strdup(row.owner);
             loaded->ended_wall_ms = row.ended_ms;
             /* Only a stream still being written needs one shared copy. */
+            pthread_mutex_lock(&sh->mu);
             if (loaded->state == STREAM_ACTIVE && sh->streams &&
                 table_put(sh->streams, loaded->id, loaded) == 0)
                 stream_ref(loaded);
+            pthread_mutex_unlock(&sh->mu);
         }
         store_stream_free(&row);
     }
     fresh_free(&f);
-    pthread_mutex_unlock(&sh->mu);
+    fmutex_unlock(&sh->load_mu);
     return loaded;
 }
 
@@ -498,17 +515,6 @@ static int refresh_locked(struct stream *s)
     return changed;
 }
 
-static struct stream *registered(const char *id)
-{
-    struct shard *sh = shard_of(id);
-    pthread_mutex_lock(&sh->mu);
-    struct stream *s = sh->streams ? table_get(sh->streams, id) : NULL;
-    if (s)
-        stream_ref(s);
-    pthread_mutex_unlock(&sh->mu);
-    return s;
-}
-
 static void refresh(struct stream *s)
 {
     fmutex_lock(&s->append_mu);
@@ -528,7 +534,11 @@ void stream_registry_shared(int shared)
 
 void stream_refresh(const char *id, int64_t next_seq, int ended)
 {
+    /* A load of this stream in progress publishes its copy first. */
+    struct shard *sh = shard_of(id);
+    fmutex_lock(&sh->load_mu);
     struct stream *s = registered(id);
+    fmutex_unlock(&sh->load_mu);
     if (!s)
         return;
     pthread_mutex_lock(&s->mu);

@@ -6,6 +6,7 @@
 #include "store.h"
 #include "clock.h"
 #include "db.h"
+#include "fcond.h"
 #include "fiber.h"
 #include "lock_hold.h"
 #include "pg_array.h"
@@ -92,8 +93,16 @@ struct store {
     struct db **readers;  /* the readers' (the first queue's for :memory:, one) */
     int *rbusy, nreaders; /* guarded by rmu */
     pthread_mutex_t rmu;
-    pthread_cond_t rcv; /* a reader came free */
-    int shared;         /* :memory:: the writer's connection is the one reader */
+    struct fcond rcv; /* a reader came free (a fiber waiting for one parks) */
+    int shared;       /* :memory:: the writer's connection is the one reader */
+    /* PostgreSQL: the threads that run a fiber's queries (rd_begin), one
+     * per reader connection, and their queue (guarded by jmu). */
+    pthread_t *rthreads;
+    int nrthreads;
+    pthread_mutex_t jmu;
+    pthread_cond_t jcv;
+    struct rd_job *jobs, *jobs_tail;
+    int jstop;
     const char *const *sql;
     struct wal *wal;       /* SQLite files only */
     struct lock_hold hold; /* how long a commit_mu is held at a time */
@@ -167,7 +176,7 @@ static struct db *reader_get(struct store *st, int *slot)
                 pthread_mutex_unlock(&st->rmu);
                 return st->readers[i];
             }
-        pthread_cond_wait(&st->rcv, &st->rmu);
+        fcond_wait_until(&st->rcv, &st->rmu, -1);
     }
 }
 
@@ -175,7 +184,7 @@ static void reader_put(struct store *st, int slot)
 {
     pthread_mutex_lock(&st->rmu);
     st->rbusy[slot] = 0;
-    pthread_cond_signal(&st->rcv);
+    fcond_signal(&st->rcv);
     pthread_mutex_unlock(&st->rmu);
 }
 
@@ -197,19 +206,122 @@ static int read_failed(struct store *st, struct db *c, int rc)
     return -1;
 }
 
+/* Runs statement k on c. A connection the server dropped while it was
+ * idle (a restart) reconnects once at once, so that the first read after
+ * a restart is no failure. */
+static int query(struct db *c, int k, const struct db_param *p, int n, struct db_rows *r)
+{
+    int rc = db_query(c, k, p, n, r);
+    if (rc == DB_UNAVAILABLE && db_reset(c) == 0)
+        rc = db_query(c, k, p, n, r);
+    return rc;
+}
+
+/* ---- a fiber's reads (PostgreSQL) ----
+ *
+ * A query on PostgreSQL is a network round trip, and with the database
+ * host gone quiet it can last until tcp_user_timeout. A request's fiber
+ * must not hold its loop thread for that: it hands the query to the
+ * store's reader threads and parks until one has run it. libpq then holds
+ * the whole result, so the rows are read on the fiber. (A SQLite read is
+ * a read of the page cache or the local disk, done in place.) */
+struct rd_job {
+    struct db *c;
+    int k;
+    const struct db_param *p;
+    int n;
+    struct db_rows *r;
+    int rc;
+    struct fiber *fiber;
+    int done; /* set by fiber_wake_set: the job is the fiber's again */
+    struct rd_job *next;
+};
+
+static void *reader_main(void *arg)
+{
+    struct store *st = arg;
+    pthread_setname_np(pthread_self(), "mcpd-store-rd");
+    pthread_mutex_lock(&st->jmu);
+    for (;;) {
+        while (!st->jobs && !st->jstop)
+            pthread_cond_wait(&st->jcv, &st->jmu);
+        struct rd_job *j = st->jobs;
+        if (!j)
+            break;
+        st->jobs = j->next;
+        if (!st->jobs)
+            st->jobs_tail = NULL;
+        pthread_mutex_unlock(&st->jmu);
+        j->rc = query(j->c, j->k, j->p, j->n, j->r);
+        fiber_wake_set(j->fiber, &j->done); /* j is on the fiber's stack: not touched after */
+        pthread_mutex_lock(&st->jmu);
+    }
+    pthread_mutex_unlock(&st->jmu);
+    return NULL;
+}
+
+static int query_parked(struct store *st, struct db *c, int k, const struct db_param *p, int n,
+                        struct db_rows *r)
+{
+    struct rd_job j = {.c = c, .k = k, .p = p, .n = n, .r = r, .fiber = fiber_current()};
+    pthread_mutex_lock(&st->jmu);
+    if (st->jobs_tail)
+        st->jobs_tail->next = &j;
+    else
+        st->jobs = &j;
+    st->jobs_tail = &j;
+    pthread_cond_signal(&st->jcv);
+    pthread_mutex_unlock(&st->jmu);
+    /* A cancelled fiber (its connection is going away) still waits for
+     * the job, which points into its stack, without holding its thread. */
+    int w;
+    while ((w = fiber_park(&j.done, -1)) != 1)
+        if (w == ECANCELED)
+            fiber_park_outlast();
+    return j.rc;
+}
+
+/* One reader thread per reader connection, for PostgreSQL. */
+static int start_reader_threads(struct store *st, char **err)
+{
+    st->rthreads = calloc((size_t)st->nreaders, sizeof *st->rthreads);
+    if (!st->rthreads) {
+        *err = db_fmt_err("out of memory");
+        return -1;
+    }
+    for (; st->nrthreads < st->nreaders; st->nrthreads++)
+        if (pthread_create(&st->rthreads[st->nrthreads], NULL, reader_main, st) != 0) {
+            *err = db_fmt_err("cannot start the store's reader threads");
+            return -1;
+        }
+    return 0;
+}
+
+/* After every read has ended. */
+static void stop_reader_threads(struct store *st)
+{
+    pthread_mutex_lock(&st->jmu);
+    st->jstop = 1;
+    pthread_cond_broadcast(&st->jcv);
+    pthread_mutex_unlock(&st->jmu);
+    for (int i = 0; i < st->nrthreads; i++)
+        pthread_join(st->rthreads[i], NULL);
+    st->nrthreads = 0;
+    free(st->rthreads);
+    st->rthreads = NULL;
+}
+
 /* Starts statement k on a free reader; 0, then rd_next and rd_end, or -1 /
- * STORE_UNAVAILABLE. A reader whose connection the server dropped while
- * it was idle (a restart) reconnects once at once, so that the first read
- * after a restart is no failure. */
+ * STORE_UNAVAILABLE. On a fiber, on PostgreSQL, the query runs on a
+ * reader thread while the fiber parks. */
 static int rd_begin(struct store *st, struct rd *q, int k, const struct db_param *p, int n)
 {
     if (!available(st))
         return STORE_UNAVAILABLE;
     q->st = st;
     struct db *c = reader_get(st, &q->slot);
-    int rc = db_query(c, k, p, n, &q->r);
-    if (rc == DB_UNAVAILABLE && db_reset(c) == 0)
-        rc = db_query(c, k, p, n, &q->r);
+    int rc = st->nrthreads && fiber_current() ? query_parked(st, c, k, p, n, &q->r)
+                                              : query(c, k, p, n, &q->r);
     if (rc != 0) {
         rc = read_failed(st, c, rc);
         reader_put(st, q->slot);
@@ -947,7 +1059,7 @@ static int reconnect_all(struct store *st)
     for (int i = 0; i < st->nreaders && ok; i++) {
         pthread_mutex_lock(&st->rmu);
         while (st->rbusy[i])
-            pthread_cond_wait(&st->rcv, &st->rmu);
+            fcond_wait_until(&st->rcv, &st->rmu, -1);
         st->rbusy[i] = 1;
         pthread_mutex_unlock(&st->rmu);
         ok = db_reset(st->readers[i]) == 0;
@@ -1091,6 +1203,7 @@ static void stop_writers(struct store *st)
 
 static void close_all(struct store *st)
 {
+    stop_reader_threads(st);
     wal_stop(st->wal);
     for (int i = 0; st->readers && i < st->nreaders; i++)
         if (!st->shared)
@@ -1110,7 +1223,9 @@ static void close_all(struct store *st)
     pthread_mutex_destroy(&st->qmu);
     pthread_mutex_destroy(&st->smu);
     pthread_mutex_destroy(&st->lmu);
-    pthread_cond_destroy(&st->rcv);
+    fcond_destroy(&st->rcv);
+    pthread_mutex_destroy(&st->jmu);
+    pthread_cond_destroy(&st->jcv);
     pthread_cond_destroy(&st->avcv);
     free(st->target);
     free(st->run);
@@ -1195,7 +1310,9 @@ int store_open(const char *path, struct store **out, char **err)
     pthread_mutex_init(&st->qmu, NULL);
     pthread_mutex_init(&st->smu, NULL);
     pthread_mutex_init(&st->lmu, NULL);
-    pthread_cond_init(&st->rcv, NULL);
+    fcond_init(&st->rcv);
+    pthread_mutex_init(&st->jmu, NULL);
+    pthread_cond_init(&st->jcv, NULL);
     pthread_cond_init(&st->avcv, NULL);
     st->engine = store_path_is_postgres(path) ? DB_PG : DB_SQLITE;
     st->sql = store_sql_table(st->engine);
@@ -1217,6 +1334,8 @@ int store_open(const char *path, struct store **out, char **err)
                               WAL_CHECKPOINT_FRAMES, err)))
         goto fail;
     if (st->engine == DB_PG) {
+        if (start_reader_threads(st, err) != 0)
+            goto fail;
         /* Listening before store_open returns: no signal sent after it is
          * missed. */
         if (db_open(DB_PG, path, &st->ldb, err) != 0)
