@@ -56,6 +56,19 @@ static int64_t append_str(struct stream *s, const char *msg, enum stream_state e
 }
 
 /* Reads chunk seq without waiting (the deadline is now). */
+/* A finder of one stored stream, beside others at once. */
+struct finder {
+    const char *id;
+    struct stream *found;
+};
+
+static void *find_main(void *arg)
+{
+    struct finder *f = arg;
+    f->found = stream_find(f->id);
+    return NULL;
+}
+
 static enum stream_wait read_now(struct stream *s, struct stream_reader *r, int64_t seq,
                                  struct stream_chunk *c)
 {
@@ -400,6 +413,22 @@ static void test_restart(void)
         CHECK_INT(stream_next_seq(sa), 1);
         CHECK_INT(session_get_cursor(s), 1);
         stream_unref(sa);
+    }
+
+    /* Finders of a stored stream still being written, all at once, share
+     * one copy of it (it is loaded once, under its shard's load lock). */
+    enum { FINDERS = 8 };
+    pthread_t th[FINDERS];
+    struct finder fd[FINDERS];
+    for (int i = 0; i < FINDERS; i++) {
+        fd[i] = (struct finder){.id = saved_active};
+        CHECK_INT(pthread_create(&th[i], NULL, find_main, &fd[i]), 0);
+    }
+    for (int i = 0; i < FINDERS; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < FINDERS; i++) {
+        CHECK(fd[i].found != NULL && fd[i].found == fd[0].found);
+        stream_unref(fd[i].found);
     }
 
     /* The active request stream: every chunk in order, still active, and
