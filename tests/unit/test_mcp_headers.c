@@ -1,5 +1,5 @@
 /* test_mcp_headers — the 2026-07-28 request headers against their body
- * (service/transports/mcp_headers.c): MCP-Protocol-Version, Mcp-Method,
+ * (service/core/mcp_headers.c): MCP-Protocol-Version, Mcp-Method,
  * Mcp-Name (optional whitespace, case of the value, its base64 form), and
  * the Mcp-Param-* headers of x-mcp-header arguments with their strict
  * base64 form, numbers compared as numbers. */
