@@ -12,6 +12,7 @@
  * STORE_UNAVAILABLE at once while it is down, the store ready again
  * within 2 s of its return, nothing committed lost, RESYNC signalled. */
 #include "check.h"
+#include "loop.h"
 #include "pg_test.h"
 #include "store.h"
 #include "store_migrations.h"
@@ -546,6 +547,70 @@ static void test_dropped_connections(const char *url)
     store_close(st);
 }
 
+/* A read from a fiber while another connection holds the table locked. */
+struct parked_read {
+    struct store *st;
+    int rc;
+    atomic_int done;
+};
+
+static void read_main(void *arg)
+{
+    struct parked_read *pr = arg;
+    struct store_session row;
+    pr->rc = store_session_get(pr->st, "parked-read", &row);
+    if (pr->rc == 0)
+        store_session_free(&row);
+    atomic_store(&pr->done, 1);
+}
+
+static void mark_main(void *arg)
+{
+    atomic_store((atomic_int *)arg, 1);
+}
+
+/* Polls flag up to ms; 1 once it is set. */
+static int wait_flag(atomic_int *flag, int64_t ms)
+{
+    int64_t deadline = mono_ms() + ms;
+    while (!atomic_load(flag) && mono_ms() < deadline)
+        usleep(5000);
+    return atomic_load(flag);
+}
+
+/* A fiber's read on PostgreSQL parks: with one loop thread, a second fiber
+ * runs while the first waits for a table another connection holds locked
+ * (a read that blocked its thread would let nothing else run there until
+ * the lock went). */
+static void test_read_parks(const char *url)
+{
+    struct store *st = open_run(url, "run-rd");
+    if (!st)
+        return;
+    CHECK_INT(put_session(st, "parked-read", "p"), 0);
+    PGconn *lk = PQconnectdb(url);
+    PGresult *r1 = PQexec(lk, "BEGIN");
+    PQclear(r1);
+    PGresult *r2 = PQexec(lk, "LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE");
+    CHECK(PQresultStatus(r2) == PGRES_COMMAND_OK);
+    PQclear(r2);
+    CHECK_INT(loop_start(1), 0);
+    struct parked_read pr = {.st = st, .rc = -9};
+    atomic_int marked = 0;
+    CHECK_INT(loop_spawn(read_main, &pr), 0);
+    usleep(100000); /* the read is waiting for the lock */
+    CHECK_INT(loop_spawn(mark_main, &marked), 0);
+    CHECK(wait_flag(&marked, 3000));
+    CHECK(!atomic_load(&pr.done));
+    PGresult *r3 = PQexec(lk, "COMMIT");
+    PQclear(r3);
+    PQfinish(lk);
+    CHECK(wait_flag(&pr.done, 5000));
+    CHECK_INT(pr.rc, 0);
+    loop_stop();
+    store_close(st);
+}
+
 static void run_pair(const char *path_a, const char *path_b, int pg)
 {
     struct store *a = open_run(path_a, "run-a");
@@ -598,6 +663,8 @@ int main(void)
         test_concurrent_migration();
         if (check_record(pg_test_db(url, sizeof url) == 0, __FILE__, __LINE__, "pg_test_db"))
             test_dropped_connections(url);
+        if (check_record(pg_test_db(url, sizeof url) == 0, __FILE__, __LINE__, "pg_test_db"))
+            test_read_parks(url);
         if (!getenv("MCPD_TEST_PG_DIR")) {
             printf("SKIP the server's restart: MCPD_TEST_PG_DIR is unset\n");
         } else if (check_record(pg_test_db(url, sizeof url) == 0, __FILE__, __LINE__,
