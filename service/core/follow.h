@@ -3,15 +3,15 @@
  * Whatever a client waits for is a durable stream (stream.h): a request's
  * reply, a stream resumed from the client's cursor, or its session's
  * standalone stream. A transport opens a follow on it (follow_reply for
- * a reply, follow_open for what a client asks for), reads it message by message with
- * follow_read, names positions with follow_cursor, and lets go with
- * follow_end. The follow holds what reading needs and a transport never
- * handles itself: the stream and its session (references), the reader slot
- * (opening a follow detaches earlier readers of the stream, so a client
- * that resumes takes the stream over from a half-dead connection), the
- * cursor, and for the standalone stream the session's one-reader claim and
- * its delivery cursor. Reading records the session's activity, so a
- * followed session does not expire.
+ * a reply, follow_open for what a client asks for), reads it message by
+ * message with follow_read, names positions with follow_cursor, and lets
+ * go with follow_end. The follow holds what reading needs and a transport
+ * never handles itself: the stream and its session (references), the
+ * reader slot (opening a follow detaches earlier readers of the stream,
+ * so a client that resumes takes the stream over from a half-dead
+ * connection), the cursor, and for the standalone stream the session's
+ * one-reader claim and its delivery cursor. Reading records the session's
+ * activity, so a followed session does not expire.
  *
  * A follow is the transport's (embedded in its connection state, zeroed
  * when unused; follow_end on a zeroed one does nothing); it is used by one

@@ -319,8 +319,8 @@ static void serve_main(void *arg)
     }
     /* Requests in flight finish and are answered; a client that stopped
      * reading holds nobody (neither the drain nor the writer, which
-     * push_close joins) beyond the same deadline. At the end of input nothing the
-     * client was asked can be answered now. */
+     * push_close joins) beyond the same deadline. At the end of input
+     * nothing the client was asked can be answered now. */
     give_up_after_grace(o);
     int reads = why != END_OUTPUT;
     if (push_close(sv->p, why == END_EOF, reads ? sv->grace : 0) != 0 && reads && !out_dead(o))
