@@ -1,6 +1,7 @@
 /* follow — see follow.h. */
 #include "follow.h"
 
+#include "auth.h"
 #include "clock.h"
 #include "fiber.h"
 #include "core_int.h"
@@ -10,11 +11,66 @@
 #include "session.h"
 #include "workers.h"
 
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* A follow's token: apart from the follow, since a transport moves and
+ * copies its follow (a look ahead on a copy sees the token end too), while
+ * auth holds this by its address. */
+struct follow_token {
+    struct auth_hold hold;
+    _Atomic(const char *) why;      /* auth's static text, once it ended */
+    struct stream *_Atomic reading; /* the follow's stream, once open */
+    void (*wake)(void);
+};
+
+/* auth's callback, on the watcher's thread under its lock. The stream is
+ * alive: follow_end lets go of the token before the stream. A reader
+ * waiting on it returns (a probe), and a read after this one sees why:
+ * each side writes its own word, then reads the other's. */
+static void token_ended(void *ud, const char *why)
+{
+    struct follow_token *t = ud;
+    atomic_store(&t->why, why);
+    struct stream *s = atomic_load(&t->reading);
+    if (s)
+        stream_probe_readers(s);
+    if (t->wake)
+        t->wake();
+}
+
+int follow_token(struct follow *f, const struct auth_grant *grant, void (*wake)(void))
+{
+    if (!grant->principal[0] || f->token)
+        return 0;
+    struct follow_token *t = calloc(1, sizeof *t);
+    if (!t)
+        return -1;
+    t->wake = wake;
+    atomic_store(&t->reading, f->stream);
+    f->token = t;
+    auth_hold(&t->hold, grant, token_ended, t);
+    return 0;
+}
+
+/* The event a read returns once the token ended, or FOLLOW_MESSAGE while
+ * it is valid. */
+static enum follow_event token_event(const struct follow *f)
+{
+    const char *why = f->token ? atomic_load(&f->token->why) : NULL;
+    if (!why)
+        return FOLLOW_MESSAGE;
+    return strcmp(why, "token expired") == 0 ? FOLLOW_TOKEN_EXPIRED : FOLLOW_TOKEN_REVOKED;
+}
 
 static void start(struct follow *f, struct session *s, struct stream *st, int64_t next)
 {
+    struct follow_token *t = f->token;
     memset(f, 0, sizeof *f);
+    f->token = t;
+    if (t)
+        atomic_store(&t->reading, st);
     f->stream = st;
     f->session = s;
     f->next = next;
@@ -109,6 +165,9 @@ int follow_open(struct follow *f, const struct core_caller *c, const char *curso
  * a reply that could not be stored. */
 static enum follow_event event_of(struct follow *f, enum stream_wait w)
 {
+    enum follow_event token = token_event(f);
+    if (w != STREAM_CHUNK && token != FOLLOW_MESSAGE)
+        return token; /* a wait its end cut short */
     switch (w) {
     case STREAM_CHUNK:
         return FOLLOW_MESSAGE;
@@ -132,6 +191,11 @@ static enum follow_event event_of(struct follow *f, enum stream_wait w)
 
 enum follow_event follow_read(struct follow *f, int64_t deadline, struct stream_chunk *ch)
 {
+    enum follow_event e = token_event(f);
+    if (e != FOLLOW_MESSAGE)
+        return e;
+    if (!f->stream) /* only its token, so far */
+        return FOLLOW_IDLE;
     enum stream_wait w = stream_read(f->stream, &f->reader, f->next, deadline, ch);
     if (w == STREAM_CHUNK)
         f->next = ch->seq + 1;
@@ -145,6 +209,9 @@ enum follow_event follow_final(struct follow *f, int relay, int64_t deadline, in
 {
     struct session *s = relay ? f->session : NULL;
     int64_t seq = 0, relayed = -1;
+    enum follow_event token = token_event(f);
+    if (token != FOLLOW_MESSAGE)
+        return token;
     for (;;) {
         enum stream_wait w = stream_read(f->stream, &f->reader, seq, deadline, ch);
         if (w == STREAM_POLL)
@@ -195,6 +262,10 @@ static void end_own(void *arg)
 
 void follow_end(struct follow *f)
 {
+    if (f->token) {
+        auth_release(&f->token->hold); /* no token_ended runs after this */
+        free(f->token);
+    }
     if (f->group)
         stream_unwatch(f->stream, &f->watch);
     if (f->standalone)

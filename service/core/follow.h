@@ -15,7 +15,8 @@
  *
  * A follow is the transport's (embedded in its connection state, zeroed
  * when unused; follow_end on a zeroed one does nothing); it is used by one
- * thread or fiber at a time. The fields are read-only outside follow.c. A
+ * thread or fiber at a time. It is opened zeroed, or holding only its
+ * token (follow_token), which it keeps. The fields are read-only outside follow.c. A
  * struct copy of a live follow reads ahead without moving the original:
  * its cursor stays, and a notice the copy reads (a poll, a probe) is still
  * there for the original. A copy is never ended.
@@ -39,18 +40,22 @@ struct follow_group {
     unsigned seen; /* the waker's epoch when follow_wait last returned */
 };
 
+struct follow_token;
+struct auth_grant;
+
 struct follow {
     struct stream *stream;      /* owned */
     struct stream_watch watch;  /* follow_join: linked into the stream */
     struct follow_group *group; /* follow_join; NULL: none */
     struct session *session;    /* owned; NULL: none */
     struct stream_reader reader;
-    int64_t next;   /* seq of the next message follow_read returns */
-    int standalone; /* holds the session's standalone claim (follow_standalone) */
-    int polling;    /* the session's revision knows SSE priming events and retry
-                       (2025-11-25 on) */
-    int ephemeral;  /* the session is the reply's own (core_reply.ephemeral):
-                       follow_end ends it */
+    int64_t next;               /* seq of the next message follow_read returns */
+    int standalone;             /* holds the session's standalone claim (follow_standalone) */
+    int polling;                /* the session's revision knows SSE priming events and retry
+                                   (2025-11-25 on) */
+    int ephemeral;              /* the session is the reply's own (core_reply.ephemeral):
+                                   follow_end ends it */
+    struct follow_token *token; /* owned (follow_token); shared by copies */
 };
 
 /* Follows a reply of kind CORE_STREAM from its start: takes r's stream
@@ -87,6 +92,19 @@ int follow_standalone(struct follow *f, struct session *s, int64_t probe_ms, int
 int follow_open(struct follow *f, const struct core_caller *c, const char *cursor, int64_t probe_ms,
                 struct core_reply *refused);
 
+/* The follow lasts as long as the grant's token (auth.h; nothing is held
+ * when auth is off): once the token is revoked or expires, reads return
+ * FOLLOW_TOKEN_REVOKED or FOLLOW_TOKEN_EXPIRED, and a read waiting at that
+ * moment returns at once. A check grants access for a moment; whatever
+ * lasts (an event stream, a reply waited for) holds its token this way.
+ * May come before the follow is opened (legacy /sse holds its token while
+ * it waits for its initialize): until then a read only looks at the token
+ * (FOLLOW_IDLE, at once, while it is valid). wake (may be NULL) is called
+ * when the token ends, from the watcher's thread under auth's lock, for a
+ * transport that also waits on something of its own: it must only wake.
+ * Once per follow. 0, or -1 when out of memory. */
+int follow_token(struct follow *f, const struct auth_grant *grant, void (*wake)(void));
+
 /* What a read found. A transport answers each event as its medium can and
  * never asks the core anything more: the ways a stream stops are already
  * told apart, since each is answered differently (a JSON reply: an empty
@@ -120,7 +138,13 @@ enum follow_event {
     FOLLOW_SESSION_ENDED,
     /* Its reply could not be stored (the database is away): worth a retry,
      * unlike a cancelled request. Wins over an end or a detach. */
-    FOLLOW_STORE_FAILED
+    FOLLOW_STORE_FAILED,
+    /* The token the follow lasts as long as (follow_token) was revoked, or
+     * has expired: the client is told so (SSE: a final comment; a JSON
+     * reply still waiting: 401). Wins over everything, and is read again
+     * on every later read. */
+    FOLLOW_TOKEN_REVOKED,
+    FOLLOW_TOKEN_EXPIRED
 };
 
 /* Reads message f->next (stream_read: waits until the monotonic deadline;
@@ -154,11 +178,10 @@ void follow_sent(struct follow *f);
  * stream's next reader gets it. */
 void follow_unread(struct follow *f, const struct stream_chunk *ch);
 
-/* Lets go: the group (follow_join), the standalone claim (the delivery
- * cursor at f->next), the stream and the session, which it ends if it is
- * the request's own (follow_reply). Ending a session waits for its
- * tombstone's commit, so off a fiber (libmicrohttpd frees a response on
- * its pool thread) a worker does that part. f is zeroed. */
+/* Lets go: the token (no wake runs after it), the group (follow_join), the standalone claim (the
+ * delivery cursor at f->next), the stream and the session, which it ends if it is the request's own
+ * (follow_reply). Ending a session waits for its tombstone's commit, so off a fiber (libmicrohttpd
+ * frees a response on its pool thread) a worker does that part. f is zeroed. */
 void follow_end(struct follow *f);
 
 /* ---- following many streams with one waiter ---- */

@@ -49,8 +49,9 @@ struct push_follow {
 
 struct push {
     struct push_io io;
-    pthread_mutex_t mu; /* guards everything below */
-    struct fcond cv;    /* a request's stream was released, or the writer ended */
+    struct auth_hold hold; /* io.grant's token */
+    pthread_mutex_t mu;    /* guards everything below */
+    struct fcond cv;       /* a request's stream was released, or the writer ended */
     /* One message at a time; a fiber holds it across a full socket. */
     struct fmutex send_mu;
     /* The writer sleeps on its group; the streams it follows and
@@ -477,7 +478,7 @@ static void deliver(struct push *p, struct core_reply *r, json_t *id, const char
 
 static struct core_caller caller(struct push *p)
 {
-    return (struct core_caller){.principal = p->io.principal,
+    return (struct core_caller){.principal = p->io.grant.principal,
                                 .transport = p->io.transport,
                                 .session_id = p->session ? session_id(p->session) : NULL,
                                 .connection = 1};
@@ -596,6 +597,8 @@ struct push *push_open(const struct push_io *io)
         free(p);
         return NULL;
     }
+    if (p->io.token_ended)
+        auth_hold(&p->hold, &p->io.grant, p->io.token_ended, p->io.io);
     return p;
 }
 
@@ -648,6 +651,7 @@ int push_close(struct push *p, int gone, int64_t drain_ms)
 {
     if (!p)
         return 0;
+    auth_release(&p->hold);
     if (gone)
         client_left(p);
     int drained = drain(p, drain_ms);

@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
+
 struct push;
 
 struct push_io {
@@ -54,13 +56,21 @@ struct push_io {
     /* Called (on the writer's fiber) when the connection's session ends
      * from elsewhere; may be NULL. The transport closes the connection. */
     void (*session_ended)(void *io);
-    /* Who authenticated the connection (auth.h), or "": the sessions it
-     * may create and adopt are that principal's. */
-    char principal[64];
+    /* Who authenticated the connection (auth.h; principal "" without
+     * authentication): the sessions it may create and adopt are that
+     * principal's, and the connection lasts as long as its token, which
+     * push holds from push_open until push_close. */
+    struct auth_grant grant;
+    /* Called when that token is revoked or expires, with why ("token
+     * revoked", "token expired"), on the watcher's thread under auth's
+     * lock: the transport records why and wakes its reader, which closes
+     * the connection; it must not block. Never after push_close began.
+     * May be NULL. */
+    void (*token_ended)(void *io, const char *why);
 };
 
-/* A new connection, with its writer running on the event loop. The io
- * struct is copied. NULL when out of memory or when the loop is not
+/* A new connection, with its writer running on the event loop, holding
+ * the grant's token. The io struct is copied. NULL when out of memory or when the loop is not
  * running. */
 struct push *push_open(const struct push_io *io);
 
@@ -85,7 +95,8 @@ const char *push_session_id(struct push *p);
  * timeout does not count a connection waiting for its replies). */
 int push_inflight(struct push *p);
 
-/* Ends the connection and frees p. A connection whose client can still
+/* Ends the connection and frees p. First it lets go of the token (no
+ * token_ended runs after that). A connection whose client can still
  * read (stdio at the end of its input, or on a signal) first waits up to
  * drain_ms for every request of it to finish sending; one that is gone
  * passes 0. With gone the client can answer nothing more: the requests

@@ -29,12 +29,12 @@ static void send_error(struct first_message *fm, json_t *id, int code, const cha
 
 static int open_push(struct first_message *fm, const struct auth_grant *grant)
 {
-    snprintf(fm->io.principal, sizeof fm->io.principal, "%s", grant->principal);
+    /* The token is held from here: a revocation before the next read is
+     * seen by it. */
+    fm->io.grant = *grant;
     *fm->push = push_open(&fm->io);
     if (!*fm->push)
         return -1;
-    /* Held from here: a revocation before the next read is seen by it. */
-    auth_hold(fm->hold, grant, fm->token_ended, fm->io.io);
     *fm->served = 1;
     return 0;
 }

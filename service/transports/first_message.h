@@ -2,7 +2,7 @@
  * home for what both transports do with it.
  *
  * It is mcpd/connect (greeting.h): the token is checked, the connection
- * opened (push_open, the token held for its life) and, with a sessionId,
+ * opened (push_open, which holds the token for the connection's life) and, with a sessionId,
  * the session resumed; the answer (or the refusal) goes out under the
  * connection's write mutex before anything of a resumed stream. Without
  * auth any other first message opens the connection too and is served as
@@ -11,8 +11,9 @@
  * "_unauthorized", naming the peer as "<noun> <name>".
  *
  * The transport keeps its socket and framing: it hands in how to send a
- * message (send_locked, called with *wmu held; it takes the message) and
- * where the connection's push, hold and served flag live. Everything in
+ * message (send_locked, called with *wmu held; it takes the message), what
+ * it ends the connection on (io.session_ended, io.token_ended), and where
+ * the connection's push and served flag live. Everything in
  * struct first_message is borrowed for the call. */
 #ifndef MCPD_FIRST_MESSAGE_H
 #define MCPD_FIRST_MESSAGE_H
@@ -31,13 +32,11 @@ struct first_message {
     /* Log the principal on connect (behind a TLS proxy every client's
      * address is the proxy's). */
     int log_principal;
-    struct push_io io; /* for push_open; its principal is filled here */
+    struct push_io io; /* for push_open; its grant is filled here */
     struct fmutex *wmu;
     void (*send_locked)(void *io, json_t *msg);
     /* Set once the connection is opened: */
     struct push **push;
-    struct auth_hold *hold;
-    void (*token_ended)(void *ud, const char *why); /* auth_hold's, with io.io */
     int *served;
 };
 

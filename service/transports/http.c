@@ -20,7 +20,6 @@
 #include "sse_follow.h"
 #include "follow.h"
 #include "session.h"
-#include "token_end.h"
 #include "workers.h"
 #include "ws.h"
 
@@ -277,15 +276,14 @@ static void sse_release(void *ud)
 {
     struct reader *r = ud;
     http_stream_closed(&r->counted);
-    token_end_stop(&r->f.end);
     follow_end(&r->f.follow); /* a stateless request's session ends with it */
     sse_buf_free(&r->f.buf);
     free(r);
 }
 
-/* Answers with an SSE stream of what fl follows, for as long as the
- * grant's token is valid. Takes fl over. */
-static int start_sse(struct _u_response *resp, struct follow *fl, const struct auth_grant *grant)
+/* Answers with an SSE stream of what fl follows (for as long as its token
+ * is valid). Takes fl over. */
+static int start_sse(struct _u_response *resp, struct follow *fl)
 {
     struct reader *r = calloc(1, sizeof *r);
     if (!r) {
@@ -300,7 +298,6 @@ static int start_sse(struct _u_response *resp, struct follow *fl, const struct a
     r->f.lead_ud = r;
     if (r->f.polling && http.cfg.sse_poll_ms > 0)
         r->f.poll_deadline = clock_mono_ms() + http.cfg.sse_poll_ms;
-    token_end_start(&r->f.end, grant, NULL);
     if (http_stream_response(resp, sse_write, sse_release, r, SSE_BLOCK, &r->counted) != U_OK) {
         sse_release(r);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Could not start the event stream");
@@ -378,25 +375,17 @@ static int ended_without_reply(struct _u_response *resp, enum follow_event why)
 /* The reply to a request: JSON or SSE, per the reply mode; always JSON for
  * a single-message reply (a poll result: a poll exists for clients that
  * cannot take streaming responses). A wait for the reply (a long-poll, a
- * JSON reply) ends with 401 when the grant's token is revoked or expires
+ * JSON reply) ends with 401 when fl's token is revoked or expires
  * meanwhile. Takes fl over. */
-static int reply_stream(struct _u_response *resp, struct follow *fl, int single,
-                        const struct auth_grant *grant)
+static int reply_stream(struct _u_response *resp, struct follow *fl, int single)
 {
     struct stream_chunk ch;
     int rc = -1;
     if (single || http.cfg.reply_mode == HTTP_REPLY_JSON) {
-        struct token_end te = {0};
-        token_end_start(&te, grant, NULL);
-        const char *ended = token_end_check(&te, fl->stream);
         /* A stateless request has no other stream to relay to. */
-        enum follow_event e =
-            ended ? FOLLOW_IDLE
-                  : follow_final(fl, !single && !fl->ephemeral, clock_mono_ms() + JSON_WAIT_MS,
-                                 RELAY_WAIT_MS, &ch);
-        if (!ended && e != FOLLOW_MESSAGE)
-            ended = token_end_check(&te, NULL);
-        token_end_stop(&te);
+        enum follow_event e = follow_final(fl, !single && !fl->ephemeral,
+                                           clock_mono_ms() + JSON_WAIT_MS, RELAY_WAIT_MS, &ch);
+        const char *ended = sse_follow_token_why(e);
         if (ended)
             rc = token_ended(resp, ended);
         else if (e == FOLLOW_MESSAGE)
@@ -419,7 +408,7 @@ static int reply_stream(struct _u_response *resp, struct follow *fl, int single,
     if (rc == -1 && send_sse_whole(resp, fl) == 0)
         rc = U_CALLBACK_COMPLETE;
     if (rc == -1)
-        return start_sse(resp, fl, grant);
+        return start_sse(resp, fl);
     /* The reply is written: a stateless request's session has served. */
     follow_end(fl);
     return rc;
@@ -438,9 +427,15 @@ static int respond(struct _u_response *resp, struct core_reply *r, const struct 
         send_json(resp, 200, r->ack ? r->ack : r->error);
         r->ack = r->error = NULL;
     } else {
-        struct follow fl;
+        struct follow fl = {0};
         follow_reply(&fl, r);
-        rc = reply_stream(resp, &fl, r->single, grant);
+        /* Waited for or streamed, the reply lasts as long as the token. */
+        if (follow_token(&fl, grant, NULL) != 0) {
+            follow_end(&fl);
+            rc = fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
+        } else {
+            rc = reply_stream(resp, &fl, r->single);
+        }
     }
     core_reply_clear(r);
     return rc;
@@ -463,15 +458,13 @@ struct batch_reader {
     int64_t last_write;
     struct sse_buf buf;
     struct gate_req *gate;
-    struct token_end end; /* its streams are read every BATCH_TICK_MS: no wake */
-    int counted;          /* http_stream_response */
+    int counted; /* http_stream_response */
 };
 
 static void batch_free(void *ud)
 {
     struct batch_reader *b = ud;
     http_stream_closed(&b->counted);
-    token_end_stop(&b->end);
     for (size_t i = 0; i < b->n; i++)
         follow_end(&b->follows[i]);
     free(b->follows);
@@ -480,11 +473,18 @@ static void batch_free(void *ud)
     free(b);
 }
 
-/* Takes whatever stream i has ready; 1 if it wrote something. */
+/* Takes whatever stream i has ready; 1 if it wrote something. Its token's
+ * end (every follow holds the one token) ends the whole reply. */
 static int batch_take(struct batch_reader *b, size_t i)
 {
     struct stream_chunk ch;
     enum follow_event e = follow_read(&b->follows[i], 0, &ch);
+    const char *why = sse_follow_token_why(e);
+    if (why) {
+        sse_comment(&b->buf, why);
+        b->left = 0;
+        return 1;
+    }
     if (e == FOLLOW_MESSAGE) {
         char id[96];
         follow_cursor(&b->follows[i], ch.seq, 0, id, sizeof id);
@@ -511,15 +511,9 @@ static int batch_fill(void *ud)
             return 0;
         if (!b->left)
             return 1;
-        const char *why = token_end_check(&b->end, NULL);
-        if (why) {
-            sse_comment(&b->buf, why);
-            b->left = 0;
-            continue;
-        }
         int wrote = 0;
         size_t first = b->n;
-        for (size_t i = 0; i < b->n; i++) {
+        for (size_t i = 0; i < b->n && b->left; i++) {
             if (!b->done[i])
                 wrote |= batch_take(b, i);
             if (!b->done[i] && first == b->n)
@@ -556,6 +550,8 @@ static ssize_t batch_write(void *ud, uint64_t pos, char *out, size_t max)
 struct batch_gather {
     struct batch_reader *b;
     json_t *immediate;
+    const struct auth_grant *grant; /* each stream lasts as long as its token */
+    int failed;                     /* out of memory for a token's hold */
 };
 
 static void batch_each(void *ud, struct core_reply *r)
@@ -567,7 +563,8 @@ static void batch_each(void *ud, struct core_reply *r)
     } else if (r->kind == CORE_STREAM && r->ack) {
         json_array_append(g->immediate, r->ack); /* the handle is the whole reply */
     } else if (r->kind == CORE_STREAM) {
-        follow_reply(&b->follows[b->n++], r);
+        follow_reply(&b->follows[b->n], r);
+        g->failed |= follow_token(&b->follows[b->n++], g->grant, NULL) != 0;
     }
     core_reply_clear(r);
 }
@@ -592,15 +589,17 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
             batch_free(b);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     }
-    struct batch_gather g = {b, json_array()};
+    struct batch_gather g = {b, json_array(), grant, 0};
     struct core_caller each = *c;
     each.each = batch_each;
     each.each_ud = &g;
     struct core_reply r;
     core_receive(&each, batch, &r);
-    if (r.kind == CORE_REJECTED) {
+    if (r.kind == CORE_REJECTED || g.failed) {
         json_decref(g.immediate);
         batch_free(b);
+        if (r.kind != CORE_REJECTED)
+            return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
         return refused(resp, &r);
     }
     json_t *errors = g.immediate, *finals = json_array();
@@ -612,11 +611,8 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
     int64_t deadline =
         clock_mono_ms() + (http.cfg.reply_mode == HTTP_REPLY_JSON ? JSON_WAIT_MS : AUTO_WAIT_MS);
     /* As a single request's JSON reply, the wait ends with its token. */
-    struct token_end te = {0};
-    token_end_start(&te, grant, NULL);
     const char *ended = NULL;
-    for (size_t i = 0; i < b->n && as_json && !(ended = token_end_check(&te, b->follows[i].stream));
-         i++) {
+    for (size_t i = 0; i < b->n && as_json && !ended; i++) {
         /* The SSE reply, if it comes to that, reads from the start: a copy
          * waits here. */
         struct follow look = b->follows[i];
@@ -624,14 +620,13 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
         enum follow_event e = http.cfg.reply_mode == HTTP_REPLY_JSON
                                   ? follow_final(&b->follows[i], 1, deadline, RELAY_WAIT_MS, &ch)
                                   : follow_read(&look, deadline, &ch);
+        if ((ended = sse_follow_token_why(e)))
+            break;
         if (e == FOLLOW_MESSAGE && ch.is_end)
             json_array_append_new(finals, json_loadb(ch.msg, ch.len, JSON_ALLOW_NUL, NULL));
         else if (!reply_ended(e))
             as_json = http.cfg.reply_mode == HTTP_REPLY_JSON;
     }
-    if (!ended && as_json) /* the last wait may have been cut short */
-        ended = token_end_check(&te, NULL);
-    token_end_stop(&te);
     if (ended) {
         json_decref(errors);
         json_decref(finals);
@@ -664,7 +659,6 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
     json_decref(errors);
     if (sse_pending(&b->buf) == 0)
         sse_comment(&b->buf, "batch");
-    token_end_start(&b->end, grant, NULL);
     if (http_stream_response(resp, batch_write, batch_free, b, SSE_BLOCK, &b->counted) != U_OK) {
         batch_free(b);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Could not start the event stream");
@@ -777,10 +771,14 @@ static int on_get(const struct _u_request *req, struct _u_response *resp, void *
         return U_CALLBACK_COMPLETE;
     struct core_caller c = caller_of(req, grant.principal);
     struct core_reply r;
-    struct follow fl;
+    struct follow fl = {0};
     if (follow_open(&fl, &c, header(req, "Last-Event-ID"), HTTP_PROBE_WAIT_MS, &r) != 0)
         return refused(resp, &r);
-    return start_sse(resp, &fl, &grant);
+    if (follow_token(&fl, &grant, NULL) != 0) {
+        follow_end(&fl);
+        return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
+    }
+    return start_sse(resp, &fl);
 }
 
 /* ---- DELETE, others ---- */

@@ -10,7 +10,7 @@
  * owns no messages: a dropped connection loses nothing, since the stream is
  * in the store and the client can resume it. A response that lasts (an SSE
  * stream, a long-poll, a JSON reply still waiting) holds its request's
- * token (token_end.h) and ends when the token is revoked or expires: an
+ * token (follow_token) and ends when the token is revoked or expires: an
  * SSE stream with a final comment, a waiting request with 401.
  *
  * libmicrohttpd runs a pool of epoll threads (one per CPU, at least two)

@@ -18,7 +18,7 @@ struct core_reply;
 
 /* Host and Origin (DNS rebinding), then the bearer token: fills *grant
  * (principal "" without authentication; a response that lasts holds it
- * with token_end.h). 0 after answering 403/401. */
+ * with follow_token). 0 after answering 403/401. */
 int http_admitted(const struct _u_request *req, struct _u_response *resp, struct auth_grant *grant);
 /* Answers with a JSON-RPC error (no id); returns U_CALLBACK_COMPLETE. */
 int http_fail(struct _u_response *resp, unsigned status, int code, const char *message);

@@ -203,16 +203,16 @@ static void resv_settle(const char *id, int bound)
 
 /* Waits up to the deadline for a reservation to change, or for the
  * waiting connection's token to end (checked under the lock that
- * wake_waiting takes, so its wake is not missed). */
-static void resv_wait(int64_t deadline_mono_ms, struct token_end *t)
+ * wake_waiting takes, so its wake is not missed; said in f). */
+static void resv_wait(int64_t deadline_mono_ms, struct sse_follow *f)
 {
     pthread_mutex_lock(&rsv.mu);
-    if (!token_end_check(t, NULL))
+    if (!sse_follow_token_ended(f))
         fcond_wait_until(&rsv.cv, &rsv.mu, deadline_mono_ms);
     pthread_mutex_unlock(&rsv.mu);
 }
 
-/* token_end's wake for connections waiting for their initialize. */
+/* follow_token's wake for connections waiting for their initialize. */
 static void wake_waiting(void)
 {
     pthread_mutex_lock(&rsv.mu);
@@ -271,7 +271,9 @@ static void wait_bound(struct conn *c)
         int64_t deadline = clock_mono_ms() + PENDING_TICK_MS;
         if (c->keepalive_at < deadline)
             deadline = c->keepalive_at;
-        resv_wait(deadline, &c->f.end);
+        resv_wait(deadline, &c->f);
+        if (c->f.done)
+            return;
         st = resv_state(c->sid, &gen);
     }
     if (st >= 0 && gen != c->gen) {
@@ -330,7 +332,7 @@ static int leading(void *ud)
 static void lead_step(void *ud)
 {
     struct conn *c = ud;
-    if (!c->f.follow.session && sse_follow_token_ended(&c->f, NULL))
+    if (sse_follow_token_ended(&c->f))
         return; /* said why: the stream ends */
     if (c->announce)
         announce(c);
@@ -351,7 +353,6 @@ static void conn_free(void *ud)
 {
     struct conn *c = ud;
     http_stream_closed(&c->counted);
-    token_end_stop(&c->f.end);
     if (c->waiting)
         resv_detach(c->sid);
     follow_end(&c->f.follow);
@@ -401,7 +402,10 @@ static int on_sse(const struct _u_request *req, struct _u_response *resp, void *
     snprintf(c->principal, sizeof c->principal, "%s", grant.principal);
     /* Waiting for its initialize or following its session, the stream
      * lasts as long as its token. */
-    token_end_start(&c->f.end, &grant, wake_waiting);
+    if (follow_token(&c->f.follow, &grant, wake_waiting) != 0) {
+        free(c);
+        return http_fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
+    }
     c->announce = 1;
     c->f.lead = &conn_lead;
     c->f.lead_ud = c;

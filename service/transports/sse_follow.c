@@ -17,15 +17,29 @@ int sse_follow_take(struct sse_follow *f, const struct stream_chunk *ch)
     return 0;
 }
 
-int sse_follow_token_ended(struct sse_follow *f, struct stream *s)
+const char *sse_follow_token_why(enum follow_event e)
 {
-    const char *why = token_end_check(&f->end, s);
-    if (!why)
-        return 0;
+    if (e == FOLLOW_TOKEN_REVOKED)
+        return "token revoked";
+    return e == FOLLOW_TOKEN_EXPIRED ? "token expired" : NULL;
+}
+
+/* Ends the stream with why, once. */
+static void say_token_end(struct sse_follow *f, const char *why)
+{
     if (!f->done)
         sse_comment(&f->buf, why);
     f->done = 1;
-    return 1;
+}
+
+int sse_follow_token_ended(struct sse_follow *f)
+{
+    struct stream_chunk ch;
+    const char *why =
+        f->follow.stream ? NULL : sse_follow_token_why(follow_read(&f->follow, 0, &ch));
+    if (why)
+        say_token_end(f, why);
+    return why != NULL;
 }
 
 /* Reads the stream once and frames what it finds: the next message, or a
@@ -34,17 +48,12 @@ int sse_follow_token_ended(struct sse_follow *f, struct stream *s)
  * 1 when nothing is there yet. 0 otherwise, -1 when out of memory. */
 static int step(struct sse_follow *f, int wait)
 {
-    if (sse_follow_token_ended(f, f->follow.stream))
-        return 0;
     int64_t deadline =
         clock_mono_ms() + (f->probe_writes ? HTTP_PROBE_GAP_MS : http_keepalive_ms());
     if (f->poll_deadline && f->poll_deadline < deadline)
         deadline = f->poll_deadline;
     struct stream_chunk ch;
     enum follow_event e = follow_read(&f->follow, wait ? deadline : 0, &ch);
-    /* A wait cut short by the token's end (token_end's probe) ends here. */
-    if (e != FOLLOW_MESSAGE && sse_follow_token_ended(f, NULL))
-        return 0;
     switch (e) {
     case FOLLOW_MESSAGE:
         return sse_follow_take(f, &ch);
@@ -65,6 +74,10 @@ static int step(struct sse_follow *f, int wait)
     case FOLLOW_DETACHED:
     case FOLLOW_STORE_FAILED:
         f->done = 1;
+        break;
+    case FOLLOW_TOKEN_REVOKED:
+    case FOLLOW_TOKEN_EXPIRED:
+        say_token_end(f, sse_follow_token_why(e));
         break;
     case FOLLOW_IDLE:
         if (!wait)

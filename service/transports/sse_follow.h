@@ -7,8 +7,7 @@
  * interval (a write to a vanished client fails, which ends the response),
  * writes two more at once when another GET probes whether this reader is
  * alive, and says why it stops ("session ended", or "token revoked" and
- * "token expired" when the token that opened it ends: `end`, token_end.h,
- * which the transport starts and stops).
+ * "token expired" when the token the follow holds ends: follow_token).
  *
  * It is also the content reader's fill loop (sse_follow_write): it waits
  * for the stream when there is nothing to write, on the request's fiber
@@ -25,7 +24,6 @@
 #define MCPD_SSE_FOLLOW_H
 
 #include "sse.h"
-#include "token_end.h"
 #include "follow.h"
 
 #include <stddef.h>
@@ -54,7 +52,6 @@ struct sse_follow {
     void *lead_ud;               /* lead's argument */
     int probe_writes;            /* quick keepalives still to write for a probe */
     int done;                    /* nothing more will be framed */
-    struct token_end end;        /* the token this stream lasts as long as */
     struct sse_buf buf;
     size_t max; /* of the block being filled */
 };
@@ -62,9 +59,14 @@ struct sse_follow {
 /* Frames one message the follow read as an event; -1 when out of
  * memory. */
 int sse_follow_take(struct sse_follow *f, const struct stream_chunk *ch);
-/* 1 when the stream's token ended: says why in a final comment (once) and
- * marks the stream done. s: the stream about to be waited on, or NULL. */
-int sse_follow_token_ended(struct sse_follow *f, struct stream *s);
+/* What a read that stopped on the follow's token says ("token revoked",
+ * "token expired"; static text), or NULL for any other event. */
+const char *sse_follow_token_why(enum follow_event e);
+/* While the follow holds only its token (legacy /sse before its session
+ * exists): 1 once the token ended, having said why in a final comment and
+ * marked the stream done. 0 otherwise, and always once the follow is
+ * open (its reads say it). */
+int sse_follow_token_ended(struct sse_follow *f);
 
 struct gate_req;
 /* The content reader's answer (libmicrohttpd's block of max bytes at

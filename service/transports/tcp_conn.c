@@ -64,9 +64,8 @@ struct tcp_conn {
     struct stdio_frame_decoder *dec;
     struct push *push; /* once served: the reader's */
     int served;        /* the first message was accepted (reader only) */
-    /* The token of mcpd/connect, held for the connection's life; its end
-     * is recorded in token_why and wakes the reader. */
-    struct auth_hold hold;
+    /* The end of mcpd/connect's token (push holds it for the connection's
+     * life): recorded here, and the reader is woken. */
     _Atomic(const char *) token_why;
     atomic_int session_over; /* push's writer said the session ended */
     int64_t opened_ms, last_in_ms;
@@ -220,12 +219,11 @@ static int on_first(struct tcp_conn *c, const char *data, size_t len)
                                       .transport = TCP_TRANSPORT,
                                       .event_ids = 1,
                                       .max_inflight = cfg.max_inflight,
-                                      .session_ended = conn_session_ended},
+                                      .session_ended = conn_session_ended,
+                                      .token_ended = conn_token_ended},
                                .wmu = &c->wmu,
                                .send_locked = send_first_locked,
                                .push = &c->push,
-                               .hold = &c->hold,
-                               .token_ended = conn_token_ended,
                                .served = &c->served};
     return first_message_serve(&fm, data, len);
 }
@@ -448,9 +446,8 @@ void tcp_conn_main(void *arg)
     snprintf(sid, sizeof sid, "%s", s ? s : "");
     log_event(LOG_INFO, sid[0] ? sid : NULL, "tcp_closed", "client %s: %s", c->addr,
               c->why ? c->why : "ended");
-    /* No token callback from here on; then push's writer stops (a write
-     * it is blocked in fails once the socket is shut down). */
-    auth_release(&c->hold);
+    /* push's writer stops (a write it is blocked in fails once the socket
+     * is shut down); no token callback runs after push_close. */
     conn_kill(c);
     push_close(c->push, 0, 0);
     conn_free(c);

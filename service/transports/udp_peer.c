@@ -98,8 +98,7 @@ struct udp_peer {
     /* the fiber's */
     struct push *push;
     int served;
-    struct auth_hold hold;
-    _Atomic(const char *) token_why;
+    _Atomic(const char *) token_why; /* push_io.token_ended's */
     atomic_int session_over;
 };
 
@@ -525,12 +524,11 @@ static int on_first(struct udp_peer *p, const char *data, size_t len)
                                       .transport = UDP_TRANSPORT,
                                       .event_ids = 1,
                                       .max_inflight = cfg.max_inflight,
-                                      .session_ended = peer_session_ended},
+                                      .session_ended = peer_session_ended,
+                                      .token_ended = peer_token_ended},
                                .wmu = &p->wmu,
                                .send_locked = send_first_locked,
                                .push = &p->push,
-                               .hold = &p->hold,
-                               .token_ended = peer_token_ended,
                                .served = &p->served};
     return first_message_serve(&fm, data, len);
 }
@@ -681,8 +679,7 @@ static void peer_main(void *arg)
     pthread_mutex_unlock(&p->mu);
     log_event(LOG_INFO, sid[0] ? sid : NULL, "udp_closed", "peer %s: %s", p->name, why);
     udp_peer_gone(p);
-    auth_release(&p->hold);
-    push_close(p->push, 0, 0);
+    push_close(p->push, 0, 0); /* no token callback runs after it */
     udp_peer_unref(p);
 }
 

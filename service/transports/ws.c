@@ -185,10 +185,9 @@ struct ws_conn {
     struct conn_slot *slot;
     unsigned char *extra; /* read past the handshake, parsed first */
     size_t extra_len;
-    /* The token of the handshake, held from the handshake on: when it is
-     * revoked or expires, token_why says so (static text) and the reader
-     * is woken, which closes with 1008. */
-    struct auth_hold hold;
+    /* The handshake's token (push holds it): once it is revoked or
+     * expires, token_why says so (static text) and the reader is woken,
+     * which closes with 1008. */
     _Atomic(const char *) token_why;
     /* On `readers` while the reader runs. */
     struct reader reader;
@@ -307,8 +306,8 @@ static void conn_session_ended(void *io)
     fmutex_unlock(&c->wmu);
 }
 
-/* auth's callback when the handshake's token is revoked or expires (on the
- * watcher's thread, under its lock): records why and wakes the reader,
+/* push_io.token_ended: the handshake's token was revoked or expired (on
+ * the watcher's thread, under auth's lock): records why and wakes the reader,
  * which sends the close frame. Before the reader runs there is none to
  * wake: its first look sees token_why. */
 static void conn_token_ended(void *ud, const char *why)
@@ -489,8 +488,7 @@ static int check_handshake(struct MHD_Connection *con, enum MHD_Result *rc)
 
 static void conn_free(struct ws_conn *c)
 {
-    auth_release(&c->hold); /* no token callback runs from here on */
-    push_close(c->push, 0, 0);
+    push_close(c->push, 0, 0); /* no token callback runs after it */
     ws_parser_free(&c->parser);
     fmutex_destroy(&c->wmu);
     free(c);
@@ -635,8 +633,12 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, const char *url, struct w
                          .io = c,
                          .transport = WS_TRANSPORT,
                          .event_ids = 1,
-                         .session_ended = conn_session_ended};
-    snprintf(io.principal, sizeof io.principal, "%s", grant.principal);
+                         .session_ended = conn_session_ended,
+                         .grant = grant,
+                         /* From here, before the 101: a revocation that
+                          * comes before the session's reader starts is
+                          * seen by its first look. */
+                         .token_ended = conn_token_ended};
     c->push = push_open(&io);
     if (!c->push) {
         ws_parser_free(&c->parser);
@@ -647,9 +649,6 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, const char *url, struct w
     /* Resuming hands streams to push's writer at once; the write mutex,
      * held until upgraded(), keeps their frames behind the 101, and lets a
      * refusal still be an ordinary HTTP answer. */
-    /* Held from here, before the 101: a revocation that comes before the
-     * session's reader starts is seen by its first look. */
-    auth_hold(&c->hold, &grant, conn_token_ended, c);
     const char *sid = header(con, "Mcp-Session-Id");
     const char *last = header(con, "Last-Event-ID");
     if (!sid) {

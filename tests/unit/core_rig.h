@@ -176,7 +176,7 @@ static inline json_t *rig_read_reply(struct core_reply *r, enum follow_event *la
             *last = FOLLOW_DETACHED; /* nothing to follow */
         return json_array();
     }
-    struct follow f;
+    struct follow f = {0};
     follow_reply(&f, r);
     core_reply_clear(r);
     json_t *msgs = rig_read_follow(&f, last);

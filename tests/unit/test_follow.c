@@ -5,7 +5,9 @@
  * standalone stream's one-reader claim and delivery cursor (and a message
  * read but not written, follow_unread), why a stream stopped (its end, a
  * detach, its session's end, a reply that could not be stored), a resumed
- * cursor, and one waiter following several streams (follow_group). */
+ * cursor, one waiter following several streams (follow_group), and a
+ * follow that lasts as long as its token (follow_token). */
+#include "auth.h"
 #include "check.h"
 #include "clock.h"
 #include "follow.h"
@@ -14,6 +16,7 @@
 #include "stream.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +58,7 @@ static void test_reply(void)
     struct stream *st = stream_create(session_id(s), STREAM_REQUEST, NULL);
     append_str(st, "{\"a\":1}", STREAM_ACTIVE);
     struct core_reply r = reply_of(s, st);
-    struct follow f;
+    struct follow f = {0};
     follow_reply(&f, &r);
     CHECK(r.stream == NULL); /* taken over */
     core_reply_clear(&r);
@@ -93,7 +96,7 @@ static void test_reply(void)
     /* A follow of the same stream opened later takes it over. */
     struct core_reply r2 = reply_of(s, st);
     stream_ref(st);
-    struct follow g;
+    struct follow g = {0};
     follow_reply(&g, &r2);
     core_reply_clear(&r2);
     CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_DETACHED);
@@ -118,7 +121,7 @@ static void test_standalone(void)
     append_str(sa, "{\"n\":0}", STREAM_ACTIVE);
     append_str(sa, "{\"n\":1}", STREAM_ACTIVE);
 
-    struct follow f;
+    struct follow f = {0};
     struct core_reply refused = {0};
     CHECK_INT(follow_standalone(&f, s, 0, -1, &refused), 0);
     CHECK(f.standalone);
@@ -126,7 +129,7 @@ static void test_standalone(void)
     CHECK_INT(f.next, 0); /* nothing delivered yet */
 
     /* One reader at a time. */
-    struct follow g;
+    struct follow g = {0};
     CHECK_INT(follow_standalone(&g, s, 0, -1, &refused), -1);
     CHECK_INT(refused.reason, CORE_CONFLICT);
     core_reply_clear(&refused);
@@ -263,7 +266,7 @@ static void test_store_failed(void)
     CHECK(s != NULL);
     struct stream *st = stream_create(session_id(s), STREAM_REQUEST, NULL);
     struct core_reply r = reply_of(s, st);
-    struct follow f;
+    struct follow f = {0};
     follow_reply(&f, &r);
     core_reply_clear(&r);
 
@@ -290,6 +293,83 @@ static void test_store_failed(void)
     session_unref(s);
 }
 
+static atomic_int woken;
+
+static void count_wake(void)
+{
+    atomic_fetch_add(&woken, 1);
+}
+
+static void *revoke_soon(void *name)
+{
+    usleep(100 * 1000);
+    auth_token_revoked(name);
+    return NULL;
+}
+
+/* A follow lasts as long as its token. Taken before the follow is opened
+ * (legacy /sse, waiting for its initialize), the token reads as idle and
+ * is kept by the open. A read waiting when the token is revoked returns
+ * at once and says so, as does every later read (before a message that is
+ * there, and a copy's), and follow_final. An expiry reads as such and
+ * calls the wake. After follow_end, nothing is held: a revocation wakes
+ * nobody. Without authentication nothing is held at all. */
+static void test_token(void)
+{
+    struct session *s = new_session("2025-11-25");
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    struct stream *st = stream_create(session_id(s), STREAM_REQUEST, NULL);
+    struct core_reply r = reply_of(s, st);
+    struct stream_chunk ch;
+    struct follow f = {0};
+    struct auth_grant alice = {.principal = "alice"};
+    CHECK_INT(follow_token(&f, &alice, NULL), 0);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_IDLE);
+    follow_reply(&f, &r);
+    core_reply_clear(&r);
+    CHECK(f.token != NULL);
+    append_str(st, "{\"a\":1}", STREAM_ACTIVE);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_MESSAGE);
+
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, revoke_soon, "alice"), 0);
+    int64_t t0 = clock_mono_ms();
+    CHECK_INT(follow_read(&f, clock_mono_ms() + 5000, &ch), FOLLOW_TOKEN_REVOKED);
+    CHECK(clock_mono_ms() - t0 < 4000);
+    pthread_join(t, NULL);
+    append_str(st, "{\"b\":2}", STREAM_FINISHED);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_TOKEN_REVOKED);
+    struct follow look = f;
+    CHECK_INT(follow_read(&look, 0, &ch), FOLLOW_TOKEN_REVOKED);
+    CHECK_INT(follow_final(&look, 0, 0, 0, &ch), FOLLOW_TOKEN_REVOKED);
+    follow_end(&f);
+
+    struct follow g = {0};
+    struct auth_grant bob = {.principal = "bob", .expires_ms = clock_wall_ms() + 60000};
+    CHECK_INT(follow_token(&g, &bob, count_wake), 0);
+    CHECK_INT(follow_read(&g, 0, &ch), FOLLOW_IDLE);
+    auth_expire(clock_wall_ms() + 120000);
+    CHECK_INT(atomic_load(&woken), 1);
+    CHECK_INT(follow_read(&g, 0, &ch), FOLLOW_TOKEN_EXPIRED);
+    follow_end(&g);
+
+    struct follow h = {0};
+    struct auth_grant carol = {.principal = "carol"};
+    CHECK_INT(follow_token(&h, &carol, count_wake), 0);
+    follow_end(&h);
+    auth_token_revoked("carol");
+    CHECK_INT(atomic_load(&woken), 1);
+
+    struct follow n = {0};
+    struct auth_grant none = {0};
+    CHECK_INT(follow_token(&n, &none, count_wake), 0);
+    CHECK(n.token == NULL);
+    session_end(s);
+    session_unref(s);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/mcpd-test-follow-XXXXXX");
@@ -310,6 +390,7 @@ int main(void)
     test_standalone();
     test_group();
     test_store_failed();
+    test_token();
     stream_registry_shutdown();
     session_registry_shutdown();
     store_close(store);

@@ -231,7 +231,7 @@ static void test_cursors(void)
 
     countdown(&c, 1, 3, 0, 1, 1, &r);
     take_handle(&r, 1, sid, sizeof sid);
-    struct follow f;
+    struct follow f = {0};
     follow_reply(&f, &r); /* a reader of its own does not disturb polls */
     core_reply_clear(&r);
     enum follow_event last;
@@ -343,7 +343,7 @@ static void test_wake(void)
     snprintf(params, sizeof params, "{\"stream_id\":\"%s\",\"from_seq\":1,\"wait_ms\":30000}", sid);
     poll_send(&c, 3, params, &r);
     CHECK_INT(r.kind, CORE_STREAM);
-    struct follow f;
+    struct follow f = {0};
     follow_reply(&f, &r);
     core_reply_clear(&r);
     struct stream_chunk ch;

@@ -432,7 +432,7 @@ static void test_principals(void)
     rig_send(&bob, "{\"jsonrpc\":\"2.0\",\"id\":\"mcpd-1\",\"result\":{}}", &r);
     CHECK_INT(r.reason, CORE_NOT_FOUND);
     core_reply_clear(&r);
-    struct follow f;
+    struct follow f = {0};
     follow_reply(&f, &call);
     core_reply_clear(&call);
     struct stream_chunk ch;
@@ -551,7 +551,7 @@ static void test_inflight_cap(void)
     countdown(&c, 12, 1, LONG_MS, 0, &r2);
     CHECK_INT(r1.kind, CORE_STREAM);
     CHECK_INT(r2.kind, CORE_STREAM);
-    struct follow f1, f2;
+    struct follow f1 = {0}, f2 = {0};
     follow_reply(&f1, &r1);
     follow_reply(&f2, &r2);
     core_reply_clear(&r1);
@@ -681,7 +681,7 @@ static void test_durable_reply(void)
     CHECK_INT(r.kind, CORE_STREAM);
     char sid[96];
     snprintf(sid, sizeof sid, "%s", r.stream ? stream_id(r.stream) : "");
-    struct follow f;
+    struct follow f = {0};
     follow_reply(&f, &r);
     core_reply_clear(&r);
     enum follow_event last;
@@ -796,7 +796,7 @@ static void test_cancel(void)
     CHECK_INT(r.kind, CORE_STREAM);
     struct stream *st = r.stream;
     stream_ref(st);
-    struct follow f;
+    struct follow f = {0};
     follow_reply(&f, &r);
     core_reply_clear(&r);
 
@@ -886,7 +886,7 @@ static void test_server_requests(void)
     if (rig_open("{\"sampling\":{}}", &s, &c) != 0)
         return;
     struct core_reply r;
-    struct follow f;
+    struct follow f = {0};
     char rid[128];
 
     /* The request goes out on the call's stream, with an id of the
@@ -1014,7 +1014,7 @@ static void test_standalone_claim(void)
     if (!s)
         return;
     struct core_reply refused;
-    struct follow g;
+    struct follow g = {0};
 
     /* A holder that goes on living keeps the stream: a claimant that
      * probes it gets 409 once the probe's time is up. */
@@ -1264,7 +1264,7 @@ static void test_legacy_relay(void)
     struct core_caller c = rig_http(NULL, session_id(s));
     c.transport = "sse";
     struct core_reply r, refused;
-    struct follow sa;
+    struct follow sa = {0};
     CHECK_INT(follow_standalone(&sa, s, 0, -1, &refused), 0);
 
     /* A request's messages reach the standalone stream in order. */
@@ -1391,7 +1391,7 @@ static void test_legacy_relay(void)
     char standalone_cursor[128];
     snprintf(standalone_cursor, sizeof standalone_cursor, "%s:%lld", stream_id(sa.stream),
              (long long)sa.next - 1);
-    struct follow again;
+    struct follow again = {0};
     CHECK_INT(follow_open(&again, &rel, NULL, 0, &refused), -1);
     CHECK_INT(refused.reason, CORE_CONFLICT); /* sa holds it */
     core_reply_clear(&refused);
