@@ -8,10 +8,23 @@
  * holds. Migrations run in one transaction under an advisory lock, so
  * replicas starting together apply them once; the version is kept in
  * mcpd_schema. A connection whose server went away is marked broken, and
- * every call on it returns DB_UNAVAILABLE at once until db_reset. */
+ * every call on it returns DB_UNAVAILABLE at once until db_reset.
+ *
+ * A call's answer is awaited for at most the query timeout
+ * (MCPD_DB_TIMEOUT_MS, default 10 s): a server that stops answering without
+ * closing the connection (a frozen host or process, a partition that drops
+ * packets after the kernel acknowledged them) would otherwise hold the
+ * caller, and with it the store's writer or a reader, for as long as it
+ * stays so. Past the timeout the connection counts as lost: the store turns
+ * unavailable (503 at once) and its reconnector takes over, whose attempts
+ * connect_timeout bounds. So the connections are in nonblocking mode and
+ * each call sends, then polls the socket, not libpq's blocking calls (only
+ * the migrations at start-up, which wait for another replica's, block). */
 #include "db.h"
+#include "clock.h"
 #include "log.h"
 
+#include <errno.h>
 #include <libpq-fe.h>
 #include <poll.h>
 #include <stdio.h>
@@ -24,6 +37,8 @@
 /* The advisory lock that serializes migrations across replicas. */
 #define MIGRATION_LOCK "7163102501"
 
+#define TIMEOUT_DEFAULT_MS 10000
+
 struct db_pg {
     struct db base;
     PGconn *conn;
@@ -32,6 +47,7 @@ struct db_pg {
     unsigned char *ready; /* statement k is prepared on this connection */
     int nsql;
     int broken;
+    int timeout_ms; /* for a call's answer */
 };
 
 static struct db_pg *pg(struct db *c)
@@ -70,11 +86,42 @@ static void drop_notice(void *arg, const char *message)
     (void)arg, (void)message;
 }
 
+/* MCPD_DB_TIMEOUT_MS: 100 ms to 10 minutes. */
+static int timeout_from_env(int *ms, char **err)
+{
+    const char *v = getenv("MCPD_DB_TIMEOUT_MS");
+    *ms = TIMEOUT_DEFAULT_MS;
+    if (!v)
+        return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || end == v || *end || n < 100 || n > 600000) {
+        *err = db_fmt_err("MCPD_DB_TIMEOUT_MS must be a whole number from 100 to 600000, got "
+                          "'%.40s'",
+                          v);
+        return -1;
+    }
+    *ms = (int)n;
+    return 0;
+}
+
+/* What every fresh connection gets: a reset makes a new one. */
+static void set_up(struct db_pg *c)
+{
+    PQsetNoticeProcessor(c->conn, drop_notice, NULL);
+    PQsetnonblocking(c->conn, 1);
+}
+
 static int pg_open(const char *target, struct db **out, char **err)
 {
     struct db_pg *c = calloc(1, sizeof *c);
     if (!c) {
         *err = db_fmt_err("out of memory");
+        return -1;
+    }
+    if (timeout_from_env(&c->timeout_ms, err) != 0) {
+        free(c);
         return -1;
     }
     c->conn = connect_to(target);
@@ -84,7 +131,7 @@ static int pg_open(const char *target, struct db **out, char **err)
         free(c);
         return -1;
     }
-    PQsetNoticeProcessor(c->conn, drop_notice, NULL);
+    set_up(c);
     *out = &c->base;
     return 0;
 }
@@ -98,6 +145,56 @@ static void pg_close(struct db *base)
     free(c);
 }
 
+/* Sends what libpq holds and waits until it has a whole result to hand
+ * out (PQgetResult will not block), up to the monotonic deadline. -1 when
+ * the connection is lost or the server did not answer in time: it is then
+ * broken. */
+static int await(struct db_pg *c, int64_t deadline)
+{
+    for (;;) {
+        int unsent = PQflush(c->conn);
+        if (unsent < 0)
+            break;
+        if (!unsent && !PQisBusy(c->conn))
+            return 0;
+        int64_t left = deadline - clock_mono_ms();
+        if (left <= 0) {
+            log_local(LOG_WARN, NULL, "store_timeout",
+                      "PostgreSQL did not answer within %d ms; the connection counts as lost",
+                      c->timeout_ms);
+            break;
+        }
+        struct pollfd pfd = {.fd = PQsocket(c->conn), .events = POLLIN | (unsent ? POLLOUT : 0)};
+        int n = poll(&pfd, 1, left > 1000 ? 1000 : (int)left);
+        if (pfd.fd < 0 || (n < 0 && errno != EINTR))
+            break;
+        if (n > 0 && (pfd.revents & (POLLIN | POLLERR | POLLHUP)) && !PQconsumeInput(c->conn))
+            break;
+    }
+    c->broken = 1;
+    return -1;
+}
+
+/* The call's next result (PQgetResult's), or NULL: none left, or the
+ * connection is lost or timed out (then broken). */
+static PGresult *result(struct db_pg *c, int64_t deadline)
+{
+    return await(c, deadline) == 0 ? PQgetResult(c->conn) : NULL;
+}
+
+/* The first result of a call just sent (sent: what PQsend* returned);
+ * whatever else it returned is read and dropped. */
+static PGresult *first_result(struct db_pg *c, int sent)
+{
+    if (!sent)
+        return NULL;
+    int64_t deadline = clock_mono_ms() + c->timeout_ms;
+    PGresult *res = result(c, deadline);
+    for (PGresult *more; res && (more = result(c, deadline));)
+        PQclear(more);
+    return res;
+}
+
 /* A failed call's connection: lost when libpq says so or the server is
  * shutting down (SQLSTATE class 08, 57P). */
 static int lost(struct db_pg *c, const PGresult *res)
@@ -109,6 +206,8 @@ static int lost(struct db_pg *c, const PGresult *res)
     return c->broken;
 }
 
+/* For the migrations, which block: one replica's wait for another's
+ * (the advisory lock) has no bound worth setting. */
 static int pg_exec_text(struct db *base, const char *sql, char **err)
 {
     struct db_pg *c = pg(base);
@@ -216,7 +315,7 @@ static int prepare_one(struct db_pg *c, int k, char **err)
     Oid types[32] = {0};
     for (int i = 0; i < n && i < 32; i++)
         types[i] = unused & (1u << i) ? TEXT_OID : 0;
-    PGresult *res = PQprepare(c->conn, name, c->sql[k], n, types);
+    PGresult *res = first_result(c, PQsendPrepare(c->conn, name, c->sql[k], n, types));
     int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
     if (!ok && err)
         *err = db_fmt_err("prepare failed (%d): %s", k,
@@ -263,7 +362,7 @@ static int pg_reset(struct db *base)
     PQreset(c->conn);
     if (PQstatus(c->conn) != CONNECTION_OK)
         return -1;
-    PQsetNoticeProcessor(c->conn, drop_notice, NULL);
+    set_up(c);
     c->broken = 0;
     if (c->ready)
         memset(c->ready, 0, (size_t)c->nsql);
@@ -329,7 +428,7 @@ static PGresult *exec_prepared(struct db_pg *c, int k, const struct db_param *p,
     int np = to_texts(c, k, p, n, &t);
     char name[16];
     snprintf(name, sizeof name, "s%d", k);
-    return PQexecPrepared(c->conn, name, np, t.v, t.len, NULL, 0);
+    return first_result(c, PQsendQueryPrepared(c->conn, name, np, t.v, t.len, NULL, 0));
 }
 
 static int pg_exec(struct db *base, int k, const struct db_param *p, int n, int64_t *changes,
@@ -407,16 +506,14 @@ static int send_text(PGconn *conn, const char *sql)
 }
 
 /* The next result of the pipeline, and the NULL that ends it. NULL when
- * the connection is lost. */
-static PGresult *next_result(struct db_pg *c)
+ * the connection is lost or timed out. */
+static PGresult *next_result(struct db_pg *c, int64_t deadline)
 {
-    PGresult *res = PQgetResult(c->conn);
+    PGresult *res = result(c, deadline);
     if (!res)
         return NULL;
-    if (PQresultStatus(res) != PGRES_PIPELINE_SYNC) {
-        PGresult *end = PQgetResult(c->conn);
-        PQclear(end);
-    }
+    if (PQresultStatus(res) != PGRES_PIPELINE_SYNC)
+        PQclear(result(c, deadline));
     return res;
 }
 
@@ -447,9 +544,10 @@ static int pg_batch(struct db *base, struct db_call *calls, int n)
     }
     sent = sent && send_text(conn, "COMMIT") && PQpipelineSync(conn);
     int failed = !sent, committed = 0, gone = !sent;
+    int64_t deadline = clock_mono_ms() + c->timeout_ms;
     /* BEGIN, the calls, COMMIT, then the Sync. */
     for (int i = -1; i <= n + 1 && !gone; i++) {
-        PGresult *res = next_result(c);
+        PGresult *res = next_result(c, deadline);
         if (!res) {
             gone = 1;
             break;
@@ -465,14 +563,14 @@ static int pg_batch(struct db *base, struct db_call *calls, int n)
         if (s == PGRES_FATAL_ERROR && PQstatus(conn) == CONNECTION_BAD)
             gone = 1;
     }
-    if (gone || PQstatus(conn) == CONNECTION_BAD) {
+    if (gone || c->broken || PQstatus(conn) == CONNECTION_BAD) {
         /* Whether COMMIT was reached is unknown unless its result came. */
         c->broken = 1;
         return committed ? 0 : DB_UNAVAILABLE;
     }
     PQexitPipelineMode(conn);
     if (PQtransactionStatus(conn) != PQTRANS_IDLE)
-        PQclear(PQexec(conn, "ROLLBACK"));
+        PQclear(first_result(c, send_text(conn, "ROLLBACK")));
     if (committed)
         return 0;
     return c->broken ? DB_UNAVAILABLE : failed ? -1 : DB_UNAVAILABLE;
@@ -486,11 +584,11 @@ static int pg_listen(struct db *base, const char *channel)
     if (!q || asprintf(&sql, "LISTEN %s", q) < 0)
         sql = NULL;
     PQfreemem(q);
-    char *e = NULL;
-    int rc = sql ? pg_exec_text(base, sql, &e) : -1;
+    PGresult *res = sql ? first_result(c, PQsendQuery(c->conn, sql)) : NULL;
+    int rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : DB_UNAVAILABLE;
+    PQclear(res);
     free(sql);
-    free(e);
-    return rc == 0 ? 0 : DB_UNAVAILABLE;
+    return rc;
 }
 
 static int pg_notify_wait(struct db *base, int timeout_ms, void (*cb)(void *, const char *),

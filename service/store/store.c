@@ -220,9 +220,9 @@ static int query(struct db *c, int k, const struct db_param *p, int n, struct db
 /* ---- a fiber's reads (PostgreSQL) ----
  *
  * A query on PostgreSQL is a network round trip, and with the database
- * host gone quiet it can last until tcp_user_timeout. A request's fiber
- * must not hold its loop thread for that: it hands the query to the
- * store's reader threads and parks until one has run it. libpq then holds
+ * host gone quiet it can last until the query timeout (db_pg.c). A
+ * request's fiber must not hold its loop thread for that: it hands the
+ * query to the store's reader threads and parks until one has run it. libpq then holds
  * the whole result, so the rows are read on the fiber. (A SQLite read is
  * a read of the page cache or the local disk, done in place.) */
 struct rd_job {

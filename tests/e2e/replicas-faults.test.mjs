@@ -1,8 +1,9 @@
 // PostgreSQL away and back under load (issue 30, "Faults"): while the
-// database is stopped, every request gets 503 with Retry-After at once (no
-// hang), /readyz says not ready, nothing crashes; once it is back, every
-// replica serves again within 2 s by itself, and what was committed before is
-// all there.
+// database is stopped or killed, every request gets 503 with Retry-After at
+// once (no hang), /readyz says not ready, nothing crashes; once it is back,
+// every replica serves again within 2 s by itself, and what was committed
+// before is all there. Frozen (SIGSTOP, the last test), it refuses nothing:
+// see there.
 //
 // Three replicas on this process's PostgreSQL server (lib/pg.mjs, whose
 // stopServer/startServer keep the data folder and the port), driven directly
@@ -14,7 +15,7 @@ import { test } from 'node:test';
 
 import { startCluster } from './lib/cluster.mjs';
 import { callTool, initSession, request, sleep } from './lib/mcpd.mjs';
-import { startServer, stopServer, killServer, PG_SKIP } from './lib/pg.mjs';
+import { startServer, stopServer, killServer, freezeServer, thawServer, PG_SKIP } from './lib/pg.mjs';
 
 const SKIP = PG_SKIP;
 
@@ -133,3 +134,89 @@ for (const how of ['stopped', 'killed']) {
     }
   });
 }
+
+// A database host that stops answering without closing a connection (a
+// frozen VM, a stopped process, a partition that drops packets the kernel
+// already acknowledged): no connection fails, so only the store's own bound
+// on a call (MCPD_DB_TIMEOUT_MS) ends the wait. Every request still gets an
+// answer, 200 or 503, within that bound and a reconnect attempt's
+// (connect_timeout, 2 s); then 503 with Retry-After at once; once the server
+// goes on, every replica serves again by itself, and nothing committed
+// before is lost.
+test('PostgreSQL frozen (SIGSTOP) under load: every request answered within the query timeout, then 503 at once, then every replica serves again', { skip: SKIP, timeout: 120000 }, async (t) => {
+  const timeoutMs = 1500;
+  const saved = process.env.MCPD_DB_TIMEOUT_MS;
+  process.env.MCPD_DB_TIMEOUT_MS = String(timeoutMs);
+  let cluster;
+  try {
+    cluster = await startCluster();
+  } finally {
+    if (saved === undefined) delete process.env.MCPD_DB_TIMEOUT_MS;
+    else process.env.MCPD_DB_TIMEOUT_MS = saved;
+  }
+  try {
+    const { session, version } = await initSession(cluster.port);
+    const ports = cluster.replicas.map((r) => r.port);
+    for (const [i, port] of ports.entries()) assert.equal((await probe(port, session, version, `before-${i}`)).text, `before-${i}`);
+
+    let stop = false;
+    const seen = ports.map(() => []);
+    const loops = ports.map(async (port, i) => {
+      for (let n = 0; !stop && n < 2000; n++) {
+        const from = Date.now();
+        const r = await probe(port, session, version, `m${n}`);
+        seen[i].push({ from, to: Date.now(), ...r });
+        await sleep(20);
+      }
+    });
+    await sleep(300);
+    const down = Date.now();
+    freezeServer();
+    let up;
+    try {
+      await sleep(timeoutMs + 2500);
+      // Every replica has given up on the server by now: 503 at once.
+      for (const [i, port] of ports.entries()) {
+        const r = await probe(port, session, version, 'while-frozen');
+        assert.equal(r.status, 503, `replica ${i} while frozen: ${JSON.stringify(r)}`);
+        assert.ok(r.retryAfter, 'Retry-After');
+        assert.ok(r.ms < 1000, `answered at once (${r.ms} ms)`);
+      }
+    } finally {
+      thawServer();
+      up = Date.now();
+    }
+    for (const [i, port] of ports.entries()) {
+      let ok = null;
+      while (Date.now() - up < 15000) {
+        const r = await probe(port, session, version, `after-${i}`);
+        if (r.text === `after-${i}`) {
+          ok = Date.now() - up;
+          break;
+        }
+        await sleep(50);
+      }
+      assert.ok(ok !== null, `replica ${i} never served again`);
+      t.diagnostic(`replica ${i} served again ${ok} ms after PostgreSQL went on`);
+    }
+    stop = true;
+    await Promise.all(loops);
+    const bound = timeoutMs + 2000 + 1500; // the call's bound, a reconnect attempt's, slack
+    for (const [i, list] of seen.entries()) {
+      const during = list.filter((r) => r.from > down && r.from < up);
+      assert.ok(during.length > 0, `replica ${i} was asked while the server was frozen`);
+      for (const r of during) assert.ok(r.status === 503 || r.status === 200, `replica ${i}: ${JSON.stringify(r)}`);
+      const slowest = during.reduce((a, b) => (b.to - b.from > a.to - a.from ? b : a));
+      t.diagnostic(`replica ${i}: the slowest answer while frozen took ${slowest.to - slowest.from} ms (${slowest.status})`);
+      assert.ok(slowest.to - slowest.from < bound, `replica ${i}: a request waited ${slowest.to - slowest.from} ms`);
+    }
+    for (const [i, port] of ports.entries()) assert.equal((await probe(port, session, version, `end-${i}`)).text, `end-${i}`);
+    for (const r of cluster.replicas) assert.equal(r.exit, null, 'no replica died');
+  } catch (e) {
+    e.message += `\n${cluster.stderr(3000)}`;
+    throw e;
+  } finally {
+    thawServer();
+    await cluster.stop();
+  }
+});

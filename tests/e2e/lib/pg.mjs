@@ -57,6 +57,7 @@ function script(...args) {
 
 function cleanupAtExit() {
   if (!server) return;
+  thawServer();
   if (running) script('stop', server.dir);
   running = false;
   fs.rmSync(server.dir, { recursive: true, force: true });
@@ -119,6 +120,49 @@ export function killServer() {
   const r = script('kill', server.dir);
   if (r.status !== 0) throw new Error(`pg: kill failed:\n${r.stderr}`);
   running = false;
+}
+
+/** The postmaster and its children (every backend), as pids. */
+function serverPids() {
+  const head = Number(fs.readFileSync(path.join(server.dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const pids = [head];
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      // "pid (comm) state ppid ...": comm may hold spaces, so after its ')'.
+      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === head) pids.push(Number(d));
+    } catch {
+      /* gone */
+    }
+  }
+  return pids;
+}
+
+let frozen = [];
+
+/**
+ * SIGSTOP the postmaster and every backend: the server stops answering
+ * without closing a connection (the kernel still accepts and acknowledges),
+ * as a frozen host does. thawServer() lets it go on.
+ */
+export function freezeServer() {
+  if (external) throw new Error('pg: MCPD_TEST_PG_URL names a server that is not ours to freeze');
+  if (!server || !running) return;
+  frozen = serverPids();
+  for (const pid of frozen) process.kill(pid, 'SIGSTOP');
+}
+
+/** SIGCONT what freezeServer() stopped. */
+export function thawServer() {
+  for (const pid of frozen) {
+    try {
+      process.kill(pid, 'SIGCONT');
+    } catch {
+      /* gone */
+    }
+  }
+  frozen = [];
 }
 
 /** The server's admin URL (postgres://mcpd@127.0.0.1:PORT/postgres), starting it if needed. */
