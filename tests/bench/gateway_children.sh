@@ -11,13 +11,15 @@
 # loopback (a fresh temp --db) with --upstream-max and --max-sessions above
 # N, --upstream-idle-ms longer than the run (no child is stopped for
 # idleness under the measurement), --upstream-start-timeout-ms 60000 (the
-# spawner's queue counts against it: at 10 s, its default, a few of 1,000
-# children started at once on a busy 2-core machine timed out),
-# --max-connections-per-ip 0. The client
+# spawner's queue counts against it; when children were forked, a few of
+# 1,000 started at once on a busy 2-core machine timed out at 10 s, its
+# default), --max-connections-per-ip 0. The client
 # is ws_sessions.mjs over WebSocket, without streaming; its last step sends
 # tools/call echo on every session, which only its child can answer, and
-# counts the answers. mcpd forks every child on one thread (its spawner),
-# one after another, so an initialize waits for the forks queued before it:
+# counts the answers. mcpd starts every child on one thread (its spawner),
+# one after another (each a clone that shares mcpd's memory until it
+# execs: 1,000 in under a second here, where forks took 18-59 s), so an
+# initialize waits for the starts queued before it:
 # the client keeps 16 in flight and waits up to 120 s for each. Its last line, relabelled, is printed as is (run.sh's
 # BENCH_GATEWAY_CHILDREN reads it):
 #   GATEWAYCHILDREN n=.. initialized=.. answered=.. children=..
