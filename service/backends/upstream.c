@@ -295,15 +295,29 @@ static void on_response(struct link *l, json_t *msg, const struct jsonrpc_msg *m
     pend_end(p);
 }
 
-static void broadcast_one(void *arg, const char *key, void *value)
+/* Sends msg on a session's channel (its standalone stream): a commit,
+ * and a store read to find the session, so never under l->mu. */
+static void broadcast_one(json_t *msg, const char *sid)
 {
-    (void)value;
-    json_t *msg = arg;
-    struct call *ch = call_channel(key);
+    struct call *ch = call_channel(sid);
     if (ch) {
         call_send(ch, json_incref(msg));
         call_release(ch);
     }
+}
+
+/* The ids of the sessions a shared link serves, copied under l->mu. */
+struct sids {
+    char **v;
+    size_t n, cap;
+};
+
+static void copy_sid(void *arg, const char *key, void *value)
+{
+    (void)value;
+    struct sids *s = arg;
+    if (s->n < s->cap && (s->v[s->n] = strdup(key)))
+        s->n++;
 }
 
 static void on_notification(struct link *l, json_t *msg, const struct jsonrpc_msg *m)
@@ -359,12 +373,25 @@ static void on_notification(struct link *l, json_t *msg, const struct jsonrpc_ms
         upstream_catalog_tools_changed(l->up->catalog);
     /* list_changed, resources/updated, ...: for every session it serves. */
     if (l->session[0]) {
-        broadcast_one(msg, l->session, NULL);
-    } else {
-        pthread_mutex_lock(&l->mu);
-        table_each(l->sessions, broadcast_one, msg);
-        pthread_mutex_unlock(&l->mu);
+        broadcast_one(msg, l->session);
+        return;
     }
+    /* Sent after the lock is let go: this reader is a fiber, and a send
+     * parks it until its commit, which it must not do holding l->mu (any
+     * other fiber of its loop thread that wants the link would wait for
+     * it, on that very thread). */
+    struct sids s = {0};
+    pthread_mutex_lock(&l->mu);
+    s.cap = table_count(l->sessions);
+    s.v = s.cap ? calloc(s.cap, sizeof *s.v) : NULL;
+    if (s.v)
+        table_each(l->sessions, copy_sid, &s);
+    pthread_mutex_unlock(&l->mu);
+    for (size_t i = 0; i < s.n; i++) {
+        broadcast_one(msg, s.v[i]);
+        free(s.v[i]);
+    }
+    free(s.v);
 }
 
 struct relay {

@@ -15,7 +15,8 @@
 //     baseline after 20 crash/respawn cycles; SIGTERM → exit 0, no child.
 // (4) Shared mode (--upstream-mode shared --upstream-pool 1): two sessions on
 //     one child, concurrent calls with the same JSON-RPC id and progress
-//     token on both sessions, each gets its own result and progress.
+//     token on both sessions, each gets its own result and progress; a
+//     notification of the child's (tools/list_changed) reaches both.
 //
 // Children are found as /proc/<mcpd>/task/*/children; every process this
 // file signals is one it started or a child of the mcpd it started.
@@ -34,6 +35,7 @@ import {
   CreateMessageRequestSchema,
   ListRootsRequestSchema,
   LoggingMessageNotificationSchema,
+  ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
 import {
@@ -767,6 +769,33 @@ test('20 crash/respawn cycles: no zombies, descriptors back to baseline; SIGTERM
 });
 
 // ---------------------------------------------------------------- (4) shared mode
+
+// The child's list_changed goes to every session on the link. Each send is
+// a commit that parks the child's reader (a fiber): it must not hold the
+// link's lock meanwhile (the ASan build aborts when a fiber parks holding a
+// pthread mutex, and in a release build another fiber of that loop thread
+// wanting the link would deadlock it).
+test('shared mode, pool 1: the child\'s tools/list_changed reaches every session on it', async () => {
+  await withGateway(['--upstream-mode', 'shared', '--upstream-pool', '1'], {}, async (m) => {
+    const clients = [await sdkClient(m.url, 'changed-a'), await sdkClient(m.url, 'changed-b')];
+    const seen = clients.map(() => 0);
+    clients.forEach((c, i) => c.client.setNotificationHandler(ToolListChangedNotificationSchema, () => seen[i]++));
+    try {
+      const pids = await Promise.all(clients.map((c) => c.client.callTool({ name: 'pid', arguments: {} })));
+      assert.equal(pids[0].content[0].text, pids[1].content[0].text, 'one child for both sessions');
+      const r = await clients[0].client.callTool({ name: 'changed', arguments: {} });
+      assert.equal(r.content[0].text, 'sent');
+      await waitFor(() => seen.every((n) => n >= 1), 5000, `list_changed on both sessions (seen ${seen})`);
+      // The link still serves both.
+      for (const c of clients) assert.equal((await c.client.callTool({ name: 'echo', arguments: { message: 'after' } })).content[0].text, 'after');
+    } finally {
+      for (const c of clients) {
+        await c.transport.terminateSession().catch(() => {});
+        await c.client.close();
+      }
+    }
+  });
+});
 
 test('shared mode, pool 1: two sessions share one child; concurrent calls with the same id and token stay apart', async () => {
   await withGateway(['--upstream-mode', 'shared', '--upstream-pool', '1'], {}, async (m) => {
