@@ -149,7 +149,7 @@ stage_core_window() {
         count "core window" 0 1
     fi
 }
-core_window_limit=24
+core_window_limit=22
 
 stage_unit() {
     echo "== C unit tests (ASan+UBSan; the store's also on PostgreSQL)"

@@ -146,6 +146,14 @@ struct core_caller {
      * the whole message stays CORE_REJECTED for the transport to answer
      * (CORE_UNAVAILABLE when the server is stopping). */
     int relayed;
+    /* A relayed caller's initialize may name a session id (legacy /sse
+     * hands the id out before initialize, in its endpoint event): a
+     * session of that id refuses it, and an id that is no session is not
+     * found (404), unless adopt is set and other processes share the
+     * store: the /sse connection that handed the id out may be another
+     * process's, and the session is created with that id, as
+     * new_session_id. */
+    int adopt;
     /* The request's headers, for a transport that has them (HTTP): look a
      * header up by name (NULL: absent). A stateless request's Mcp-* and
      * Mcp-Param-* headers must then say what its body does (mcp_headers.h:
@@ -165,14 +173,9 @@ void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *o
 /* The session the caller names, for requests without a message (GET,
  * DELETE, a resumed connection): a new reference, or NULL with *refused
  * filled (400 without an id, 404 unknown, 503 while the store is away).
- * The core's own: transports follow (follow.h), ask (core_session_exists)
- * or end (core_delete) a session, and never hold one. */
+ * The core's own: transports follow (follow.h) or end (core_delete) a
+ * session, and never hold one. */
 struct session *core_session_open(const struct core_caller *c, struct core_reply *refused);
-/* Whether the session the caller names exists, here or, on a store shared
- * with other processes, made by another one (legacy /sse's initialize may
- * reach another replica than its /sse connection): 1, or 0 with *refused
- * filled as core_session_open does. */
-int core_session_exists(const struct core_caller *c, struct core_reply *refused);
 /* The client ends the session it names (HTTP DELETE): logged, and ended
  * as core_end_session does. 0, or -1 with *refused filled as
  * core_session_open does. */

@@ -8,6 +8,7 @@
 #include "mcp_headers.h"
 #include "protocol.h"
 #include "relay.h"
+#include "replica.h"
 #include "session.h"
 #include "stream.h"
 #include "task.h"
@@ -31,10 +32,11 @@ static void refuse_no_session(const struct core_caller *c, struct core_reply *ou
            c->session_required ? c->session_required : "Bad Request: a session id is required");
 }
 
-struct session *core_session_open(const struct core_caller *c, struct core_reply *refused)
+/* The session the caller names (a new reference), or NULL with *why. */
+static struct session *session_named(const struct core_caller *c, enum core_reason *why)
 {
     if (!c->session_id || !*c->session_id) {
-        refuse_no_session(c, refused);
+        *why = CORE_BAD_REQUEST;
         return NULL;
     }
     struct session *s = session_find(c->session_id);
@@ -45,19 +47,31 @@ struct session *core_session_open(const struct core_caller *c, struct core_reply
         s = NULL;
     }
     /* Not found because the store cannot be asked is not "not found". */
-    if (!s && core_state() == CORE_STORE_AWAY)
-        refuse(refused, CORE_UNAVAILABLE, NULL, JSONRPC_SERVER_ERROR,
-               "Service Unavailable: the database cannot be reached; retry shortly");
-    else if (!s)
-        refuse(refused, CORE_NOT_FOUND, NULL, JSONRPC_SESSION_NOT_FOUND, "Session not found");
+    if (!s)
+        *why = core_state() == CORE_STORE_AWAY ? CORE_UNAVAILABLE : CORE_NOT_FOUND;
     return s;
 }
 
-int core_session_exists(const struct core_caller *c, struct core_reply *refused)
+/* The refusal of a session session_named did not find. */
+static void refuse_session(const struct core_caller *c, enum core_reason why,
+                           struct core_reply *refused)
 {
-    struct session *s = core_session_open(c, refused);
-    session_unref(s);
-    return s != NULL;
+    if (why == CORE_BAD_REQUEST)
+        refuse_no_session(c, refused);
+    else if (why == CORE_UNAVAILABLE)
+        refuse(refused, CORE_UNAVAILABLE, NULL, JSONRPC_SERVER_ERROR,
+               "Service Unavailable: the database cannot be reached; retry shortly");
+    else
+        refuse(refused, CORE_NOT_FOUND, NULL, JSONRPC_SESSION_NOT_FOUND, "Session not found");
+}
+
+struct session *core_session_open(const struct core_caller *c, struct core_reply *refused)
+{
+    enum core_reason why;
+    struct session *s = session_named(c, &why);
+    if (!s)
+        refuse_session(c, why, refused);
+    return s;
 }
 
 int core_delete(const struct core_caller *c, struct core_reply *refused)
@@ -435,6 +449,27 @@ static void receive_batch(const struct core_caller *c, json_t *batch, struct cor
     refused->kind = CORE_ACCEPTED;
 }
 
+/* A relayed caller's initialize that names a session id (core_caller.adopt). */
+static void initialize_named(const struct core_caller *c, json_t *msg, const struct jsonrpc_msg *m,
+                             struct core_reply *out)
+{
+    enum core_reason why;
+    struct session *s = session_named(c, &why);
+    if (s) {
+        session_unref(s);
+        dispatch(c, NULL, msg, m, out); /* which refuses a second initialize */
+        return;
+    }
+    if (!c->adopt || why != CORE_NOT_FOUND || !replica_shared()) {
+        refuse_session(c, why, out);
+        return;
+    }
+    struct core_caller k = *c;
+    k.new_session_id = c->session_id;
+    k.session_id = NULL;
+    dispatch(&k, NULL, msg, m, out);
+}
+
 static void receive_one(const struct core_caller *c, json_t *msg, struct core_reply *out)
 {
     struct jsonrpc_msg m;
@@ -447,6 +482,10 @@ static void receive_one(const struct core_caller *c, json_t *msg, struct core_re
     if (c->connection && connection_stateless(c, &m)) {
         receive_stateless(c, msg, &m, out);
         out->notification = m.kind == JSONRPC_NOTIFICATION;
+        return;
+    }
+    if (is_initialize(&m) && c->relayed && c->session_id) {
+        initialize_named(c, msg, &m, out);
         return;
     }
     if (is_initialize(&m) || (!c->session_id && c->connection)) {

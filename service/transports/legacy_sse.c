@@ -13,7 +13,6 @@
 #include "request_log.h"
 #include "sse.h"
 #include "sse_follow.h"
-#include "replica.h"
 #include "session.h"
 #include "table.h"
 
@@ -203,7 +202,9 @@ static void resv_settle(const char *id, int bound)
 
 /* Waits up to the deadline for a reservation to change, or for the
  * waiting connection's token to end (checked under the lock that
- * wake_waiting takes, so its wake is not missed; said in f). */
+ * wake_waiting takes, so its wake is not missed; said in f). The follow
+ * is not open yet, so the check only looks at its token: nothing parks
+ * under rsv.mu. */
 static void resv_wait(int64_t deadline_mono_ms, struct sse_follow *f)
 {
     pthread_mutex_lock(&rsv.mu);
@@ -284,9 +285,11 @@ static void wait_bound(struct conn *c)
     /* With several processes on one store the initialize may reach
      * another one, which creates the session with this id: it is then in
      * the store, and the relay there put the initialize result on its
-     * standalone stream. */
+     * standalone stream. So the newest connection looks for it on every
+     * tick (with one process, a lookup of an id no session has, which
+     * the store is not asked for unless dormant sessions are left). */
     int bound = st == RESV_BOUND;
-    if (bound || (st >= 0 && gen == c->gen && replica_shared())) {
+    if (bound || (st >= 0 && gen == c->gen)) {
         struct core_caller k = caller_for(c->principal, c->sid);
         struct core_reply refused = {0};
         int rc = follow_open(&c->f.follow, &k, NULL, HTTP_PROBE_WAIT_MS, &refused);
@@ -460,25 +463,16 @@ static int post_initialize(struct _u_response *resp, const char *sid, const char
 {
     int claim = strlen(sid) == RANDID_LEN ? resv_claim(sid, principal) : -1;
     if (claim != 0) {
-        /* Not a reservation waiting for its initialize: a session of this
-         * principal (which refuses a second initialize), or nothing (404)
-         * — unless several processes share the store, where the /sse
-         * connection that reserved the id may be another's: the session is
-         * then created with it, and that connection finds it there. */
+        /* Not a reservation waiting for its initialize here: a session of
+         * this principal (which refuses a second initialize), or nothing
+         * (404), unless several processes share the store and no
+         * reservation of this id is held here: the /sse connection that
+         * reserved it may be another's, the core then creates the session
+         * with it (core_caller.adopt), and that connection finds it. */
         struct core_caller k = caller_for(principal, sid);
+        k.adopt = claim == -1 && strlen(sid) == RANDID_LEN && !resv_held(sid);
         struct core_reply r;
-        int exists = core_session_exists(&k, &r);
-        if (!exists && !(claim == -1 && strlen(sid) == RANDID_LEN && replica_shared() &&
-                         r.reason == CORE_NOT_FOUND && !resv_held(sid)))
-            return http_refused(resp, &r);
-        if (exists) {
-            core_receive(&k, root, &r);
-            return deliver(resp, &r);
-        }
-        core_reply_clear(&r);
-        struct core_caller fresh = caller_for(principal, NULL);
-        fresh.new_session_id = sid;
-        core_receive(&fresh, root, &r);
+        core_receive(&k, root, &r);
         return deliver(resp, &r);
     }
     struct core_caller k = caller_for(principal, NULL);
@@ -536,26 +530,22 @@ static int on_messages(const struct _u_request *req, struct _u_response *resp, v
                                     ? json_string_value(
                                           json_object_get(json_object_get(root, "params"), "name"))
                                     : NULL);
-        /* A reservation not yet initialized names no session: the core
-         * says to initialize first. */
         int pending = strlen(sid) == RANDID_LEN && resv_pending(sid, principal);
-        if (pending && replica_shared()) {
-            /* Initialized through another process, before the /sse
-             * connection here has noticed. */
-            struct core_caller probe = caller_for(principal, sid);
-            struct core_reply r;
-            if (core_session_exists(&probe, &r)) {
-                resv_settle(sid, 1);
-                pending = 0;
-            } else {
-                core_reply_clear(&r);
-            }
-        }
-        struct core_caller k = caller_for(principal, pending ? NULL : sid);
-        if (pending)
-            k.session_required = "Invalid Request: send initialize first";
+        struct core_caller k = caller_for(principal, sid);
         struct core_reply r;
         core_receive(&k, root, &r);
+        if (pending && r.kind == CORE_REJECTED && r.reason == CORE_NOT_FOUND) {
+            /* A reservation not yet initialized names no session: the
+             * core says to initialize first. */
+            core_reply_clear(&r);
+            k.session_id = NULL;
+            k.session_required = "Invalid Request: send initialize first";
+            core_receive(&k, root, &r);
+        } else if (pending && r.kind != CORE_REJECTED) {
+            /* Initialized through another process, before the /sse
+             * connection here has noticed. */
+            resv_settle(sid, 1);
+        }
         rc = deliver(resp, &r);
     }
     json_decref(root);

@@ -1383,6 +1383,23 @@ static void test_legacy_relay(void)
     CHECK_INT(r.reason, CORE_NOT_FOUND);
     core_reply_clear(&r);
 
+    /* An initialize naming its session id (legacy /sse's endpoint id): a
+     * session of that id refuses a second one; an id that is no session is
+     * not found, even with adopt, since no other process shares this store
+     * to have handed it out (with one that does, replicas.test.mjs). */
+    const char *init = "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"initialize\",\"params\":{"
+                       "\"protocolVersion\":\"2024-11-05\",\"capabilities\":{},"
+                       "\"clientInfo\":{\"name\":\"legacy\",\"version\":\"1\"}}}";
+    rig_send(&rel, init, &r);
+    CHECK_INT(r.kind, CORE_REJECTED);
+    CHECK_INT(r.reason, CORE_BAD_REQUEST);
+    core_reply_clear(&r);
+    lost.adopt = 1;
+    rig_send(&lost, init, &r);
+    CHECK_INT(r.kind, CORE_REJECTED);
+    CHECK_INT(r.reason, CORE_NOT_FOUND);
+    core_reply_clear(&r);
+
     /* A client resuming its /sse stream (follow_open, relayed): the
      * session it names, read from the start (it saw nothing but the
      * endpoint event), or the session of its cursor, which must be on the
