@@ -24,7 +24,9 @@
  *
  * A check grants access for a moment; a connection lasts. Every
  * connection authenticated by a token (a WebSocket, an event stream, a
- * request waiting for its reply) holds it with auth_hold until it ends.
+ * request waiting for its reply) holds it with auth_hold until it ends:
+ * transports through their follow (follow_token) or push connection
+ * (push_io.grant).
  * kill_watch reports revoked tokens (auth_token_revoked) and asks for
  * expiries (auth_expire), and each hold of such a token is told to end
  * through its callback. Thread-safe. */
