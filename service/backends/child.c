@@ -120,6 +120,17 @@ fail:;
     _exit(127);
 }
 
+/* Starts exec_child in a new process: the child's pid, or -1 with errno. */
+#if defined(__SANITIZE_THREAD__)
+static pid_t start_child(struct spawn_req *r, int status_fd)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0)
+        exec_child(r, parent, status_fd);
+    return pid;
+}
+#else
 #define SPAWN_STACK (256 * 1024)
 
 struct clone_arg {
@@ -143,16 +154,8 @@ static int clone_main(void *arg)
     return 127;
 }
 
-/* Starts exec_child in a new process: the child's pid, or -1 with errno. */
 static pid_t start_child(struct spawn_req *r, int status_fd)
 {
-    pid_t parent = getpid();
-#if defined(__SANITIZE_THREAD__)
-    pid_t pid = fork();
-    if (pid == 0)
-        exec_child(r, parent, status_fd);
-    return pid;
-#else
     /* The spawner's alone on it, and it is reused: the child is done with
      * it once it execs, which CLONE_VFORK waits for. */
     static char *stack;
@@ -163,7 +166,7 @@ static pid_t start_child(struct spawn_req *r, int status_fd)
             return -1;
         stack = m;
     }
-    struct clone_arg a = {r, parent, status_fd};
+    struct clone_arg a = {r, getpid(), status_fd};
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -172,8 +175,8 @@ static pid_t start_child(struct spawn_req *r, int status_fd)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     errno = e;
     return pid;
-#endif
 }
+#endif
 
 static void do_spawn(struct spawn_req *r)
 {
