@@ -248,8 +248,8 @@ static int check_jwt(const char *token, const struct auth_request *req, struct a
     int64_t now_s = clock_wall_ms() / 1000;
     if (grant->dpop && proven_key(token, req, &proof, now_s, &reason) != 0)
         goto bad_proof;
-    enum oauth_verdict v = oauth_check(token, grant->principal, sizeof grant->principal,
-                                       &grant->expires_ms, bound, &reason);
+    enum oauth_verdict v = oauth_check(token, req ? req->client : NULL, grant->principal,
+                                       sizeof grant->principal, &grant->expires_ms, bound, &reason);
     const char *jkt = proof.jkt;
     /* no word on the scopes to whoever does not hold the token's key */
     if ((v == OAUTH_OK || v == OAUTH_INSUFFICIENT_SCOPE) && strcmp(bound, jkt) != 0) {

@@ -76,6 +76,10 @@ struct auth_request {
     const char *method;
     const char *path;
     const char *resource_path;
+    /* The client's address (behind a trusted proxy, the one it names), for
+     * the per-client budget of calls to the authorization server
+     * (introspect.h); NULL or "": not known, only the overall budget. */
+    const char *client;
 };
 
 /* A connection holding a token: embedded in the connection (which owns it),

@@ -20,11 +20,19 @@
 _Static_assert(sizeof((struct auth_answer *)0)->bound > DPOP_JKT_LEN, "a thumbprint fits");
 _Static_assert(sizeof((struct auth_answer *)0)->name >= AUTH_PRINCIPAL_MAX, "a principal fits");
 
+/* One client's budget; its slot is the hash of its address. */
+struct client_budget {
+    char addr[64];
+    struct token_bucket b;
+};
+
 static struct {
     char *url, *userpwd;
     pthread_mutex_t mu;
     struct auth_cache *answers;          /* under mu */
     struct token_bucket calls, warnings; /* under mu */
+    struct client_budget *clients;       /* INTROSPECT_CLIENTS, under mu */
+    uint64_t limited;                    /* answered busy since the last warning */
 } in = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 int introspect_configure(const char *url, const char *client_id, const char *client_secret)
@@ -44,7 +52,8 @@ int introspect_configure(const char *url, const char *client_id, const char *cli
         auth_cache_new(INTROSPECT_CACHE_TOKENS, INTROSPECT_CACHE_TOKENS, INTROSPECT_CACHE_MS);
     token_bucket_init(&in.calls, INTROSPECT_RATE, INTROSPECT_BURST, clock_mono_ms());
     token_bucket_init(&in.warnings, 0.1, 1, clock_mono_ms()); /* a warning per 10 s */
-    if (!in.url || !in.userpwd || !in.answers) {
+    in.clients = calloc(INTROSPECT_CLIENTS, sizeof *in.clients);
+    if (!in.url || !in.userpwd || !in.answers || !in.clients) {
         introspect_shutdown();
         return -1;
     }
@@ -61,8 +70,29 @@ void introspect_shutdown(void)
     free(in.url);
     free(in.userpwd);
     auth_cache_free(in.answers);
+    free(in.clients);
     in.url = in.userpwd = NULL;
     in.answers = NULL;
+    in.clients = NULL;
+}
+
+/* A call from client's budget, then from everyone's (under mu): 1, or 0
+ * when either is spent. A client not known (NULL, "") has only everyone's. */
+static int budget_take(const char *client, int64_t now)
+{
+    if (client && *client) {
+        uint32_t h = 2166136261u; /* FNV-1a */
+        for (const char *p = client; *p; p++)
+            h = (h ^ (unsigned char)*p) * 16777619u;
+        struct client_budget *c = &in.clients[h % INTROSPECT_CLIENTS];
+        if (strcmp(c->addr, client) != 0) {
+            snprintf(c->addr, sizeof c->addr, "%s", client);
+            token_bucket_init(&c->b, INTROSPECT_CLIENT_RATE, INTROSPECT_CLIENT_BURST, now);
+        }
+        if (!token_bucket_take(&c->b, now))
+            return 0;
+    }
+    return token_bucket_take(&in.calls, now);
 }
 
 json_t *introspect_claims(json_t *answer, const char *issuer)
@@ -107,8 +137,8 @@ static json_t *ask(const char *token)
     return doc;
 }
 
-enum oauth_verdict introspect_check(const char *token, char *principal, size_t cap,
-                                    int64_t *expires_ms, char *bound, const char **why)
+enum oauth_verdict introspect_check(const char *token, const char *client, char *principal,
+                                    size_t cap, int64_t *expires_ms, char *bound, const char **why)
 {
     bound[0] = '\0';
     char hash[TOKEN_HASH_LEN + 1];
@@ -127,15 +157,18 @@ enum oauth_verdict introspect_check(const char *token, char *principal, size_t c
         memcpy(bound, seen.bound, DPOP_JKT_LEN + 1);
         return (enum oauth_verdict)seen.verdict;
     }
-    int allowed = token_bucket_take(&in.calls, now);
-    uint64_t over =
-        !allowed && token_bucket_take(&in.warnings, now) ? token_bucket_take_dropped(&in.calls) : 0;
+    int allowed = budget_take(client, now);
+    uint64_t over = 0;
+    if (!allowed && ++in.limited && token_bucket_take(&in.warnings, now)) {
+        over = in.limited;
+        in.limited = 0;
+    }
     pthread_mutex_unlock(&in.mu);
     if (over)
         log_event(LOG_WARN, NULL, "oauth_introspection_limited",
                   "%llu unknown tokens not passed on to the authorization server (over %d a "
-                  "second): answered 503",
-                  (unsigned long long)over, INTROSPECT_RATE);
+                  "second, or %d a second from one client): answered 503",
+                  (unsigned long long)over, INTROSPECT_RATE, INTROSPECT_CLIENT_RATE);
     if (!allowed) {
         *why = "too many unknown tokens to check at once: retry shortly";
         return OAUTH_BUSY;

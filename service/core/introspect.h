@@ -19,9 +19,15 @@
  *
  * Tokens not in the table cost a call to the server each, so a flood of
  * made-up ones would be passed on to it. The calls are therefore budgeted:
- * INTROSPECT_RATE a second, INTROSPECT_BURST in a row. A token over the
- * budget is neither accepted nor refused but answered OAUTH_BUSY (503,
- * retry shortly); tokens already in the table keep being served. */
+ * INTROSPECT_RATE a second, INTROSPECT_BURST in a row, and of those each
+ * client (by address) INTROSPECT_CLIENT_RATE a second and
+ * INTROSPECT_CLIENT_BURST in a row, so that one client's flood leaves
+ * most of the budget to everyone else's new tokens. The clients' budgets
+ * are kept for the last INTROSPECT_CLIENTS addresses seen, at most (a slot
+ * an address lands on that another holds starts full again; the overall
+ * budget still bounds the calls). A token over a budget is neither
+ * accepted nor refused but answered OAUTH_BUSY (503, retry shortly);
+ * tokens already in the table keep being served. */
 #ifndef MCPD_INTROSPECT_H
 #define MCPD_INTROSPECT_H
 
@@ -36,6 +42,9 @@
 #define INTROSPECT_CACHE_TOKENS 1024
 #define INTROSPECT_RATE 20
 #define INTROSPECT_BURST 40
+#define INTROSPECT_CLIENT_RATE 5
+#define INTROSPECT_CLIENT_BURST 10
+#define INTROSPECT_CLIENTS 1024
 
 /* Copies the settings. 0, or -1. */
 int introspect_configure(const char *url, const char *client_id, const char *client_secret);
@@ -43,8 +52,8 @@ int introspect_enabled(void);
 void introspect_shutdown(void);
 
 /* As oauth_check, for an opaque token. */
-enum oauth_verdict introspect_check(const char *token, char *principal, size_t cap,
-                                    int64_t *expires_ms, char *bound, const char **why);
+enum oauth_verdict introspect_check(const char *token, const char *client, char *principal,
+                                    size_t cap, int64_t *expires_ms, char *bound, const char **why);
 
 /* The claims to check for an introspection answer (pure; for the unit
  * tests): NULL when it is not an active token's, else a new object with

@@ -260,12 +260,12 @@ json_t *oauth_verified_claims(cjose_jws_t *jws, const cjose_jwk_t *key, const ch
     return claims;
 }
 
-enum oauth_verdict oauth_check(const char *token, char *principal, size_t cap, int64_t *expires_ms,
-                               char *bound, const char **why)
+enum oauth_verdict oauth_check(const char *token, const char *client, char *principal, size_t cap,
+                               int64_t *expires_ms, char *bound, const char **why)
 {
     bound[0] = '\0';
     if (!strchr(token, '.') && introspect_enabled())
-        return introspect_check(token, principal, cap, expires_ms, bound, why);
+        return introspect_check(token, client, principal, cap, expires_ms, bound, why);
     cjose_err err;
     cjose_jws_t *jws = cjose_jws_import(token, strlen(token), &err);
     if (!jws) {

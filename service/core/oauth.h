@@ -45,13 +45,14 @@ const char *oauth_resource(void);
 const char *oauth_scopes(void);   /* "" when none is required */
 const char *oauth_audience(void); /* what aud must hold */
 
-/* Checks a compact JWS, or (introspect.h, when configured) an opaque token. On OAUTH_OK fills
+/* Checks a compact JWS, or (introspect.h, when configured) an opaque token, which client (the
+ * client's address, or NULL) has its budget of introspection calls for. On OAUTH_OK fills
  * principal (cap bytes) and *expires_ms (wall clock); on OAUTH_OK and OAUTH_INSUFFICIENT_SCOPE,
  * bound (DPOP_JKT_LEN + 1 bytes: the thumbprint of the key the token is bound to, "" when it is
  * a plain bearer token), which the caller must compare before it says anything more. Otherwise
  * *why (static text) says why. */
-enum oauth_verdict oauth_check(const char *token, char *principal, size_t cap, int64_t *expires_ms,
-                               char *bound, const char **why);
+enum oauth_verdict oauth_check(const char *token, const char *client, char *principal, size_t cap,
+                               int64_t *expires_ms, char *bound, const char **why);
 
 /* The claims of a JWS once its signature verifies with key: a new object
  * (caller decrefs), or NULL with *why = bad_signature or bad_claims

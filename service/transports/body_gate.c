@@ -318,6 +318,13 @@ struct gate_req *body_gate_request(void)
     return running;
 }
 
+void body_gate_client(const struct gate_req *g, char *out)
+{
+    out[0] = '\0';
+    if (g && g->con)
+        conn_guard_client(g->con, out);
+}
+
 int body_gate_fill(struct gate_req *g, int (*fill)(void *ud), void *ud, int *verdict)
 {
     if (!g) {

@@ -80,6 +80,9 @@ void body_gate_request_completed(void *cls, struct MHD_Connection *con, void **c
 /* The request whose handler runs on this thread: an endpoint passes it to
  * the content reader it makes, for body_gate_fill. NULL outside one. */
 struct gate_req *body_gate_request(void);
+/* The request's client (conn_guard_client: FORWARDED_ADDR_MAX bytes into
+ * out; "" when unknown or g is NULL). */
+void body_gate_client(const struct gate_req *g, char *out);
 /* For a content reader (libmicrohttpd calls it on a pool thread): runs
  * fill(ud), which may wait, on the request's fiber. Returns 1 with fill's
  * result in *verdict (-1 when no fiber could be made), or 0 when fill

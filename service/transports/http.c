@@ -146,10 +146,13 @@ static int admitted(const struct _u_request *req, struct _u_response *resp,
         return 0;
     }
     const char *why;
+    char client[FORWARDED_ADDR_MAX];
+    body_gate_client(body_gate_request(), client);
     struct auth_request ar = {.dpop = header(req, "DPoP"),
                               .method = req->http_verb,
                               .path = req->url_path,
-                              .resource_path = "/mcp"};
+                              .resource_path = "/mcp",
+                              .client = client};
     int rc = auth_check(header(req, "Authorization"), NULL, &ar, grant, &why);
     request_log_principal(grant->principal);
     if (rc != 0) {

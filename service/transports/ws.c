@@ -604,8 +604,13 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, const char *url, struct w
         return rc;
     struct auth_grant grant;
     const char *why;
-    struct auth_request req = {
-        .dpop = header(con, "DPoP"), .method = "GET", .path = url, .resource_path = "/mcp"};
+    char client[FORWARDED_ADDR_MAX];
+    conn_guard_client(con, client);
+    struct auth_request req = {.dpop = header(con, "DPoP"),
+                               .method = "GET",
+                               .path = url,
+                               .resource_path = "/mcp",
+                               .client = client};
     int denied = auth_check(header(con, "Authorization"), header(con, "Sec-WebSocket-Protocol"),
                             &req, &grant, &why);
     request_log_principal(grant.principal);

@@ -21,6 +21,9 @@
 //     the provider stay within mcpd's budget (20 a second, 40 at once),
 //     the rest are answered 503 with Retry-After, a token already checked
 //     keeps working meanwhile, and a new one is checked once it is over;
+//     and a flood from one client (behind a trusted proxy, by
+//     X-Forwarded-For) spends only that client's share (5 a second, 10 at
+//     once): another client's new token is checked during it;
 //   - an unknown kid refetches the key set at most once per 10 s
 //     (JWKS_REFRESH_MIN_MS): 300 tokens with random kids within the
 //     interval cost no fetch (the provider counts its JWKS requests), and
@@ -37,10 +40,11 @@ import { dpopKey, mint, rsaKey } from './lib/oidc.mjs';
 import { REFRESH_MS, REQUIRED, assertInvalid, metadataUrl, refusal, withOauth } from './lib/oauth-mcpd.mjs';
 import { ACCEPT_BOTH, request, sleep, waitFor } from './lib/mcpd.mjs';
 
-/** An initialize with these Authorization and DPoP headers: {status, challenge}. */
-async function withProof(m, authorization, dpop) {
+/** An initialize with these Authorization and DPoP headers (and X-Forwarded-For: from): {status, challenge}. */
+async function withProof(m, authorization, dpop, from) {
   const headers = { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, Authorization: authorization };
   if (dpop !== undefined) headers.DPoP = dpop;
+  if (from !== undefined) headers['X-Forwarded-For'] = from;
   const body = {
     jsonrpc: '2.0',
     id: 1,
@@ -202,6 +206,40 @@ describe('abuse of mcpd as an OAuth resource server', () => {
       await sleep(2500); // the budget fills again
       const fresh = (await oidc.token()).access_token;
       assert.equal((await refusal(m, fresh)).status, 200, 'a new token is checked again');
+    });
+  });
+
+  test('a flood of made-up opaque tokens from one client: another client\'s new token is checked meanwhile', async (t) => {
+    await withOauth({ format: 'opaque', introspect: true, extra: ['--trusted-proxies', 'loopback'] }, async (m, oidc) => {
+      const flooder = '203.0.113.7';
+      const before = oidc.introspections;
+      const t0 = Date.now();
+      let stop = false;
+      const got = [];
+      const flood = (async () => {
+        // until the other client's request is answered (bounded: 40 waves)
+        for (let wave = 0; wave < 40 && !stop; wave++)
+          got.push(
+            ...(await Promise.all(
+              Array.from({ length: 50 }, () =>
+                withProof(m, `Bearer ${crypto.randomBytes(24).toString('base64url')}`, undefined, flooder),
+              ),
+            )),
+          );
+      })();
+      await sleep(300);
+      const fresh = (await oidc.token()).access_token;
+      const other = await withProof(m, `Bearer ${fresh}`, undefined, '198.51.100.9');
+      stop = true;
+      await flood;
+      const seconds = (Date.now() - t0) / 1000;
+      const calls = oidc.introspections - before - 1; // the other client's one
+      t.diagnostic(`${calls} introspections for the flooder's ${got.length} made-up tokens in ${seconds.toFixed(1)} s`);
+      assert.equal(other.status, 200, "the other client's new token is checked during the flood");
+      assert.ok(calls <= 10 + Math.ceil(5 * seconds) + 2, `the flooder cost ${calls} introspections in ${seconds} s`);
+      const busy = got.filter((r) => r.status === 503);
+      assert.ok(busy.length > 0 && busy.every((r) => r.retryAfter === '1'), 'the flooder is answered 503 with Retry-After');
+      assert.ok(got.every((r) => r.status === 401 || r.status === 503), `statuses ${[...new Set(got.map((r) => r.status))]}`);
     });
   });
 
