@@ -10,7 +10,9 @@
  * trip (libpq pipeline mode).
  *
  * A call that failed because the connection is lost returns DB_UNAVAILABLE
- * (== STORE_UNAVAILABLE) and db_broken says so until db_reset reconnects.
+ * (== STORE_UNAVAILABLE) and db_broken says so until db_reset reconnects:
+ * DB_STALLED when the server stopped answering (the call's timeout,
+ * db_pg.c), which a reconnect at once would likely find stalled too.
  * Strings a row returns (db_text) are valid until the next db_next or
  * db_rows_end. */
 #ifndef MCPD_DB_H
@@ -81,7 +83,8 @@ int db_migrate(struct db *c, const struct store_migration *m, int count, int *ve
 /* Prepares sql[0..n-1] (NULL entries are skipped) on this connection; kept
  * for db_reset. */
 int db_prepare(struct db *c, const char *const *sql, int n, char **err);
-/* 1 when the connection is known lost. */
+/* Nonzero when the connection is known lost: 1, or DB_STALLED. */
+#define DB_STALLED 3
 int db_broken(struct db *c);
 /* Reconnects and prepares again what db_prepare prepared. 0 or -1. */
 int db_reset(struct db *c);

@@ -46,7 +46,7 @@ struct db_pg {
     int *nparams;
     unsigned char *ready; /* statement k is prepared on this connection */
     int nsql;
-    int broken;
+    int broken;     /* 0, 1 or DB_STALLED */
     int timeout_ms; /* for a call's answer */
 };
 
@@ -162,7 +162,8 @@ static int await(struct db_pg *c, int64_t deadline)
             log_local(LOG_WARN, NULL, "store_timeout",
                       "PostgreSQL did not answer within %d ms; the connection counts as lost",
                       c->timeout_ms);
-            break;
+            c->broken = DB_STALLED;
+            return -1;
         }
         struct pollfd pfd = {.fd = PQsocket(c->conn), .events = POLLIN | (unsent ? POLLOUT : 0)};
         int n = poll(&pfd, 1, left > 1000 ? 1000 : (int)left);
@@ -200,8 +201,8 @@ static PGresult *first_result(struct db_pg *c, int sent)
 static int lost(struct db_pg *c, const PGresult *res)
 {
     const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    if (PQstatus(c->conn) == CONNECTION_BAD ||
-        (state && (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0)))
+    if (!c->broken && (PQstatus(c->conn) == CONNECTION_BAD ||
+                       (state && (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0))))
         c->broken = 1;
     return c->broken;
 }
@@ -353,7 +354,7 @@ static int pg_prepare(struct db *base, const char *const *sql, int n, char **err
 
 static int pg_broken(struct db *c)
 {
-    return pg(c)->broken || PQstatus(pg(c)->conn) == CONNECTION_BAD;
+    return pg(c)->broken ? pg(c)->broken : PQstatus(pg(c)->conn) == CONNECTION_BAD;
 }
 
 static int pg_reset(struct db *base)
@@ -565,7 +566,8 @@ static int pg_batch(struct db *base, struct db_call *calls, int n)
     }
     if (gone || c->broken || PQstatus(conn) == CONNECTION_BAD) {
         /* Whether COMMIT was reached is unknown unless its result came. */
-        c->broken = 1;
+        if (!c->broken)
+            c->broken = 1;
         return committed ? 0 : DB_UNAVAILABLE;
     }
     PQexitPipelineMode(conn);

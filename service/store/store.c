@@ -208,11 +208,13 @@ static int read_failed(struct store *st, struct db *c, int rc)
 
 /* Runs statement k on c. A connection the server dropped while it was
  * idle (a restart) reconnects once at once, so that the first read after
- * a restart is no failure. */
+ * a restart is no failure; one whose server stopped answering does not
+ * (the attempt would wait connect_timeout more, likely for nothing: the
+ * reconnector takes over). */
 static int query(struct db *c, int k, const struct db_param *p, int n, struct db_rows *r)
 {
     int rc = db_query(c, k, p, n, r);
-    if (rc == DB_UNAVAILABLE && db_reset(c) == 0)
+    if (rc == DB_UNAVAILABLE && db_broken(c) != DB_STALLED && db_reset(c) == 0)
         rc = db_query(c, k, p, n, r);
     return rc;
 }
