@@ -154,6 +154,11 @@ struct core_caller {
      * process's, and the session is created with that id, as
      * new_session_id. */
     int adopt;
+    /* The session id was handed out here and not initialized yet (a
+     * legacy /sse reservation): a session of it (made by another process)
+     * is served, and no session is refused with session_required (400:
+     * initialize first), not as not found. */
+    int reserved;
     /* The request's headers, for a transport that has them (HTTP): look a
      * header up by name (NULL: absent). A stateless request's Mcp-* and
      * Mcp-Param-* headers must then say what its body does (mcp_headers.h:

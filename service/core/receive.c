@@ -56,7 +56,7 @@ static struct session *session_named(const struct core_caller *c, enum core_reas
 static void refuse_session(const struct core_caller *c, enum core_reason why,
                            struct core_reply *refused)
 {
-    if (why == CORE_BAD_REQUEST)
+    if (why == CORE_BAD_REQUEST || (why == CORE_NOT_FOUND && c->reserved))
         refuse_no_session(c, refused);
     else if (why == CORE_UNAVAILABLE)
         refuse(refused, CORE_UNAVAILABLE, NULL, JSONRPC_SERVER_ERROR,

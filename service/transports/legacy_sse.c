@@ -530,22 +530,18 @@ static int on_messages(const struct _u_request *req, struct _u_response *resp, v
                                     ? json_string_value(
                                           json_object_get(json_object_get(root, "params"), "name"))
                                     : NULL);
+        /* A reservation not yet initialized names no session, unless
+         * another process initialized it: else the core says to
+         * initialize first. */
         int pending = strlen(sid) == RANDID_LEN && resv_pending(sid, principal);
         struct core_caller k = caller_for(principal, sid);
+        k.reserved = pending;
+        if (pending)
+            k.session_required = "Invalid Request: send initialize first";
         struct core_reply r;
         core_receive(&k, root, &r);
-        if (pending && r.kind == CORE_REJECTED && r.reason == CORE_NOT_FOUND) {
-            /* A reservation not yet initialized names no session: the
-             * core says to initialize first. */
-            core_reply_clear(&r);
-            k.session_id = NULL;
-            k.session_required = "Invalid Request: send initialize first";
-            core_receive(&k, root, &r);
-        } else if (pending && r.kind != CORE_REJECTED) {
-            /* Initialized through another process, before the /sse
-             * connection here has noticed. */
-            resv_settle(sid, 1);
-        }
+        if (pending && r.kind != CORE_REJECTED)
+            resv_settle(sid, 1); /* before the /sse connection here noticed */
         rc = deliver(resp, &r);
     }
     json_decref(root);

@@ -1399,6 +1399,16 @@ static void test_legacy_relay(void)
     CHECK_INT(r.kind, CORE_REJECTED);
     CHECK_INT(r.reason, CORE_NOT_FOUND);
     core_reply_clear(&r);
+    /* A message for an id handed out and not initialized yet (reserved):
+     * no session of it says to initialize first (400), not 404. */
+    lost.reserved = 1;
+    lost.session_required = "Invalid Request: send initialize first";
+    ping(&lost, 10, &r);
+    CHECK_INT(r.kind, CORE_REJECTED);
+    CHECK_INT(r.reason, CORE_BAD_REQUEST);
+    CHECK_STR(json_string_value(json_object_get(json_object_get(r.error, "error"), "message")),
+              "Invalid Request: send initialize first");
+    core_reply_clear(&r);
 
     /* A client resuming its /sse stream (follow_open, relayed): the
      * session it names, read from the start (it saw nothing but the
