@@ -9,7 +9,9 @@
 #   4. end-to-end tests (node:test, the official MCP SDK client) against the
 #      sanitized mcpd, so memory errors under real traffic fail the run, and
 #      again against a ThreadSanitizer build (build-tsan/) for data races,
-#      with the unit tests;
+#      with the unit tests, and the gateway's tests once more against the
+#      Release mcpd (upstream children start by clone there; the sanitized
+#      builds fork);
 #   5. the official conformance suite, --suite all, for 2025-06-18 and
 #      2025-11-25, against the Release mcpd (and the pinned pre-release
 #      0.2.0-alpha.12 for 2026-07-28 and again 2025), then through the upstream
@@ -165,6 +167,18 @@ stage_e2e() {
     out="$(cd tests && MCPD_BIN="$repo/build-asan/bin/mcpd" "$node22" --test --test-concurrency=1 \
             --test-timeout=600000 e2e/*.test.mjs 2>&1)"
     node_counts "e2e" "$out"
+}
+
+# Upstream children start by a clone that shares mcpd's memory until it
+# execs (backends/child.c); the sanitized builds fork instead, so the
+# gateway's tests run once more on the Release build, where the clone is:
+# exec failures, crashes, SIGKILLed mcpd, descriptors, shared mode.
+stage_release_children() {
+    echo "== children on the Release build (the gateway's tests, where children start by clone)"
+    local out
+    out="$(cd tests && MCPD_BIN="$repo/build/bin/mcpd" "$node22" --test --test-concurrency=1 \
+            --test-timeout=600000 e2e/upstream.test.mjs e2e/upstream-faults.test.mjs 2>&1)"
+    node_counts "children (Release)" "$out"
 }
 
 # The same suite with every mcpd on PostgreSQL (lib/mcpd.mjs gives each a
@@ -331,7 +345,7 @@ lane() {
 # 24 of its own) make the longest lane, about 37. (With the PostgreSQL run
 # after the ASan one, that lane took 41; with the deployment stages in the
 # suites' lane, the suites' lane took 41.)
-lane 1-sanitizers stage_hardening stage_core_window stage_unit stage_e2e stage_deploy
+lane 1-sanitizers stage_hardening stage_core_window stage_unit stage_e2e stage_deploy stage_release_children
 lane 2-tsan stage_tsan stage_fuzz
 lane 3-suites stage_conformance stage_replicas stage_e2e_pg
 wait
