@@ -10,8 +10,9 @@
  * mcpd_schema. A connection whose server went away is marked broken, and
  * every call on it returns DB_UNAVAILABLE at once until db_reset.
  *
- * A call's answer is awaited for at most the query timeout
- * (MCPD_DB_TIMEOUT_MS, default 10 s): a server that stops answering without
+ * A call waits for its answer at most the query timeout (MCPD_DB_TIMEOUT_MS,
+ * default 10 s) of silence, and the server ends a statement that runs
+ * longer itself (statement_timeout): a server that stops answering without
  * closing the connection (a frozen host or process, a partition that drops
  * packets after the kernel acknowledged them) would otherwise hold the
  * caller, and with it the store's writer or a reader, for as long as it
@@ -64,18 +65,18 @@ static const char *conn_err(PGconn *conn)
 
 /* Ours come first so that the user's connection string overrides them: a
  * connection attempt is bounded, and a server that vanished without
- * closing the socket is noticed by TCP within seconds, not hours. */
-static PGconn *connect_to(const char *target)
+ * closing the socket is noticed by TCP within seconds, not hours. The
+ * server ends a statement itself after the call's timeout
+ * (statement_timeout): a call mcpd gave up on does not go on holding
+ * locks and a backend on a server that is slow rather than gone. */
+static PGconn *connect_to(const char *target, int timeout_ms)
 {
-    const char *const keys[] = {"connect_timeout",
-                                "keepalives_idle",
-                                "keepalives_interval",
-                                "keepalives_count",
-                                "tcp_user_timeout",
-                                "application_name",
-                                "dbname",
-                                NULL};
-    const char *const vals[] = {"2", "5", "2", "3", "10000", "mcpd", target, NULL};
+    char options[64];
+    snprintf(options, sizeof options, "-c statement_timeout=%d", timeout_ms);
+    const char *const keys[] = {"connect_timeout",  "keepalives_idle",  "keepalives_interval",
+                                "keepalives_count", "tcp_user_timeout", "options",
+                                "application_name", "dbname",           NULL};
+    const char *const vals[] = {"2", "5", "2", "3", "10000", options, "mcpd", target, NULL};
     return PQconnectdbParams(keys, vals, 1);
 }
 
@@ -124,7 +125,7 @@ static int pg_open(const char *target, struct db **out, char **err)
         free(c);
         return -1;
     }
-    c->conn = connect_to(target);
+    c->conn = connect_to(target, c->timeout_ms);
     if (!c->conn || PQstatus(c->conn) != CONNECTION_OK) {
         *err = db_fmt_err("cannot connect to PostgreSQL: %s", conn_err(c->conn));
         PQfinish(c->conn);
@@ -146,10 +147,11 @@ static void pg_close(struct db *base)
 }
 
 /* Sends what libpq holds and waits until it has a whole result to hand
- * out (PQgetResult will not block), up to the monotonic deadline. -1 when
- * the connection is lost or the server did not answer in time: it is then
- * broken. */
-static int await(struct db_pg *c, int64_t deadline)
+ * out (PQgetResult will not block), up to the monotonic *deadline, which
+ * moves on by the timeout whenever bytes arrive (a large result is not a
+ * silent server). -1 when the connection is lost or the server did not
+ * answer in time: it is then broken. */
+static int await(struct db_pg *c, int64_t *deadline)
 {
     for (;;) {
         int unsent = PQflush(c->conn);
@@ -157,7 +159,7 @@ static int await(struct db_pg *c, int64_t deadline)
             break;
         if (!unsent && !PQisBusy(c->conn))
             return 0;
-        int64_t left = deadline - clock_mono_ms();
+        int64_t left = *deadline - clock_mono_ms();
         if (left <= 0) {
             log_local(LOG_WARN, NULL, "store_timeout",
                       "PostgreSQL did not answer within %d ms; the connection counts as lost",
@@ -166,11 +168,16 @@ static int await(struct db_pg *c, int64_t deadline)
             return -1;
         }
         struct pollfd pfd = {.fd = PQsocket(c->conn), .events = POLLIN | (unsent ? POLLOUT : 0)};
+        if (pfd.fd < 0)
+            break;
         int n = poll(&pfd, 1, left > 1000 ? 1000 : (int)left);
-        if (pfd.fd < 0 || (n < 0 && errno != EINTR))
+        if ((n < 0 && errno != EINTR) || (n > 0 && (pfd.revents & POLLNVAL)))
             break;
-        if (n > 0 && (pfd.revents & (POLLIN | POLLERR | POLLHUP)) && !PQconsumeInput(c->conn))
-            break;
+        if (n > 0 && (pfd.revents & (POLLIN | POLLERR | POLLHUP))) {
+            if (!PQconsumeInput(c->conn))
+                break;
+            *deadline = clock_mono_ms() + c->timeout_ms;
+        }
     }
     c->broken = 1;
     return -1;
@@ -178,7 +185,7 @@ static int await(struct db_pg *c, int64_t deadline)
 
 /* The call's next result (PQgetResult's), or NULL: none left, or the
  * connection is lost or timed out (then broken). */
-static PGresult *result(struct db_pg *c, int64_t deadline)
+static PGresult *result(struct db_pg *c, int64_t *deadline)
 {
     return await(c, deadline) == 0 ? PQgetResult(c->conn) : NULL;
 }
@@ -190,8 +197,8 @@ static PGresult *first_result(struct db_pg *c, int sent)
     if (!sent)
         return NULL;
     int64_t deadline = clock_mono_ms() + c->timeout_ms;
-    PGresult *res = result(c, deadline);
-    for (PGresult *more; res && (more = result(c, deadline));)
+    PGresult *res = result(c, &deadline);
+    for (PGresult *more; res && (more = result(c, &deadline));)
         PQclear(more);
     return res;
 }
@@ -241,6 +248,7 @@ static int pg_migrate(struct db *c, const struct store_migration *m, int count, 
 {
     char *e = NULL;
     if (pg_exec_text(c, "BEGIN", &e) != 0 ||
+        pg_exec_text(c, "SET LOCAL statement_timeout = 0", &e) != 0 ||
         pg_exec_text(c, "SELECT pg_advisory_xact_lock(" MIGRATION_LOCK ")", &e) != 0 ||
         pg_exec_text(c, "CREATE TABLE IF NOT EXISTS mcpd_schema (version INTEGER NOT NULL)", &e) !=
             0) {
@@ -508,7 +516,7 @@ static int send_text(PGconn *conn, const char *sql)
 
 /* The next result of the pipeline, and the NULL that ends it. NULL when
  * the connection is lost or timed out. */
-static PGresult *next_result(struct db_pg *c, int64_t deadline)
+static PGresult *next_result(struct db_pg *c, int64_t *deadline)
 {
     PGresult *res = result(c, deadline);
     if (!res)
@@ -548,7 +556,7 @@ static int pg_batch(struct db *base, struct db_call *calls, int n)
     int64_t deadline = clock_mono_ms() + c->timeout_ms;
     /* BEGIN, the calls, COMMIT, then the Sync. */
     for (int i = -1; i <= n + 1 && !gone; i++) {
-        PGresult *res = next_result(c, deadline);
+        PGresult *res = next_result(c, &deadline);
         if (!res) {
             gone = 1;
             break;
