@@ -9,6 +9,7 @@
 #include "token.h"
 #include "token_bucket.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -76,17 +77,33 @@ void introspect_shutdown(void)
     in.clients = NULL;
 }
 
+/* Whose budget an address spends: itself, or for IPv6 its /64 (one host
+ * commonly holds a whole /64, and could otherwise take a fresh budget with
+ * each address of it). */
+static void budget_key(const char *client, char *key, size_t cap)
+{
+    struct in6_addr a;
+    if (inet_pton(AF_INET6, client, &a) == 1 && !IN6_IS_ADDR_V4MAPPED(&a)) {
+        memset(a.s6_addr + 8, 0, 8);
+        if (inet_ntop(AF_INET6, &a, key, (socklen_t)cap))
+            return;
+    }
+    snprintf(key, cap, "%s", client);
+}
+
 /* A call from client's budget, then from everyone's (under mu): 1, or 0
  * when either is spent. A client not known (NULL, "") has only everyone's. */
 static int budget_take(const char *client, int64_t now)
 {
     if (client && *client) {
+        char key[sizeof in.clients->addr];
+        budget_key(client, key, sizeof key);
         uint32_t h = 2166136261u; /* FNV-1a */
-        for (const char *p = client; *p; p++)
+        for (const char *p = key; *p; p++)
             h = (h ^ (unsigned char)*p) * 16777619u;
         struct client_budget *c = &in.clients[h % INTROSPECT_CLIENTS];
-        if (strcmp(c->addr, client) != 0) {
-            snprintf(c->addr, sizeof c->addr, "%s", client);
+        if (strcmp(c->addr, key) != 0) {
+            snprintf(c->addr, sizeof c->addr, "%s", key);
             token_bucket_init(&c->b, INTROSPECT_CLIENT_RATE, INTROSPECT_CLIENT_BURST, now);
         }
         if (!token_bucket_take(&c->b, now))

@@ -20,7 +20,7 @@
  * Tokens not in the table cost a call to the server each, so a flood of
  * made-up ones would be passed on to it. The calls are therefore budgeted:
  * INTROSPECT_RATE a second, INTROSPECT_BURST in a row, and of those each
- * client (by address) INTROSPECT_CLIENT_RATE a second and
+ * client (by address; an IPv6 client by its /64) INTROSPECT_CLIENT_RATE a second and
  * INTROSPECT_CLIENT_BURST in a row, so that one client's flood leaves
  * most of the budget to everyone else's new tokens. The clients' budgets
  * are kept for the last INTROSPECT_CLIENTS addresses seen, at most (a slot

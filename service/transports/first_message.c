@@ -49,7 +49,7 @@ static int on_connect(struct first_message *fm, json_t *msg)
     struct auth_grant grant;
     json_t *refusal;
     int fatal;
-    if (greeting_accept(msg, fm->io.transport, &g, &grant, &refusal, &fatal) != 0) {
+    if (greeting_accept(msg, fm->io.transport, fm->client, &g, &grant, &refusal, &fatal) != 0) {
         log_event(LOG_INFO, NULL, event(fm, "connect_refused", ev, sizeof ev), "%s %s: %s",
                   fm->noun, fm->name,
                   json_string_value(json_object_get(json_object_get(refusal, "error"), "message")));

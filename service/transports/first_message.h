@@ -28,6 +28,9 @@
 struct first_message {
     const char *noun; /* "client", "peer": for the log */
     const char *name; /* the peer's address */
+    /* The client's address, for its share of the introspection budget
+     * (auth_request.client); NULL: only everyone's (UDP gives none). */
+    const char *client;
     int auth_required;
     /* Log the principal on connect (behind a TLS proxy every client's
      * address is the proxy's). */

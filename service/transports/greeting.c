@@ -42,7 +42,7 @@ static const char *param(json_t *params, const char *key, int *bad)
     return json_string_value(v);
 }
 
-int greeting_accept(json_t *msg, const char *transport, struct greeting *g,
+int greeting_accept(json_t *msg, const char *transport, const char *client, struct greeting *g,
                     struct auth_grant *grant, json_t **refusal, int *fatal)
 {
     memset(g, 0, sizeof *g);
@@ -66,7 +66,8 @@ int greeting_accept(json_t *msg, const char *transport, struct greeting *g,
     if (token)
         snprintf(authz, sizeof authz, "Bearer %s", token);
     const char *why = NULL;
-    if (auth_check(token ? authz : NULL, NULL, NULL, grant, &why) != 0) {
+    struct auth_request req = {.client = client};
+    if (auth_check(token ? authz : NULL, NULL, &req, grant, &why) != 0) {
         *refusal = greeting_error(g->id, JSONRPC_SESSION_NOT_FOUND, why, transport, "unauthorized");
         *fatal = 1;
         return -1;

@@ -36,8 +36,10 @@ int greeting_is(const json_t *msg);
  * *refusal, the error to send (with the greeting's id), and *fatal set
  * when the connection is not to be served on (a refused token). A bad
  * greeting is fatal too where the transport requires one (with auth: its
- * own setting, so that this module needs nothing of the core's). */
-int greeting_accept(json_t *msg, const char *transport, struct greeting *g,
+ * own setting, so that this module needs nothing of the core's). client:
+ * the peer's address when it is known to be its own (auth_request.client:
+ * its share of the introspection budget), or NULL. */
+int greeting_accept(json_t *msg, const char *transport, const char *client, struct greeting *g,
                     struct auth_grant *grant, json_t **refusal, int *fatal);
 
 /* The answer to an accepted greeting. */

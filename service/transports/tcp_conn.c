@@ -212,6 +212,7 @@ static int on_first(struct tcp_conn *c, const char *data, size_t len)
 {
     struct first_message fm = {.noun = "client",
                                .name = c->addr,
+                               .client = c->addr,
                                .auth_required = cfg.auth_required,
                                .log_principal = 1,
                                .io = {.send = conn_send,

@@ -22,7 +22,8 @@
 //     the rest are answered 503 with Retry-After, a token already checked
 //     keeps working meanwhile, and a new one is checked once it is over;
 //     and a flood from one client (behind a trusted proxy, by
-//     X-Forwarded-For) spends only that client's share (5 a second, 10 at
+//     X-Forwarded-For; an IPv6 client by its /64, here from a new address
+//     of it each time) spends only that client's share (5 a second, 10 at
 //     once): another client's new token is checked during it;
 //   - an unknown kid refetches the key set at most once per 10 s
 //     (JWKS_REFRESH_MIN_MS): 300 tokens with random kids within the
@@ -211,7 +212,9 @@ describe('abuse of mcpd as an OAuth resource server', () => {
 
   test('a flood of made-up opaque tokens from one client: another client\'s new token is checked meanwhile', async (t) => {
     await withOauth({ format: 'opaque', introspect: true, extra: ['--trusted-proxies', 'loopback'] }, async (m, oidc) => {
-      const flooder = '203.0.113.7';
+      // One IPv6 host, from a new address of its /64 each time: one client.
+      let n = 0;
+      const flooder = () => `2001:db8:1:2::${(++n % 4000) + 1}`;
       const before = oidc.introspections;
       const t0 = Date.now();
       let stop = false;
@@ -222,7 +225,7 @@ describe('abuse of mcpd as an OAuth resource server', () => {
           got.push(
             ...(await Promise.all(
               Array.from({ length: 50 }, () =>
-                withProof(m, `Bearer ${crypto.randomBytes(24).toString('base64url')}`, undefined, flooder),
+                withProof(m, `Bearer ${crypto.randomBytes(24).toString('base64url')}`, undefined, flooder()),
               ),
             )),
           );
