@@ -39,6 +39,13 @@ static struct session *session_named(const struct core_caller *c, enum core_reas
         *why = CORE_BAD_REQUEST;
         return NULL;
     }
+    /* An id handed out here and not initialized: with no other process on
+     * the store, no session has it, and the store is not asked (legacy
+     * /sse looks for its session every 250 ms while it waits). */
+    if (c->reserved && !replica_shared()) {
+        *why = CORE_NOT_FOUND;
+        return NULL;
+    }
     struct session *s = session_find(c->session_id);
     /* Another principal's session does not exist, as far as this one can
      * tell. */

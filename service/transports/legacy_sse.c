@@ -286,15 +286,18 @@ static void wait_bound(struct conn *c)
      * another one, which creates the session with this id: it is then in
      * the store, and the relay there put the initialize result on its
      * standalone stream. So the newest connection looks for it on every
-     * tick (with one process, a lookup of an id no session has, which
-     * the store is not asked for unless dormant sessions are left). */
+     * tick (core_caller.reserved: with one process, the core answers not
+     * found without a lookup). */
     int bound = st == RESV_BOUND;
     if (bound || (st >= 0 && gen == c->gen)) {
         struct core_caller k = caller_for(c->principal, c->sid);
+        k.reserved = !bound;
         struct core_reply refused = {0};
         int rc = follow_open(&c->f.follow, &k, NULL, HTTP_PROBE_WAIT_MS, &refused);
-        if (rc != 0 && !bound && refused.reason == CORE_NOT_FOUND) {
-            core_reply_clear(&refused); /* not made anywhere yet */
+        /* Not made anywhere yet: for a reserved id the core says to
+         * initialize first (400). */
+        if (rc != 0 && !bound && refused.reason == CORE_BAD_REQUEST) {
+            core_reply_clear(&refused);
         } else {
             if (rc == 0 && !bound)
                 resv_settle(c->sid, 1); /* its POSTs here name the session now */
