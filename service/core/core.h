@@ -157,7 +157,8 @@ struct core_caller {
     /* The session id was handed out here and not initialized yet (a
      * legacy /sse reservation): a session of it (made by another process)
      * is served, and no session is refused with session_required (400:
-     * initialize first), not as not found. */
+     * initialize first), not as not found. With no other process on the
+     * store the store is not asked. */
     int reserved;
     /* The request's headers, for a transport that has them (HTTP): look a
      * header up by name (NULL: absent). A stateless request's Mcp-* and
