@@ -217,8 +217,9 @@ enum follow_event follow_final(struct follow *f, int relay, int64_t deadline, in
         if (w == STREAM_POLL)
             continue;
         if (w != STREAM_CHUNK || ch->is_end) {
-            /* The response after what it relayed, as on every transport. */
-            if (relayed >= 0)
+            /* The response after what it relayed, as on every transport
+             * (but a token's end is told at once). */
+            if (relayed >= 0 && token_event(f) == FOLLOW_MESSAGE)
                 session_wait_get_cursor(s, relayed + 1, clock_mono_ms() + relay_wait_ms);
             return event_of(f, w);
         }

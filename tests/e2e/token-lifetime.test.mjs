@@ -336,6 +336,33 @@ test('revoke: a JSON reply still waiting (--reply-mode json), for one request an
   });
 });
 
+// A JSON reply hands what comes before its response (progress) to the
+// session's standalone stream, and at its end waits (up to 2 s) for the
+// stream's reader to have written it; a token's end skips that wait. Here
+// progress was relayed (no GET stream reads it) and the 401 still comes at
+// once.
+test('revoke: a JSON reply waiting after relaying progress is answered 401 at once', async () => {
+  const { db, dir } = tempDb();
+  await withMcpd(['--auth', 'token', '--reply-mode', 'json'], { db, dir }, async (m) => {
+    const token = admin(db, 'tokens', 'add', 'alice');
+    const session = await initWith(m.port, token);
+    const call = {
+      jsonrpc: '2.0',
+      id: newId(),
+      method: 'tools/call',
+      params: { name: 'countdown', arguments: { n: 20, interval_ms: 300 }, _meta: { progressToken: 'p' } },
+    };
+    const waiting = post(m.port, token, call, { session, timeout: 30000 }).then((r) => ({ ...r, at: Date.now() }));
+    await sleep(1000); // three progress notifications relayed, none read (no GET stream)
+    admin(db, 'tokens', 'revoke', 'alice');
+    const revokedAt = Date.now();
+    const r = await withTimeout(waiting, 5000, 'the waiting reply');
+    assert.equal(r.status, 401, r.text);
+    assert.match(r.json.error.message, /token revoked/);
+    assert.ok(r.at - revokedAt <= WITHIN_MS, `answered ${r.at - revokedAt} ms after the revocation`);
+  });
+});
+
 test('a client retrying with a revoked token cannot flood the log: 300 refusals, a handful of warnings with the count of the rest', async () => {
   const { db, dir } = tempDb();
   // warn: the request lines would push the warnings out of the stderr the helper keeps

@@ -362,6 +362,33 @@ static void test_token(void)
     auth_token_revoked("carol");
     CHECK_INT(atomic_load(&woken), 1);
 
+    /* A JSON reply's final wait relays what comes before its response to
+     * the standalone stream and then waits for that stream's reader to have
+     * written it; a token that ends meanwhile skips the wait (its 401 goes
+     * at once). Here the reader (sa) never writes. */
+    struct session *s2 = new_session("2025-11-25");
+    CHECK(s2 != NULL);
+    struct core_reply refused;
+    struct follow sa = {0};
+    CHECK_INT(follow_standalone(&sa, s2, 0, -1, &refused), 0);
+    struct stream *st2 = stream_create(session_id(s2), STREAM_REQUEST, NULL);
+    append_str(st2, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}", STREAM_ACTIVE);
+    struct core_reply r2 = reply_of(s2, st2);
+    struct follow j = {0};
+    struct auth_grant dave = {.principal = "dave"};
+    CHECK_INT(follow_token(&j, &dave, NULL), 0);
+    follow_reply(&j, &r2);
+    core_reply_clear(&r2);
+    CHECK_INT(pthread_create(&t, NULL, revoke_soon, "dave"), 0);
+    t0 = clock_mono_ms();
+    CHECK_INT(follow_final(&j, 1, clock_mono_ms() + 5000, 3000, &ch), FOLLOW_TOKEN_REVOKED);
+    CHECK(clock_mono_ms() - t0 < 2000);
+    pthread_join(t, NULL);
+    follow_end(&j);
+    follow_end(&sa);
+    session_end(s2);
+    session_unref(s2);
+
     struct follow n = {0};
     struct auth_grant none = {0};
     CHECK_INT(follow_token(&n, &none, count_wake), 0);
