@@ -271,6 +271,12 @@ test('config file and --upstream: bad input exits 2 naming the problem; command 
       assert.equal(r.status, 1, `${name}=${value}: ${r.stderr}`);
       assert.equal(r.stderr, `mcpd: ${name} must be a whole number from 1 to 64, got '${value}'\n`);
     }
+    // So is a call's timeout (db_pg.c).
+    for (const value of ['soon', '50', '600001', '10s']) {
+      const r = spawnSync(MCPD_BIN, ['--listen', '127.0.0.1:0', '--db', 'postgres://nobody@127.0.0.1:1/none'], { encoding: 'utf8', env: { ...process.env, MCPD_DB_TIMEOUT_MS: value }, timeout: 10000 });
+      assert.equal(r.status, 1, `MCPD_DB_TIMEOUT_MS=${value}: ${r.stderr}`);
+      assert.equal(r.stderr, `mcpd: MCPD_DB_TIMEOUT_MS must be a whole number from 100 to 600000, got '${value}'\n`);
+    }
 
     // Precedence: the file says one port, the environment another, the
     // command line a third; the command line wins, then the environment.
