@@ -1,6 +1,7 @@
 /* introspect — see introspect.h. */
 #include "introspect.h"
 #include "json_fetch.h"
+#include "fnv1a.h"
 #include "auth.h"
 #include "auth_cache.h"
 #include "dpop.h"
@@ -98,10 +99,7 @@ static int budget_take(const char *client, int64_t now)
     if (client && *client) {
         char key[sizeof in.clients->addr];
         budget_key(client, key, sizeof key);
-        uint32_t h = 2166136261u; /* FNV-1a */
-        for (const char *p = key; *p; p++)
-            h = (h ^ (unsigned char)*p) * 16777619u;
-        struct client_budget *c = &in.clients[h % INTROSPECT_CLIENTS];
+        struct client_budget *c = &in.clients[fnv1a_str(key) % INTROSPECT_CLIENTS];
         if (strcmp(c->addr, key) != 0) {
             snprintf(c->addr, sizeof c->addr, "%s", key);
             token_bucket_init(&c->b, INTROSPECT_CLIENT_RATE, INTROSPECT_CLIENT_BURST, now);

@@ -5,6 +5,7 @@
  * connections alive (reconnector) and hear other processes (listener). */
 #include "store.h"
 #include "clock.h"
+#include "fnv1a.h"
 #include "db.h"
 #include "fcond.h"
 #include "fiber.h"
@@ -895,10 +896,7 @@ static struct wq *queue_of(struct store *st, const struct write_op *op)
 {
     if (st->nwq == 1 || op->kind != W_STREAM_WRITE || !op->p[0].s)
         return &st->wq[0];
-    uint32_t h = 2166136261u;
-    for (const char *c = op->p[0].s; *c; c++)
-        h = (h ^ (unsigned char)*c) * 16777619u;
-    return &st->wq[h % (uint32_t)st->nwq];
+    return &st->wq[fnv1a_str(op->p[0].s) % (uint32_t)st->nwq];
 }
 
 /* Until the writer has handed op back. A fiber whose connection is going

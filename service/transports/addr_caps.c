@@ -1,5 +1,6 @@
 /* addr_caps — see addr_caps.h. */
 #include "addr_caps.h"
+#include "fnv1a.h"
 #include "jsonrpc.h"
 
 #include <stdio.h>
@@ -12,13 +13,9 @@ struct addr_caps_entry {
     struct addr_caps_entry *next;
 };
 
-/* FNV-1a. */
 static unsigned addr_hash(const char *s)
 {
-    unsigned h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h % ADDR_CAPS_BUCKETS;
+    return fnv1a_str(s) % ADDR_CAPS_BUCKETS;
 }
 
 /* Where addr's entry is (or would be linked). Caller holds mu. */

@@ -8,6 +8,7 @@
  * and creates nothing. */
 #include "udp.h"
 #include "addr_caps.h"
+#include "fnv1a.h"
 #include "clock.h"
 #include "fiber.h"
 #include "greeting.h"
@@ -75,14 +76,6 @@ static struct addr_caps caps = ADDR_CAPS_INIT;
 
 /* ---- addresses ---- */
 
-static unsigned fnv(const void *data, size_t n, unsigned h)
-{
-    const unsigned char *s = data;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 16777619u;
-    return h;
-}
-
 /* The address bytes (no port) of ss. */
 static const void *ip_bytes(const struct sockaddr_storage *ss, size_t *n)
 {
@@ -105,7 +98,7 @@ static unsigned peer_hash(const struct sockaddr_storage *ss)
     size_t n;
     const void *a = ip_bytes(ss, &n);
     unsigned short port = port_of(ss);
-    return fnv(&port, sizeof port, fnv(a, n, 2166136261u)) % PEER_BUCKETS;
+    return fnv1a(&port, sizeof port, fnv1a(a, n, FNV1A_SEED)) % PEER_BUCKETS;
 }
 
 static int same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
@@ -258,7 +251,7 @@ static int rate_ok(const struct sockaddr_storage *ss, int64_t now)
         return 1;
     size_t n;
     const void *a = ip_bytes(ss, &n);
-    struct token_bucket *b = &L.rate[fnv(a, n, 2166136261u) % RATE_SLOTS];
+    struct token_bucket *b = &L.rate[fnv1a(a, n, FNV1A_SEED) % RATE_SLOTS];
     if (b->rate <= 0)
         token_bucket_init(b, L.cfg.rate_per_ip, L.cfg.rate_per_ip, now);
     if (token_bucket_take(b, now))
