@@ -16,7 +16,9 @@ static const struct cmdline_option settings[] = {
     {"db", CMDLINE_STR, S(db), "./data/mcpd.db",
      "SQLite database file (created with its folder); :memory: for a throwaway store; or a "
      "PostgreSQL connection string (postgres://user@host:port/db, or key=value with host= or "
-     "dbname=) shared by several mcpd",
+     "dbname=) shared by several mcpd; for PostgreSQL the environment's MCPD_DB_WRITERS and "
+     "MCPD_DB_READERS (1 to 64) size the pool and MCPD_DB_TIMEOUT_MS (100 to 600000) bounds "
+     "a call's silence",
      NULL},
     {"config", CMDLINE_STR, S(config_file), NULL, "config file of `key = value` lines", NULL},
     {"log-level", CMDLINE_STR, S(log_level), "info", "debug, info, warn or error", NULL},
@@ -86,7 +88,8 @@ static const struct cmdline_option settings[] = {
     {"trusted-proxies", CMDLINE_STR, S(trusted_proxies), NULL,
      "addresses and networks (CIDR; or loopback, private) whose X-Forwarded-For names the client",
      NULL},
-    {"max-workers", CMDLINE_INT, S(max_workers), "512", "request handlers that may wait (fibers on the event loop) running at once; more queue", NULL},
+    {"max-workers", CMDLINE_INT, S(max_workers), "512",
+     "request handlers that may wait (fibers on the event loop) running at once; more queue", NULL},
     {"loop-threads", CMDLINE_INT, S(loop_threads), "2",
      "event-loop threads serving WebSocket connections, push writers and upstream children's "
      "pipes (however many connections or children)",

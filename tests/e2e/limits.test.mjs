@@ -161,7 +161,7 @@ test('--db :memory: gives a working throwaway store', async () => {
 test('command line: --help exits 0, bad usage exits 2 with one line on stderr', () => {
   const help = spawnSync(MCPD_BIN, ['--help'], { encoding: 'utf8' });
   assert.equal(help.status, 0);
-  for (const opt of ['--listen', '--db', '--reply-mode', '--session-idle-ms', '--max-body']) {
+  for (const opt of ['--listen', '--db', '--reply-mode', '--session-idle-ms', '--max-body', 'MCPD_DB_TIMEOUT_MS']) {
     assert.ok(help.stdout.includes(opt), `--help documents ${opt}`);
   }
   for (const argv of [['--bogus'], ['--listen', 'nonsense'], ['--reply-mode', 'xml'], ['--max-body', '-1']]) {

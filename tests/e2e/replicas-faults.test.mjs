@@ -36,6 +36,41 @@ async function probe(port, session, version, message) {
   }
 }
 
+/**
+ * One client loop per replica, each probing every 20 ms (at most 2,000
+ * times) and keeping {from, to, ...probe} of each answer in seen[i]; stop()
+ * ends them.
+ */
+function underLoad(ports, session, version) {
+  let stopped = false;
+  const seen = ports.map(() => []);
+  const loops = ports.map(async (port, i) => {
+    for (let n = 0; !stopped && n < 2000; n++) {
+      const from = Date.now();
+      const r = await probe(port, session, version, `m${n}`);
+      seen[i].push({ from, to: Date.now(), ...r });
+      await sleep(20);
+    }
+  });
+  return {
+    seen,
+    stop: async () => {
+      stopped = true;
+      await Promise.all(loops);
+    },
+  };
+}
+
+/** Ms from `since` until replica i on port answers an echo again, or null after `ms`. */
+async function servesAgain(port, session, version, i, since, ms) {
+  while (Date.now() - since < ms) {
+    const r = await probe(port, session, version, `after-${i}`);
+    if (r.text === `after-${i}`) return Date.now() - since;
+    await sleep(50);
+  }
+  return null;
+}
+
 for (const how of ['stopped', 'killed']) {
   test(`PostgreSQL ${how} and started again under load: 503 + Retry-After at once, then every replica serves again`, { skip: SKIP, timeout: 120000 }, async (t) => {
     const cluster = await startCluster();
@@ -45,16 +80,8 @@ for (const how of ['stopped', 'killed']) {
       // Committed before the outage: a message per replica.
       for (const [i, port] of ports.entries()) assert.equal((await probe(port, session, version, `before-${i}`)).text, `before-${i}`);
 
-      let stop = false;
-      const seen = ports.map(() => []);
-      const loops = ports.map(async (port, i) => {
-        for (let n = 0; !stop && n < 2000; n++) {
-          const from = Date.now();
-          const r = await probe(port, session, version, `m${n}`);
-          seen[i].push({ from, to: Date.now(), ...r });
-          await sleep(20);
-        }
-      });
+      const load = underLoad(ports, session, version);
+      const seen = load.seen;
       await sleep(300);
       // stopServer, killServer and startServer block this process (spawnSync):
       // a request in flight meanwhile waits for the test, not for mcpd (its
@@ -87,21 +114,12 @@ for (const how of ['stopped', 'killed']) {
       const up = Date.now();
       // Every replica serves again within 2 s of the database's return.
       for (const [i, port] of ports.entries()) {
-        let ok = null;
-        while (Date.now() - up < 10000) {
-          const r = await probe(port, session, version, `after-${i}`);
-          if (r.text === `after-${i}`) {
-            ok = Date.now() - up;
-            break;
-          }
-          await sleep(50);
-        }
+        const ok = await servesAgain(port, session, version, i, up, 10000);
         assert.ok(ok !== null, `replica ${i} never served again`);
         t.diagnostic(`replica ${i} served again ${ok} ms after PostgreSQL was back`);
         assert.ok(ok <= 2500, `replica ${i} back after ${ok} ms`);
       }
-      stop = true;
-      await Promise.all(loops);
+      await load.stop();
       // No request hung: every answer during the outage came within the
       // client's limit, and the statuses were 200 or 503 only.
       for (const [i, list] of seen.entries()) {
@@ -159,16 +177,8 @@ test('PostgreSQL frozen (SIGSTOP) under load: every request answered within the 
     const ports = cluster.replicas.map((r) => r.port);
     for (const [i, port] of ports.entries()) assert.equal((await probe(port, session, version, `before-${i}`)).text, `before-${i}`);
 
-    let stop = false;
-    const seen = ports.map(() => []);
-    const loops = ports.map(async (port, i) => {
-      for (let n = 0; !stop && n < 2000; n++) {
-        const from = Date.now();
-        const r = await probe(port, session, version, `m${n}`);
-        seen[i].push({ from, to: Date.now(), ...r });
-        await sleep(20);
-      }
-    });
+    const load = underLoad(ports, session, version);
+    const seen = load.seen;
     await sleep(300);
     const down = Date.now();
     freezeServer();
@@ -187,20 +197,11 @@ test('PostgreSQL frozen (SIGSTOP) under load: every request answered within the 
       up = Date.now();
     }
     for (const [i, port] of ports.entries()) {
-      let ok = null;
-      while (Date.now() - up < 15000) {
-        const r = await probe(port, session, version, `after-${i}`);
-        if (r.text === `after-${i}`) {
-          ok = Date.now() - up;
-          break;
-        }
-        await sleep(50);
-      }
+      const ok = await servesAgain(port, session, version, i, up, 15000);
       assert.ok(ok !== null, `replica ${i} never served again`);
       t.diagnostic(`replica ${i} served again ${ok} ms after PostgreSQL went on`);
     }
-    stop = true;
-    await Promise.all(loops);
+    await load.stop();
     const bound = timeoutMs + 2000 + 1500; // the call's bound, a reconnect attempt's, slack
     for (const [i, list] of seen.entries()) {
       const during = list.filter((r) => r.from > down && r.from < up);
