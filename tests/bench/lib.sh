@@ -40,8 +40,20 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# free_port: a port free on 127.0.0.1 for TCP and for UDP (it may be
+# mcpd's --udp-listen, and a port free for TCP can be a UDP client's).
 free_port() {
-  "$NODE" -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+  "$NODE" -e '
+    const net = require("net"), dgram = require("dgram");
+    (function pick(tries) {
+      const s = net.createServer().listen(0, "127.0.0.1", () => {
+        const p = s.address().port;
+        s.close();
+        const u = dgram.createSocket("udp4");
+        u.once("error", () => { u.close(); if (tries > 1) pick(tries - 1); else process.exit(1); });
+        u.bind(p, "127.0.0.1", () => u.close(() => console.log(p)));
+      });
+    })(50);'
 }
 
 # wait_port PORT PID NAME: up to 15 s for a listener; fails if the process dies.

@@ -158,8 +158,7 @@ if want mcpd; then
     fi
     if [ "$mode" = json ] && want udp; then
       # And the UDP runs: every peer comes from 127.0.0.1, so the caps per
-      # address (peers, datagrams a second) are lifted too. (A free TCP
-      # port number: UDP's of the same number is almost always free too.)
+      # address (peers, datagrams a second) are lifted too.
       PORT[mcpd-udp]=$(free_port)
       tcp_args+=(--udp-listen "127.0.0.1:${PORT[mcpd-udp]}" --udp-rate-per-ip 0)
       want tcp || tcp_args+=(--max-connections-per-ip 0)

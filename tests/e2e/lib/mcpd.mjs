@@ -26,6 +26,7 @@
 // not answer.
 
 import { spawn, spawnSync } from 'node:child_process';
+import dgram from 'node:dgram';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -175,11 +176,27 @@ export function withTimeout(promise, ms, what = 'operation') {
 
 const handedOut = new Set();
 
+/** Whether a UDP socket can bind 127.0.0.1:port right now. */
+function udpFree(port) {
+  return new Promise((resolve) => {
+    const s = dgram.createSocket('udp4');
+    s.unref();
+    s.once('error', () => {
+      s.close();
+      resolve(false);
+    });
+    s.bind(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
 /**
- * A TCP port that is free on 127.0.0.1 right now, and that this process
- * was not given before: the kernel may hand a port it just freed to the
- * next listen(0), so two servers of one test (mcpd and its OpenID provider,
- * mcpd's HTTP and TCP ports) could otherwise be given the same one.
+ * A port that is free on 127.0.0.1 right now, for TCP and for UDP, and
+ * that this process was not given before: the kernel may hand a port it
+ * just freed to the next listen(0), so two servers of one test (mcpd and
+ * its OpenID provider, mcpd's HTTP and TCP ports) could otherwise be given
+ * the same one. UDP is checked too because a port free for TCP may be some
+ * other process's UDP client's (tests run in parallel lanes), and the
+ * port may be mcpd's --udp-listen.
  */
 export async function freePort() {
   for (let tries = 0; tries < 100; tries++) {
@@ -192,10 +209,9 @@ export async function freePort() {
         srv.close(() => resolve(p));
       });
     });
-    if (!handedOut.has(port)) {
-      handedOut.add(port);
-      return port;
-    }
+    if (handedOut.has(port)) continue;
+    handedOut.add(port);
+    if (await udpFree(port)) return port;
   }
   throw new Error('freePort: no port this process was not given before');
 }
