@@ -93,9 +93,13 @@ static void budget_key(const char *client, char *key, size_t cap)
 }
 
 /* A call from client's budget, then from everyone's (under mu): 1, or 0
- * when either is spent. A client not known (NULL, "") has only everyone's. */
+ * when either is spent. A client not known (NULL, "") has only everyone's.
+ * When everyone's refuses, the client's share is given back: no call was
+ * made, and a client that waits out someone else's flood must not find its
+ * own share spent on refusals. */
 static int budget_take(const char *client, int64_t now)
 {
+    struct token_bucket *mine = NULL;
     if (client && *client) {
         char key[sizeof in.clients->addr];
         budget_key(client, key, sizeof key);
@@ -106,8 +110,13 @@ static int budget_take(const char *client, int64_t now)
         }
         if (!token_bucket_take(&c->b, now))
             return 0;
+        mine = &c->b;
     }
-    return token_bucket_take(&in.calls, now);
+    if (token_bucket_take(&in.calls, now))
+        return 1;
+    if (mine)
+        token_bucket_give(mine, now);
+    return 0;
 }
 
 json_t *introspect_claims(json_t *answer, const char *issuer)

@@ -2,7 +2,7 @@
  * messages (token_bucket.c, pure): a full bucket to start, refill by
  * elapsed time at exactly the rate, capped at the burst, a clock that steps
  * back neither refills nor loses time, burst below 1 raised to 1, rate <= 0
- * letting everything through, and the dropped count reported once. Rates
+ * letting everything through, the dropped count reported once, and a token given back. Rates
  * are chosen so every refill is exact in binary floating point. */
 #include "check.h"
 #include "token_bucket.h"
@@ -98,8 +98,35 @@ static void test_steady(void)
     CHECK_INT(passed, 1 + 10);
 }
 
+/* A token given back is there for the next take, as if never taken; never
+ * above the burst; nothing for an unlimited bucket. */
+static void test_give(void)
+{
+    struct token_bucket b;
+    token_bucket_init(&b, 2, 2, 0);
+    CHECK_INT(token_bucket_take(&b, 0), 1);
+    CHECK_INT(token_bucket_take(&b, 0), 1);
+    CHECK_INT(token_bucket_take(&b, 0), 0);
+    token_bucket_give(&b, 0);
+    CHECK_INT(token_bucket_take(&b, 0), 1);
+    CHECK_INT(token_bucket_take(&b, 0), 0);
+    /* Given back after a refill: the refill counts first, then the burst
+     * caps the sum. 250 ms is half a token. */
+    token_bucket_give(&b, 250);
+    CHECK(b.tokens == 1.5 && b.last_ms == 250);
+    token_bucket_give(&b, 10000);
+    CHECK(b.tokens == 2.0);
+    token_bucket_give(&b, 10000);
+    CHECK(b.tokens == 2.0);
+    CHECK_INT(token_bucket_take_dropped(&b), 2); /* giving drops nothing */
+    token_bucket_init(&b, 0, 1, 0);
+    token_bucket_give(&b, 5);
+    CHECK(b.tokens == 1.0 && b.last_ms == 0);
+}
+
 int main(void)
 {
+    test_give();
     test_basic();
     test_init();
     test_unlimited();
