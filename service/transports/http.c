@@ -375,11 +375,28 @@ static int ended_without_reply(struct _u_response *resp, enum follow_event why)
     return U_CALLBACK_COMPLETE;
 }
 
+/* The whole answer that a wait for a reply's end came to, as JSON: its
+ * token's end (401), the response, or the stream's end without one. -1
+ * when e is none of these (the wait ran out, or a message that is not the
+ * end). The JSON reply and auto mode's look ahead both answer through it,
+ * so a token that ends during either wait gets the same 401. */
+static int reply_final(struct _u_response *resp, enum follow_event e, const struct stream_chunk *ch)
+{
+    const char *ended = sse_follow_token_why(e);
+    if (ended)
+        return token_ended(resp, ended);
+    if (e == FOLLOW_MESSAGE && ch->is_end)
+        return send_chunk_json(resp, ch);
+    if (reply_ended(e))
+        return ended_without_reply(resp, e);
+    return -1;
+}
+
 /* The reply to a request: JSON or SSE, per the reply mode; always JSON for
  * a single-message reply (a poll result: a poll exists for clients that
  * cannot take streaming responses). A wait for the reply (a long-poll, a
- * JSON reply) ends with 401 when fl's token is revoked or expires
- * meanwhile. Takes fl over. */
+ * JSON reply, auto mode's look ahead) ends with 401 when fl's token is
+ * revoked or expires meanwhile. Takes fl over. */
 static int reply_stream(struct _u_response *resp, struct follow *fl, int single)
 {
     struct stream_chunk ch;
@@ -388,25 +405,15 @@ static int reply_stream(struct _u_response *resp, struct follow *fl, int single)
         /* A stateless request has no other stream to relay to. */
         enum follow_event e = follow_final(fl, !single && !fl->ephemeral,
                                            clock_mono_ms() + JSON_WAIT_MS, RELAY_WAIT_MS, &ch);
-        const char *ended = sse_follow_token_why(e);
-        if (ended)
-            rc = token_ended(resp, ended);
-        else if (e == FOLLOW_MESSAGE)
-            rc = send_chunk_json(resp, &ch);
-        else if (reply_ended(e))
-            rc = ended_without_reply(resp, e);
-        else
+        rc = reply_final(resp, e, &ch);
+        if (rc == -1)
             rc = fail(resp, 503, JSONRPC_SERVER_ERROR,
                       "The reply is not ready; resume the stream with GET and Last-Event-ID");
     } else if (http.cfg.reply_mode == HTTP_REPLY_AUTO) {
         /* A look ahead on a copy: a poll notice it reads stays for the
          * SSE reader. */
         struct follow look = *fl;
-        enum follow_event e = follow_read(&look, clock_mono_ms() + AUTO_WAIT_MS, &ch);
-        if (e == FOLLOW_MESSAGE && ch.is_end)
-            rc = send_chunk_json(resp, &ch);
-        else if (reply_ended(e))
-            rc = ended_without_reply(resp, e);
+        rc = reply_final(resp, follow_read(&look, clock_mono_ms() + AUTO_WAIT_MS, &ch), &ch);
     }
     if (rc == -1 && send_sse_whole(resp, fl) == 0)
         rc = U_CALLBACK_COMPLETE;
