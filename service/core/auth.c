@@ -259,11 +259,20 @@ static int check_jwt(const char *token, const struct auth_request *req, struct a
                          : "the DPoP proof is made with another key than the token's (cnf.jkt)";
     }
     /* The jti is spent only now, by the token's own key: a proof made for
-     * a made-up token takes no room in the memory of proofs. */
-    if ((v == OAUTH_OK || v == OAUTH_INSUFFICIENT_SCOPE) && *jkt &&
-        dpop_first_use(&proof, now_s) != 1) {
-        reason = "the DPoP proof was used before (jti)";
-        goto bad_proof;
+     * a made-up token takes no room in the memory of proofs. This
+     * process's memory first (a replay here costs no store call), then the
+     * store's, which every replica shares and a restart keeps. */
+    if ((v == OAUTH_OK || v == OAUTH_INSUFFICIENT_SCOPE) && *jkt) {
+        int first = dpop_first_use(&proof, now_s);
+        if (first == 1)
+            first = store_dpop_use(auth.store, proof.use, (now_s + 2 * DPOP_IAT_WINDOW_S) * 1000);
+        if (first < 0) {
+            v = OAUTH_BUSY;
+            reason = "the DPoP proof could not be checked now; retry with a new proof";
+        } else if (first != 1) {
+            reason = "the DPoP proof was used before (jti)";
+            goto bad_proof;
+        }
     }
     switch (v) {
     case OAUTH_OK:

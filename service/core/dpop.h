@@ -21,13 +21,13 @@
  * So the memory of jtis holds the proofs of real tokens' keys only, and
  * nobody without a token can fill it.
  *
- * Replays are caught per process in a replay_window (replay_window.h) of
- * the last 2 * DPOP_IAT_WINDOW_S seconds, up to DPOP_JTI_MAX proofs (about
- * 110 a second sustained): bounded memory, and past that the oldest are
- * forgotten early, with a warning (dpop_replay_window_full). Replicas do
- * not share it: as the SEP allows for servers without global state, the
- * iat window bounds a replay to another replica. No server nonce is asked
- * for. Thread-safe. */
+ * Replays are caught first per process in a replay_window
+ * (replay_window.h) of the last 2 * DPOP_IAT_WINDOW_S seconds, up to
+ * DPOP_JTI_MAX proofs (about 110 a second sustained): bounded memory, and
+ * past that the oldest are forgotten early, with a warning
+ * (dpop_replay_window_full). A proof new to the process is then spent in
+ * the store (store_dpop_use, by auth.c), which every replica shares and a
+ * restart keeps. No server nonce is asked for. Thread-safe. */
 #ifndef MCPD_DPOP_H
 #define MCPD_DPOP_H
 

@@ -1652,12 +1652,14 @@ int store_purge(struct store *st, const struct store_purge_cutoffs *c, store_fre
         (rc = purge_batches(st, R_PURGE_STREAMS, W_PURGE_STREAMS, c->stream_ms,
                             PURGE_STREAMS_PER_BATCH, id_prefix, freed, arg)) != 0)
         return rc;
-    /* Inbox rows nobody took, the rows of nodes long dead, and standalone
-     * claims whose lease ran out go with the log lines. */
+    /* Inbox rows nobody took, the rows of nodes long dead, standalone
+     * claims whose lease ran out and DPoP proofs past their window go with
+     * the log lines. */
     int64_t now = clock_wall_ms();
     if ((rc = enqueue(st, 0, W_PURGE_INBOX, "i", now - STORE_INBOX_KEEP_MS)) != 0 ||
         (rc = enqueue(st, 0, W_PURGE_NODES, "i", now - NODE_KEEP_MS)) != 0 ||
-        (rc = enqueue(st, 0, W_PURGE_CLAIMS, "i", now)) != 0)
+        (rc = enqueue(st, 0, W_PURGE_CLAIMS, "i", now)) != 0 ||
+        (rc = enqueue(st, 0, W_PURGE_DPOP_USES, "i", now)) != 0)
         return rc;
     return enqueue(st, 1, W_PURGE_LOGS, "ii", c->log_ms,
                    c->log_max_rows > 0 ? c->log_max_rows : INT64_MAX);
@@ -2041,6 +2043,13 @@ void store_state_use_free(struct store_state_use *u)
     free(u->answers);
     free(u->outcome);
     memset(u, 0, sizeof *u);
+}
+
+int store_dpop_use(struct store *st, const char *proof, int64_t expires_ms)
+{
+    int64_t changed = 0;
+    int rc = enqueue_out(st, 1, &changed, NULL, W_DPOP_USE, "si", proof, expires_ms);
+    return rc != 0 ? rc : changed == 1;
 }
 
 /* ---- more than one process ---- */

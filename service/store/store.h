@@ -284,6 +284,13 @@ int store_state_use_done(struct store *st, const char *nonce, const char *claim,
 int store_state_use_release(struct store *st, const char *nonce, const char *claim);
 void store_state_use_free(struct store_state_use *u);
 
+/* Spends a DPoP proof (its use: dpop.h) until expires_ms (wall clock),
+ * when it can no longer be valid; store_purge forgets it after. Waits for
+ * the commit. 1 the first time, 0 when it was spent before (by any
+ * process on the store, or before a restart); -1 on error, or
+ * STORE_UNAVAILABLE while the database cannot be reached. */
+int store_dpop_use(struct store *st, const char *proof, int64_t expires_ms);
+
 /* Copies the WAL into the database file and lets the next commit start it
  * over (wal.h: the writer waits only for the frames of the last moment).
  * The store also does this by itself whenever the log grows past a few

@@ -79,6 +79,9 @@ static const char *const sqlite_sql[SQL_COUNT] = {
                          "WHERE nonce = ?1 AND claim = ?2",
     [W_STATE_USE_RELEASE] = "DELETE FROM request_state_uses "
                             "WHERE nonce = ?1 AND claim = ?2 AND done = 0",
+    /* A proof already spent changes nothing: its use is refused. */
+    [W_DPOP_USE] = "INSERT INTO dpop_uses(proof, expires_ms) VALUES(?1, ?2) "
+                   "ON CONFLICT(proof) DO NOTHING",
     /* W_NOTIFY: one process, no signals. ?4: the run, for the signal. */
     [W_INBOX_PUT] = "INSERT INTO inbox(session_id, message, created_ms) VALUES(?1, ?2, ?3) "
                     "RETURNING id",
@@ -100,6 +103,7 @@ static const char *const sqlite_sql[SQL_COUNT] = {
     [W_PURGE_INBOX] = "DELETE FROM inbox WHERE created_ms < ?1",
     [W_PURGE_NODES] = "DELETE FROM nodes WHERE beat_ms < ?1",
     [W_PURGE_CLAIMS] = "DELETE FROM standalone_claims WHERE until_ms < ?1",
+    [W_PURGE_DPOP_USES] = "DELETE FROM dpop_uses WHERE expires_ms < ?1",
 
     [R_SESSION_GET] = "SELECT id, protocol_version, init_params, log_level, initialized, "
                       "created_ms, last_active_ms, principal, transport FROM sessions "

@@ -41,6 +41,7 @@ enum store_sql {
     W_STATE_USE_CLAIM,
     W_STATE_USE_DONE,
     W_STATE_USE_RELEASE,
+    W_DPOP_USE,
     W_NOTIFY,
     W_INBOX_PUT,
     W_NODE_BEAT,
@@ -51,6 +52,7 @@ enum store_sql {
     W_PURGE_INBOX,
     W_PURGE_NODES,
     W_PURGE_CLAIMS,
+    W_PURGE_DPOP_USES,
     /* Reads (and the two writes that return rows: R_INBOX_TAKE, R_LEADER). */
     R_SESSION_GET,
     R_SESSION_BYTES,

@@ -16,7 +16,10 @@
 //     scheme (invalid_dpop_proof) or as an invalid token: no proof, a
 //     replayed one, another method, URL, token (ath) or time, a private
 //     key or alg none in the header, two proofs, another key's proof, a
-//     bound token sent as Bearer, an unbound one sent with DPoP;
+//     bound token sent as Bearer, an unbound one sent with DPoP; and a
+//     proof spent once stays spent after a SIGKILL and a restart, and on
+//     PostgreSQL on another replica of the same database (the store keeps
+//     the spent proofs: RFC 9449 11.1);
 //   - a flood of made-up opaque tokens (with introspection): the calls to
 //     the provider stay within mcpd's budget (20 a second, 40 at once),
 //     the rest are answered 503 with Retry-After, a token already checked
@@ -39,7 +42,7 @@ import { describe, test } from 'node:test';
 
 import { dpopKey, mint, rsaKey } from './lib/oidc.mjs';
 import { REFRESH_MS, REQUIRED, assertInvalid, metadataUrl, refusal, withOauth } from './lib/oauth-mcpd.mjs';
-import { ACCEPT_BOTH, request, sleep, waitFor } from './lib/mcpd.mjs';
+import { ACCEPT_BOTH, ON_POSTGRES, request, sleep, startMcpd, waitFor } from './lib/mcpd.mjs';
 
 /** An initialize with these Authorization and DPoP headers (and X-Forwarded-For: from): {status, challenge}. */
 async function withProof(m, authorization, dpop, from) {
@@ -99,6 +102,40 @@ describe('abuse of mcpd as an OAuth resource server', () => {
       assert.equal((await refusal(m, good)).status, 200);
       for (const [what, token] of table)
         if (token.length > 20) assert.ok(!m.stderr.includes(token), `the ${what} token appears in mcpd log`);
+    });
+  });
+
+  test('a spent DPoP proof stays spent: after a SIGKILL and a restart, and on another replica (PostgreSQL)', async () => {
+    await withOauth({}, async (m, oidc) => {
+      const url = `http://127.0.0.1:${m.port}/mcp`;
+      const key = dpopKey();
+      const bound = (await oidc.token({ dpop: key })).access_token;
+      const refusedAsReplay = async (mcpd, proof, what) => {
+        const r = await withProof(mcpd, `DPoP ${bound}`, proof);
+        assert.equal(r.status, 401, what);
+        assert.ok(r.challenge.includes('error="invalid_dpop_proof"'), `${what}: ${r.challenge}`);
+      };
+      const first = key.proof('POST', url, { token: bound });
+      assert.equal((await withProof(m, `DPoP ${bound}`, first)).status, 200, 'the first use');
+      const spent = [first];
+      if (ON_POSTGRES) {
+        // Another replica on the same database, serving the same public URL.
+        const b = await startMcpd({ db: m.db, args: [...m.args, '--oauth-resource', url] });
+        try {
+          await refusedAsReplay(b, first, 'replayed to another replica');
+          const second = key.proof('POST', url, { token: bound });
+          assert.equal((await withProof(b, `DPoP ${bound}`, second)).status, 200, 'a new proof on the other replica');
+          spent.push(second);
+        } finally {
+          await b.cleanup();
+        }
+      }
+      // Spent before its answer: a SIGKILL right after loses none of it.
+      m.kill('SIGKILL');
+      await m.exited;
+      await m.start();
+      for (const [i, proof] of spent.entries()) await refusedAsReplay(m, proof, `proof ${i + 1} after a restart`);
+      assert.equal((await withProof(m, `DPoP ${bound}`, key.proof('POST', url, { token: bound }))).status, 200, 'a new proof after a restart');
     });
   });
 

@@ -1,6 +1,7 @@
 /* test_store_replicas — the store's API for more than one process
  * (store.h, issue 30): inbox, nodes and beats, the leader, sessions
- * counted, orphaned streams, session and standalone claims, signals.
+ * counted, orphaned streams, session and standalone claims, signals, the
+ * DPoP proofs spent.
  *
  * Each runs on SQLite (one process: signals are no-ops, the leader is
  * always this process) and, when MCPD_TEST_PG_URL names a server, on
@@ -137,6 +138,25 @@ static void test_inbox(struct store *a, struct store *b)
     struct store_purge_cutoffs c = {0, 0, 0, 0, 0};
     CHECK_INT(store_purge(a, &c, NULL, NULL), 0);
     CHECK_INT(store_inbox_take(a, id3, &msg, &len), 1);
+}
+
+/* A DPoP proof is spent once, whichever process sees it first: a second
+ * use anywhere is refused until store_purge forgets it past its window. */
+static void test_dpop_uses(struct store *a, struct store *b)
+{
+    int64_t t = now_ms();
+    CHECK_INT(store_dpop_use(a, "proof-1", t + 600000), 1);
+    CHECK_INT(store_dpop_use(b, "proof-1", t + 600000), 0);
+    CHECK_INT(store_dpop_use(a, "proof-1", t + 600000), 0);
+    CHECK_INT(store_dpop_use(b, "proof-2", t + 600000), 1);
+    CHECK_INT(store_dpop_use(a, "proof-old", t - 1), 1);
+    struct store_purge_cutoffs c = {0, 0, 0, 0, 0};
+    CHECK_INT(store_purge(a, &c, NULL, NULL), 0);
+    /* Forgotten past its window (where its proof's iat is refused anyway);
+     * the live ones are kept. */
+    CHECK_INT(store_dpop_use(b, "proof-old", t + 600000), 1);
+    CHECK_INT(store_dpop_use(b, "proof-1", t + 600000), 0);
+    CHECK_INT(store_dpop_use(a, "proof-2", t + 600000), 0);
 }
 
 static void test_nodes(struct store *a, struct store *b, int pg)
@@ -621,6 +641,7 @@ static void run_pair(const char *path_a, const char *path_b, int pg)
     }
     test_basics(a, pg);
     test_inbox(a, b);
+    test_dpop_uses(a, b);
     if (pg) {
         test_nodes(a, b, pg);
         test_orphans(a, b);
