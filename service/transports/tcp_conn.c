@@ -445,8 +445,8 @@ void tcp_conn_main(void *arg)
     char sid[80];
     const char *s = c->push ? push_session_id(c->push) : NULL;
     snprintf(sid, sizeof sid, "%s", s ? s : "");
-    log_event(LOG_INFO, sid[0] ? sid : NULL, "tcp_closed", "client %s: %s", c->addr,
-              c->why ? c->why : "ended");
+    log_event(LOG_INFO, sid[0] ? sid : NULL, "tcp_closed", "client %s: %s after %lld ms", c->addr,
+              c->why ? c->why : "ended", (long long)(clock_mono_ms() - c->opened_ms));
     /* push's writer stops (a write it is blocked in fails once the socket
      * is shut down); no token callback runs after push_close. */
     conn_kill(c);

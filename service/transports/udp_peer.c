@@ -91,6 +91,7 @@ struct udp_peer {
     int qcount;
     size_t qbytes;
     int64_t last_in_ms;
+    int64_t opened_ms; /* for the log's "after N ms" */
     /* why the peer ends: set once (under mu) */
     const char *end_why;
     int dead; /* gave up retransmitting, or ended: no more sending */
@@ -166,7 +167,7 @@ struct udp_peer *udp_peer_new(const struct sockaddr *addr, socklen_t len, const 
     p->next_seq = p->base = 1;
     udp_rto_init(&p->rto, UDP_PEER_RTO_INITIAL_MS, UDP_PEER_RTO_MIN_MS, UDP_PEER_RTO_MAX_MS);
     p->qtail = &p->qhead;
-    p->last_in_ms = clock_mono_ms();
+    p->last_in_ms = p->opened_ms = clock_mono_ms();
     return p;
 }
 
@@ -677,7 +678,8 @@ static void peer_main(void *arg)
     p->dead = 1; /* a sender waiting for the window gives up */
     fcond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
-    log_event(LOG_INFO, sid[0] ? sid : NULL, "udp_closed", "peer %s: %s", p->name, why);
+    log_event(LOG_INFO, sid[0] ? sid : NULL, "udp_closed", "peer %s: %s after %lld ms", p->name,
+              why, (long long)(clock_mono_ms() - p->opened_ms));
     udp_peer_gone(p);
     push_close(p->push, 0, 0); /* no token callback runs after it */
     udp_peer_unref(p);

@@ -173,6 +173,7 @@ struct ws_conn {
     const char *why;
     unsigned why_code;
     int resumed, from_event; /* for the log */
+    int64_t opened_ms;       /* the 101, for the log's "after N ms" */
     /* Until the 101 went out: the gate's pointer to this connection,
      * cleared once it is upgraded (ws_request_completed frees what it
      * still points to). */
@@ -531,8 +532,9 @@ static void session_main(void *arg)
     const char *why = c->why;
     unsigned code = c->why_code;
     fmutex_unlock(&c->wmu);
-    log_event(LOG_INFO, sid[0] ? sid : NULL, "ws_closed", "%s (close code %u)",
-              why ? why : "a write failed or timed out", code);
+    log_event(LOG_INFO, sid[0] ? sid : NULL, "ws_closed", "%s (close code %u) after %lld ms",
+              why ? why : "a write failed or timed out", code,
+              (long long)(clock_mono_ms() - c->opened_ms));
     conn_end(c);
 }
 
@@ -543,6 +545,7 @@ static void upgraded(void *cls, struct MHD_Connection *con, void *req_cls, const
 {
     (void)req_cls;
     struct ws_conn *c = cls;
+    c->opened_ms = clock_mono_ms();
     if (c->pending)
         *c->pending = NULL;
     c->pending = NULL;

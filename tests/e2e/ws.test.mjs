@@ -523,6 +523,9 @@ test('a client that never reads does not stop the server; it is closed in the en
       await sleep(200);
     }
     assert.match(mcpd.stderr, new RegExp(`session=${sid} event=ws_(write|ping)_timeout`));
+    // The line says how long the connection lived: more than the 500 ms above.
+    const lived = Number(new RegExp(`session=${sid} event=ws_closed msg="[^"]* after (\\d+) ms"`).exec(mcpd.stderr)?.[1]);
+    assert.ok(lived >= 500, `ws_closed says how long the connection lived: ${lived}`);
     stuck.destroy();
     await stillServes(mcpd, 'after the stuck client');
   } finally {
