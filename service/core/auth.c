@@ -265,7 +265,8 @@ static int check_jwt(const char *token, const struct auth_request *req, struct a
     if ((v == OAUTH_OK || v == OAUTH_INSUFFICIENT_SCOPE) && *jkt) {
         int first = dpop_first_use(&proof, now_s);
         if (first == 1)
-            first = store_dpop_use(auth.store, proof.use, (now_s + 2 * DPOP_IAT_WINDOW_S) * 1000);
+            first = store_dpop_use(auth.store, proof.use,
+                                   (proof.valid_until_s + DPOP_CLOCK_SKEW_S) * 1000);
         if (first < 0) {
             v = OAUTH_BUSY;
             reason = "the DPoP proof could not be checked now; retry with a new proof";

@@ -109,7 +109,8 @@ void auth_shutdown(void);
  * in without HTTP (TCP's greeting), where no DPoP proof can come. On
  * success returns 0 and fills *grant (principal "" when auth is off).
  * Otherwise returns -1 and *why says why, for the 401's message (static
- * text). */
+ * text). May read the store, and with a DPoP proof waits for its commit
+ * (store_dpop_use): call it on a fiber or a thread that may block. */
 int auth_check(const char *authorization, const char *ws_protocols, const struct auth_request *req,
                struct auth_grant *grant, const char **why);
 

@@ -128,8 +128,8 @@ int dpop_first_use(const struct dpop_proof *p, int64_t now_s)
     pthread_mutex_unlock(&seen.mu);
     if (early)
         log_event(LOG_WARN, NULL, "dpop_replay_window_full",
-                  "more than %d DPoP proofs in %d s: the oldest are forgotten before their "
-                  "window ends, so one of them could be replayed here",
+                  "more than %d DPoP proofs in %d s: this process forgets the oldest before "
+                  "their window ends, so a replay of one costs a store call",
                   DPOP_JTI_MAX, 2 * DPOP_IAT_WINDOW_S);
     return rc;
 }
@@ -172,6 +172,7 @@ static int claims_check(json_t *c, const char *method, const char *htu, const ch
         *why = "the DPoP proof is too old or from the future (iat)";
         return -1;
     }
+    out->valid_until_s = (int64_t)at + DPOP_IAT_WINDOW_S + 1;
     char want[DPOP_JKT_LEN + 1];
     if (!ath || sha256_b64url(token, strlen(token), want) != 0 || strcmp(ath, want) != 0) {
         *why = "the DPoP proof is for another access token (ath)";

@@ -36,6 +36,10 @@
 #include <stdint.h>
 
 #define DPOP_IAT_WINDOW_S 300
+/* How far replicas' clocks may disagree: a proof spent in the store is
+ * kept this much past its own window, since another replica's clock may
+ * still accept its iat. */
+#define DPOP_CLOCK_SKEW_S 60
 /* The largest RSA proof key (and its exponent at most 32 bits). */
 #define DPOP_RSA_MAX_BITS 4096
 #define DPOP_JTI_MAX 65536
@@ -50,6 +54,7 @@
 struct dpop_proof {
     char jkt[DPOP_JKT_LEN + 1]; /* the key's thumbprint */
     char use[DPOP_JKT_LEN + 1]; /* its one use: a digest of jkt and the jti */
+    int64_t valid_until_s;      /* past this (wall clock s), its iat is refused */
 };
 
 /* Checks the proof sent with token on a request (method, htu: the URL the

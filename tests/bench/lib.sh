@@ -41,7 +41,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # free_port: a port free on 127.0.0.1 for TCP and for UDP (it may be
-# mcpd's --udp-listen, and a port free for TCP can be a UDP client's).
+# mcpd's --udp-listen, and a port free for TCP can be a UDP client's); after
+# 50 tries, one free for TCP.
 free_port() {
   "$NODE" -e '
     const net = require("net"), dgram = require("dgram");
@@ -50,7 +51,7 @@ free_port() {
         const p = s.address().port;
         s.close();
         const u = dgram.createSocket("udp4");
-        u.once("error", () => { u.close(); if (tries > 1) pick(tries - 1); else process.exit(1); });
+        u.once("error", () => { u.close(); if (tries > 1) pick(tries - 1); else console.log(p); });
         u.bind(p, "127.0.0.1", () => u.close(() => console.log(p)));
       });
     })(50);'

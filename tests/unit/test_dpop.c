@@ -138,6 +138,9 @@ static void test_proofs(void)
     /* the proof itself still checks: only its use is spent */
     struct dpop_proof again, theirs;
     CHECK_INT(dpop_check(good, "POST", URL, TOKEN, NOW, &again, &why), 0);
+    /* its iat (NOW) is accepted until the window's last second has passed:
+     * what the store keeps the spent proof for (plus the clocks' skew) */
+    CHECK_INT(again.valid_until_s, NOW + DPOP_IAT_WINDOW_S + 1);
     CHECK_INT(dpop_first_use(&again, NOW + 2 * DPOP_IAT_WINDOW_S), 0);
     /* past both sides of the iat window it is forgotten (and refused by iat) */
     CHECK_INT(dpop_first_use(&again, NOW + 2 * DPOP_IAT_WINDOW_S + 1), 1);
