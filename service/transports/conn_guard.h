@@ -25,8 +25,9 @@
  *     failure and lets one line through per 10 s, with the count it held
  *     back. Clients in the accept queue are served as connections close.
  *
- * body_gate calls the request hooks from its access handler (the only code
- * in front of ulfius's), and its completion callback. Thread-safe. */
+ * The request host (request_host.h) calls the request hooks from its access
+ * handler (the only code in front of ulfius's), and its completion
+ * callback. Thread-safe. */
 #ifndef MCPD_CONN_GUARD_H
 #define MCPD_CONN_GUARD_H
 

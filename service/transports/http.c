@@ -5,6 +5,7 @@
 #include "linger.h"
 #include "auth.h"
 #include "body_gate.h"
+#include "request_host.h"
 #include "conn_guard.h"
 #include "forwarded.h"
 #include "clock.h"
@@ -57,7 +58,7 @@ enum http_stage {
     HTTP_ROUTED,    /* and the ulfius instance holds the endpoints (and legacy_sse
                        its reservations) */
     HTTP_LISTENING, /* and libmicrohttpd serves */
-    HTTP_SERVING,   /* through body_gate: http_start succeeded */
+    HTTP_SERVING,   /* through the request host: http_start succeeded */
 };
 
 static struct {
@@ -116,9 +117,13 @@ void http_stream_closed(int *counted)
 
 /* ---- request checks ---- */
 
+/* A header field's value, its trailing whitespace cut (request_host.h).
+ * Outside the request host (no request runs on this thread), ulfius's copy
+ * as it came. */
 static const char *header(const struct _u_request *req, const char *name)
 {
-    return u_map_get_case(req->map_header, name);
+    struct host_req *g = request_host_current();
+    return g ? request_host_header(g, name) : u_map_get_case(req->map_header, name);
 }
 
 static int accepts(const struct _u_request *req, const char *type)
@@ -147,7 +152,7 @@ static int admitted(const struct _u_request *req, struct _u_response *resp,
     }
     const char *why;
     char client[FORWARDED_ADDR_MAX];
-    body_gate_client(body_gate_request(), client);
+    request_host_client(request_host_current(), client);
     struct auth_request ar = {.dpop = header(req, "DPoP"),
                               .method = req->http_verb,
                               .path = req->url_path,
@@ -233,7 +238,7 @@ static void sse_headers(struct _u_response *resp)
 
 struct reader {
     struct sse_follow f;
-    struct gate_req *gate; /* the request: the reader's waits run on its fiber */
+    struct host_req *gate; /* the request: the reader's waits run on its fiber */
     int primed;
     int counted; /* http_stream_response */
 };
@@ -293,7 +298,7 @@ static int start_sse(struct _u_response *resp, struct follow *fl)
         follow_end(fl);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     }
-    r->gate = body_gate_request();
+    r->gate = request_host_current();
     r->f.follow = *fl;
     memset(fl, 0, sizeof *fl);
     r->f.polling = r->f.follow.polling;
@@ -467,7 +472,7 @@ struct batch_reader {
     int *done;
     int64_t last_write;
     struct sse_buf buf;
-    struct gate_req *gate;
+    struct host_req *gate;
     int counted; /* http_stream_response */
 };
 
@@ -547,7 +552,7 @@ static ssize_t batch_write(void *ud, uint64_t pos, char *out, size_t max)
     (void)pos;
     struct batch_reader *b = ud;
     int verdict;
-    if (!body_gate_fill(b->gate, batch_fill, b, &verdict))
+    if (!request_host_fill(b->gate, batch_fill, b, &verdict))
         return 0;
     if (verdict != 0)
         return verdict > 0 ? U_STREAM_END : U_STREAM_ERROR;
@@ -589,7 +594,7 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
     size_t n = json_array_size(batch);
     struct batch_reader *b = calloc(1, sizeof *b);
     if (b)
-        b->gate = body_gate_request();
+        b->gate = request_host_current();
     if (b && n) {
         b->follows = calloc(n, sizeof *b->follows);
         b->done = calloc(n, sizeof *b->done);
@@ -850,6 +855,11 @@ static int on_metrics(const struct _u_request *req, struct _u_response *resp, vo
 
 /* ---- lent to the other endpoints (http_shared.h) ---- */
 
+const char *http_header(const struct _u_request *req, const char *name)
+{
+    return header(req, name);
+}
+
 int http_admitted(const struct _u_request *req, struct _u_response *resp, struct auth_grant *grant)
 {
     return admitted(req, resp, grant);
@@ -947,7 +957,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* libmicrohttpd's threads: each serves its share of the connections with
- * epoll, and never blocks (body_gate.h), so one per CPU keeps them all
+ * epoll, and never blocks (request_host.h), so one per CPU keeps them all
  * busy. At least two, so that one slow step (an inline commit) does not
  * hold every connection. */
 static unsigned pool_size(void)
@@ -1034,6 +1044,7 @@ int http_start(const struct http_config *cfg, char **err)
      * bounds what ulfius would keep should a body slip past it. */
     http.inst.max_post_body_size = cfg->max_body;
     body_gate_configure(cfg->max_body);
+    request_host_install();
     struct ws_config wc = {cfg->ws_max_message, cfg->ws_ping_ms, 0, cfg->origins};
     ws_configure(&wc);
     ulfius_add_endpoint_by_val(&http.inst, "POST", "/mcp", NULL, 0, on_post, NULL);
@@ -1058,8 +1069,8 @@ int http_start(const struct http_config *cfg, char **err)
 
     struct MHD_OptionItem ops[] = {
         {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
-        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)body_gate_request_completed, NULL},
-        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)body_gate_uri_logger, NULL},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)request_host_completed, NULL},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)request_host_uri_logger, NULL},
         {MHD_OPTION_SOCK_ADDR, 0, &http.addr},
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conn_guard_notify, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)conn_guard_mhd_limit(), NULL},
@@ -1078,10 +1089,11 @@ int http_start(const struct http_config *cfg, char **err)
         goto fail;
     }
     http.stage = HTTP_LISTENING;
-    if (!body_gate_installed()) {
+    if (!request_host_installed()) {
         /* ulfius no longer starts libmicrohttpd through MHD_start_daemon:
-         * without the gate --max-body would only hold after the body. */
-        *err = strdup("the request body limit could not be installed (see body_gate.h)");
+         * without the host --max-body would only hold after the body, and
+         * a handler's wait would block a pool thread. */
+        *err = strdup("the request body limit could not be installed (see mhd_interpose.h)");
         goto fail;
     }
     http.stage = HTTP_SERVING;
@@ -1099,6 +1111,6 @@ void http_stop(void)
     while (http.streams_open > 0 && clock_mono_ms() < until)
         nanosleep(&(struct timespec){.tv_nsec = 10 * 1000000}, NULL);
     ws_stop();
-    body_gate_stop();
+    request_host_stop();
     http_unwind();
 }

@@ -16,10 +16,11 @@
  * libmicrohttpd runs a pool of epoll threads (one per CPU, at least two)
  * under a connection cap; no connection holds a thread. A request's
  * handler, and an SSE writer waiting for its stream, run on fibers
- * (body_gate.h): a wait suspends the connection and frees the thread, and
+ * (request_host.h): a wait suspends the connection and frees the thread, and
  * the stream's wake-up (a new chunk, or the keepalive deadline, whose
- * comment is also how a vanished client is noticed) resumes it. WebSocket
- * sessions run on threads of their own (ws.h). */
+ * comment is also how a vanished client is noticed) resumes it. A
+ * WebSocket session, once upgraded, runs as fibers on the event loop
+ * (ws.h). */
 #ifndef MCPD_HTTP_H
 #define MCPD_HTTP_H
 
@@ -53,7 +54,7 @@ struct http_config {
 
 /* Starts listening. Returns 0, or -1 with *err (caller frees). */
 int http_start(const struct http_config *cfg, char **err);
-/* Ends every waiting request (body_gate_stop), stops accepting and waits
+/* Ends every waiting request (request_host_stop), stops accepting and waits
  * for libmicrohttpd's pool threads and the lingering closes (readers must
  * have been released first: see core_stop). */
 void http_stop(void);

@@ -1,7 +1,7 @@
 /* legacy_sse — see legacy_sse.h. */
 #include "legacy_sse.h"
 #include "auth.h"
-#include "body_gate.h"
+#include "request_host.h"
 #include "clock.h"
 #include "fcond.h"
 #include "core.h"
@@ -235,7 +235,7 @@ struct conn {
     /* Its session's standalone stream, once bound (f.follow.session holds the
      * session's standalone slot). */
     struct sse_follow f;
-    struct gate_req *gate; /* the request: the writer's waits run on its fiber */
+    struct host_req *gate; /* the request: the writer's waits run on its fiber */
     int counted;           /* http_stream_response */
 };
 
@@ -395,14 +395,14 @@ static int on_sse(const struct _u_request *req, struct _u_response *resp, void *
     struct auth_grant grant;
     if (!http_admitted(req, resp, &grant))
         return U_CALLBACK_COMPLETE;
-    if (!media_type_accepts(u_map_get_case(req->map_header, "Accept"), "text/event-stream"))
+    if (!media_type_accepts(http_header(req, "Accept"), "text/event-stream"))
         return http_fail(resp, 406, JSONRPC_SERVER_ERROR,
                          "Not Acceptable: Accept must list text/event-stream");
     if (!http_version_ok(req, resp))
         return U_CALLBACK_COMPLETE;
     struct conn *c = calloc(1, sizeof *c);
     if (c)
-        c->gate = body_gate_request();
+        c->gate = request_host_current();
     if (!c)
         return http_fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     snprintf(c->principal, sizeof c->principal, "%s", grant.principal);
@@ -416,7 +416,7 @@ static int on_sse(const struct _u_request *req, struct _u_response *resp, void *
     c->f.lead = &conn_lead;
     c->f.lead_ud = c;
     c->keepalive_at = clock_mono_ms() + http_keepalive_ms();
-    const char *last = u_map_get_case(req->map_header, "Last-Event-ID");
+    const char *last = http_header(req, "Last-Event-ID");
     if (last && *last) {
         if (resume(c, last, resp) != 0) {
             conn_free(c);
@@ -502,7 +502,7 @@ static int on_messages(const struct _u_request *req, struct _u_response *resp, v
         return http_fail(resp, 400, JSONRPC_SERVER_ERROR,
                          "Bad Request: the sessionId query parameter is required");
     request_log_session(sid);
-    if (!media_type_is(u_map_get_case(req->map_header, "Content-Type"), "application/json"))
+    if (!media_type_is(http_header(req, "Content-Type"), "application/json"))
         return http_fail(resp, 415, JSONRPC_SERVER_ERROR,
                          "Unsupported Media Type: Content-Type must be application/json");
     /* Bodies over max_body never get here: body_gate refused them. */

@@ -4,10 +4,11 @@
  *   transport=http mcp=tools/call tool=echo error=- ms=3 in=112"
  *
  * on stderr, and a row in the logs table (info), which mcp-admin logs and
- * stats read. body_gate opens the record when a request's headers arrive and
- * closes it when libmicrohttpd reports the request complete; in between,
- * http.c and ws.c add what only they know. The record is the request's
- * (body_gate keeps it); the gate binds it to the thread whenever it runs
+ * stats read. The request host (request_host.h) opens the record when a
+ * request's headers arrive and closes it when libmicrohttpd reports the
+ * request complete; in between, http.c and ws.c add what only they know.
+ * The record is the request's (the host keeps it); the host binds it to
+ * the thread whenever it runs
  * code for that request, so the calls below take no handle. Only /mcp,
  * /mcp/ws and the legacy /sse and /messages are logged (health checks
  * would drown the rest). */

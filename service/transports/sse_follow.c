@@ -1,6 +1,6 @@
 /* sse_follow — see sse_follow.h. */
 #include "sse_follow.h"
-#include "body_gate.h"
+#include "request_host.h"
 #include "clock.h"
 #include "http_shared.h"
 
@@ -116,7 +116,7 @@ static int block_full(size_t pending, int fresh, size_t max, int done)
 }
 
 /* Brings the buffer to where a block should go out: 0 to write it, 1 at
- * the end, -1 on an error. Runs on the request's fiber (body_gate_fill). */
+ * the end, -1 on an error. Runs on the request's fiber (request_host_fill). */
 static int fill(void *ud)
 {
     struct sse_follow *f = ud;
@@ -141,11 +141,11 @@ static int fill(void *ud)
     }
 }
 
-ssize_t sse_follow_write(struct sse_follow *f, struct gate_req *g, char *out, size_t max)
+ssize_t sse_follow_write(struct sse_follow *f, struct host_req *g, char *out, size_t max)
 {
     f->max = max;
     int verdict;
-    if (!body_gate_fill(g, fill, f, &verdict))
+    if (!request_host_fill(g, fill, f, &verdict))
         return 0;
     if (verdict != 0)
         return verdict > 0 ? U_STREAM_END : U_STREAM_ERROR;

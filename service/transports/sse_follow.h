@@ -11,7 +11,7 @@
  *
  * It is also the content reader's fill loop (sse_follow_write): it waits
  * for the stream when there is nothing to write, on the request's fiber
- * (body_gate_fill), and writes in blocks: a call whose block started empty
+ * (request_host_fill), and writes in blocks: a call whose block started empty
  * takes every message that is ready at once, up to the block's size, so
  * that a resumed or busy stream goes out a block per write instead of an
  * event (and a poll) per write. What a transport writes ahead of the
@@ -68,12 +68,12 @@ const char *sse_follow_token_why(enum follow_event e);
  * open (its reads say it). */
 int sse_follow_token_ended(struct sse_follow *f);
 
-struct gate_req;
+struct host_req;
 /* The content reader's answer (libmicrohttpd's block of max bytes at
- * out): fills the buffer on the request's fiber (body_gate_fill), running
+ * out): fills the buffer on the request's fiber (request_host_fill), running
  * the lead, then reading the stream, and answers 0 while that waits (the
  * connection is suspended), then the block, U_STREAM_END or
  * U_STREAM_ERROR. */
-ssize_t sse_follow_write(struct sse_follow *f, struct gate_req *g, char *out, size_t max);
+ssize_t sse_follow_write(struct sse_follow *f, struct host_req *g, char *out, size_t max);
 
 #endif

@@ -11,6 +11,7 @@
 #include "reader_set.h"
 #include "refusal.h"
 #include "push.h"
+#include "request_host.h"
 #include "request_log.h"
 #include "sock_io.h"
 #include "stream.h"
@@ -111,9 +112,12 @@ static enum MHD_Result fail(struct MHD_Connection *con, unsigned status, int cod
     return rc;
 }
 
+/* A header field's value, its trailing whitespace cut (request_host.h):
+ * the handshake runs on its request's fiber. */
 static const char *header(struct MHD_Connection *con, const char *name)
 {
-    return MHD_lookup_connection_value(con, MHD_HEADER_KIND, name);
+    (void)con;
+    return request_host_header(request_host_current(), name);
 }
 
 /* 1 if the comma-separated list `value` has `token` (case-insensitive). */

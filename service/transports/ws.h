@@ -5,7 +5,7 @@
  * close codes (see ../shared/design.md's pitfalls), so this transport speaks
  * RFC 6455 itself, with the ws_frame codec, on libmicrohttpd's upgrade API:
  *
- *   1. body_gate, the access handler in front of ulfius's, hands every
+ *   1. The request host (request_host.h), in front of ulfius's handler, hands every
  *      GET /mcp/ws to ws_upgrade once its headers are in (ulfius never
  *      sees it), on the request's fiber: a resume's waits park it.
  *   2. ws_upgrade checks Host/Origin (403) and the handshake (426/400),

@@ -14,6 +14,7 @@
 // chunked in any case) are still served.
 
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import { after, before, test } from 'node:test';
 
 import {
@@ -245,4 +246,16 @@ test('(f) trailing whitespace after a field value is not part of it (RFC 9110 5.
     `Content-Type: application/json\t\r\nMcp-Session-Id: ${session} \t \r\n` +
     `MCP-Protocol-Version: ${LATEST}  \r\nContent-Length: ${PING.length}\r\nConnection: close\r\n\r\n`;
   await assertServed(head + PING, 'trailing whitespace');
+  // The WebSocket handshake reads its fields the same way: the key (whose
+  // digest the 101 carries), the version, the session it resumes.
+  const key = 'dGhlIHNhbXBsZSBub25jZQ==';
+  const ws =
+    `GET /mcp/ws HTTP/1.1\r\nHost: 127.0.0.1:${mcpd.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+    `Sec-WebSocket-Key: ${key} \t\r\nSec-WebSocket-Version: 13 \r\nSec-WebSocket-Protocol: mcp\r\n` +
+    `Mcp-Session-Id: ${session}  \r\n\r\n`;
+  const x = await rawExchange(mcpd.port, ws, { ms: 5000, until: (t) => t.includes('\r\n\r\n') });
+  assert.match(x.text, /^HTTP\/1\.1 101 /, x.text);
+  const accept = crypto.createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+  assert.match(x.text, new RegExp(`\r\nsec-websocket-accept: ${accept.replace(/[+/]/g, '\\$&')}\r\n`, 'i'), x.text);
+  assert.match(x.text, new RegExp(`\r\nmcp-session-id: ${session}\r\n`, 'i'), x.text);
 });
