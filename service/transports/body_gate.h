@@ -33,7 +33,8 @@
  * socket is then shut for writing and drained for a moment (a lingering
  * close, on linger's thread, which the host asks for at completion), so
  * that the client reads the refusal instead of a reset caused by the body
- * bytes it was still sending. Thread-safe once configured. */
+ * bytes it was still sending. Needs plain TCP (the chunked refusal writes
+ * to the socket). Thread-safe once configured. */
 #ifndef MCPD_BODY_GATE_H
 #define MCPD_BODY_GATE_H
 

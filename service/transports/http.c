@@ -238,7 +238,7 @@ static void sse_headers(struct _u_response *resp)
 
 struct reader {
     struct sse_follow f;
-    struct host_req *gate; /* the request: the reader's waits run on its fiber */
+    struct host_req *host; /* the request: the reader's waits run on its fiber */
     int primed;
     int counted; /* http_stream_response */
 };
@@ -277,7 +277,7 @@ static ssize_t sse_write(void *ud, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
     struct reader *r = ud;
-    return sse_follow_write(&r->f, r->gate, out, max);
+    return sse_follow_write(&r->f, r->host, out, max);
 }
 
 static void sse_release(void *ud)
@@ -298,7 +298,7 @@ static int start_sse(struct _u_response *resp, struct follow *fl)
         follow_end(fl);
         return fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     }
-    r->gate = request_host_current();
+    r->host = request_host_current();
     r->f.follow = *fl;
     memset(fl, 0, sizeof *fl);
     r->f.polling = r->f.follow.polling;
@@ -472,7 +472,7 @@ struct batch_reader {
     int *done;
     int64_t last_write;
     struct sse_buf buf;
-    struct host_req *gate;
+    struct host_req *host;
     int counted; /* http_stream_response */
 };
 
@@ -552,7 +552,7 @@ static ssize_t batch_write(void *ud, uint64_t pos, char *out, size_t max)
     (void)pos;
     struct batch_reader *b = ud;
     int verdict;
-    if (!request_host_fill(b->gate, batch_fill, b, &verdict))
+    if (!request_host_fill(b->host, batch_fill, b, &verdict))
         return 0;
     if (verdict != 0)
         return verdict > 0 ? U_STREAM_END : U_STREAM_ERROR;
@@ -594,7 +594,7 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
     size_t n = json_array_size(batch);
     struct batch_reader *b = calloc(1, sizeof *b);
     if (b)
-        b->gate = request_host_current();
+        b->host = request_host_current();
     if (b && n) {
         b->follows = calloc(n, sizeof *b->follows);
         b->done = calloc(n, sizeof *b->done);

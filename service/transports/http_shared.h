@@ -16,12 +16,13 @@ struct _u_request;
 struct _u_response;
 struct core_reply;
 
+/* A header field's value as request_host_header reads it (trailing
+ * whitespace cut, lines joined); NULL when absent. Borrowed for the
+ * request's life. */
+const char *http_header(const struct _u_request *req, const char *name);
 /* Host and Origin (DNS rebinding), then the bearer token: fills *grant
  * (principal "" without authentication; a response that lasts holds it
  * with follow_token). 0 after answering 403/401. */
-/* A header field's value, its trailing whitespace cut (request_host.h);
- * NULL when absent. Borrowed for the request's life. */
-const char *http_header(const struct _u_request *req, const char *name);
 int http_admitted(const struct _u_request *req, struct _u_response *resp, struct auth_grant *grant);
 /* Answers with a JSON-RPC error (no id); returns U_CALLBACK_COMPLETE. */
 int http_fail(struct _u_response *resp, unsigned status, int code, const char *message);

@@ -235,7 +235,7 @@ struct conn {
     /* Its session's standalone stream, once bound (f.follow.session holds the
      * session's standalone slot). */
     struct sse_follow f;
-    struct host_req *gate; /* the request: the writer's waits run on its fiber */
+    struct host_req *host; /* the request: the writer's waits run on its fiber */
     int counted;           /* http_stream_response */
 };
 
@@ -352,7 +352,7 @@ static ssize_t conn_write(void *ud, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
     struct conn *c = ud;
-    return sse_follow_write(&c->f, c->gate, out, max);
+    return sse_follow_write(&c->f, c->host, out, max);
 }
 
 static void conn_free(void *ud)
@@ -402,7 +402,7 @@ static int on_sse(const struct _u_request *req, struct _u_response *resp, void *
         return U_CALLBACK_COMPLETE;
     struct conn *c = calloc(1, sizeof *c);
     if (c)
-        c->gate = request_host_current();
+        c->host = request_host_current();
     if (!c)
         return http_fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
     snprintf(c->principal, sizeof c->principal, "%s", grant.principal);

@@ -31,10 +31,12 @@ struct MHD_Daemon *MHD_start_daemon(unsigned int flags, uint16_t port, MHD_Accep
     va_list ap;
     va_start(ap, dh_cls);
     if (route.outer) {
+        /* Once: another daemon in the process is not ulfius's. */
         route.inner = dh;
         route.inner_cls = dh_cls;
         dh = route.outer;
         dh_cls = NULL;
+        route.outer = NULL;
     }
     struct MHD_Daemon *d = MHD_start_daemon_va(flags, port, apc, apc_cls, dh, dh_cls, ap);
     va_end(ap);

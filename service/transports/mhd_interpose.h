@@ -24,7 +24,7 @@
 
 #include <microhttpd.h>
 
-/* The access handler the next daemon gets in place of ulfius's. */
+/* The access handler the next daemon (only) gets in place of ulfius's. */
 void mhd_interpose_route(MHD_AccessHandlerCallback outer);
 /* 1 once ulfius's daemon was started through here. */
 int mhd_interpose_installed(void);

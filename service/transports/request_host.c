@@ -12,11 +12,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <ulfius.h>
 
-/* A header value without its trailing whitespace (request_host_header). */
-struct trimmed {
-    struct trimmed *next;
+/* A header field's value as request_host_header made it (trimmed, or its
+ * lines joined), kept for the request's later lookups of the name. */
+struct field {
+    struct field *next;
+    const char *name; /* in the same allocation, after the value */
     char value[];
 };
 
@@ -26,7 +29,7 @@ struct trimmed {
 struct host_req {
     void *inner_cls;   /* ulfius's own state of the request */
     int seen;          /* its first call has come */
-    int refused;       /* answered by the gate: ulfius never sees it again */
+    int refused;       /* answered before ulfius (conn_guard, the gate): it never sees it */
     int websocket;     /* GET /mcp/ws: ws_upgrade answers it, not ulfius */
     int nul_in_path;   /* the raw path has %00 (body_gate_nul_in_path) */
     int closing;       /* completed: nothing may resume the connection */
@@ -34,7 +37,7 @@ struct host_req {
     struct request_record log;
     struct ws_conn *ws_pending;
     struct MHD_Connection *con;
-    struct trimmed *trimmed; /* owned */
+    struct field *fields; /* owned: request_host_header's copies */
     /* The handler, or a content reader's fill, on a fiber (one at a time). */
     struct fiber *fiber;
     const char *url, *method, *version;
@@ -153,29 +156,84 @@ void request_host_client(const struct host_req *g, char *out)
         conn_guard_client(g->con, out);
 }
 
+/* The lines of one field, for request_host_header. */
+struct field_walk {
+    const char *name;
+    size_t name_len;
+    const char *first; /* the first line's value */
+    size_t first_len, lines, total;
+    char *joined; /* with lines > 1: every line, ", " between, each trimmed */
+    size_t len;
+};
+
+static size_t trimmed_len(const char *v, size_t len)
+{
+    while (len && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+        len--;
+    return len;
+}
+
+static enum MHD_Result each_line(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 size_t key_size, const char *value, size_t value_size)
+{
+    (void)kind;
+    struct field_walk *w = cls;
+    /* The length first: this runs for every field, for every lookup. */
+    if (!value || key_size != w->name_len || strcasecmp(key, w->name) != 0)
+        return MHD_YES;
+    size_t n = trimmed_len(value, value_size);
+    if (w->lines++ == 0) {
+        w->first = value;
+        w->first_len = value_size;
+    }
+    if (w->joined) {
+        if (w->len) {
+            memcpy(w->joined + w->len, ", ", 2);
+            w->len += 2;
+        }
+        memcpy(w->joined + w->len, value, n);
+        w->len += n;
+    }
+    w->total += n + 2;
+    return MHD_YES;
+}
+
 const char *request_host_header(struct host_req *g, const char *name)
 {
     if (!g || !g->con)
         return NULL;
-    const char *v;
-    size_t len;
-    if (MHD_lookup_connection_value_n(g->con, MHD_HEADER_KIND, name, strlen(name), &v, &len) !=
-            MHD_YES ||
-        !v)
+    for (struct field *f = g->fields; f; f = f->next)
+        if (strcasecmp(f->name, name) == 0)
+            return f->value;
+    struct field_walk w = {.name = name, .name_len = strlen(name)};
+    MHD_get_connection_values_n(g->con, MHD_HEADER_KIND, each_line, &w);
+    if (!w.lines)
         return NULL;
-    size_t end = len;
-    while (end && (v[end - 1] == ' ' || v[end - 1] == '\t'))
-        end--;
-    if (end == len)
-        return v;
-    struct trimmed *t = malloc(sizeof *t + end + 1);
-    if (!t)
-        return NULL;
-    memcpy(t->value, v, end);
-    t->value[end] = '\0';
-    t->next = g->trimmed;
-    g->trimmed = t;
-    return t->value;
+    size_t len = trimmed_len(w.first, w.first_len);
+    if (w.lines == 1 && len == w.first_len)
+        return w.first; /* as libmicrohttpd holds it: no copy */
+    /* A field on several lines is one list (RFC 9110 5.3), as ulfius joins
+     * it: a singleton field sent twice reads as one invalid value and is
+     * refused, never silently the first. */
+    size_t cap = w.lines == 1 ? len : w.total;
+    struct field *f = malloc(sizeof *f + cap + 1 + w.name_len + 1);
+    if (!f)
+        return w.first; /* untrimmed rather than absent */
+    if (w.lines == 1) {
+        memcpy(f->value, w.first, len);
+    } else {
+        w.joined = f->value;
+        w.lines = 0;
+        MHD_get_connection_values_n(g->con, MHD_HEADER_KIND, each_line, &w);
+        len = w.len;
+    }
+    f->value[len] = '\0';
+    char *copy = f->value + len + 1;
+    memcpy(copy, name, w.name_len + 1);
+    f->name = copy;
+    f->next = g->fields;
+    g->fields = f;
+    return f->value;
 }
 
 int request_host_fill(struct host_req *g, int (*fill)(void *ud), void *ud, int *verdict)
@@ -324,10 +382,10 @@ void request_host_completed(void *cls, struct MHD_Connection *con, void **con_cl
     request_log_bind(NULL);
     ws_request_completed(&g->ws_pending);
     mhd_request_completed(cls, con, &g->inner_cls, toe);
-    while (g->trimmed) {
-        struct trimmed *t = g->trimmed;
-        g->trimmed = t->next;
-        free(t);
+    while (g->fields) {
+        struct field *f = g->fields;
+        g->fields = f->next;
+        free(f);
     }
     free(g);
     *con_cls = NULL;

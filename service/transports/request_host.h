@@ -26,10 +26,11 @@
  * ("Mcp-Session-Id: <id> " named no session). The transports read header
  * fields through request_host_header, which trims it, so that
  * libmicrohttpd's read buffer and ulfius's maps stay as their libraries
- * made them.
+ * made them. Values are passed on as sent, UTF-8 or not (ulfius's maps
+ * drop a value that is not; the transports' checks refuse it, and the log
+ * escapes it).
  *
- * Needs MHD_ALLOW_SUSPEND_RESUME and plain TCP (the chunked refusal writes
- * to the socket). */
+ * Needs MHD_ALLOW_SUSPEND_RESUME. */
 #ifndef MCPD_REQUEST_HOST_H
 #define MCPD_REQUEST_HOST_H
 
@@ -56,9 +57,12 @@ struct host_req *request_host_current(void);
 /* The request's client (conn_guard_client: FORWARDED_ADDR_MAX bytes into
  * out; "" when unknown or g is NULL). */
 void request_host_client(const struct host_req *g, char *out);
-/* The value of the request's first header field `name` (case-insensitive),
- * trailing whitespace cut; NULL when absent or g is NULL. Borrowed: lives
- * as long as the request. */
+/* The value of the request's header field `name` (case-insensitive),
+ * trailing whitespace cut; a field on several lines is one list, its lines
+ * joined with ", " (RFC 9110 5.3, as ulfius's maps hold it), so a
+ * singleton field sent twice reads as one invalid value. NULL when absent
+ * or g is NULL. Borrowed: lives as long as the request. Runs on the
+ * request's thread or fiber only (request_host_current). */
 const char *request_host_header(struct host_req *g, const char *name);
 /* For a content reader (libmicrohttpd calls it on a pool thread): runs
  * fill(ud), which may wait, on the request's fiber. Returns 1 with fill's

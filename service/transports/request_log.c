@@ -8,7 +8,7 @@
 #include <string.h>
 
 /* The record of the request this thread is working for: bound by the
- * gate whenever it runs code for a request. */
+ * request host whenever it runs code for a request. */
 static _Thread_local struct request_record *bound;
 /* What the calls write to when nothing is bound (not an HTTP request). */
 static _Thread_local struct request_record unbound;

@@ -112,12 +112,14 @@ static enum MHD_Result fail(struct MHD_Connection *con, unsigned status, int cod
     return rc;
 }
 
-/* A header field's value, its trailing whitespace cut (request_host.h):
- * the handshake runs on its request's fiber. */
+/* A header field's value as request_host.h reads it (trailing whitespace
+ * cut, lines joined): the handshake runs on its request's fiber. Outside
+ * the request host, libmicrohttpd's first line as it came. */
 static const char *header(struct MHD_Connection *con, const char *name)
 {
-    (void)con;
-    return request_host_header(request_host_current(), name);
+    struct host_req *g = request_host_current();
+    return g ? request_host_header(g, name)
+             : MHD_lookup_connection_value(con, MHD_HEADER_KIND, name);
 }
 
 /* 1 if the comma-separated list `value` has `token` (case-insensitive). */
@@ -178,7 +180,7 @@ struct ws_conn {
     unsigned why_code;
     int resumed, from_event; /* for the log */
     int64_t opened_ms;       /* the 101, for the log's "after N ms" */
-    /* Until the 101 went out: the gate's pointer to this connection,
+    /* Until the 101 went out: the request host's pointer to this connection,
      * cleared once it is upgraded (ws_request_completed frees what it
      * still points to). */
     struct ws_conn **pending;

@@ -246,6 +246,15 @@ test('(f) trailing whitespace after a field value is not part of it (RFC 9110 5.
     `Content-Type: application/json\t\r\nMcp-Session-Id: ${session} \t \r\n` +
     `MCP-Protocol-Version: ${LATEST}  \r\nContent-Length: ${PING.length}\r\nConnection: close\r\n\r\n`;
   await assertServed(head + PING, 'trailing whitespace');
+  // A field on two lines is one list (RFC 9110 5.3): Accept's two types.
+  const split = head.replace(`Accept: ${ACCEPT_BOTH} \r\n`, 'Accept: application/json \r\nAccept: text/event-stream\r\n');
+  assert.notEqual(split, head);
+  await assertServed(split + PING, 'Accept on two lines');
+  // A singleton sent twice is one invalid value, never silently the first.
+  const twice = head.replace(`Mcp-Session-Id: ${session} \t \r\n`, `Mcp-Session-Id: ${session}\r\nMcp-Session-Id: ${session}\r\n`);
+  assert.notEqual(twice, head);
+  const x2 = await rawExchange(mcpd.port, twice + PING, { ms: 5000, until: (t) => responses(t).some((r) => r.body.endsWith('}')) });
+  assert.equal(responses(x2.text)[0]?.status, 404, x2.text);
   // The WebSocket handshake reads its fields the same way: the key (whose
   // digest the 101 carries), the version, the session it resumes.
   const key = 'dGhlIHNhbXBsZSBub25jZQ==';
