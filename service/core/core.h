@@ -81,22 +81,26 @@ enum core_reason {
 
 struct core_reply {
     enum core_kind kind;
-    struct stream *stream;   /* CORE_STREAM: reference owned by the caller */
-    json_t *ack;             /* CORE_STREAM, opted in ("stream": true): send this at
-                                once; the stream's messages go out as chunks */
-    int single;              /* CORE_STREAM: the stream carries one message (a poll
-                                result): answer with it whole, never as SSE */
-    struct session *session; /* the session it belongs to (for initialize the
-                                new one), owned; NULL before initialize */
-    enum core_reason reason; /* CORE_REJECTED */
-    json_t *error;           /* CORE_REJECTED: the error message, owned;
-                                CORE_ANSWERED: the answer to send as is */
-    int notification;        /* the message was a notification: a transport
-                                without status codes sends no error for it */
-    int ephemeral;           /* session is the request's own (stateless): end
-                                it with core_end_session once the reply is
-                                written, or the client went away (which
-                                cancels the request) */
+    struct stream *stream;    /* CORE_STREAM: reference owned by the caller */
+    json_t *ack;              /* CORE_STREAM, opted in ("stream": true): send this at
+                                 once; the stream's messages go out as chunks */
+    int single;               /* CORE_STREAM: the stream carries one message (a poll
+                                 result): answer with it whole, never as SSE */
+    struct session *session;  /* the session it belongs to (for initialize the
+                                 new one), owned; NULL before initialize */
+    const char *session_made; /* the id of the session this message made (an
+                                 initialize), for the client (HTTP's
+                                 Mcp-Session-Id); borrowed from session; else
+                                 NULL */
+    enum core_reason reason;  /* CORE_REJECTED */
+    json_t *error;            /* CORE_REJECTED: the error message, owned;
+                                 CORE_ANSWERED: the answer to send as is */
+    int notification;         /* the message was a notification: a transport
+                                 without status codes sends no error for it */
+    int ephemeral;            /* session is the request's own (stateless): end
+                                 it with core_end_session once the reply is
+                                 written, or the client went away (which
+                                 cancels the request) */
 };
 void core_reply_clear(struct core_reply *r);
 

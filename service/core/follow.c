@@ -73,6 +73,7 @@ static void start(struct follow *f, struct session *s, struct stream *st, int64_
         atomic_store(&t->reading, st);
     f->stream = st;
     f->session = s;
+    f->session_id = s ? session_id(s) : NULL;
     f->next = next;
     f->polling = s && protocol_has_sse_polling(session_protocol(s));
     stream_attach(st, &f->reader);

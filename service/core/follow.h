@@ -48,6 +48,7 @@ struct follow {
     struct stream_watch watch;  /* follow_join: linked into the stream */
     struct follow_group *group; /* follow_join; NULL: none */
     struct session *session;    /* owned; NULL: none */
+    const char *session_id;     /* session's id (borrowed from it); NULL: none */
     struct stream_reader reader;
     int64_t next;               /* seq of the next message follow_read returns */
     int standalone;             /* holds the session's standalone claim (follow_standalone) */

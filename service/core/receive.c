@@ -522,6 +522,10 @@ void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *o
         return;
     }
     receive_one(c, msg, out);
+    /* A session that the caller did not name and that is not the request's
+     * own: this message made it. */
+    if (out->kind != CORE_REJECTED && out->session && !c->session_id && !out->ephemeral)
+        out->session_made = session_id(out->session);
     /* A refusal of the message is the transport's to answer (a status);
      * anything else its client reads on the standalone stream. */
     if (c->relayed && out->kind != CORE_REJECTED && core_relay(out) != 0) {

@@ -20,7 +20,6 @@
 #include "sse.h"
 #include "sse_follow.h"
 #include "follow.h"
-#include "session.h"
 #include "workers.h"
 #include "ws.h"
 
@@ -749,8 +748,8 @@ static int on_post(const struct _u_request *req, struct _u_response *resp, void 
                                     : NULL);
         struct core_reply r;
         core_receive(&c, root, &r);
-        if (r.kind != CORE_REJECTED && r.session && !c.session_id && !r.ephemeral)
-            u_map_put(resp->map_header, "Mcp-Session-Id", session_id(r.session));
+        if (r.session_made)
+            u_map_put(resp->map_header, "Mcp-Session-Id", r.session_made);
         rc = respond(resp, &r, &grant);
     }
     json_decref(root);

@@ -13,7 +13,6 @@
 #include "request_log.h"
 #include "sse.h"
 #include "sse_follow.h"
-#include "session.h"
 #include "table.h"
 
 #include <pthread.h>
@@ -384,7 +383,7 @@ static int resume(struct conn *c, const char *last, struct _u_response *resp)
     if (follow_open(&c->f.follow, &k, cursor, HTTP_PROBE_WAIT_MS, &refused) != 0)
         return http_refused(resp, &refused), -1;
     c->f.event_type = "message";
-    snprintf(c->sid, sizeof c->sid, "%s", session_id(c->f.follow.session));
+    snprintf(c->sid, sizeof c->sid, "%s", c->f.follow.session_id);
     request_log_session(c->sid);
     return 0;
 }

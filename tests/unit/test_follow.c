@@ -212,7 +212,7 @@ static void test_group(void)
     follow_group_init(&g);
     /* On the heap: after follow_end, a change of its stream must not reach
      * the freed follow (ASan would see it). */
-    struct follow *fa = calloc(1, sizeof *fa), fb;
+    struct follow *fa = calloc(1, sizeof *fa), fb = {0};
     CHECK(fa != NULL);
     if (!fa)
         return;

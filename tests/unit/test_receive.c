@@ -120,6 +120,8 @@ static void test_initialize(void)
         return;
     }
     session_ref(s);
+    /* The reply names the session it made, for the client. */
+    CHECK(r.session_made && strcmp(r.session_made, session_id(s)) == 0);
     json_t *m = rig_one(&r);
     json_t *result = json_object_get(m, "result");
     CHECK_INT(json_integer_value(json_object_get(m, "id")), 1);
@@ -146,6 +148,7 @@ static void test_initialize(void)
     CHECK_INT(r.kind, CORE_ACCEPTED);
     CHECK(r.notification);
     CHECK(r.session == s);
+    CHECK(r.session_made == NULL); /* named by the client: made before */
     core_reply_clear(&r);
     CHECK(session_initialized(s));
 
@@ -1184,6 +1187,7 @@ static void test_stateless(void)
               "\"name\":\"echo\",\"arguments\":{\"message\":\"alone\"}," META_2026, &r);
     CHECK_INT(r.kind, CORE_STREAM);
     CHECK(r.ephemeral);
+    CHECK(r.session_made == NULL); /* its own: no id for the client */
     struct session *own = r.session;
     CHECK(own != NULL);
     if (own)
