@@ -537,11 +537,11 @@ void push_receive(struct push *p, const char *buf, size_t len)
     json_decref(root);
 }
 
-int push_resume(struct push *p, const char *sid, const char *last_event_id,
-                struct core_reply *refused)
+/* A reconnect: adopts session sid and, with last_event_id, the stream it
+ * names (push_open). 0, or -1 with *refused filled. */
+static int resume(struct push *p, const char *sid, const char *last_event_id,
+                  struct core_reply *refused)
 {
-    if (p->session)
-        return strcmp(session_id(p->session), sid) == 0 ? 0 : -1;
     struct core_caller c = caller(p);
     c.session_id = sid;
     if (!last_event_id) {
@@ -576,12 +576,13 @@ int push_resume(struct push *p, const char *sid, const char *last_event_id,
 
 /* ---- lifecycle ---- */
 
-struct push *push_open(const struct push_io *io)
+struct push *push_open(const struct push_io *io, struct core_reply *refused)
 {
     struct push *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
     p->io = *io;
+    p->io.resume_session = p->io.resume_event = NULL; /* borrowed for this call only */
     if (p->io.max_inflight <= 0)
         p->io.max_inflight = DEFAULT_MAX_INFLIGHT;
     pthread_mutex_init(&p->mu, NULL);
@@ -599,6 +600,13 @@ struct push *push_open(const struct push_io *io)
     }
     if (p->io.token_ended)
         auth_hold(&p->hold, &p->io.grant, p->io.token_ended, p->io.io);
+    struct core_reply none;
+    if (!refused)
+        refused = &none;
+    memset(refused, 0, sizeof *refused);
+    if (io->resume_session && resume(p, io->resume_session, io->resume_event, refused) != 0 &&
+        refused == &none)
+        core_reply_clear(&none);
     return p;
 }
 

@@ -16,9 +16,9 @@
  * notifications. Once the connection has a session, its standalone stream
  * is forwarded too. So the transport owns no messages: if the connection
  * drops, the streams are in the store, and a new connection resumes them
- * (push_resume).
+ * (push_io.resume_session).
  *
- * A transport's whole life with it: push_open, push_resume (a reconnect),
+ * A transport's whole life with it: push_open (new, or a reconnect),
  * push_receive per frame, push_close.
  *
  * Threading: push_receive is called from the transport's reader (a loop
@@ -37,6 +37,7 @@
 #include "auth.h"
 
 struct push;
+struct core_reply;
 
 struct push_io {
     /* Writes one message (compact JSON text, no newline) as one frame.
@@ -67,26 +68,29 @@ struct push_io {
      * the connection; it must not block. Never after push_close began.
      * May be NULL. */
     void (*token_ended)(void *io, const char *why);
+    /* A reconnect (NULL: a new connection, whose session comes with its
+     * initialize): the session to adopt and, with it, the event id
+     * ("<stream>:<seq>", may be NULL) of the stream to replay from the
+     * message after it and then follow. Read by push_open only. */
+    const char *resume_session, *resume_event;
 };
 
 /* A new connection, with its writer running on the event loop, holding
- * the grant's token. The io struct is copied. NULL when out of memory or when the loop is not
- * running. */
-struct push *push_open(const struct push_io *io);
+ * the grant's token. The io struct is copied. With io->resume_session it
+ * first adopts that session (a reconnect): when the core refuses it (the
+ * session is unknown, expired or another principal's; the cursor names no
+ * stream of it or no position of it), *refused holds the refusal
+ * (CORE_REJECTED; the caller clears it) and the connection is open
+ * without a session; otherwise refused is zeroed (refused may be NULL:
+ * the refusal is then dropped). A resumed stream's messages start going
+ * out at once, through io->send: a transport that must answer first holds
+ * its send lock across the call. NULL when out of memory or when the loop
+ * is not running. */
+struct push *push_open(const struct push_io *io, struct core_reply *refused);
 
 /* One frame's payload from the client. Never fails: bad input is answered
  * on the connection (-32700, -32600, ...) and the connection goes on. */
 void push_receive(struct push *p, const char *buf, size_t len);
-
-/* Adopt an existing session (a reconnect). With last_event_id
- * ("<stream>:<seq>", may be NULL) the named stream is replayed from the
- * message after it and then followed. Returns 0, or -1 with *refused
- * filled by the core (the session is unknown, expired or another
- * principal's; the cursor names no stream of it or no position of it);
- * the caller clears it. */
-struct core_reply;
-int push_resume(struct push *p, const char *session_id, const char *last_event_id,
-                struct core_reply *refused);
 
 /* The connection's session id, or NULL before initialize. Borrowed. */
 const char *push_session_id(struct push *p);

@@ -27,12 +27,18 @@ static void send_error(struct first_message *fm, json_t *id, int code, const cha
     send_msg(fm, greeting_error(id, code, message, fm->io.transport, reason));
 }
 
-static int open_push(struct first_message *fm, const struct auth_grant *grant)
+/* Opens the connection; with g's sessionId, a reconnect (a refusal in
+ * *refused). */
+static int open_push(struct first_message *fm, const struct auth_grant *grant,
+                     const struct greeting *g, struct core_reply *refused)
 {
     /* The token is held from here: a revocation before the next read is
      * seen by it. */
     fm->io.grant = *grant;
-    *fm->push = push_open(&fm->io);
+    fm->io.resume_session = g ? g->session_id : NULL;
+    fm->io.resume_event = g ? g->last_event_id : NULL;
+    *fm->push = push_open(&fm->io, refused);
+    fm->io.resume_session = fm->io.resume_event = NULL;
     if (!*fm->push)
         return -1;
     *fm->served = 1;
@@ -56,15 +62,16 @@ static int on_connect(struct first_message *fm, json_t *msg)
         send_msg(fm, refusal);
         return fatal || fm->auth_required;
     }
-    if (open_push(fm, &grant) != 0) {
-        send_error(fm, g.id, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
-        return 1;
-    }
     /* The answer goes out before anything of a resumed stream: push's
      * writer sends through wmu, held until the answer is out. */
     fmutex_lock(fm->wmu);
     struct core_reply refused;
-    if (g.session_id && push_resume(*fm->push, g.session_id, g.last_event_id, &refused) != 0) {
+    if (open_push(fm, &grant, &g, &refused) != 0) {
+        fmutex_unlock(fm->wmu);
+        send_error(fm, g.id, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
+        return 1;
+    }
+    if (refused.kind == CORE_REJECTED) {
         json_t *err = json_deep_copy(refused.error);
         core_reply_clear(&refused);
         if (err)
@@ -75,7 +82,7 @@ static int on_connect(struct first_message *fm, json_t *msg)
                   fm->name);
         return 0;
     }
-    const char *sid = push_session_id(*fm->push);
+    const char *sid = g.session_id; /* resumed, or none before initialize */
     fm->send_locked(fm->io.io, greeting_answer(g.id, fm->io.transport, sid));
     fmutex_unlock(fm->wmu);
     char principal[80] = "";
@@ -106,7 +113,7 @@ int first_message_serve(struct first_message *fm, const char *data, size_t len)
         rc = 1;
     } else {
         struct auth_grant none = {0};
-        if (open_push(fm, &none) != 0) {
+        if (open_push(fm, &none, NULL, NULL) != 0) {
             send_error(fm, NULL, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL);
             rc = 1;
         } else {

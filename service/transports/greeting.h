@@ -9,7 +9,7 @@
  * answer is {"transport":T,"sessionId":S|null}. A refusal is a JSON-RPC
  * error whose data is {"transport":T,"reason":…}: "unauthorized" (-32001;
  * the connection is not served), "bad connect" (-32602). The transport
- * resumes (push_resume) and sends; this module only parses, checks the
+ * resumes (push_io.resume_session) and sends; this module only parses, checks the
  * token (auth.h) and builds the messages, so it has no state and no I/O.
  *
  * Ownership: struct greeting borrows from the message it was parsed from;

@@ -362,7 +362,7 @@ int stdio_serve(int in_fd, int out_fd, const struct stdio_config *cfg, const sig
     struct push_io io = {.send = out_send, .io = o, .transport = "stdio", .event_ids = 0};
     sv->dec = stdio_frame_decoder_new(max);
     sv->buf = malloc(READ_CHUNK);
-    sv->p = sv->dec && sv->buf ? push_open(&io) : NULL;
+    sv->p = sv->dec && sv->buf ? push_open(&io, NULL) : NULL;
     int saved_flags = sv->p ? make_nonblocking(out_fd) : -1;
     int status = 0;
     if (!sv->p || loop_spawn(serve_main, sv) != 0) {

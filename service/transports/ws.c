@@ -643,6 +643,13 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, const char *url, struct w
         return fail(con, 503, JSONRPC_INTERNAL_ERROR, "WebSocket unavailable", NULL, NULL);
     }
     ws_parser_init(&c->parser, ws_cfg.max_message);
+    const char *sid = header(con, "Mcp-Session-Id");
+    const char *last = header(con, "Last-Event-ID");
+    if (!sid) {
+        sid = query(con, "session");
+        if (!last)
+            last = query(con, "last_event_id");
+    }
     struct push_io io = {.send = conn_send,
                          .io = c,
                          .transport = WS_TRANSPORT,
@@ -652,27 +659,23 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, const char *url, struct w
                          /* From here, before the 101: a revocation that
                           * comes before the session's reader starts is
                           * seen by its first look. */
-                         .token_ended = conn_token_ended};
-    c->push = push_open(&io);
+                         .token_ended = conn_token_ended,
+                         .resume_session = sid,
+                         .resume_event = last};
+    /* Resuming hands streams to push's writer at once; the write mutex,
+     * held until upgraded(), keeps their frames behind the 101, and lets a
+     * refusal still be an ordinary HTTP answer. */
+    fmutex_lock(&c->wmu);
+    struct core_reply refused;
+    c->push = push_open(&io, &refused);
     if (!c->push) {
+        fmutex_unlock(&c->wmu);
         ws_parser_free(&c->parser);
         fmutex_destroy(&c->wmu);
         free(c);
         return fail(con, 503, JSONRPC_INTERNAL_ERROR, "Out of memory", NULL, NULL);
     }
-    /* Resuming hands streams to push's writer at once; the write mutex,
-     * held until upgraded(), keeps their frames behind the 101, and lets a
-     * refusal still be an ordinary HTTP answer. */
-    const char *sid = header(con, "Mcp-Session-Id");
-    const char *last = header(con, "Last-Event-ID");
-    if (!sid) {
-        sid = query(con, "session");
-        if (!last)
-            last = query(con, "last_event_id");
-    }
-    fmutex_lock(&c->wmu);
-    struct core_reply refused;
-    int resumed = sid ? push_resume(c->push, sid, last, &refused) : 0;
+    int resumed = refused.kind == CORE_REJECTED ? -1 : 0;
     struct MHD_Response *r = resumed == 0 ? MHD_create_response_for_upgrade(upgraded, c) : NULL;
     if (!r) {
         fmutex_unlock(&c->wmu);
@@ -691,7 +694,7 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, const char *url, struct w
     MHD_add_response_header(r, "Sec-WebSocket-Accept", accept);
     MHD_add_response_header(r, "Sec-WebSocket-Protocol", "mcp");
     if (sid)
-        MHD_add_response_header(r, "Mcp-Session-Id", push_session_id(c->push));
+        MHD_add_response_header(r, "Mcp-Session-Id", sid); /* the session it adopted */
     *pending = c;
     c->pending = pending;
     rc = MHD_queue_response(con, MHD_HTTP_SWITCHING_PROTOCOLS, r);

@@ -118,7 +118,7 @@ int main(void)
     struct capture cap = {.msgs = json_array()};
     pthread_mutex_init(&cap.mu, NULL);
     struct push_io io = {.send = capture_send, .io = &cap, .transport = "ws", .event_ids = 1};
-    struct push *p = push_open(&io);
+    struct push *p = push_open(&io, NULL);
 
     /* Before initialize: ping is answered, other requests are refused. */
     feed(p, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
@@ -165,7 +165,7 @@ int main(void)
         struct capture capg = {.msgs = json_array()};
         pthread_mutex_init(&capg.mu, NULL);
         struct push_io iog = {.send = capture_send, .io = &capg, .transport = "stdio"};
-        struct push *pg = push_open(&iog);
+        struct push *pg = push_open(&iog, NULL);
         feed(pg, "{\"jsonrpc\":\"2.0\",\"id\":22,\"method\":\"subscriptions/listen\","
                  "\"params\":{\"notifications\":{\"toolsListChanged\":true}," META_2026 "}}");
         m = wait_for(&capg, -1, "notifications/subscriptions/acknowledged");
@@ -227,17 +227,36 @@ int main(void)
     push_close(p, 0, 0);
     struct capture cap2 = {.msgs = json_array()};
     pthread_mutex_init(&cap2.mu, NULL);
-    struct push_io io2 = {.send = capture_send, .io = &cap2, .transport = "ws", .event_ids = 1};
-    struct push *p2 = push_open(&io2);
+    struct push_io io2 = {.send = capture_send,
+                          .io = &cap2,
+                          .transport = "ws",
+                          .event_ids = 1,
+                          .resume_session = "0123456789abcdef0123456789abcdef"};
+    /* A reconnect the core refuses: the refusal, and a connection without
+     * a session (it may still initialize). */
     struct core_reply refused;
-    CHECK_INT(push_resume(p2, "0123456789abcdef0123456789abcdef", NULL, &refused), -1);
+    struct push *p2 = push_open(&io2, &refused);
+    CHECK(p2 != NULL);
+    CHECK_INT(refused.kind, CORE_REJECTED);
     CHECK_INT(refused.reason, CORE_NOT_FOUND);
     CHECK_INT(refusal_code(refused.error), -32001);
     core_reply_clear(&refused);
-    CHECK_INT(push_resume(p2, sid, "nosuchstream:1", &refused), -1);
+    feed(p2, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/list\"}");
+    m = wait_for(&cap2, 7, NULL);
+    CHECK_INT(json_integer_value(json_object_get(json_object_get(m, "error"), "code")), -32600);
+    json_decref(m);
+    push_close(p2, 0, 0);
+    io2.resume_session = sid;
+    io2.resume_event = "nosuchstream:1";
+    p2 = push_open(&io2, &refused);
+    CHECK_INT(refused.kind, CORE_REJECTED);
     CHECK_INT(refused.reason, CORE_BAD_REQUEST);
     core_reply_clear(&refused);
-    CHECK_INT(push_resume(p2, sid, NULL, &refused), 0);
+    push_close(p2, 0, 0);
+    io2.resume_event = NULL;
+    p2 = push_open(&io2, &refused);
+    CHECK(p2 != NULL);
+    CHECK_INT(refused.kind, CORE_ACCEPTED); /* zeroed: resumed */
     feed(p2,
          "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
          "\"arguments\":{\"message\":\"again\"}}}");
@@ -249,10 +268,13 @@ int main(void)
      * running them. */
     struct capture cap3 = {.msgs = json_array()};
     pthread_mutex_init(&cap3.mu, NULL);
-    struct push_io io3 = {
-        .send = capture_send, .io = &cap3, .transport = "stdio", .max_inflight = 2};
-    struct push *p3 = push_open(&io3);
-    CHECK_INT(push_resume(p3, sid, NULL, &refused), 0);
+    struct push_io io3 = {.send = capture_send,
+                          .io = &cap3,
+                          .transport = "stdio",
+                          .max_inflight = 2,
+                          .resume_session = sid};
+    struct push *p3 = push_open(&io3, &refused);
+    CHECK_INT(refused.kind, CORE_ACCEPTED);
     for (int i = 0; i < 3; i++) {
         char req[200];
         snprintf(req, sizeof req,
@@ -282,9 +304,13 @@ int main(void)
      * next connection's: the session's delivery cursor stays before it. */
     struct capture cap4 = {.msgs = json_array(), .fail_sends = 1};
     pthread_mutex_init(&cap4.mu, NULL);
-    struct push_io io4 = {.send = capture_send, .io = &cap4, .transport = "ws", .event_ids = 1};
-    struct push *p4 = push_open(&io4);
-    CHECK_INT(push_resume(p4, sid, NULL, &refused), 0);
+    struct push_io io4 = {.send = capture_send,
+                          .io = &cap4,
+                          .transport = "ws",
+                          .event_ids = 1,
+                          .resume_session = sid};
+    struct push *p4 = push_open(&io4, &refused);
+    CHECK_INT(refused.kind, CORE_ACCEPTED);
     struct core_caller by_sid = {.transport = "ws", .session_id = sid, .connection = 1};
     struct session *s = core_session_open(&by_sid, &refused);
     CHECK(s != NULL);
@@ -304,9 +330,13 @@ int main(void)
     json_decref(cap4.msgs);
     struct capture cap5 = {.msgs = json_array()};
     pthread_mutex_init(&cap5.mu, NULL);
-    struct push_io io5 = {.send = capture_send, .io = &cap5, .transport = "ws", .event_ids = 1};
-    struct push *p5 = push_open(&io5);
-    CHECK_INT(push_resume(p5, sid, NULL, &refused), 0);
+    struct push_io io5 = {.send = capture_send,
+                          .io = &cap5,
+                          .transport = "ws",
+                          .event_ids = 1,
+                          .resume_session = sid};
+    struct push *p5 = push_open(&io5, &refused);
+    CHECK_INT(refused.kind, CORE_ACCEPTED);
     m = wait_for(&cap5, -1, "notifications/message");
     CHECK_STR(json_string_value(json_object_get(json_object_get(m, "params"), "data")), "kept");
     json_decref(m);
