@@ -83,9 +83,12 @@ struct push_io {
  * (CORE_REJECTED; the caller clears it) and the connection is open
  * without a session; otherwise refused is zeroed (refused may be NULL:
  * the refusal is then dropped). A resumed stream's messages start going
- * out at once, through io->send: a transport that must answer first holds
- * its send lock across the call. NULL when out of memory or when the loop
- * is not running. */
+ * out at once, through io->send from the writer: a transport that must
+ * answer first holds its send lock across the call. Resuming may park (a
+ * store read, a session's revival), so that lock must be one a fiber may
+ * hold across a park (an fmutex); push_open itself never calls io->send.
+ * NULL when out of memory or when the loop is not running (*refused then
+ * untouched). */
 struct push *push_open(const struct push_io *io, struct core_reply *refused);
 
 /* One frame's payload from the client. Never fails: bad input is answered

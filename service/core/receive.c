@@ -496,10 +496,15 @@ static void receive_one(const struct core_caller *c, json_t *msg, struct core_re
         return;
     }
     if (is_initialize(&m) || (!c->session_id && c->connection)) {
-        if (is_initialize(&m))
+        if (is_initialize(&m)) {
             dispatch(c, NULL, msg, &m, out);
-        else
+            /* Only here is a session made for the client to name (a
+             * stateless request's, or a task's read elsewhere, is not). */
+            if (out->kind != CORE_REJECTED && out->session)
+                out->session_made = session_id(out->session);
+        } else {
             before_initialize(&m, out);
+        }
         out->notification = m.kind == JSONRPC_NOTIFICATION;
         return;
     }
@@ -522,10 +527,6 @@ void core_receive(const struct core_caller *c, json_t *msg, struct core_reply *o
         return;
     }
     receive_one(c, msg, out);
-    /* A session that the caller did not name and that is not the request's
-     * own: this message made it. */
-    if (out->kind != CORE_REJECTED && out->session && !c->session_id && !out->ephemeral)
-        out->session_made = session_id(out->session);
     /* A refusal of the message is the transport's to answer (a status);
      * anything else its client reads on the standalone stream. */
     if (c->relayed && out->kind != CORE_REJECTED && core_relay(out) != 0) {

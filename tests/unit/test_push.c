@@ -249,6 +249,7 @@ int main(void)
     io2.resume_session = sid;
     io2.resume_event = "nosuchstream:1";
     p2 = push_open(&io2, &refused);
+    CHECK(p2 != NULL);
     CHECK_INT(refused.kind, CORE_REJECTED);
     CHECK_INT(refused.reason, CORE_BAD_REQUEST);
     core_reply_clear(&refused);
