@@ -189,31 +189,61 @@ function udpFree(port) {
   });
 }
 
+/** Whether a TCP listener can bind 127.0.0.1:port right now. */
+function tcpFree(port) {
+  return new Promise((resolve) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+/** The ports freePort picks from: just below the kernel's ephemeral range. */
+function pickRange() {
+  let lo = 32768;
+  try {
+    lo = Number(fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || lo;
+  } catch {
+    /* not Linux: the usual start */
+  }
+  return lo > 11024 ? [lo - 10000, lo - 1] : null;
+}
+const PICK = pickRange();
+
 /**
  * A port that is free on 127.0.0.1 right now, for TCP and for UDP, and
- * that this process was not given before: the kernel may hand a port it
- * just freed to the next listen(0), so two servers of one test (mcpd and
- * its OpenID provider, mcpd's HTTP and TCP ports) could otherwise be given
- * the same one. UDP is checked too because a port free for TCP may be some
- * other process's UDP client's (tests run in parallel lanes), and the
- * port may be mcpd's --udp-listen.
+ * that this process was not given before (two servers of one test, mcpd
+ * and its OpenID provider or mcpd's HTTP and TCP ports, must not share
+ * one). It is chosen at random below the kernel's ephemeral range: a port
+ * there is never handed to another process's connect() or listen(0)
+ * between this check and the bind of the server it is for (tests run in
+ * parallel lanes, full of client sockets; a TCP and a UDP port each went
+ * that way in CI). UDP is checked too, since the port may be mcpd's
+ * --udp-listen.
  */
 export async function freePort() {
-  for (let tries = 0; tries < 100; tries++) {
-    const port = await new Promise((resolve, reject) => {
-      const srv = net.createServer();
-      srv.unref();
-      srv.on('error', reject);
-      srv.listen(0, '127.0.0.1', () => {
-        const { port: p } = srv.address();
-        srv.close(() => resolve(p));
+  for (let tries = 0; tries < 200; tries++) {
+    let port;
+    if (PICK) {
+      port = PICK[0] + Math.floor(Math.random() * (PICK[1] - PICK[0] + 1));
+      if (handedOut.has(port) || !(await tcpFree(port))) continue;
+    } else {
+      port = await new Promise((resolve, reject) => {
+        const srv = net.createServer();
+        srv.unref();
+        srv.on('error', reject);
+        srv.listen(0, '127.0.0.1', () => {
+          const { port: p } = srv.address();
+          srv.close(() => resolve(p));
+        });
       });
-    });
-    if (handedOut.has(port)) continue;
+      if (handedOut.has(port)) continue;
+    }
     handedOut.add(port);
     if (await udpFree(port)) return port;
   }
-  throw new Error('freePort: no port this process was not given before');
+  throw new Error('freePort: no free port this process was not given before');
 }
 
 /** A fresh temporary directory and a db path inside it. */
