@@ -15,6 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* How long a JSON reply waits for the standalone stream's reader to write
+ * the messages its request relayed there first: the client sees them before
+ * the response, as on every transport. */
+#define RELAY_WAIT_MS 2000
+
 /* A follow's token: apart from the follow, since a transport moves and
  * copies its follow (a look ahead on a copy sees the token end too), while
  * auth holds this by its address. */
@@ -79,12 +84,14 @@ static void start(struct follow *f, struct session *s, struct stream *st, int64_
     stream_attach(st, &f->reader);
 }
 
-void follow_reply(struct follow *f, struct core_reply *r)
+void follow_reply(struct follow *f, struct core_reply *r, int final_only)
 {
     if (r->session)
         session_ref(r->session);
     start(f, r->session, r->stream, 0);
     f->ephemeral = r->ephemeral && r->session;
+    f->final_only = final_only;
+    f->relay = final_only && !r->single && !f->ephemeral && r->session;
     r->stream = NULL;
 }
 
@@ -190,6 +197,31 @@ static enum follow_event event_of(struct follow *f, enum stream_wait w)
     return w == STREAM_ENDED ? FOLLOW_STREAM_ENDED : FOLLOW_DETACHED;
 }
 
+/* A final_only follow's read (follow_reply). */
+static enum follow_event read_final(struct follow *f, int64_t deadline, struct stream_chunk *ch)
+{
+    int64_t relayed = -1;
+    for (;;) {
+        enum stream_wait w = stream_read(f->stream, &f->reader, f->next, deadline, ch);
+        if (w == STREAM_POLL)
+            continue;
+        if (w == STREAM_CHUNK)
+            f->next = ch->seq + 1;
+        if (w != STREAM_CHUNK || ch->is_end) {
+            /* The response after what it relayed, as on every transport
+             * (but a token's end is told at once). */
+            if (relayed >= 0 && token_event(f) == FOLLOW_MESSAGE)
+                session_wait_get_cursor(f->session, relayed + 1, clock_mono_ms() + RELAY_WAIT_MS);
+            return event_of(f, w);
+        }
+        if (f->relay) {
+            int64_t r = core_relay_to_standalone(f->session, ch->msg, ch->len, NULL, 0);
+            if (r >= 0)
+                relayed = r;
+        }
+    }
+}
+
 enum follow_event follow_read(struct follow *f, int64_t deadline, struct stream_chunk *ch)
 {
     enum follow_event e = token_event(f);
@@ -197,43 +229,14 @@ enum follow_event follow_read(struct follow *f, int64_t deadline, struct stream_
         return e;
     if (!f->stream) /* only its token, so far */
         return FOLLOW_IDLE;
+    if (f->final_only)
+        return read_final(f, deadline, ch);
     enum stream_wait w = stream_read(f->stream, &f->reader, f->next, deadline, ch);
     if (w == STREAM_CHUNK)
         f->next = ch->seq + 1;
     if (f->session && (w == STREAM_CHUNK || (w == STREAM_TIMEOUT && deadline > 0)))
         session_touch(f->session);
     return event_of(f, w);
-}
-
-enum follow_event follow_final(struct follow *f, int relay, int64_t deadline, int64_t relay_wait_ms,
-                               struct stream_chunk *ch)
-{
-    struct session *s = relay ? f->session : NULL;
-    int64_t seq = 0, relayed = -1;
-    enum follow_event token = token_event(f);
-    if (token != FOLLOW_MESSAGE)
-        return token;
-    for (;;) {
-        enum stream_wait w = stream_read(f->stream, &f->reader, seq, deadline, ch);
-        if (w == STREAM_POLL)
-            continue;
-        if (w != STREAM_CHUNK || ch->is_end) {
-            /* The response after what it relayed, as on every transport
-             * (but a token's end is told at once). */
-            if (relayed >= 0 && token_event(f) == FOLLOW_MESSAGE)
-                session_wait_get_cursor(s, relayed + 1, clock_mono_ms() + relay_wait_ms);
-            return event_of(f, w);
-        }
-        /* A JSON reply carries one message: what comes before it (progress,
-         * logs, an elicitation request the handler waits on) goes to the
-         * session's standalone stream, where the client can get it. */
-        if (s) {
-            int64_t r = core_relay_to_standalone(s, ch->msg, ch->len, NULL, 0);
-            if (r >= 0)
-                relayed = r;
-        }
-        seq = ch->seq + 1;
-    }
 }
 
 int follow_cursor(struct follow *f, int64_t seq, int durable, char *out, size_t cap)

@@ -56,6 +56,9 @@ struct follow {
                                    (2025-11-25 on) */
     int ephemeral;              /* the session is the reply's own (core_reply.ephemeral):
                                    follow_end ends it */
+    int final_only;             /* follow_reply: reads return the response only */
+    int relay;                  /* final_only: what comes before it goes to the
+                                   session's standalone stream */
     struct follow_token *token; /* owned (follow_token); shared by copies */
 };
 
@@ -63,8 +66,18 @@ struct follow {
  * (r->stream becomes NULL) and a new reference to r's session. The
  * session of a stateless request (r->ephemeral) is the request's own:
  * the follow ends it when it ends, which cancels the request if its reply
- * was not read to the end (a client that hung up). */
-void follow_reply(struct follow *f, struct core_reply *r);
+ * was not read to the end (a client that hung up).
+ *
+ * final_only is for a transport that carries only a request's response
+ * (a JSON reply): follow_read then returns the stream's final message and
+ * nothing before it. What comes before it (progress, logs, a server
+ * request the handler waits on) goes to the session's standalone stream,
+ * where the client can get it, and the read that finds the response first
+ * waits up to two seconds for the standalone reader to have written those
+ * (not for a single-message reply, r->single, nor a stateless request's,
+ * which have no other stream to relay to). Poll notices are skipped: a JSON
+ * reply has no connection to close. */
+void follow_reply(struct follow *f, struct core_reply *r, int final_only);
 
 /* Follows what core_resume resolved (a transport that decides by the
  * stream's kind, as push does): takes res's references; res is zeroed. */
@@ -149,20 +162,10 @@ enum follow_event {
 };
 
 /* Reads message f->next (stream_read: waits until the monotonic deadline;
- * 0 only looks). On FOLLOW_MESSAGE f->next moves past *ch. A message, or
- * a wait that ran to its deadline (a keepalive is due), counts as the
- * session's activity. */
+ * 0 only looks); a final_only follow reads on to the response. On
+ * FOLLOW_MESSAGE f->next moves past *ch. A message, or a wait that ran to
+ * its deadline (a keepalive is due), counts as the session's activity. */
 enum follow_event follow_read(struct follow *f, int64_t deadline, struct stream_chunk *ch);
-
-/* For a transport that carries only a request's response (JSON replies):
- * reads up to the deadline for the stream's final message, and with relay
- * hands the messages before it (progress, logs, server requests) to the
- * session's standalone stream, then waits up to relay_wait_ms for the
- * standalone reader to have written them. Poll notices are skipped (a JSON
- * reply has no connection to close). On FOLLOW_MESSAGE *ch is the final
- * message. */
-enum follow_event follow_final(struct follow *f, int relay, int64_t deadline, int64_t relay_wait_ms,
-                               struct stream_chunk *ch);
 
 /* The event id of position seq ("<stream id>:<seq>"; -1: before the first
  * message), which a client hands back to resume after it. With durable,

@@ -370,7 +370,7 @@ static void forward(struct push *p, struct core_reply *r, int chunked, int annou
             core_end_session(r->session);
         return;
     }
-    follow_reply(&f->fl, r);
+    follow_reply(&f->fl, r, 0);
     f->chunked = chunked;
     f->announce = announce;
     if (r->ephemeral) {
@@ -610,20 +610,16 @@ struct push *push_open(const struct push_io *io, struct core_reply *refused)
     return p;
 }
 
-const char *push_session_id(struct push *p)
+struct push_status push_status(struct push *p)
 {
+    struct push_status st = {0};
+    if (!p)
+        return st;
     pthread_mutex_lock(&p->mu);
-    struct session *s = p->session;
+    st.session_id = p->session ? session_id(p->session) : NULL;
+    st.inflight = p->busy;
     pthread_mutex_unlock(&p->mu);
-    return s ? session_id(s) : NULL;
-}
-
-int push_inflight(struct push *p)
-{
-    pthread_mutex_lock(&p->mu);
-    int busy = p->busy;
-    pthread_mutex_unlock(&p->mu);
-    return busy;
+    return st;
 }
 
 /* The client can read what is in flight but answer nothing more. */

@@ -95,12 +95,15 @@ struct push *push_open(const struct push_io *io, struct core_reply *refused);
  * on the connection (-32700, -32600, ...) and the connection goes on. */
 void push_receive(struct push *p, const char *buf, size_t len);
 
-/* The connection's session id, or NULL before initialize. Borrowed. */
-const char *push_session_id(struct push *p);
-
-/* Requests of this connection not yet fully sent (a transport's idle
- * timeout does not count a connection waiting for its replies). */
-int push_inflight(struct push *p);
+/* What a transport asks of its connection, in one look: the session it
+ * serves (for its log lines and a reconnect's answer) and whether it waits
+ * for its replies (an idle timeout does not count that as idleness). */
+struct push_status {
+    const char *session_id; /* NULL before initialize; borrowed until push_close */
+    int inflight;           /* requests of the connection not yet fully sent */
+};
+/* p may be NULL (no connection yet): no session, nothing in flight. */
+struct push_status push_status(struct push *p);
 
 /* Ends the connection and frees p. First it lets go of the token (no
  * token_ended runs after that). A connection whose client can still

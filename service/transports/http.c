@@ -43,9 +43,6 @@
  * this long for it to turn out dead before answering 409. */
 #define HTTP_PROBE_WAIT_MS 1000
 #define HTTP_PROBE_GAP_MS 50
-/* How long a JSON reply waits for the GET stream to write the messages its
- * request relayed there first. */
-#define RELAY_WAIT_MS 2000
 #define MHD_STACK (256 * 1024)
 #define HTTP_TRANSPORT "http"
 
@@ -396,20 +393,18 @@ static int reply_final(struct _u_response *resp, enum follow_event e, const stru
     return -1;
 }
 
-/* The reply to a request: JSON or SSE, per the reply mode; always JSON for
- * a single-message reply (a poll result: a poll exists for clients that
- * cannot take streaming responses). A wait for the reply (a long-poll, a
+/* The reply to a request: JSON when fl reads the response only (the reply
+ * mode's, and always for a single-message reply: a poll result, since a
+ * poll exists for clients that cannot take streaming responses), else SSE
+ * or, in auto mode, JSON when the response is ready at once. A wait for the reply (a long-poll, a
  * JSON reply, auto mode's look ahead) ends with 401 when fl's token is
  * revoked or expires meanwhile. Takes fl over. */
-static int reply_stream(struct _u_response *resp, struct follow *fl, int single)
+static int reply_stream(struct _u_response *resp, struct follow *fl)
 {
     struct stream_chunk ch;
     int rc = -1;
-    if (single || http.cfg.reply_mode == HTTP_REPLY_JSON) {
-        /* A stateless request has no other stream to relay to. */
-        enum follow_event e = follow_final(fl, !single && !fl->ephemeral,
-                                           clock_mono_ms() + JSON_WAIT_MS, RELAY_WAIT_MS, &ch);
-        rc = reply_final(resp, e, &ch);
+    if (fl->final_only) {
+        rc = reply_final(resp, follow_read(fl, clock_mono_ms() + JSON_WAIT_MS, &ch), &ch);
         if (rc == -1)
             rc = fail(resp, 503, JSONRPC_SERVER_ERROR,
                       "The reply is not ready; resume the stream with GET and Last-Event-ID");
@@ -442,13 +437,13 @@ static int respond(struct _u_response *resp, struct core_reply *r, const struct 
         r->ack = r->error = NULL;
     } else {
         struct follow fl = {0};
-        follow_reply(&fl, r);
+        follow_reply(&fl, r, r->single || http.cfg.reply_mode == HTTP_REPLY_JSON);
         /* Waited for or streamed, the reply lasts as long as the token. */
         if (follow_token(&fl, grant, NULL) != 0) {
             follow_end(&fl);
             rc = fail(resp, 503, JSONRPC_INTERNAL_ERROR, "Out of memory");
         } else {
-            rc = reply_stream(resp, &fl, r->single);
+            rc = reply_stream(resp, &fl);
         }
     }
     core_reply_clear(r);
@@ -577,7 +572,7 @@ static void batch_each(void *ud, struct core_reply *r)
     } else if (r->kind == CORE_STREAM && r->ack) {
         json_array_append(g->immediate, r->ack); /* the handle is the whole reply */
     } else if (r->kind == CORE_STREAM) {
-        follow_reply(&b->follows[b->n], r);
+        follow_reply(&b->follows[b->n], r, http.cfg.reply_mode == HTTP_REPLY_JSON);
         g->failed |= follow_token(&b->follows[b->n++], g->grant, NULL) != 0;
     }
     core_reply_clear(r);
@@ -631,9 +626,7 @@ static int post_batch(struct _u_response *resp, const struct core_caller *c, jso
          * waits here. */
         struct follow look = b->follows[i];
         struct stream_chunk ch;
-        enum follow_event e = http.cfg.reply_mode == HTTP_REPLY_JSON
-                                  ? follow_final(&b->follows[i], 1, deadline, RELAY_WAIT_MS, &ch)
-                                  : follow_read(&look, deadline, &ch);
+        enum follow_event e = follow_read(&look, deadline, &ch);
         if ((ended = sse_follow_token_why(e)))
             break;
         if (e == FOLLOW_MESSAGE && ch.is_end)

@@ -246,8 +246,8 @@ static int on_event(struct tcp_conn *c, const struct stdio_frame_event *ev)
                  "Invalid Request: message larger than %zu bytes (--max-body)", cfg.max_message);
     else
         snprintf(message, sizeof message, "%s", stdio_frame_error_message(ev->error));
-    log_event(LOG_INFO, c->push ? push_session_id(c->push) : NULL, "tcp_bad_frame", "client %s: %s",
-              c->addr, message);
+    log_event(LOG_INFO, push_status(c->push).session_id, "tcp_bad_frame", "client %s: %s", c->addr,
+              message);
     send_error(c, NULL, stdio_frame_error_code(ev->error), message, NULL);
     /* Before a successful mcpd/connect, with auth, nothing is served. */
     return !c->served && cfg.auth_required;
@@ -298,7 +298,7 @@ static int timed_out(struct tcp_conn *c, int64_t now, int64_t *deadline)
     *deadline = c->last_in_ms + cfg.idle_ms;
     if (now < *deadline)
         return 0;
-    if (push_inflight(c->push) > 0) { /* a long call is not idleness */
+    if (push_status(c->push).inflight > 0) { /* a long call is not idleness */
         c->last_in_ms = now;
         *deadline = now + cfg.idle_ms;
         return 0;
@@ -443,7 +443,7 @@ void tcp_conn_main(void *arg)
     if (goodbye)
         linger(c);
     char sid[80];
-    const char *s = c->push ? push_session_id(c->push) : NULL;
+    const char *s = push_status(c->push).session_id;
     snprintf(sid, sizeof sid, "%s", s ? s : "");
     log_event(LOG_INFO, sid[0] ? sid : NULL, "tcp_closed", "client %s: %s after %lld ms", c->addr,
               c->why ? c->why : "ended", (long long)(clock_mono_ms() - c->opened_ms));

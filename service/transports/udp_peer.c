@@ -538,8 +538,8 @@ static int on_first(struct udp_peer *p, const char *data, size_t len)
 static int on_item(struct udp_peer *p, struct queued *q)
 {
     if (!q->data) {
-        log_event(LOG_INFO, p->push ? push_session_id(p->push) : NULL, "udp_bad_message",
-                  "peer %s: %s", p->name, q->err);
+        log_event(LOG_INFO, push_status(p->push).session_id, "udp_bad_message", "peer %s: %s",
+                  p->name, q->err);
         send_error(p, NULL, JSONRPC_INVALID_REQUEST, q->err, NULL);
         return !p->served && cfg.auth_required;
     }
@@ -636,7 +636,7 @@ static void run(struct udp_peer *p)
         int64_t idle_at = p->last_in_ms + cfg.idle_ms;
         int idle = now >= idle_at && p->base == p->next_seq;
         pthread_mutex_unlock(&p->mu);
-        if (idle && p->push && push_inflight(p->push) > 0) {
+        if (idle && push_status(p->push).inflight > 0) {
             /* A long call is not idleness. */
             pthread_mutex_lock(&p->mu);
             p->last_in_ms = now;
@@ -671,7 +671,7 @@ static void peer_main(void *arg)
     struct udp_peer *p = arg;
     run(p);
     char sid[80];
-    const char *s = p->push ? push_session_id(p->push) : NULL;
+    const char *s = push_status(p->push).session_id;
     snprintf(sid, sizeof sid, "%s", s ? s : "");
     pthread_mutex_lock(&p->mu);
     const char *why = p->end_why ? p->end_why : "ended";

@@ -237,7 +237,7 @@ static int conn_writev(struct ws_conn *c, struct iovec *iov, int n)
     if (rc == 0)
         return 0;
     if (rc == SOCK_IO_TIMEOUT)
-        log_event(LOG_WARN, push_session_id(c->push), "ws_write_timeout",
+        log_event(LOG_WARN, push_status(c->push).session_id, "ws_write_timeout",
                   "the client did not read for %lld ms; closing",
                   (long long)ws_cfg.write_timeout_ms);
     conn_kill(c);
@@ -340,13 +340,13 @@ static int on_event(struct ws_conn *c, const struct ws_event *ev, int64_t *await
         *awaiting_pong = 0;
         return 0;
     case WS_EV_CLOSE:
-        log_event(LOG_DEBUG, push_session_id(c->push), "ws_close_received", "code %u",
+        log_event(LOG_DEBUG, push_status(c->push).session_id, "ws_close_received", "code %u",
                   (unsigned)ev->code);
         close_with(c, ev->code, ev->reason); /* the echo */
         set_why(c, "closed by the client", ev->code);
         return 1;
     case WS_EV_ERROR:
-        log_event(LOG_INFO, push_session_id(c->push), "ws_bad_frame", "closing with %u: %s",
+        log_event(LOG_INFO, push_status(c->push).session_id, "ws_bad_frame", "closing with %u: %s",
                   (unsigned)ev->code, ev->reason);
         close_with(c, ev->code, ev->reason);
         set_why(c, ev->reason, ev->code);
@@ -398,7 +398,7 @@ static void conn_run(struct ws_conn *c, const unsigned char *early, size_t early
         }
         int64_t now = clock_mono_ms();
         if (awaiting_pong && now - awaiting_pong >= 2 * ws_cfg.ping_ms) {
-            log_event(LOG_INFO, push_session_id(c->push), "ws_ping_timeout",
+            log_event(LOG_INFO, push_status(c->push).session_id, "ws_ping_timeout",
                       "no pong for %lld ms; closing", (long long)(now - awaiting_pong));
             close_with(c, WS_CLOSE_GOING_AWAY, "ping timeout");
             set_why(c, "ping timeout", WS_CLOSE_GOING_AWAY);
@@ -532,7 +532,8 @@ static void session_main(void *arg)
     /* Stop push's writer first (a write it is blocked in fails once the
      * socket is shut down), then let go of everything. */
     char sid[80];
-    snprintf(sid, sizeof sid, "%s", push_session_id(c->push) ? push_session_id(c->push) : "");
+    const char *named = push_status(c->push).session_id;
+    snprintf(sid, sizeof sid, "%s", named ? named : "");
     conn_kill(c);
     fmutex_lock(&c->wmu);
     const char *why = c->why;
@@ -579,14 +580,14 @@ static void upgraded(void *cls, struct MHD_Connection *con, void *req_cls, const
         fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    log_event(LOG_INFO, push_session_id(c->push), "ws_open", "%s%s",
+    log_event(LOG_INFO, push_status(c->push).session_id, "ws_open", "%s%s",
               c->resumed ? "resumed" : "new connection", c->from_event ? " from an event id" : "");
     atomic_fetch_add(&running_sessions, 1);
     /* Frames for a resumed stream may go out now, after the 101. */
     fmutex_unlock(&c->wmu);
     int started = (!extra_in_size || c->extra) && loop_spawn(session_main, c) == 0;
     if (!started) {
-        log_event(LOG_WARN, push_session_id(c->push), "ws_closed",
+        log_event(LOG_WARN, push_status(c->push).session_id, "ws_closed",
                   "no fiber for the session: closed");
         conn_kill(c);
         free(c->extra);

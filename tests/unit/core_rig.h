@@ -177,7 +177,7 @@ static inline json_t *rig_read_reply(struct core_reply *r, enum follow_event *la
         return json_array();
     }
     struct follow f = {0};
-    follow_reply(&f, r);
+    follow_reply(&f, r, 0);
     core_reply_clear(r);
     json_t *msgs = rig_read_follow(&f, last);
     follow_end(&f);

@@ -4,7 +4,8 @@
  * without moving the original or taking its poll notice, event ids, the
  * standalone stream's one-reader claim and delivery cursor (and a message
  * read but not written, follow_unread), why a stream stopped (its end, a
- * detach, its session's end, a reply that could not be stored), a resumed
+ * detach, its session's end, a reply that could not be stored), a JSON
+ * reply's read of its response only, a resumed
  * cursor, one waiter following several streams (follow_group), and a
  * follow that lasts as long as its token (follow_token). */
 #include "auth.h"
@@ -59,7 +60,7 @@ static void test_reply(void)
     append_str(st, "{\"a\":1}", STREAM_ACTIVE);
     struct core_reply r = reply_of(s, st);
     struct follow f = {0};
-    follow_reply(&f, &r);
+    follow_reply(&f, &r, 0);
     CHECK(r.stream == NULL); /* taken over */
     core_reply_clear(&r);
     CHECK(f.polling); /* 2025-11-25 knows SSE polling */
@@ -97,7 +98,7 @@ static void test_reply(void)
     struct core_reply r2 = reply_of(s, st);
     stream_ref(st);
     struct follow g = {0};
-    follow_reply(&g, &r2);
+    follow_reply(&g, &r2, 0);
     core_reply_clear(&r2);
     CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_DETACHED);
     follow_end(&g);
@@ -217,10 +218,10 @@ static void test_group(void)
     if (!fa)
         return;
     struct core_reply r = reply_of(s, a);
-    follow_reply(fa, &r);
+    follow_reply(fa, &r, 0);
     core_reply_clear(&r);
     r = reply_of(s, b);
-    follow_reply(&fb, &r);
+    follow_reply(&fb, &r, 0);
     core_reply_clear(&r);
     follow_join(fa, &g);
     follow_join(&fb, &g);
@@ -260,14 +261,14 @@ static void test_group(void)
 /* A reply that could not be stored says so (worth a retry), unlike one
  * that ended without a reply (a cancelled request). The store is made to
  * refuse messages from the side, with a trigger. */
-static void test_store_failed(void)
+static enum follow_event store_failed_read(int final_only)
 {
     struct session *s = new_session("2025-11-25");
     CHECK(s != NULL);
     struct stream *st = stream_create(session_id(s), STREAM_REQUEST, NULL);
     struct core_reply r = reply_of(s, st);
     struct follow f = {0};
-    follow_reply(&f, &r);
+    follow_reply(&f, &r, final_only);
     core_reply_clear(&r);
 
     sqlite3 *db = NULL;
@@ -285,10 +286,94 @@ static void test_store_failed(void)
     sqlite3_close(db);
 
     struct stream_chunk ch;
-    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_STORE_FAILED);
-    struct follow g = f; /* the final wait of a JSON reply says so too */
-    CHECK_INT(follow_final(&g, 0, 0, 0, &ch), FOLLOW_STORE_FAILED);
+    enum follow_event e = follow_read(&f, 0, &ch);
     follow_end(&f);
+    session_end(s);
+    session_unref(s);
+    return e;
+}
+
+/* A reply that could not be stored says so (worth a retry), unlike one
+ * that ended without a reply (a cancelled request), and so does a JSON
+ * reply's wait for its response. The store is made to refuse messages
+ * from the side, with a trigger. */
+static void test_store_failed(void)
+{
+    CHECK_INT(store_failed_read(0), FOLLOW_STORE_FAILED);
+    CHECK_INT(store_failed_read(1), FOLLOW_STORE_FAILED);
+}
+
+struct standalone_reader {
+    struct follow *f;
+    int got; /* messages it read */
+};
+
+/* The client's GET stream: reads what is there after a while, and says
+ * it wrote it. */
+static void *read_standalone_late(void *arg)
+{
+    struct standalone_reader *r = arg;
+    usleep(200 * 1000);
+    struct stream_chunk ch;
+    while (follow_read(r->f, 0, &ch) == FOLLOW_MESSAGE)
+        r->got++;
+    follow_sent(r->f);
+    return NULL;
+}
+
+/* A follow that reads the response only (a JSON reply): what comes before
+ * it goes to the standalone stream, and the response waits for the
+ * standalone reader to have written it; a single-message reply (a poll's
+ * result) relays nothing. */
+static void test_final_only(void)
+{
+    struct session *s = new_session("2025-11-25");
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    struct follow sa = {0};
+    struct core_reply refused;
+    CHECK_INT(follow_standalone(&sa, s, 0, -1, &refused), 0);
+
+    struct stream *st = stream_create(session_id(s), STREAM_REQUEST, NULL);
+    append_str(st, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}", STREAM_ACTIVE);
+    append_str(st, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}", STREAM_ACTIVE);
+    append_str(st, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}", STREAM_FINISHED);
+    struct core_reply r = reply_of(s, st);
+    struct follow f = {0};
+    follow_reply(&f, &r, 1);
+    core_reply_clear(&r);
+    CHECK(f.relay);
+
+    struct standalone_reader rd = {&sa, 0};
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, read_standalone_late, &rd), 0);
+    int64_t t0 = clock_mono_ms();
+    struct stream_chunk ch;
+    CHECK_INT(follow_read(&f, clock_mono_ms() + 5000, &ch), FOLLOW_MESSAGE);
+    int64_t waited = clock_mono_ms() - t0;
+    pthread_join(t, NULL);
+    CHECK(ch.is_end && strstr(ch.msg, "\"result\"") != NULL);
+    CHECK_INT(f.next, 3);
+    CHECK_INT(rd.got, 2); /* both relayed, */
+    CHECK(waited >= 150); /* and written before the response */
+    CHECK(waited < 2000);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_STREAM_ENDED);
+    follow_end(&f);
+
+    struct stream *one = stream_create(session_id(s), STREAM_REQUEST, NULL);
+    append_str(one, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}", STREAM_ACTIVE);
+    append_str(one, "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}", STREAM_FINISHED);
+    r = reply_of(s, one);
+    r.single = 1;
+    follow_reply(&f, &r, 1);
+    core_reply_clear(&r);
+    CHECK(!f.relay);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_MESSAGE);
+    CHECK(ch.is_end);
+    CHECK_INT(follow_read(&sa, 0, &ch), FOLLOW_IDLE); /* nothing relayed */
+    follow_end(&f);
+    follow_end(&sa);
     session_end(s);
     session_unref(s);
 }
@@ -311,7 +396,7 @@ static void *revoke_soon(void *name)
  * (legacy /sse, waiting for its initialize), the token reads as idle and
  * is kept by the open. A read waiting when the token is revoked returns
  * at once and says so, as does every later read (before a message that is
- * there, and a copy's), and follow_final. An expiry reads as such and
+ * there, and a copy's), and a JSON reply's wait. An expiry reads as such and
  * calls the wake. After follow_end, nothing is held: a revocation wakes
  * nobody. Without authentication nothing is held at all. */
 static void test_token(void)
@@ -327,7 +412,7 @@ static void test_token(void)
     struct auth_grant alice = {.principal = "alice"};
     CHECK_INT(follow_token(&f, &alice, NULL), 0);
     CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_IDLE);
-    follow_reply(&f, &r);
+    follow_reply(&f, &r, 0);
     core_reply_clear(&r);
     CHECK(f.token != NULL);
     append_str(st, "{\"a\":1}", STREAM_ACTIVE);
@@ -343,7 +428,6 @@ static void test_token(void)
     CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_TOKEN_REVOKED);
     struct follow look = f;
     CHECK_INT(follow_read(&look, 0, &ch), FOLLOW_TOKEN_REVOKED);
-    CHECK_INT(follow_final(&look, 0, 0, 0, &ch), FOLLOW_TOKEN_REVOKED);
     follow_end(&f);
 
     struct follow g = {0};
@@ -377,11 +461,11 @@ static void test_token(void)
     struct follow j = {0};
     struct auth_grant dave = {.principal = "dave"};
     CHECK_INT(follow_token(&j, &dave, NULL), 0);
-    follow_reply(&j, &r2);
+    follow_reply(&j, &r2, 1);
     core_reply_clear(&r2);
     CHECK_INT(pthread_create(&t, NULL, revoke_soon, "dave"), 0);
     t0 = clock_mono_ms();
-    CHECK_INT(follow_final(&j, 1, clock_mono_ms() + 5000, 3000, &ch), FOLLOW_TOKEN_REVOKED);
+    CHECK_INT(follow_read(&j, clock_mono_ms() + 5000, &ch), FOLLOW_TOKEN_REVOKED);
     CHECK(clock_mono_ms() - t0 < 2000);
     pthread_join(t, NULL);
     follow_end(&j);
@@ -417,6 +501,7 @@ int main(void)
     test_standalone();
     test_group();
     test_store_failed();
+    test_final_only();
     test_token();
     stream_registry_shutdown();
     session_registry_shutdown();

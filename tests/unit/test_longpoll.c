@@ -232,7 +232,7 @@ static void test_cursors(void)
     countdown(&c, 1, 3, 0, 1, 1, &r);
     take_handle(&r, 1, sid, sizeof sid);
     struct follow f = {0};
-    follow_reply(&f, &r); /* a reader of its own does not disturb polls */
+    follow_reply(&f, &r, 0); /* a reader of its own does not disturb polls */
     core_reply_clear(&r);
     enum follow_event last;
     json_t *msgs = rig_read_follow(&f, &last);
@@ -344,7 +344,7 @@ static void test_wake(void)
     poll_send(&c, 3, params, &r);
     CHECK_INT(r.kind, CORE_STREAM);
     struct follow f = {0};
-    follow_reply(&f, &r);
+    follow_reply(&f, &r, 0);
     core_reply_clear(&r);
     struct stream_chunk ch;
     CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_IDLE);

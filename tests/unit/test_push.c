@@ -71,11 +71,11 @@ static json_t *wait_for(struct capture *c, long long id, const char *method)
 static int drained(struct push *p, int64_t ms)
 {
     int64_t deadline = clock_mono_ms() + ms;
-    while (push_inflight(p) > 0 && clock_mono_ms() < deadline) {
+    while (push_status(p).inflight > 0 && clock_mono_ms() < deadline) {
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
-    return push_inflight(p) == 0;
+    return push_status(p).inflight == 0;
 }
 
 static size_t count_method(struct capture *c, const char *method)
@@ -133,7 +133,7 @@ int main(void)
     /* Bad input is answered and the connection goes on. */
     feed(p, "{not json");
     feed(p, "[]");
-    CHECK(push_session_id(p) == NULL);
+    CHECK(push_status(p).session_id == NULL);
 
     /* 2026-07-28 before initialize: served statelessly, the reply on the
      * connection without an event id (its session ends with it); a
@@ -157,7 +157,7 @@ int main(void)
     feed(p, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
             "\"requestId\":21}}");
     CHECK(drained(p, 5000));
-    CHECK(push_session_id(p) == NULL);
+    CHECK(push_status(p).session_id == NULL);
     /* Closing a connection whose client can send no more (stdio at EOF)
      * ends its subscriptions, so the drain does not wait for them; a
      * plain close leaves one running and says so. */
@@ -187,7 +187,7 @@ int main(void)
         json_object_get(json_object_get(json_object_get(m, "result"), "_meta"), "mcpd/event-id"));
     CHECK(eid && strstr(eid, ":0"));
     json_decref(m);
-    CHECK(push_session_id(p) != NULL);
+    CHECK(push_status(p).session_id != NULL);
 
     feed(p, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
             "\"arguments\":{\"message\":\"hi\"}}}");
@@ -223,7 +223,7 @@ int main(void)
 
     /* A second connection resumes the session from an event id. */
     char sid[64];
-    snprintf(sid, sizeof sid, "%s", push_session_id(p));
+    snprintf(sid, sizeof sid, "%s", push_status(p).session_id);
     push_close(p, 0, 0);
     struct capture cap2 = {.msgs = json_array()};
     pthread_mutex_init(&cap2.mu, NULL);

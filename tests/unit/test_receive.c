@@ -436,7 +436,7 @@ static void test_principals(void)
     CHECK_INT(r.reason, CORE_NOT_FOUND);
     core_reply_clear(&r);
     struct follow f = {0};
-    follow_reply(&f, &call);
+    follow_reply(&f, &call, 0);
     core_reply_clear(&call);
     struct stream_chunk ch;
     CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_IDLE); /* still running */
@@ -555,8 +555,8 @@ static void test_inflight_cap(void)
     CHECK_INT(r1.kind, CORE_STREAM);
     CHECK_INT(r2.kind, CORE_STREAM);
     struct follow f1 = {0}, f2 = {0};
-    follow_reply(&f1, &r1);
-    follow_reply(&f2, &r2);
+    follow_reply(&f1, &r1, 0);
+    follow_reply(&f2, &r2, 0);
     core_reply_clear(&r1);
     core_reply_clear(&r2);
 
@@ -685,7 +685,7 @@ static void test_durable_reply(void)
     char sid[96];
     snprintf(sid, sizeof sid, "%s", r.stream ? stream_id(r.stream) : "");
     struct follow f = {0};
-    follow_reply(&f, &r);
+    follow_reply(&f, &r, 0);
     core_reply_clear(&r);
     enum follow_event last;
     json_t *msgs = rig_read_follow(&f, &last);
@@ -800,7 +800,7 @@ static void test_cancel(void)
     struct stream *st = r.stream;
     stream_ref(st);
     struct follow f = {0};
-    follow_reply(&f, &r);
+    follow_reply(&f, &r, 0);
     core_reply_clear(&r);
 
     /* Harmless: an unknown id, a finished one, the same number as a
@@ -844,7 +844,7 @@ static void test_cancel(void)
     /* Ending the session cancels what runs in it; then it is gone. */
     countdown(&c, 42, 1, LONG_MS, 0, &r);
     CHECK_INT(r.kind, CORE_STREAM);
-    follow_reply(&f, &r);
+    follow_reply(&f, &r, 0);
     core_reply_clear(&r);
     core_end_session(s);
     msgs = rig_read_follow(&f, &last);
@@ -873,7 +873,7 @@ static json_t *start_sampling(const struct core_caller *c, int id, struct follow
               "\"test_sampling\",\"arguments\":{\"prompt\":\"hello\"}}}",
               id);
     CHECK_INT(r.kind, CORE_STREAM);
-    follow_reply(f, &r);
+    follow_reply(f, &r, 0);
     core_reply_clear(&r);
     json_t *req = rig_next(f);
     char *text = json_dumps(json_object_get(req, "id"), JSON_ENCODE_ANY);
