@@ -29,7 +29,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-port="$("$node22" -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{process.stdout.write(String(s.address().port));s.close()})')"
+port="$("$node22" "$here/free-port.mjs")"
 "$mcpd_bin" --listen "127.0.0.1:$port" --db "$work/backend.db" 2>"$work/backend.log" &
 backend_pid=$!
 for _ in $(seq 1 100); do

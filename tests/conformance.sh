@@ -86,7 +86,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 free_port() {
-  "$node22" -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{process.stdout.write(String(s.address().port));s.close()})'
+  "$node22" "$here/free-port.mjs"
 }
 
 # start_mcpd LOGFILE: sets mcpd_pid and port; returns non-zero if it never got healthy

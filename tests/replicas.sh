@@ -43,7 +43,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-pgport="$("$node22" -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{process.stdout.write(String(s.address().port));s.close()})')"
+pgport="$("$node22" "$here/free-port.mjs")"
 MCPD_TEST_PG_URL="$(bash "$here/pg/pg-server.sh" start "$pgdir" "$pgport")" || die "PostgreSQL did not start"
 export MCPD_TEST_PG_URL
 

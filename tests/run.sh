@@ -323,7 +323,7 @@ extensions="sep-2640-skills-enumeration sep-2640-skills-manifest sep-2640-skills
 # One PostgreSQL server for the unit tests (each makes its own database);
 # the end-to-end tests start their own (tests/e2e/lib/pg.mjs).
 pg_dir="$(mktemp -d /tmp/mcpd-run-pg.XXXXXX)"
-pg_url="$(bash tests/pg/pg-server.sh start "$pg_dir" "$("$node22" -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{process.stdout.write(String(s.address().port));s.close()})')")" ||
+pg_url="$(bash tests/pg/pg-server.sh start "$pg_dir" "$("$node22" tests/free-port.mjs)")" ||
     { echo "cannot start PostgreSQL"; pg_url=""; count "PostgreSQL test server" 0 1; }
 lanes_dir="$(mktemp -d /tmp/mcpd-run-lanes.XXXXXX)"
 cleanup() {

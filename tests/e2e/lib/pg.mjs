@@ -38,13 +38,12 @@ let running = false;
 let seq = 0;
 let hooked = false;
 
-/** A TCP port free on 127.0.0.1 right now (asked of a short child, to stay synchronous). */
+/** A port free on 127.0.0.1 (../../free-port.mjs: below the ephemeral range), asked of a short child to stay synchronous. */
 function freePortSync() {
-  const r = spawnSync(
-    process.execPath,
-    ['-e', "const s=require('net').createServer();s.listen(0,'127.0.0.1',()=>{process.stdout.write(String(s.address().port));s.close()})"],
-    { encoding: 'utf8', timeout: 10000 },
-  );
+  const r = spawnSync(process.execPath, [new URL('../../free-port.mjs', import.meta.url).pathname], {
+    encoding: 'utf8',
+    timeout: 10000,
+  });
   const port = Number(r.stdout);
   if (!port) throw new Error(`pg: no free port: ${r.stderr}`);
   return port;
