@@ -11,7 +11,8 @@
  * so a client that resumes takes the stream over from a half-dead
  * connection), the cursor, and for the standalone stream the session's
  * one-reader claim and its delivery cursor. Reading records the session's
- * activity, so a followed session does not expire.
+ * activity, so a followed session does not expire (a JSON reply's wait for
+ * its response does not: its request was the activity).
  *
  * A follow is the transport's (embedded in its connection state, zeroed
  * when unused; follow_end on a zeroed one does nothing); it is used by one
@@ -164,7 +165,8 @@ enum follow_event {
 /* Reads message f->next (stream_read: waits until the monotonic deadline;
  * 0 only looks); a final_only follow reads on to the response. On
  * FOLLOW_MESSAGE f->next moves past *ch. A message, or a wait that ran to
- * its deadline (a keepalive is due), counts as the session's activity. */
+ * its deadline (a keepalive is due), counts as the session's activity
+ * (not on a final_only follow). */
 enum follow_event follow_read(struct follow *f, int64_t deadline, struct stream_chunk *ch);
 
 /* The event id of position seq ("<stream id>:<seq>"; -1: before the first

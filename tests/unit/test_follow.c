@@ -308,14 +308,14 @@ struct standalone_reader {
     int got; /* messages it read */
 };
 
-/* The client's GET stream: reads what is there after a while, and says
- * it wrote it. */
+/* The client's GET stream: comes after a while, reads the two relayed
+ * messages, and says it wrote them. */
 static void *read_standalone_late(void *arg)
 {
     struct standalone_reader *r = arg;
     usleep(200 * 1000);
     struct stream_chunk ch;
-    while (follow_read(r->f, 0, &ch) == FOLLOW_MESSAGE)
+    while (r->got < 2 && follow_read(r->f, clock_mono_ms() + 5000, &ch) == FOLLOW_MESSAGE)
         r->got++;
     follow_sent(r->f);
     return NULL;
