@@ -7,6 +7,7 @@
 #include "core_int.h"
 #include "jsonrpc.h"
 #include "protocol.h"
+#include "randid.h"
 #include "relay.h"
 #include "session.h"
 #include "workers.h"
@@ -19,6 +20,8 @@
  * the messages its request relayed there first: the client sees them before
  * the response, as on every transport. */
 #define RELAY_WAIT_MS 2000
+
+_Static_assert(FOLLOW_EVENT_ID_MAX >= RANDID_LEN + 22, "an event id fits: id, ':', an int64");
 
 /* A follow's token: apart from the follow, since a transport moves and
  * copies its follow (a look ahead on a copy sees the token end too), while
@@ -81,7 +84,16 @@ static void start(struct follow *f, struct session *s, struct stream *st, int64_
     f->session_id = s ? session_id(s) : NULL;
     f->next = next;
     f->polling = s && protocol_has_sse_polling(session_protocol(s));
+    stream_event_id(st, next - 1, f->event_id, sizeof f->event_id);
     stream_attach(st, &f->reader);
+}
+
+/* f->next moved past ch. */
+static void read_past(struct follow *f, const struct stream_chunk *ch)
+{
+    f->next = ch->seq + 1;
+    f->stored = 1;
+    stream_event_id(f->stream, ch->seq, f->event_id, sizeof f->event_id);
 }
 
 void follow_reply(struct follow *f, struct core_reply *r, int final_only)
@@ -206,7 +218,7 @@ static enum follow_event read_final(struct follow *f, int64_t deadline, struct s
         if (w == STREAM_POLL)
             continue;
         if (w == STREAM_CHUNK)
-            f->next = ch->seq + 1;
+            read_past(f, ch);
         if (w != STREAM_CHUNK || ch->is_end) {
             /* The response after what it relayed, as on every transport
              * (but a token's end is told at once). */
@@ -233,18 +245,13 @@ enum follow_event follow_read(struct follow *f, int64_t deadline, struct stream_
         return read_final(f, deadline, ch);
     enum stream_wait w = stream_read(f->stream, &f->reader, f->next, deadline, ch);
     if (w == STREAM_CHUNK)
-        f->next = ch->seq + 1;
+        read_past(f, ch);
+    else if (f->polling && !f->stored && w != STREAM_ENDED && w != STREAM_REFUSED &&
+             token_event(f) == FOLLOW_MESSAGE)
+        f->stored = stream_persist(f->stream) == 0; /* the stream goes on, or may be resumed */
     if (f->session && (w == STREAM_CHUNK || (w == STREAM_TIMEOUT && deadline > 0)))
         session_touch(f->session);
     return event_of(f, w);
-}
-
-int follow_cursor(struct follow *f, int64_t seq, int durable, char *out, size_t cap)
-{
-    if (durable && stream_persist(f->stream) != 0)
-        return -1;
-    stream_event_id(f->stream, seq, out, cap);
-    return 0;
 }
 
 void follow_sent(struct follow *f)
@@ -256,6 +263,7 @@ void follow_sent(struct follow *f)
 void follow_unread(struct follow *f, const struct stream_chunk *ch)
 {
     f->next = ch->seq;
+    stream_event_id(f->stream, ch->seq - 1, f->event_id, sizeof f->event_id);
 }
 
 static void end_own(void *arg)

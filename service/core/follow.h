@@ -4,8 +4,8 @@
  * reply, a stream resumed from the client's cursor, or its session's
  * standalone stream. A transport opens a follow on it (follow_reply for
  * a reply, follow_open for what a client asks for), reads it message by
- * message with follow_read, names positions with follow_cursor, and lets
- * go with follow_end. The follow holds what reading needs and a transport
+ * message with follow_read, which names each message's position
+ * (event_id), and lets go with follow_end. The follow holds what reading needs and a transport
  * never handles itself: the stream and its session (references), the
  * reader slot (opening a follow detaches earlier readers of the stream,
  * so a client that resumes takes the stream over from a half-dead
@@ -44,6 +44,9 @@ struct follow_group {
 struct follow_token;
 struct auth_grant;
 
+/* An event id's size: "<stream id>:<seq>" (stream.h). */
+#define FOLLOW_EVENT_ID_MAX 64
+
 struct follow {
     struct stream *stream;      /* owned */
     struct stream_watch watch;  /* follow_join: linked into the stream */
@@ -51,10 +54,22 @@ struct follow {
     struct session *session;    /* owned; NULL: none */
     const char *session_id;     /* session's id (borrowed from it); NULL: none */
     struct stream_reader reader;
-    int64_t next;               /* seq of the next message follow_read returns */
-    int standalone;             /* holds the session's standalone claim (follow_standalone) */
-    int polling;                /* the session's revision knows SSE priming events and retry
-                                   (2025-11-25 on) */
+    int64_t next;   /* seq of the next message follow_read returns */
+    int standalone; /* holds the session's standalone claim (follow_standalone) */
+    int polling;    /* the session's revision knows SSE priming events and retry
+                       (2025-11-25 on); a push connection's follows clear it */
+    /* What the follow has read, as a cursor a client hands back to resume
+     * after it: the event id of the last message read, or before any of the
+     * position before the first (an SSE priming event's id). */
+    char event_id[FOLLOW_EVENT_ID_MAX];
+    /* event_id names something after a crash: a message read is stored, and
+     * a polling follow's read that finds nothing there yet (the stream goes
+     * on: FOLLOW_IDLE, FOLLOW_POLL, FOLLOW_PROBED, FOLLOW_DETACHED) first
+     * stores the stream, since its client may be given the cursor with
+     * nothing else (a priming event). A look on a copy stores the stream;
+     * the original's flag is set by its own read (which then finds the row
+     * there at once). 0 after a store error (a later read tries again). */
+    int stored;
     int ephemeral;              /* the session is the reply's own (core_reply.ephemeral):
                                    follow_end ends it */
     int final_only;             /* follow_reply: reads return the response only */
@@ -169,19 +184,13 @@ enum follow_event {
  * (not on a final_only follow). */
 enum follow_event follow_read(struct follow *f, int64_t deadline, struct stream_chunk *ch);
 
-/* The event id of position seq ("<stream id>:<seq>"; -1: before the first
- * message), which a client hands back to resume after it. With durable,
- * the stream is stored first, so that the id names something after a
- * crash: -1 when it could not be. 0 otherwise. */
-int follow_cursor(struct follow *f, int64_t seq, int durable, char *out, size_t cap);
-
 /* The transport wrote everything before f->next: on the standalone stream
  * that is the session's delivery cursor (a JSON reply may wait for it). */
 void follow_sent(struct follow *f);
 
 /* The transport could not write *ch, the message follow_read just gave
- * (its client is gone): f->next goes back to it, so that the standalone
- * stream's next reader gets it. */
+ * (its client is gone): f->next (and event_id) go back to it, so that the
+ * standalone stream's next reader gets it. */
 void follow_unread(struct follow *f, const struct stream_chunk *ch);
 
 /* Lets go: the token (no wake runs after it), the group (follow_join), the standalone claim (the

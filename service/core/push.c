@@ -123,9 +123,7 @@ static json_t *with_event_id(const struct stream_chunk *ch, struct follow *fl, c
         meta = json_object();
         json_object_set_new(holder, "_meta", meta);
     }
-    char id[96];
-    follow_cursor(fl, ch->seq, 0, id, sizeof id);
-    json_object_set_new(meta, EVENT_ID_KEY, json_string(id));
+    json_object_set_new(meta, EVENT_ID_KEY, json_string(fl->event_id));
     /* A WebSocket client has no response header to learn its session id
      * from, and needs it to resume after a reconnect. */
     if (sid)
@@ -345,6 +343,9 @@ static struct push_follow *follow_new(struct push *p, struct session *s)
 /* Hands f, following its stream, to the writer. */
 static void hand_over(struct push *p, struct push_follow *f)
 {
+    /* A connection has no SSE polling: no read of it stores a stream early
+     * (follow.h's stored). */
+    f->fl.polling = 0;
     pthread_mutex_lock(&p->mu);
     if (!f->standalone)
         p->busy++;

@@ -244,13 +244,19 @@ struct reader {
 static void prime(struct sse_follow *f)
 {
     /* The priming id names this stream: it must be in the store before the
-     * client can hold it, or a crash would leave it naming nothing. */
-    char id[96];
-    if (f->polling && follow_cursor(&f->follow, f->follow.next - 1, 1, id, sizeof id) == 0) {
-        sse_event(&f->buf, id, http.cfg.retry_ms, "", 0);
-    } else {
-        sse_comment(&f->buf, "stream open");
+     * client can hold it, or a crash would leave it naming nothing. A look
+     * on a copy (nothing moves) stores it if nothing is there yet. */
+    int stored = 0;
+    if (f->polling) {
+        struct follow look = f->follow;
+        struct stream_chunk ch;
+        follow_read(&look, 0, &ch);
+        stored = look.stored;
     }
+    if (stored)
+        sse_event(&f->buf, f->follow.event_id, http.cfg.retry_ms, "", 0);
+    else
+        sse_comment(&f->buf, "stream open");
 }
 
 /* The reader's lead (sse_follow.h): the priming event, in the block of
@@ -495,9 +501,7 @@ static int batch_take(struct batch_reader *b, size_t i)
         return 1;
     }
     if (e == FOLLOW_MESSAGE) {
-        char id[96];
-        follow_cursor(&b->follows[i], ch.seq, 0, id, sizeof id);
-        sse_event(&b->buf, id, -1, ch.msg, ch.len);
+        sse_event(&b->buf, b->follows[i].event_id, -1, ch.msg, ch.len);
         if (ch.is_end) {
             b->done[i] = 1;
             b->left--;

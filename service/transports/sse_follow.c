@@ -8,10 +8,8 @@
 
 int sse_follow_take(struct sse_follow *f, const struct stream_chunk *ch)
 {
-    char id[96];
-    follow_cursor(&f->follow, ch->seq, 0, id, sizeof id);
     if ((f->event_type && sse_event_type(&f->buf, f->event_type) != 0) ||
-        sse_event(&f->buf, id, -1, ch->msg, ch->len) != 0)
+        sse_event(&f->buf, f->follow.event_id, -1, ch->msg, ch->len) != 0)
         return -1;
     f->done = ch->is_end;
     return 0;

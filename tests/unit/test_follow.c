@@ -1,7 +1,8 @@
 /* test_follow — the transports' one way to read the core (follow.c) over
  * the real stream and session registries and a real SQLite store in a
  * temporary folder: a reply read to its end, a copy that reads ahead
- * without moving the original or taking its poll notice, event ids, the
+ * without moving the original or taking its poll notice, event ids (and
+ * the stream stored before a polling client can hold one), the
  * standalone stream's one-reader claim and delivery cursor (and a message
  * read but not written, follow_unread), why a stream stopped (its end, a
  * detach, its session's end, a reply that could not be stored), a JSON
@@ -88,11 +89,11 @@ static void test_reply(void)
     CHECK(ch.is_end);
     CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_STREAM_ENDED);
 
-    /* Event ids name the stream and the seq; durable ones are stored. */
-    char id[96], want[96];
-    CHECK_INT(follow_cursor(&f, 1, 1, id, sizeof id), 0);
+    /* The follow names what it read: the stream and the last seq. */
+    char want[96];
     snprintf(want, sizeof want, "%s:1", stream_id(st));
-    CHECK_STR(id, want);
+    CHECK_STR(f.event_id, want);
+    CHECK(f.stored);
 
     /* A follow of the same stream opened later takes it over. */
     struct core_reply r2 = reply_of(s, st);
@@ -256,6 +257,72 @@ static void test_group(void)
     follow_group_destroy(&g);
     session_end(s);
     session_unref(s);
+}
+
+/* 1 when the store has stream id's row. */
+static int in_store(const char *id)
+{
+    struct store_stream row;
+    int rc = store_stream_get(store, id, &row, NULL, NULL);
+    if (rc == 0)
+        store_stream_free(&row);
+    return rc == 0;
+}
+
+/* A follow names its position before it read anything (the priming id) and
+ * after each message; a message read back (follow_unread) is named no
+ * more. A polling follow's read that finds nothing stores the stream
+ * first, so that id names something after a crash; a copy's look does it
+ * for the original; a follow that does not poll leaves it in memory. */
+static void test_event_ids(void)
+{
+    struct session *s = new_session("2025-11-25");
+    struct session *old = new_session("2025-06-18");
+    CHECK(s != NULL && old != NULL);
+    if (!s || !old)
+        return;
+    struct stream *st = stream_create(session_id(s), STREAM_REQUEST, NULL);
+    struct core_reply r = reply_of(s, st);
+    struct follow f = {0};
+    follow_reply(&f, &r, 0);
+    core_reply_clear(&r);
+    char want[96];
+    snprintf(want, sizeof want, "%s:-1", stream_id(st));
+    CHECK_STR(f.event_id, want);
+    CHECK(!f.stored);
+    CHECK(!in_store(stream_id(st)));
+
+    struct follow look = f;
+    struct stream_chunk ch;
+    CHECK_INT(follow_read(&look, 0, &ch), FOLLOW_IDLE);
+    CHECK(look.stored);
+    CHECK(in_store(stream_id(st)));
+    CHECK_STR(f.event_id, want); /* the original did not move */
+
+    append_str(st, "{\"a\":1}", STREAM_ACTIVE);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_MESSAGE);
+    CHECK(f.stored);
+    snprintf(want, sizeof want, "%s:0", stream_id(st));
+    CHECK_STR(f.event_id, want);
+    follow_unread(&f, &ch);
+    snprintf(want, sizeof want, "%s:-1", stream_id(st));
+    CHECK_STR(f.event_id, want);
+    CHECK_INT(f.next, 0);
+    follow_end(&f);
+
+    struct stream *quiet = stream_create(session_id(old), STREAM_REQUEST, NULL);
+    r = reply_of(old, quiet);
+    follow_reply(&f, &r, 0);
+    core_reply_clear(&r);
+    CHECK(!f.polling);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_IDLE);
+    CHECK(!f.stored);
+    CHECK(!in_store(stream_id(quiet)));
+    follow_end(&f);
+    session_end(s);
+    session_unref(s);
+    session_end(old);
+    session_unref(old);
 }
 
 /* A reply that could not be stored says so (worth a retry), unlike one
@@ -500,6 +567,7 @@ int main(void)
     test_reply();
     test_standalone();
     test_group();
+    test_event_ids();
     test_store_failed();
     test_final_only();
     test_token();
