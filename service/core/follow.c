@@ -236,6 +236,8 @@ static enum follow_event read_final(struct follow *f, int64_t deadline, struct s
 
 enum follow_event follow_read(struct follow *f, int64_t deadline, struct stream_chunk *ch)
 {
+    if (deadline > 0)
+        follow_sent(f); /* a read that waits: what came before is written */
     enum follow_event e = token_event(f);
     if (e != FOLLOW_MESSAGE)
         return e;

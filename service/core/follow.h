@@ -179,13 +179,23 @@ enum follow_event {
 
 /* Reads message f->next (stream_read: waits until the monotonic deadline;
  * 0 only looks); a final_only follow reads on to the response. On
- * FOLLOW_MESSAGE f->next moves past *ch. A message, or a wait that ran to
+ * FOLLOW_MESSAGE f->next moves past *ch.
+ *
+ * A read that waits (deadline > 0) says the transport has written every
+ * message it read before, so it waits only once nothing of its own is
+ * left to write (an SSE writer looks without waiting while it has bytes
+ * pending): on the standalone stream that is the session's delivery
+ * cursor, which a JSON reply may wait for. Delivery is thus marked when
+ * the bytes have left, not when a message was framed; a client that
+ * vanishes with framed bytes unsent has them marked only by follow_end
+ * (unless follow_unread gave them back). A message, or a wait that ran to
  * its deadline (a keepalive is due), counts as the session's activity
  * (not on a final_only follow). */
 enum follow_event follow_read(struct follow *f, int64_t deadline, struct stream_chunk *ch);
 
-/* The transport wrote everything before f->next: on the standalone stream
- * that is the session's delivery cursor (a JSON reply may wait for it). */
+/* For a reader that never waits in follow_read (push's writer waits in
+ * follow_wait): it wrote everything before f->next, which on the
+ * standalone stream is the session's delivery cursor. */
 void follow_sent(struct follow *f);
 
 /* The transport could not write *ch, the message follow_read just gave

@@ -94,17 +94,6 @@ static int step(struct sse_follow *f, int wait)
     return 0;
 }
 
-/* Moves up to max framed bytes into out; returns how many. */
-static ssize_t drain(struct sse_follow *f, char *out, size_t max)
-{
-    ssize_t n = (ssize_t)sse_drain(&f->buf, out, max);
-    /* Once written, the standalone stream's messages count as delivered (a
-     * JSON reply may be waiting for them). */
-    if (!sse_pending(&f->buf))
-        follow_sent(&f->follow);
-    return n;
-}
-
 /* The block rule (sse_follow.h): 1 to write the pending bytes now; 0 to
  * read more (without waiting, when something is pending, and write on a
  * timeout). fresh: the block started empty and may take more. */
@@ -147,5 +136,7 @@ ssize_t sse_follow_write(struct sse_follow *f, struct host_req *g, char *out, si
         return 0;
     if (verdict != 0)
         return verdict > 0 ? U_STREAM_END : U_STREAM_ERROR;
-    return drain(f, out, max);
+    /* The standalone stream's messages count as delivered once written: the
+     * next fill's waiting read says so (follow.h). */
+    return (ssize_t)sse_drain(&f->buf, out, max);
 }

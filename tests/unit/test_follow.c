@@ -2,13 +2,13 @@
  * the real stream and session registries and a real SQLite store in a
  * temporary folder: a reply read to its end, a copy that reads ahead
  * without moving the original or taking its poll notice, event ids (and
- * the stream stored before a polling client can hold one), the
- * standalone stream's one-reader claim and delivery cursor (and a message
- * read but not written, follow_unread), why a stream stopped (its end, a
- * detach, its session's end, a reply that could not be stored), a JSON
- * reply's read of its response only, a resumed
- * cursor, one waiter following several streams (follow_group), and a
- * follow that lasts as long as its token (follow_token). */
+ * the stream stored before a polling client can hold one), the standalone
+ * stream's one-reader claim and delivery cursor (marked by a read that
+ * waits; a message read but not written, follow_unread), why a stream
+ * stopped (its end, a detach, its session's end, a reply that could not
+ * be stored), a JSON reply's read of its response only, a resumed cursor,
+ * one waiter following several streams (follow_group), and a follow that
+ * lasts as long as its token (follow_token). */
 #include "auth.h"
 #include "check.h"
 #include "clock.h"
@@ -139,11 +139,14 @@ static void test_standalone(void)
     struct stream_chunk ch;
     CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_MESSAGE);
     CHECK_INT(session_get_cursor(s), 0); /* read is not written */
-    follow_sent(&f);
+    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_MESSAGE);
+    CHECK_INT(session_get_cursor(s), 0); /* nor is a look while bytes are pending */
+    follow_unread(&f, &ch);
+    /* A read that waits says what came before is written. */
+    CHECK_INT(follow_read(&f, clock_mono_ms() + 1000, &ch), FOLLOW_MESSAGE);
     CHECK_INT(session_get_cursor(s), 1);
     /* A message read but not written (its client went away) is the next
      * reader's: the claim is let go before it. */
-    CHECK_INT(follow_read(&f, 0, &ch), FOLLOW_MESSAGE);
     CHECK_INT(f.next, 2);
     follow_unread(&f, &ch);
     CHECK_INT(f.next, 1);
@@ -384,7 +387,7 @@ static void *read_standalone_late(void *arg)
     struct stream_chunk ch;
     while (r->got < 2 && follow_read(r->f, clock_mono_ms() + 5000, &ch) == FOLLOW_MESSAGE)
         r->got++;
-    follow_sent(r->f);
+    follow_read(r->f, clock_mono_ms() + 1, &ch); /* wrote them: waits for more */
     return NULL;
 }
 
