@@ -151,7 +151,7 @@ stage_core_window() {
         count "core window" 0 1
     fi
 }
-core_window_limit=17
+core_window_limit=15
 
 stage_unit() {
     echo "== C unit tests (ASan+UBSan; the store's also on PostgreSQL)"

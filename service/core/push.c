@@ -223,7 +223,8 @@ static void release(struct push_follow *f)
     struct push *p = f->p;
     if (!f->standalone) {
         pthread_mutex_lock(&p->mu);
-        p->busy--;
+        if (--p->busy == 0 && p->io.busy)
+            p->io.busy(p->io.io, 0);
         fcond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
@@ -347,8 +348,8 @@ static void hand_over(struct push *p, struct push_follow *f)
      * (follow.h's stored). */
     f->fl.polling = 0;
     pthread_mutex_lock(&p->mu);
-    if (!f->standalone)
-        p->busy++;
+    if (!f->standalone && p->busy++ == 0 && p->io.busy)
+        p->io.busy(p->io.io, 1);
     if (f->own) {
         f->next_own = p->own_list;
         p->own_list = f;
@@ -429,6 +430,8 @@ static void adopt(struct push *p, struct session *s, int64_t from)
     pthread_mutex_lock(&p->mu);
     p->session = s;
     pthread_mutex_unlock(&p->mu);
+    if (p->io.session_named)
+        p->io.session_named(p->io.io, session_id(s));
     struct push_follow *f = follow_new(p, s);
     if (!f)
         return;
@@ -609,18 +612,6 @@ struct push *push_open(const struct push_io *io, struct core_reply *refused)
         refused == &none)
         core_reply_clear(&none);
     return p;
-}
-
-struct push_status push_status(struct push *p)
-{
-    struct push_status st = {0};
-    if (!p)
-        return st;
-    pthread_mutex_lock(&p->mu);
-    st.session_id = p->session ? session_id(p->session) : NULL;
-    st.inflight = p->busy;
-    pthread_mutex_unlock(&p->mu);
-    return st;
 }
 
 /* The client can read what is in flight but answer nothing more. */

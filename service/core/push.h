@@ -68,6 +68,17 @@ struct push_io {
      * the connection; it must not block. Never after push_close began.
      * May be NULL. */
     void (*token_ended)(void *io, const char *why);
+    /* Called once the connection serves a session (its initialize, or the
+     * reconnect push_open adopts) with the session's id, borrowed until
+     * push_close: for the transport's log lines and a reconnect's answer.
+     * Runs on the caller of push_open or push_receive while push's writer
+     * may be sending: keep the pointer in an atomic. May be NULL. */
+    void (*session_named)(void *io, const char *session_id);
+    /* Called under push's lock when the connection's requests not yet fully
+     * sent go from none to some (busy 1) and back to none (0), from any
+     * thread: a transport's idle timeout does not count a connection
+     * waiting for its replies. It must only record it. May be NULL. */
+    void (*busy)(void *io, int busy);
     /* A reconnect (NULL: a new connection, whose session comes with its
      * initialize): the session to adopt and, with it, the event id
      * ("<stream>:<seq>", may be NULL) of the stream to replay from the
@@ -94,16 +105,6 @@ struct push *push_open(const struct push_io *io, struct core_reply *refused);
 /* One frame's payload from the client. Never fails: bad input is answered
  * on the connection (-32700, -32600, ...) and the connection goes on. */
 void push_receive(struct push *p, const char *buf, size_t len);
-
-/* What a transport asks of its connection, in one look: the session it
- * serves (for its log lines and a reconnect's answer) and whether it waits
- * for its replies (an idle timeout does not count that as idleness). */
-struct push_status {
-    const char *session_id; /* NULL before initialize; borrowed until push_close */
-    int inflight;           /* requests of the connection not yet fully sent */
-};
-/* p may be NULL (no connection yet): no session, nothing in flight. */
-struct push_status push_status(struct push *p);
 
 /* Ends the connection and frees p. First it lets go of the token (no
  * token_ended runs after that). A connection whose client can still

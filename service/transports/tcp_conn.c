@@ -67,7 +67,9 @@ struct tcp_conn {
     /* The end of mcpd/connect's token (push holds it for the connection's
      * life): recorded here, and the reader is woken. */
     _Atomic(const char *) token_why;
-    atomic_int session_over; /* push's writer said the session ended */
+    atomic_int session_over;          /* push's writer said the session ended */
+    _Atomic(const char *) session_id; /* push_io.session_named's, for the log */
+    atomic_int busy;                  /* push_io.busy's: replies still to send */
     int64_t opened_ms, last_in_ms;
     const char *why; /* how it ended, for the log (reader only) */
     struct reader reader;
@@ -174,6 +176,18 @@ static void linger(struct tcp_conn *c)
 
 /* ---- callbacks from elsewhere ---- */
 
+/* push_io.session_named. */
+static void conn_session_named(void *io, const char *session_id)
+{
+    atomic_store(&((struct tcp_conn *)io)->session_id, session_id);
+}
+
+/* push_io.busy. */
+static void conn_busy(void *io, int busy)
+{
+    atomic_store(&((struct tcp_conn *)io)->busy, busy);
+}
+
 /* push_io.session_ended (on push's writer): the session was deleted,
  * expired or killed elsewhere, or its token ended. The goodbye says so;
  * the reader then ends the connection. */
@@ -220,6 +234,8 @@ static int on_first(struct tcp_conn *c, const char *data, size_t len)
                                       .transport = TCP_TRANSPORT,
                                       .event_ids = 1,
                                       .max_inflight = cfg.max_inflight,
+                                      .session_named = conn_session_named,
+                                      .busy = conn_busy,
                                       .session_ended = conn_session_ended,
                                       .token_ended = conn_token_ended},
                                .wmu = &c->wmu,
@@ -246,7 +262,7 @@ static int on_event(struct tcp_conn *c, const struct stdio_frame_event *ev)
                  "Invalid Request: message larger than %zu bytes (--max-body)", cfg.max_message);
     else
         snprintf(message, sizeof message, "%s", stdio_frame_error_message(ev->error));
-    log_event(LOG_INFO, push_status(c->push).session_id, "tcp_bad_frame", "client %s: %s", c->addr,
+    log_event(LOG_INFO, atomic_load(&c->session_id), "tcp_bad_frame", "client %s: %s", c->addr,
               message);
     send_error(c, NULL, stdio_frame_error_code(ev->error), message, NULL);
     /* Before a successful mcpd/connect, with auth, nothing is served. */
@@ -298,7 +314,7 @@ static int timed_out(struct tcp_conn *c, int64_t now, int64_t *deadline)
     *deadline = c->last_in_ms + cfg.idle_ms;
     if (now < *deadline)
         return 0;
-    if (push_status(c->push).inflight > 0) { /* a long call is not idleness */
+    if (atomic_load(&c->busy)) { /* a long call is not idleness */
         c->last_in_ms = now;
         *deadline = now + cfg.idle_ms;
         return 0;
@@ -443,7 +459,7 @@ void tcp_conn_main(void *arg)
     if (goodbye)
         linger(c);
     char sid[80];
-    const char *s = push_status(c->push).session_id;
+    const char *s = atomic_load(&c->session_id);
     snprintf(sid, sizeof sid, "%s", s ? s : "");
     log_event(LOG_INFO, sid[0] ? sid : NULL, "tcp_closed", "client %s: %s after %lld ms", c->addr,
               c->why ? c->why : "ended", (long long)(clock_mono_ms() - c->opened_ms));

@@ -101,6 +101,8 @@ struct udp_peer {
     int served;
     _Atomic(const char *) token_why; /* push_io.token_ended's */
     atomic_int session_over;
+    _Atomic(const char *) session_id; /* push_io.session_named's, for the log */
+    atomic_int busy;                  /* push_io.busy's: replies still to send */
 };
 
 void udp_peer_configure(const struct udp_config *c, int fd)
@@ -515,6 +517,18 @@ static void send_first_locked(void *io, json_t *msg)
     send_json_locked(io, msg);
 }
 
+/* push_io.session_named. */
+static void peer_session_named(void *io, const char *session_id)
+{
+    atomic_store(&((struct udp_peer *)io)->session_id, session_id);
+}
+
+/* push_io.busy. */
+static void peer_busy(void *io, int busy)
+{
+    atomic_store(&((struct udp_peer *)io)->busy, busy);
+}
+
 static int on_first(struct udp_peer *p, const char *data, size_t len)
 {
     struct first_message fm = {.noun = "peer",
@@ -525,6 +539,8 @@ static int on_first(struct udp_peer *p, const char *data, size_t len)
                                       .transport = UDP_TRANSPORT,
                                       .event_ids = 1,
                                       .max_inflight = cfg.max_inflight,
+                                      .session_named = peer_session_named,
+                                      .busy = peer_busy,
                                       .session_ended = peer_session_ended,
                                       .token_ended = peer_token_ended},
                                .wmu = &p->wmu,
@@ -538,8 +554,8 @@ static int on_first(struct udp_peer *p, const char *data, size_t len)
 static int on_item(struct udp_peer *p, struct queued *q)
 {
     if (!q->data) {
-        log_event(LOG_INFO, push_status(p->push).session_id, "udp_bad_message", "peer %s: %s",
-                  p->name, q->err);
+        log_event(LOG_INFO, atomic_load(&p->session_id), "udp_bad_message", "peer %s: %s", p->name,
+                  q->err);
         send_error(p, NULL, JSONRPC_INVALID_REQUEST, q->err, NULL);
         return !p->served && cfg.auth_required;
     }
@@ -636,7 +652,7 @@ static void run(struct udp_peer *p)
         int64_t idle_at = p->last_in_ms + cfg.idle_ms;
         int idle = now >= idle_at && p->base == p->next_seq;
         pthread_mutex_unlock(&p->mu);
-        if (idle && push_status(p->push).inflight > 0) {
+        if (idle && atomic_load(&p->busy)) {
             /* A long call is not idleness. */
             pthread_mutex_lock(&p->mu);
             p->last_in_ms = now;
@@ -671,7 +687,7 @@ static void peer_main(void *arg)
     struct udp_peer *p = arg;
     run(p);
     char sid[80];
-    const char *s = push_status(p->push).session_id;
+    const char *s = atomic_load(&p->session_id);
     snprintf(sid, sizeof sid, "%s", s ? s : "");
     pthread_mutex_lock(&p->mu);
     const char *why = p->end_why ? p->end_why : "ended";

@@ -196,6 +196,8 @@ struct ws_conn {
      * expires, token_why says so (static text) and the reader is woken,
      * which closes with 1008. */
     _Atomic(const char *) token_why;
+    /* push_io.session_named's: for the log lines (push's writer logs too). */
+    _Atomic(const char *) session_id;
     /* On `readers` while the reader runs. */
     struct reader reader;
 };
@@ -237,7 +239,7 @@ static int conn_writev(struct ws_conn *c, struct iovec *iov, int n)
     if (rc == 0)
         return 0;
     if (rc == SOCK_IO_TIMEOUT)
-        log_event(LOG_WARN, push_status(c->push).session_id, "ws_write_timeout",
+        log_event(LOG_WARN, atomic_load(&c->session_id), "ws_write_timeout",
                   "the client did not read for %lld ms; closing",
                   (long long)ws_cfg.write_timeout_ms);
     conn_kill(c);
@@ -285,6 +287,12 @@ static void close_with(struct ws_conn *c, uint16_t code, const char *reason)
     fmutex_unlock(&c->wmu);
     if (rc == 0)
         sock_io_linger(c->fd, LINGER_MS);
+}
+
+/* push_io.session_named. */
+static void conn_session_named(void *io, const char *session_id)
+{
+    atomic_store(&((struct ws_conn *)io)->session_id, session_id);
 }
 
 /* push_io.session_ended: the session was deleted, expired or killed
@@ -340,13 +348,13 @@ static int on_event(struct ws_conn *c, const struct ws_event *ev, int64_t *await
         *awaiting_pong = 0;
         return 0;
     case WS_EV_CLOSE:
-        log_event(LOG_DEBUG, push_status(c->push).session_id, "ws_close_received", "code %u",
+        log_event(LOG_DEBUG, atomic_load(&c->session_id), "ws_close_received", "code %u",
                   (unsigned)ev->code);
         close_with(c, ev->code, ev->reason); /* the echo */
         set_why(c, "closed by the client", ev->code);
         return 1;
     case WS_EV_ERROR:
-        log_event(LOG_INFO, push_status(c->push).session_id, "ws_bad_frame", "closing with %u: %s",
+        log_event(LOG_INFO, atomic_load(&c->session_id), "ws_bad_frame", "closing with %u: %s",
                   (unsigned)ev->code, ev->reason);
         close_with(c, ev->code, ev->reason);
         set_why(c, ev->reason, ev->code);
@@ -398,7 +406,7 @@ static void conn_run(struct ws_conn *c, const unsigned char *early, size_t early
         }
         int64_t now = clock_mono_ms();
         if (awaiting_pong && now - awaiting_pong >= 2 * ws_cfg.ping_ms) {
-            log_event(LOG_INFO, push_status(c->push).session_id, "ws_ping_timeout",
+            log_event(LOG_INFO, atomic_load(&c->session_id), "ws_ping_timeout",
                       "no pong for %lld ms; closing", (long long)(now - awaiting_pong));
             close_with(c, WS_CLOSE_GOING_AWAY, "ping timeout");
             set_why(c, "ping timeout", WS_CLOSE_GOING_AWAY);
@@ -532,7 +540,7 @@ static void session_main(void *arg)
     /* Stop push's writer first (a write it is blocked in fails once the
      * socket is shut down), then let go of everything. */
     char sid[80];
-    const char *named = push_status(c->push).session_id;
+    const char *named = atomic_load(&c->session_id);
     snprintf(sid, sizeof sid, "%s", named ? named : "");
     conn_kill(c);
     fmutex_lock(&c->wmu);
@@ -580,14 +588,14 @@ static void upgraded(void *cls, struct MHD_Connection *con, void *req_cls, const
         fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    log_event(LOG_INFO, push_status(c->push).session_id, "ws_open", "%s%s",
+    log_event(LOG_INFO, atomic_load(&c->session_id), "ws_open", "%s%s",
               c->resumed ? "resumed" : "new connection", c->from_event ? " from an event id" : "");
     atomic_fetch_add(&running_sessions, 1);
     /* Frames for a resumed stream may go out now, after the 101. */
     fmutex_unlock(&c->wmu);
     int started = (!extra_in_size || c->extra) && loop_spawn(session_main, c) == 0;
     if (!started) {
-        log_event(LOG_WARN, push_status(c->push).session_id, "ws_closed",
+        log_event(LOG_WARN, atomic_load(&c->session_id), "ws_closed",
                   "no fiber for the session: closed");
         conn_kill(c);
         free(c->extra);
@@ -655,6 +663,7 @@ enum MHD_Result ws_upgrade(struct MHD_Connection *con, const char *url, struct w
                          .io = c,
                          .transport = WS_TRANSPORT,
                          .event_ids = 1,
+                         .session_named = conn_session_named,
                          .session_ended = conn_session_ended,
                          .grant = grant,
                          /* From here, before the 101: a revocation that

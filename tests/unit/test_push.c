@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,7 +24,9 @@ struct capture {
     pthread_mutex_t mu;
     json_t *msgs;
     int fail_sends;
-    int attempts; /* sends tried, failed ones too */
+    int attempts;                     /* sends tried, failed ones too */
+    _Atomic(const char *) session_id; /* push_io.session_named's */
+    atomic_int busy;                  /* push_io.busy's */
 };
 
 static int capture_send(void *io, const char *msg, size_t len)
@@ -36,6 +39,27 @@ static int capture_send(void *io, const char *msg, size_t len)
         json_array_append_new(c->msgs, json_loadb(msg, len, 0, NULL));
     pthread_mutex_unlock(&c->mu);
     return fail ? -1 : 0;
+}
+
+static void capture_named(void *io, const char *session_id)
+{
+    atomic_store(&((struct capture *)io)->session_id, session_id);
+}
+
+static void capture_busy(void *io, int busy)
+{
+    atomic_store(&((struct capture *)io)->busy, busy);
+}
+
+/* A connection of transport ws (event ids) or stdio that c records. */
+static struct push_io capture_io(struct capture *c, const char *transport)
+{
+    return (struct push_io){.send = capture_send,
+                            .io = c,
+                            .transport = transport,
+                            .event_ids = strcmp(transport, "ws") == 0,
+                            .session_named = capture_named,
+                            .busy = capture_busy};
 }
 
 /* Waits until a message matching (id, or method when id < 0) arrives;
@@ -66,16 +90,16 @@ static json_t *wait_for(struct capture *c, long long id, const char *method)
     return NULL;
 }
 
-/* Waits up to ms for every request of p to finish sending: 1 when they
- * did. */
-static int drained(struct push *p, int64_t ms)
+/* Waits up to ms for every request of c's connection to finish sending (as
+ * push_io.busy says): 1 when they did. */
+static int drained(struct capture *c, int64_t ms)
 {
     int64_t deadline = clock_mono_ms() + ms;
-    while (push_status(p).inflight > 0 && clock_mono_ms() < deadline) {
+    while (atomic_load(&c->busy) && clock_mono_ms() < deadline) {
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
-    return push_status(p).inflight == 0;
+    return !atomic_load(&c->busy);
 }
 
 static size_t count_method(struct capture *c, const char *method)
@@ -117,7 +141,7 @@ int main(void)
 
     struct capture cap = {.msgs = json_array()};
     pthread_mutex_init(&cap.mu, NULL);
-    struct push_io io = {.send = capture_send, .io = &cap, .transport = "ws", .event_ids = 1};
+    struct push_io io = capture_io(&cap, "ws");
     struct push *p = push_open(&io, NULL);
 
     /* Before initialize: ping is answered, other requests are refused. */
@@ -133,7 +157,7 @@ int main(void)
     /* Bad input is answered and the connection goes on. */
     feed(p, "{not json");
     feed(p, "[]");
-    CHECK(push_status(p).session_id == NULL);
+    CHECK(atomic_load(&cap.session_id) == NULL);
 
     /* 2026-07-28 before initialize: served statelessly, the reply on the
      * connection without an event id (its session ends with it); a
@@ -153,18 +177,18 @@ int main(void)
     m = wait_for(&cap, -1, "notifications/subscriptions/acknowledged");
     CHECK(m != NULL);
     json_decref(m);
-    CHECK(!drained(p, 50)); /* the subscription never ends by itself */
+    CHECK(!drained(&cap, 50)); /* the subscription never ends by itself */
     feed(p, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
             "\"requestId\":21}}");
-    CHECK(drained(p, 5000));
-    CHECK(push_status(p).session_id == NULL);
+    CHECK(drained(&cap, 5000));
+    CHECK(atomic_load(&cap.session_id) == NULL);
     /* Closing a connection whose client can send no more (stdio at EOF)
      * ends its subscriptions, so the drain does not wait for them; a
      * plain close leaves one running and says so. */
     for (int gone = 0; gone <= 1; gone++) {
         struct capture capg = {.msgs = json_array()};
         pthread_mutex_init(&capg.mu, NULL);
-        struct push_io iog = {.send = capture_send, .io = &capg, .transport = "stdio"};
+        struct push_io iog = capture_io(&capg, "stdio");
         struct push *pg = push_open(&iog, NULL);
         feed(pg, "{\"jsonrpc\":\"2.0\",\"id\":22,\"method\":\"subscriptions/listen\","
                  "\"params\":{\"notifications\":{\"toolsListChanged\":true}," META_2026 "}}");
@@ -187,7 +211,7 @@ int main(void)
         json_object_get(json_object_get(json_object_get(m, "result"), "_meta"), "mcpd/event-id"));
     CHECK(eid && strstr(eid, ":0"));
     json_decref(m);
-    CHECK(push_status(p).session_id != NULL);
+    CHECK(atomic_load(&cap.session_id) != NULL);
 
     feed(p, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
             "\"arguments\":{\"message\":\"hi\"}}}");
@@ -213,7 +237,7 @@ int main(void)
               "streaming_started");
     CHECK_STR(json_string_value(json_object_get(json_object_get(m, "result"), "transport")), "ws");
     json_decref(m);
-    CHECK(drained(p, 5000));
+    CHECK(drained(&cap, 5000));
     CHECK_INT(count_method(&cap, "mcpd/chunk"), 1); /* countdown without a token: the result */
 
     /* A batch outside 2025-03-26 is refused. */
@@ -223,15 +247,12 @@ int main(void)
 
     /* A second connection resumes the session from an event id. */
     char sid[64];
-    snprintf(sid, sizeof sid, "%s", push_status(p).session_id);
+    snprintf(sid, sizeof sid, "%s", atomic_load(&cap.session_id));
     push_close(p, 0, 0);
     struct capture cap2 = {.msgs = json_array()};
     pthread_mutex_init(&cap2.mu, NULL);
-    struct push_io io2 = {.send = capture_send,
-                          .io = &cap2,
-                          .transport = "ws",
-                          .event_ids = 1,
-                          .resume_session = "0123456789abcdef0123456789abcdef"};
+    struct push_io io2 = capture_io(&cap2, "ws");
+    io2.resume_session = "0123456789abcdef0123456789abcdef";
     /* A reconnect the core refuses: the refusal, and a connection without
      * a session (it may still initialize). */
     struct core_reply refused;
@@ -269,13 +290,12 @@ int main(void)
      * running them. */
     struct capture cap3 = {.msgs = json_array()};
     pthread_mutex_init(&cap3.mu, NULL);
-    struct push_io io3 = {.send = capture_send,
-                          .io = &cap3,
-                          .transport = "stdio",
-                          .max_inflight = 2,
-                          .resume_session = sid};
+    struct push_io io3 = capture_io(&cap3, "stdio");
+    io3.max_inflight = 2;
+    io3.resume_session = sid;
     struct push *p3 = push_open(&io3, &refused);
     CHECK_INT(refused.kind, CORE_ACCEPTED);
+    CHECK(atomic_load(&cap3.session_id) && strcmp(atomic_load(&cap3.session_id), sid) == 0);
     for (int i = 0; i < 3; i++) {
         char req[200];
         snprintf(req, sizeof req,
@@ -287,7 +307,7 @@ int main(void)
     m = wait_for(&cap3, 22, NULL);
     CHECK_INT(json_integer_value(json_object_get(json_object_get(m, "error"), "code")), -32000);
     json_decref(m);
-    CHECK(drained(p3, 5000));
+    CHECK(drained(&cap3, 5000));
     m = wait_for(&cap3, 20, NULL);
     CHECK(m && json_object_get(m, "result"));
     json_decref(m);
@@ -298,18 +318,15 @@ int main(void)
     cap2.fail_sends = 1;
     feed(p2, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":"
              "\"countdown\",\"arguments\":{\"n\":2,\"interval_ms\":1}}}");
-    CHECK(drained(p2, 5000));
+    CHECK(drained(&cap2, 5000));
     push_close(p2, 0, 0);
 
     /* A standalone message a connection read but could not send is the
      * next connection's: the session's delivery cursor stays before it. */
     struct capture cap4 = {.msgs = json_array(), .fail_sends = 1};
     pthread_mutex_init(&cap4.mu, NULL);
-    struct push_io io4 = {.send = capture_send,
-                          .io = &cap4,
-                          .transport = "ws",
-                          .event_ids = 1,
-                          .resume_session = sid};
+    struct push_io io4 = capture_io(&cap4, "ws");
+    io4.resume_session = sid;
     struct push *p4 = push_open(&io4, &refused);
     CHECK_INT(refused.kind, CORE_ACCEPTED);
     struct core_caller by_sid = {.transport = "ws", .session_id = sid, .connection = 1};
@@ -331,11 +348,8 @@ int main(void)
     json_decref(cap4.msgs);
     struct capture cap5 = {.msgs = json_array()};
     pthread_mutex_init(&cap5.mu, NULL);
-    struct push_io io5 = {.send = capture_send,
-                          .io = &cap5,
-                          .transport = "ws",
-                          .event_ids = 1,
-                          .resume_session = sid};
+    struct push_io io5 = capture_io(&cap5, "ws");
+    io5.resume_session = sid;
     struct push *p5 = push_open(&io5, &refused);
     CHECK_INT(refused.kind, CORE_ACCEPTED);
     m = wait_for(&cap5, -1, "notifications/message");
