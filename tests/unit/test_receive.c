@@ -842,6 +842,19 @@ static void test_cancel(void)
     CHECK_INT(json_array_size(msgs), 0);
     json_decref(msgs);
 
+    /* A call whose stream ends under it (a session's end ends its streams
+     * before it cancels its calls; a store that failed) ends too, at its
+     * next message: its id is not held in flight for the session's life. */
+    countdown(&c, 44, 50, 20, 1, &r);
+    CHECK_INT(r.kind, CORE_STREAM);
+    CHECK_INT(session_with_tracked(s, "44", NULL, NULL), 0);
+    stream_end(r.stream, STREAM_ERROR);
+    core_reply_clear(&r);
+    int64_t deadline = clock_mono_ms() + 5000;
+    while (session_with_tracked(s, "44", NULL, NULL) == 0 && clock_mono_ms() < deadline)
+        usleep(5000);
+    CHECK_INT(session_with_tracked(s, "44", NULL, NULL), -1);
+
     /* Ending the session cancels what runs in it; then it is gone. */
     countdown(&c, 42, 1, LONG_MS, 0, &r);
     CHECK_INT(r.kind, CORE_STREAM);
