@@ -1,7 +1,10 @@
 // ws_sessions.mjs — resident memory and threads of mcpd holding N WebSocket
 // sessions (/mcp/ws, subprotocol mcp), some of them streaming.
 //
-// 1. reads VmRSS and Threads of PID (mcpd) from /proc/PID/status: "idle";
+// 1. sends one HTTP request (a GET of /health), so that the threads mcpd
+//    starts with its first request and keeps, whatever the load
+//    (mcpd-fiber-time: service/README.md's thread table), are there, then
+//    reads VmRSS and Threads of PID (mcpd) from /proc/PID/status: "idle";
 // 2. opens N WebSockets (a bounded number at a time): "connected";
 // 3. on each, initialize + notifications/initialized: "initialized";
 // 4. on STREAM% of them (--stream-percent, 10), tools/call TOOL with a
@@ -272,6 +275,7 @@ class Ws {
 }
 
 async function main() {
+  await fetch(`http://${host}:${port}/health`).then((r) => r.arrayBuffer());
   const cpu0 = process.cpuUsage();
   const mcpdCpu0 = cpuS();
   const rssIdle = rssKiB();
