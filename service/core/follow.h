@@ -5,8 +5,9 @@
  * standalone stream. A transport opens a follow on it (follow_reply for
  * a reply, follow_open for what a client asks for), reads it message by
  * message with follow_read, which names each message's position
- * (event_id), and lets go with follow_end. The follow holds what reading needs and a transport
- * never handles itself: the stream and its session (references), the
+ * (event_id), and lets go with follow_end. The follow holds what reading
+ * needs and a transport never handles itself: the stream and its session
+ * (references), the
  * reader slot (opening a follow detaches earlier readers of the stream,
  * so a client that resumes takes the stream over from a half-dead
  * connection), the cursor, and for the standalone stream the session's

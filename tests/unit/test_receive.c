@@ -843,8 +843,8 @@ static void test_cancel(void)
     json_decref(msgs);
 
     /* A call whose stream ends under it (a session's end ends its streams
-     * before it cancels its calls; a store that failed) ends too, at its
-     * next message: its id is not held in flight for the session's life. */
+     * before it cancels its calls; a store that failed) still ends, by its
+     * reply here: its id is not held in flight for the session's life. */
     countdown(&c, 44, 50, 20, 1, &r);
     CHECK_INT(r.kind, CORE_STREAM);
     CHECK_INT(session_with_tracked(s, "44", NULL, NULL), 0);
