@@ -7,11 +7,10 @@
  * message with follow_read, which names each message's position
  * (event_id), and lets go with follow_end. The follow holds what reading
  * needs and a transport never handles itself: the stream and its session
- * (references), the
- * reader slot (opening a follow detaches earlier readers of the stream,
- * so a client that resumes takes the stream over from a half-dead
- * connection), the cursor, and for the standalone stream the session's
- * one-reader claim and its delivery cursor. Reading records the session's
+ * (references), the reader slot (opening a follow detaches earlier readers
+ * of the stream, so a client that resumes takes the stream over from a
+ * half-dead connection), the cursor, and for the standalone stream the
+ * session's one-reader claim and its delivery cursor. Reading records the session's
  * activity, so a followed session does not expire (a JSON reply's wait for
  * its response does not: its request was the activity).
  *
