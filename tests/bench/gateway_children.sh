@@ -31,7 +31,7 @@
 #   GATEWAY_CHILDREN  sessions, hence children (1000)
 #   GATEWAY_UPSTREAM  the upstream command (default: 'sh tests/bench/tiny_upstream.sh')
 #   GATEWAY_CHILDREN_TIMEOUT  seconds for the whole client run (240)
-#   NODE              node binary (node on PATH, else the one in tests/node_modules)
+#   NODE              node binary (the Node 22 tests/package.json pins, else node on PATH)
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -5,6 +5,10 @@
 #   mcpd --reply-mode json / --reply-mode sse    (each on a fresh temp --db)
 #   the official TypeScript SDK's Streamable HTTP server (sdk-server.mjs), JSON and SSE
 #   a bare libmicrohttpd handler with a fixed JSON body (mhd_ceiling.c): the HTTP ceiling
+#   the same handler committing, before its answer, what mcpd's store commits
+#   for a reply (a stream's row and its chunk, in mcpd's schema, by group commit
+#   on a writer thread; wait_models.c's pool-streams): the durable floor, what
+#   mcpd's storage alone leaves of the ceiling (service/PERFORMANCE.md)
 # opens one session on each MCP server and drives `tools/call echo` with wrk
 # (echo.lua) at each concurrency, then measures mcpd's resident memory with
 # BENCH_STREAMS concurrent GET streams (streams_rss.mjs) on a fresh mcpd, and
@@ -55,17 +59,18 @@
 # Environment (all optional):
 #   MCPD_BIN         default <repo>/build/bin/mcpd
 #   MHD_CEILING_BIN  default <repo>/build/bin/bench_mhd_ceiling (else compiled with cc)
+#   WAIT_MODELS_BIN  default <repo>/build/bin/bench_wait_models (the floor; else compiled with cc)
 #   BENCH_SECONDS    seconds per wrk run (10)     BENCH_CONC  concurrencies ("1 16 64")
 #   BENCH_WARMUP     warm-up seconds per server (2)
 #   BENCH_ROUNDS     paired rounds at the highest concurrency (3; 0: none)
 #   BENCH_ROUND_SECONDS  seconds per server in each round (10)
 #   BENCH_STREAMS    GET streams for the memory figure (10000; 0 skips it)
-#   BENCH_SERVERS    which servers to run ("mcpd sdk ceiling tcp udp"; tcp and udp need mcpd)
+#   BENCH_SERVERS    which servers to run ("mcpd sdk ceiling floor tcp udp"; tcp and udp need mcpd)
 #   BENCH_TCP_CONNS  open TCP connections for the memory figure (10000; 0 skips it)
 #   BENCH_WS_SESSIONS  WebSocket sessions for the memory figure (10000; 0 skips it)
 #   BENCH_GATEWAY_CHILDREN  gateway sessions with a child each (1000; 0 skips it)
 #   BENCH_GROWTH     1 runs growth.sh too (0)
-#   NODE             node binary (node on PATH, else the one in tests/node_modules)
+#   NODE             node binary (the Node 22 tests/package.json pins, else node on PATH)
 #   WRK              wrk binary (wrk on PATH)
 # Usage: tests/bench/run.sh
 set -u -o pipefail
@@ -74,11 +79,12 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 MCPD_BIN=${MCPD_BIN:-$REPO/build/bin/mcpd}
 MHD_CEILING_BIN=${MHD_CEILING_BIN:-$REPO/build/bin/bench_mhd_ceiling}
+WAIT_MODELS_BIN=${WAIT_MODELS_BIN:-$REPO/build/bin/bench_wait_models}
 BENCH_SECONDS=${BENCH_SECONDS:-10}
 BENCH_CONC=${BENCH_CONC:-"1 16 64"}
 BENCH_WARMUP=${BENCH_WARMUP:-2}
 BENCH_STREAMS=${BENCH_STREAMS:-10000}
-BENCH_SERVERS=${BENCH_SERVERS:-"mcpd sdk ceiling tcp udp"}
+BENCH_SERVERS=${BENCH_SERVERS:-"mcpd sdk ceiling floor tcp udp"}
 BENCH_TCP_CONNS=${BENCH_TCP_CONNS:-10000}
 BENCH_WS_SESSIONS=${BENCH_WS_SESSIONS:-10000}
 BENCH_GATEWAY_CHILDREN=${BENCH_GATEWAY_CHILDREN:-1000}
@@ -88,6 +94,8 @@ BENCH_GATEWAY_CHILDREN=${BENCH_GATEWAY_CHILDREN:-1000}
 die() { echo "bench: $*" >&2; exit 1; }
 note() { echo "bench: $*" >&2; }
 want() { case " $BENCH_SERVERS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+# A server with a fixed answer and no MCP session: the ceiling and the floor.
+bare() { [ "$1" = ceiling ] || [ "$1" = floor ]; }
 
 [ -x "$WRK" ] || die "wrk not found (apt-get install wrk)"
 "$NODE" --version >/dev/null 2>&1 || die "node not found"
@@ -109,6 +117,11 @@ if want ceiling && [ ! -x "$MHD_CEILING_BIN" ]; then
   MHD_CEILING_BIN=$TMP/bench_mhd_ceiling
   cc -std=c11 -O2 -Wall -Wextra -o "$MHD_CEILING_BIN" "$HERE/mhd_ceiling.c" -lmicrohttpd -lpthread ||
     die "cannot compile mhd_ceiling.c (needs libmicrohttpd-dev)"
+fi
+if want floor && [ ! -x "$WAIT_MODELS_BIN" ]; then
+  WAIT_MODELS_BIN=$TMP/bench_wait_models
+  cc -std=c11 -O2 -Wall -Wextra -o "$WAIT_MODELS_BIN" "$HERE/wait_models.c" -lmicrohttpd -lsqlite3 -lpthread ||
+    die "cannot compile wait_models.c (needs libmicrohttpd-dev and libsqlite3-dev)"
 fi
 
 # --- the TCP load driver ---------------------------------------------------------
@@ -145,6 +158,13 @@ if want ceiling; then
     die "mhd_ceiling did not start"
   SERVER_PID[ceiling-json]=$LAST_PID
   RUNS+=("ceiling json")
+fi
+if want floor; then
+  PORT[floor-json]=$(free_port)
+  start floor-json "${PORT[floor-json]}" "$WAIT_MODELS_BIN" pool-streams "${PORT[floor-json]}" "$TMP/floor.db" ||
+    die "wait_models (pool-streams) did not start"
+  SERVER_PID[floor-json]=$LAST_PID
+  RUNS+=("floor json")
 fi
 if want mcpd; then
   for mode in json sse; do
@@ -202,7 +222,7 @@ lock_sums() {
 for run in "${RUNS[@]}"; do
   read -r server mode <<<"$run"
   name=$server-$mode
-  if [ "$server" = ceiling ] || [ "$mode" = tcp ] || [ "$mode" = udp ]; then
+  if bare "$server" || [ "$mode" = tcp ] || [ "$mode" = udp ]; then
     sid=none # tcp_echo and udp_echo open a session per connection (peer)
   else
     sid=$(session_on "$name") ||
@@ -213,13 +233,13 @@ for run in "${RUNS[@]}"; do
   for c in $BENCH_CONC; do
     note "$name: c=$c for ${BENCH_SECONDS}s"
     sleep 1
-    if [ "$server" != ceiling ] && [ "$mode" != tcp ] && [ "$mode" != udp ]; then # a fresh session per run (lib.sh)
+    if ! bare "$server" && [ "$mode" != tcp ] && [ "$mode" != udp ]; then # a fresh session per run (lib.sh)
       sid=$(session_on "$name") ||
         die "cannot open a session on $name"
     fi
     t0=$(cpu_ticks "${SERVER_PID[$name]}")
     [ "$server" = mcpd ] && l0=$(lock_sums "$name")
-    measure "$name" "$sid" "$c" "$BENCH_SECONDS" "$([ "$server" = ceiling ] && echo fixed)"
+    measure "$name" "$sid" "$c" "$BENCH_SECONDS" "$(bare "$server" && echo fixed)"
     t1=$(cpu_ticks "${SERVER_PID[$name]}")
     CPU[$name-$c]=$(cpu_us_per_request "$t0" "$t1" "${RPS[$name-$c]:-0}" "$BENCH_SECONDS")
     # How much of the run the store's commit lock was held, and the mean hold.
@@ -269,7 +289,7 @@ done
 measure_round() {
   local name=$1 r=$2 k=$1-$C_MAX sid=none fixed=""
   local rps=${RPS[$k]:-} p50=${P50[$k]:-} p99=${P99[$k]:-} err=${ERR[$k]:-}
-  if [ "${name%%-*}" = ceiling ]; then
+  if bare "${name%%-*}"; then
     fixed=fixed
   elif [ "$name" != mcpd-tcp ] && [ "$name" != mcpd-udp ]; then
     sid=$(session_on "$name") || die "cannot open a session on $name"
@@ -426,8 +446,8 @@ pair_or_pass() {
 
 # The paired rounds, one line per round and the medians: FORMAT takes the
 # round, every server's req/s (ROUND_NAMES' order, joined by SEP), then the
-# five ratios (the last two: mcpd over TCP and over UDP / over HTTP, JSON
-# replies).
+# seven ratios (JSON replies: the durable floor / the ceiling and mcpd / the
+# floor; the last two: mcpd over TCP and over UDP / over HTTP).
 round_rows() { # FORMAT SEP
   local r name cells
   for ((r = 1; r <= BENCH_ROUNDS; r++)); do
@@ -436,6 +456,7 @@ round_rows() { # FORMAT SEP
     # shellcheck disable=SC2059
     printf "$1" "$r" "$(join_by "$2" "${cells[@]}")" "$(round_ratio mcpd-json sdk-json "$r")" \
       "$(round_ratio mcpd-sse sdk-sse "$r")" "$(round_ratio mcpd-json ceiling-json "$r")" \
+      "$(round_ratio floor-json ceiling-json "$r")" "$(round_ratio mcpd-json floor-json "$r")" \
       "$(round_ratio mcpd-tcp mcpd-json "$r")" "$(round_ratio mcpd-udp mcpd-json "$r")"
   done
   cells=()
@@ -446,7 +467,8 @@ round_rows() { # FORMAT SEP
   done
   # shellcheck disable=SC2059
   printf "$1" median "$(join_by "$2" "${cells[@]}")" "$(paired mcpd-json sdk-json)" "$(paired mcpd-sse sdk-sse)" \
-    "$(paired mcpd-json ceiling-json)" "$(paired mcpd-tcp mcpd-json)" "$(paired mcpd-udp mcpd-json)"
+    "$(paired mcpd-json ceiling-json)" "$(paired floor-json ceiling-json)" "$(paired mcpd-json floor-json)" \
+    "$(paired mcpd-tcp mcpd-json)" "$(paired mcpd-udp mcpd-json)"
 }
 
 # The issue's targets: "what | figure | bound | status" lines.
@@ -454,12 +476,25 @@ round_rows() { # FORMAT SEP
 targets() {
   local r how=""
   [ "$BENCH_ROUNDS" -gt 0 ] && how=" (median of $BENCH_ROUNDS rounds)"
+  # The SDK ratios are information since issue 32: ten times a warmed SDK
+  # server on Node 22 is about the bare ceiling itself, so the goal is the
+  # ceiling ratio (service/PERFORMANCE.md, "Targets not met").
   r=$(pair_or_pass mcpd-json sdk-json)
-  echo "JSON c=64: mcpd / SDK server$how|${r}x|>= 10x|$(chk "$r" '>=' 10)"
+  echo "JSON c=64: mcpd / SDK server$how|${r}x|(information)|-"
   r=$(pair_or_pass mcpd-sse sdk-sse)
-  echo "SSE c=64: mcpd / SDK server (SSE)$how|${r}x|>= 8x|$(chk "$r" '>=' 8)"
+  echo "SSE c=64: mcpd / SDK server (SSE)$how|${r}x|(information)|-"
   r=$(pair_or_pass mcpd-json ceiling-json)
   echo "JSON c=64: mcpd / bare libmicrohttpd$how|${r}|>= 0.5|$(chk "$r" '>=' 0.5)"
+  # The same goal as CPU per request (the issue's "about 20 us"), which
+  # varies less than req/s; beside it what mcpd's rows alone cost (the
+  # floor checkpoints inside its commits, so its req/s stalls more than
+  # its CPU says: its CPU is the floor, its req/s is not).
+  r=${CPU[mcpd-json-64]:--}
+  echo "JSON c=64: mcpd CPU per request|${r} us|<= 20 us|$(chk "$r" '<=' 20)"
+  if want floor; then
+    echo "JSON c=64: durable floor CPU per request (no MCP)|${CPU[floor-json-64]:--} us|(information)|-"
+    echo "JSON c=64: bare libmicrohttpd CPU per request|${CPU[ceiling-json-64]:--} us|(information)|-"
+  fi
   r=$(lat "P99[mcpd-json-64]")
   echo "JSON c=64: mcpd p99|${r} ms|<= 10 ms|$(chk "$r" '<=' 10)"
   r=$(lat "P50[mcpd-json-1]")
@@ -519,7 +554,8 @@ for mode in json sse; do
     echo "  mcpd $mode c=$C_MAX: the store's commit lock, which every reply waits for, held ${LOCK[mcpd-$mode-$C_MAX]}"
 done
 echo
-echo "summary (ceiling = bare libmicrohttpd, fixed JSON body; at c=$C_MAX the mean of its two runs):"
+echo "summary (ceiling = bare libmicrohttpd, fixed JSON body; at c=$C_MAX the mean of its two runs;"
+echo "  floor = the same handler committing a reply's rows as mcpd's store does; in the list above and the rounds):"
 printf '  %-4s %4s | %8s %7s %7s | %8s %7s | %8s | %8s %12s | %6s\n' mode conc mcpd p50_ms p99_ms sdk p99_ms \
   ceiling mcpd/sdk mcpd/ceiling errors
 summary_rows '  %-4s %4s | %8s %7s %7s | %8s %7s | %8s | %7sx %12s | %6s\n'
@@ -535,8 +571,8 @@ fi
 if [ "$BENCH_ROUNDS" -gt 0 ]; then
   echo
   echo "paired rounds at c=$C_MAX (${BENCH_ROUND_SECONDS}s per server, back to back, order rotated each round):"
-  echo "  round | ${ROUND_NAMES[*]} | json mcpd/sdk  sse mcpd/sdk  json mcpd/ceiling  mcpd tcp/http  mcpd udp/http"
-  round_rows '  %6s | %s | %13sx %12sx %18s %14s %14s\n' ' '
+  echo "  round | ${ROUND_NAMES[*]} | json mcpd/sdk  sse mcpd/sdk  json mcpd/ceiling  floor/ceiling  mcpd/floor  mcpd tcp/http  mcpd udp/http"
+  round_rows '  %6s | %s | %13sx %12sx %18s %14s %11s %14s %14s\n' ' '
   for ((r = 1; r <= BENCH_ROUNDS; r++)); do
     for name in "${ROUND_NAMES[@]}"; do
       [ "${RND_ERR[$name-$r]:-0}" != 0 ] && echo "  round $r: $name had ${RND_ERR[$name-$r]} errors"
@@ -544,6 +580,7 @@ if [ "$BENCH_ROUNDS" -gt 0 ]; then
   done
   echo "  (ratio ranges over the rounds: json mcpd/sdk $(paired_range mcpd-json sdk-json)," \
     "sse mcpd/sdk $(paired_range mcpd-sse sdk-sse), json mcpd/ceiling $(paired_range mcpd-json ceiling-json)," \
+    "floor/ceiling $(paired_range floor-json ceiling-json), mcpd/floor $(paired_range mcpd-json floor-json)," \
     "mcpd tcp/http $(paired_range mcpd-tcp mcpd-json), mcpd udp/http $(paired_range mcpd-udp mcpd-json))"
 fi
 echo
@@ -622,9 +659,9 @@ if [ "$BENCH_ROUNDS" -gt 0 ]; then
   echo
   echo "Paired rounds at c=$C_MAX (req/s; ${BENCH_ROUND_SECONDS} s per server, back to back, order rotated):"
   echo
-  echo "| round | $(join_by ' | ' "${ROUND_NAMES[@]}") | JSON mcpd / SDK | SSE mcpd / SDK | JSON mcpd / ceiling | mcpd TCP / HTTP | mcpd UDP / HTTP |"
-  echo "|---|$(for _ in "${ROUND_NAMES[@]}"; do printf -- '---:|'; done)---:|---:|---:|---:|---:|"
-  round_rows '| %s | %s | %sx | %sx | %s | %s | %s |\n' ' | '
+  echo "| round | $(join_by ' | ' "${ROUND_NAMES[@]}") | JSON mcpd / SDK | SSE mcpd / SDK | JSON mcpd / ceiling | floor / ceiling | mcpd / floor | mcpd TCP / HTTP | mcpd UDP / HTTP |"
+  echo "|---|$(for _ in "${ROUND_NAMES[@]}"; do printf -- '---:|'; done)---:|---:|---:|---:|---:|---:|---:|"
+  round_rows '| %s | %s | %sx | %sx | %s | %s | %s | %s | %s |\n' ' | '
 fi
 echo
 echo "| target | figure | bound | |"

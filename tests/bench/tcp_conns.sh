@@ -18,7 +18,7 @@
 #   MCPD_BIN    default <repo>/build/bin/mcpd
 #   TCP_CONNS   connections (10000)
 #   TCP_CONNS_TIMEOUT  seconds for the whole client run (200)
-#   NODE        node binary (node on PATH, else the one in tests/node_modules)
+#   NODE        node binary (the Node 22 tests/package.json pins, else node on PATH)
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

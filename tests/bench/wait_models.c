@@ -1,22 +1,31 @@
 /* wait_models.c -- what a durable commit costs under two HTTP threading models.
  *
- * The experiment behind service/PERFORMANCE.md's "What would move the
- * remaining gap". A bare libmicrohttpd server answers every POST with the same
- * small JSON body, in one of four models:
+ * The experiment behind service/PERFORMANCE.md's "The threading model" and
+ * its durable floor. A bare libmicrohttpd server answers every POST with the same
+ * small JSON body, in one of eight models:
  *
- *   tpc-bare     a thread per connection, poll(), nothing stored: what
- *                mhd_ceiling.c measures, and how mcpd starts libmicrohttpd.
+ *   tpc-bare     a thread per connection, poll(), nothing stored: how mcpd
+ *                started libmicrohttpd before the epoll pool.
  *   tpc-commit   the same threads; each request's body and answer go into one
  *                row of a SQLite WAL database, committed before the answer,
  *                by group commit as service/store/store.c does it: a request
  *                queues its row and, when no commit is running, commits the
  *                whole queue itself; otherwise it sleeps on a semaphore until
  *                the running committer, or the writer thread it wakes, has.
- *   pool-bare    libmicrohttpd's epoll mode with a pool of two threads.
+ *   pool-bare    libmicrohttpd's epoll mode with a pool of two threads: what
+ *                mhd_ceiling.c measures (run.sh's ceiling), and how mcpd
+ *                starts libmicrohttpd.
  *   pool-commit  the pool; a request queues its row and suspends its
  *                connection; the writer thread commits the queue and resumes
  *                each connection, whose handler then queues the answer. No
  *                thread sleeps per request.
+ *   pool-streams pool-commit, but what a request commits is what mcpd's store
+ *                commits for a reply of one message, in mcpd's schema: a
+ *                stream's row (WITHOUT ROWID, time-ordered id, indexed by its
+ *                session) and its one chunk, with foreign keys on (the stream's
+ *                session, the chunk's stream). The difference from pool-commit
+ *                is what mcpd's storage costs beyond one row; the difference
+ *                from mcpd is MCP, ulfius and the rest of mcpd.
  *   pool-queued  the pool; a request queues its answer first, then its row,
  *                and suspends its connection in the same call; the writer
  *                commits and resumes, and only then does libmicrohttpd send
@@ -51,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 static const char BODY[] =
     "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\","
@@ -70,8 +80,10 @@ struct req {
 static struct {
     int commit, pool;
     int suspend; /* 0: wait for the commit; 1: suspend, answer on resume; 2: answer, suspend */
+    int streams; /* pool-streams: mcpd's stream row and chunk instead of one row */
+    unsigned long long stream_seq;
     sqlite3 *db;
-    sqlite3_stmt *begin, *insert, *end;
+    sqlite3_stmt *begin, *insert, *end, *row, *chunk;
     pthread_mutex_t qmu, commit_mu;
     pthread_cond_t qcv;
     struct req *head, *tail;
@@ -98,6 +110,33 @@ static void shut(struct MHD_Connection *conn)
         shutdown(ci->connect_fd, SHUT_RDWR);
 }
 
+static int insert_row(const struct req *r)
+{
+    sqlite3_bind_blob(g.insert, 1, r->body, (int)r->len, SQLITE_STATIC);
+    sqlite3_bind_text(g.insert, 2, BODY, sizeof BODY - 1, SQLITE_STATIC);
+    return step(g.insert);
+}
+
+/* A reply's stream, ended with its one message, as mcpd stores it: ids
+ * that grow with time (mcpd's are a time prefix and random bits). */
+static int insert_stream(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    char id[40];
+    int n = snprintf(id, sizeof id, "%013llx%09llx", (unsigned long long)now, ++g.stream_seq);
+    sqlite3_bind_text(g.row, 1, id, n, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(g.row, 2, now);
+    sqlite3_bind_int64(g.row, 3, (long long)g.stream_seq);
+    if (step(g.row) != 0)
+        return -1;
+    sqlite3_bind_text(g.chunk, 1, id, n, SQLITE_TRANSIENT);
+    sqlite3_bind_text(g.chunk, 2, BODY, sizeof BODY - 1, SQLITE_STATIC);
+    sqlite3_bind_int64(g.chunk, 3, now);
+    return step(g.chunk);
+}
+
 /* Commits everything queued as one transaction and tells each request.
  * Called with commit_mu held. */
 static void commit_queue(void)
@@ -109,11 +148,8 @@ static void commit_queue(void)
     if (batch == NULL)
         return;
     int failed = step(g.begin) != 0;
-    for (struct req *r = batch; r && !failed; r = r->next) {
-        sqlite3_bind_blob(g.insert, 1, r->body, (int)r->len, SQLITE_STATIC);
-        sqlite3_bind_text(g.insert, 2, BODY, sizeof BODY - 1, SQLITE_STATIC);
-        failed = step(g.insert) != 0;
-    }
+    for (struct req *r = batch; r && !failed; r = r->next)
+        failed = g.streams ? insert_stream() : insert_row(r);
     if (!failed)
         failed = step(g.end) != 0;
     if (failed)
@@ -278,6 +314,41 @@ static int open_db(const char *path)
                      "CREATE TABLE IF NOT EXISTS msg(id INTEGER PRIMARY KEY, req BLOB, reply TEXT)",
                      NULL, NULL, NULL) != SQLITE_OK)
         return -1;
+    /* pool-streams: the tables a reply's rows go to, as migrations/ leave
+     * them (the columns and keys a write touches), and the session. */
+    if (g.streams &&
+        (sqlite3_exec(
+             g.db,
+             "PRAGMA foreign_keys=ON;"
+             "CREATE TABLE sessions(id TEXT PRIMARY KEY, protocol_version TEXT NOT NULL, "
+             "init_params TEXT NOT NULL, log_level TEXT NOT NULL DEFAULT 'debug', "
+             "initialized INTEGER NOT NULL DEFAULT 0, created_ms INTEGER NOT NULL, "
+             "last_active_ms INTEGER NOT NULL, deleted_ms INTEGER, principal TEXT, "
+             "transport TEXT, kill_reason TEXT, owner TEXT);"
+             "CREATE INDEX sessions_by_deleted ON sessions(deleted_ms);"
+             "CREATE TABLE streams(id TEXT NOT NULL PRIMARY KEY, session_id TEXT NOT NULL "
+             "REFERENCES sessions(id) ON DELETE CASCADE, kind TEXT NOT NULL CHECK (kind IN "
+             "('request', 'standalone')), request_id TEXT, state TEXT NOT NULL DEFAULT 'active', "
+             "created_ms INTEGER NOT NULL, ended_ms INTEGER, relayed INTEGER, owner TEXT) "
+             "WITHOUT ROWID;"
+             "CREATE INDEX streams_by_session ON streams(session_id);"
+             "CREATE TABLE chunks(stream_id TEXT NOT NULL REFERENCES streams(id) ON DELETE "
+             "CASCADE, seq INTEGER NOT NULL, message TEXT NOT NULL, is_end INTEGER NOT NULL "
+             "DEFAULT 0, created_ms INTEGER NOT NULL, PRIMARY KEY (stream_id, seq)) WITHOUT ROWID;"
+             "INSERT INTO sessions(id, protocol_version, init_params, created_ms, last_active_ms) "
+             "VALUES('0196f1c2d3e4f5a6b7c8d9e0f1a2b3c4', '2025-11-25', '{}', 0, 0)",
+             NULL, NULL, NULL) != SQLITE_OK ||
+         sqlite3_prepare_v2(g.db,
+                            "INSERT INTO streams(id, session_id, kind, request_id, state, "
+                            "created_ms, ended_ms, owner) VALUES(?1, "
+                            "'0196f1c2d3e4f5a6b7c8d9e0f1a2b3c4', 'request', ?3, 'done', ?2, ?2, "
+                            "'bench')",
+                            -1, &g.row, NULL) != SQLITE_OK ||
+         sqlite3_prepare_v2(g.db,
+                            "INSERT INTO chunks(stream_id, seq, message, is_end, created_ms) "
+                            "VALUES(?1, 0, ?2, 1, ?3)",
+                            -1, &g.chunk, NULL) != SQLITE_OK))
+        return -1;
     return sqlite3_prepare_v2(g.db, "BEGIN", -1, &g.begin, NULL) == SQLITE_OK &&
                    sqlite3_prepare_v2(g.db, "INSERT INTO msg(req, reply) VALUES(?, ?)", -1,
                                       &g.insert, NULL) == SQLITE_OK &&
@@ -295,9 +366,9 @@ int main(int argc, char **argv)
         const char *name;
         unsigned pool; /* threads in the pool; 0: a thread per connection */
         int commit, suspend;
-    } models[] = {{"tpc-bare", 0, 0, 0},    {"tpc-commit", 0, 1, 0},  {"pool-bare", 2, 0, 0},
-                  {"pool-commit", 2, 1, 1}, {"pool-queued", 2, 1, 2}, {"pool-block", 2, 1, 0},
-                  {"pool8-block", 8, 1, 0}};
+    } models[] = {{"tpc-bare", 0, 0, 0},    {"tpc-commit", 0, 1, 0},   {"pool-bare", 2, 0, 0},
+                  {"pool-commit", 2, 1, 1}, {"pool-streams", 2, 1, 1}, {"pool-queued", 2, 1, 2},
+                  {"pool-block", 2, 1, 0},  {"pool8-block", 8, 1, 0}};
     int sig, port = argc == 4 ? atoi(argv[2]) : 0;
     size_t m = 0;
     while (argc == 4 && m < sizeof models / sizeof models[0] && strcmp(argv[1], models[m].name))
@@ -305,13 +376,14 @@ int main(int argc, char **argv)
     if (port <= 0 || port > 65535 || m == sizeof models / sizeof models[0]) {
         fprintf(stderr,
                 "usage: %s MODEL PORT DB (MODEL: tpc-bare, tpc-commit, pool-bare,\n"
-                "       pool-commit, pool-queued, pool-block, pool8-block)\n",
+                "       pool-commit, pool-streams, pool-queued, pool-block, pool8-block)\n",
                 argv[0]);
         return 2;
     }
     g.pool = models[m].pool != 0;
     g.commit = models[m].commit;
     g.suspend = models[m].suspend;
+    g.streams = strcmp(models[m].name, "pool-streams") == 0;
     if (g.commit && open_db(argv[3]) != 0) {
         fprintf(stderr, "wait_models: %s: %s\n", argv[3], sqlite3_errmsg(g.db));
         return 1;

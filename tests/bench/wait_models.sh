@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # wait_models.sh: the threading-model experiment (wait_models.c). Not a test.
 #
-# Runs the models of wait_models.c in turn (WAIT_MODELS, default all seven),
+# Runs the models of wait_models.c in turn (WAIT_MODELS, default all eight),
 # WAIT_ROUNDS times (the rounds interleave, so that a busy spell of the
 # machine falls on every model alike), each on a fresh database, under wrk
 # at WAIT_CONC connections with echo.lua's request. Prints per round req/s,
@@ -9,12 +9,13 @@
 # installed, its context switches per request (perf stat, attached before
 # wrk connects so that it follows every connection's thread), then the
 # median of each over the rounds and each model's req/s beside the first
-# model's (tpc-bare, the ceiling that run.sh measures, by default).
+# model's (tpc-bare by default: the thread-per-connection ceiling; pool-bare
+# is the ceiling that run.sh measures now).
 #
 # Environment (all optional):
 #   WAIT_MODELS_BIN  default <repo>/build/bin/bench_wait_models (else compiled with cc)
 #   WAIT_ROUNDS (3)  WAIT_SECONDS per run (5)  WAIT_CONC (64)
-#   WAIT_MODELS      which models, in order (all seven)
+#   WAIT_MODELS      which models, in order (all eight)
 #   NODE, WRK        as run.sh            PERF  perf binary (perf on PATH)
 # Usage: tests/bench/wait_models.sh
 set -u -o pipefail
@@ -25,7 +26,7 @@ BIN=${WAIT_MODELS_BIN:-$REPO/build/bin/bench_wait_models}
 ROUNDS=${WAIT_ROUNDS:-3}
 SECS=${WAIT_SECONDS:-5}
 CONC=${WAIT_CONC:-64}
-MODELS=${WAIT_MODELS:-"tpc-bare tpc-commit pool-bare pool-commit pool-queued pool-block pool8-block"}
+MODELS=${WAIT_MODELS:-"tpc-bare tpc-commit pool-bare pool-commit pool-streams pool-queued pool-block pool8-block"}
 PERF=${PERF:-$(command -v perf || true)}
 # shellcheck source=tools.sh
 . "$HERE/tools.sh"

@@ -22,7 +22,7 @@
 #   WS_STREAM_PERCENT  share of them with a countdown streaming (10)
 #   WS_INTERVAL_MS     milliseconds between a countdown's notifications (1000)
 #   WS_SESSIONS_TIMEOUT  seconds for the whole client run (240)
-#   NODE               node binary (node on PATH, else the one in tests/node_modules)
+#   NODE               node binary (the Node 22 tests/package.json pins, else node on PATH)
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
