@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libulfius-dev libmicrohttpd-dev libjansson-dev libcurl4-gnutls-dev
-          libsqlite3-dev libpq-dev libcjose-dev libssl-dev)
+          libsqlite3-dev libpq-dev libcjose-dev libssl-dev libgoogle-perftools-dev)
 if [ "${1:-}" = "--test" ]; then
     # Node runs npm ci; the tests themselves run on the Node 22 that
     # tests/package.json pins. wrk drives the benchmark.

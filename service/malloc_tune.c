@@ -14,7 +14,7 @@
 
 void malloc_tune_reexec(char **argv)
 {
-#ifdef __GLIBC__
+#if defined(__GLIBC__) && !defined(MCPD_TCMALLOC)
     const char *original = getenv(ORIGINAL_ENV);
     if (original) {
         if (strcmp(original, "-") == 0)

@@ -10,7 +10,9 @@
  * GLIBC_TUNABLES already names it (an operator's own choice wins), and then
  * gives its environment back the caller's GLIBC_TUNABLES, so child
  * processes (stdio upstreams) start as the caller would start them.
- * PERFORMANCE.md has the figures. */
+ * PERFORMANCE.md has the figures. A build that links tcmalloc (the
+ * default, MCPD_TCMALLOC in CMakeLists.txt) does not use glibc's malloc:
+ * there this does nothing. */
 #ifndef MCPD_MALLOC_TUNE_H
 #define MCPD_MALLOC_TUNE_H
 
