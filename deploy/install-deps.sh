@@ -17,6 +17,9 @@ if [ "${1:-}" = "--test" ]; then
     packages+=(caddy)
     # sqlite3: the abuse tests run PRAGMA integrity_check on mcpd's database.
     packages+=(sqlite3)
+    # gdb: an mcpd that does not exit in time has every thread's stack put
+    # in the failure (tests/e2e/lib/mcpd.mjs, threadStacks).
+    packages+=(gdb)
     # postgresql-15: the throwaway server (tests/pg/pg-server.sh) of the
     # tests that run mcpd and its store on PostgreSQL.
     packages+=(postgresql-15)

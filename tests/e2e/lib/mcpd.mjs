@@ -335,13 +335,15 @@ export class Mcpd {
     }
   }
 
-  /** Signal and wait for the exit; SIGKILL after `ms` if still alive. */
+  /** Signal and wait for the exit; SIGKILL after `ms` if still alive. A
+   * failed wait carries every thread's stack at its end (threadStacks). */
   async stop(signal = 'SIGTERM', ms = 5000) {
     if (!this.proc || this.exit) return this.exit;
     this.kill(signal);
     try {
       return await withTimeout(this.exited, ms, `mcpd exit after ${signal}`);
     } catch (e) {
+      if (!this.exit) e.message += threadStacks(this.proc.pid);
       this.kill('SIGKILL');
       await withTimeout(this.exited, 5000, 'mcpd exit after SIGKILL');
       throw e;
@@ -934,6 +936,19 @@ export function procChildren(pid) {
     for (const w of text.split(/\s+/)) if (w) out.add(Number(w));
   }
   return [...out].sort((a, b) => a - b);
+}
+
+/** Every thread's stack of a live PID, from gdb when there is one ("" when
+ * not): an mcpd that does not exit in time is stuck somewhere, or still
+ * writing a sanitizer's report, and the SIGKILL that follows erases both. */
+export function threadStacks(pid) {
+  const r = spawnSync('gdb', ['-p', String(pid), '-batch', '-nx', '-ex', 'thread apply all bt 16'], {
+    encoding: 'utf8',
+    timeout: 30000,
+  });
+  if (r.error || !r.stdout) return '';
+  const lines = r.stdout.split('\n').filter((l) => /^(Thread |#\d)/.test(l));
+  return `\n--- mcpd's threads when the wait ended (gdb) ---\n${lines.join('\n').slice(0, 16000)}`;
 }
 
 /** Number of open descriptors of PID (entries in /proc/PID/fd). */
