@@ -59,7 +59,7 @@
 # Environment (all optional):
 #   MCPD_BIN         default <repo>/build/bin/mcpd
 #   MHD_CEILING_BIN  default <repo>/build/bin/bench_mhd_ceiling (else compiled with cc)
-#   WAIT_MODELS_BIN  default <repo>/build/bin/bench_wait_models (the floor; else compiled with cc)
+#   WAIT_MODELS_BIN  default <repo>/build/bin/bench_wait_models (the floor; build it with CMake)
 #   BENCH_SECONDS    seconds per wrk run (10)     BENCH_CONC  concurrencies ("1 16 64")
 #   BENCH_WARMUP     warm-up seconds per server (2)
 #   BENCH_ROUNDS     paired rounds at the highest concurrency (3; 0: none)
@@ -118,10 +118,9 @@ if want ceiling && [ ! -x "$MHD_CEILING_BIN" ]; then
   cc -std=c11 -O2 -Wall -Wextra -o "$MHD_CEILING_BIN" "$HERE/mhd_ceiling.c" -lmicrohttpd -lpthread ||
     die "cannot compile mhd_ceiling.c (needs libmicrohttpd-dev)"
 fi
+# The floor links mcpd's store (its schema comes from store_open): built by CMake only.
 if want floor && [ ! -x "$WAIT_MODELS_BIN" ]; then
-  WAIT_MODELS_BIN=$TMP/bench_wait_models
-  cc -std=c11 -O2 -Wall -Wextra -o "$WAIT_MODELS_BIN" "$HERE/wait_models.c" -lmicrohttpd -lsqlite3 -lpthread ||
-    die "cannot compile wait_models.c (needs libmicrohttpd-dev and libsqlite3-dev)"
+  die "no $WAIT_MODELS_BIN: cmake --build build --target bench_wait_models (or leave floor out of BENCH_SERVERS)"
 fi
 
 # --- the TCP load driver ---------------------------------------------------------

@@ -23,7 +23,10 @@
  *                commits for a reply of one message, in mcpd's schema: a
  *                stream's row (WITHOUT ROWID, time-ordered id, indexed by its
  *                session) and its one chunk, with foreign keys on (the stream's
- *                session, the chunk's stream). The difference from pool-commit
+ *                session, the chunk's stream). The schema is mcpd's own: the
+ *                store's store_open migrates the database first, so the
+ *                tables and indexes are those of migrations/, whatever they
+ *                become. The difference from pool-commit
  *                is what mcpd's storage costs beyond one row; the difference
  *                from mcpd is MCP, ulfius and the rest of mcpd.
  *   pool-queued  the pool; a request queues its answer first, then its row,
@@ -61,6 +64,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+
+#include "store.h"
 
 static const char BODY[] =
     "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\","
@@ -305,8 +310,24 @@ static void completed(void *cls, struct MHD_Connection *conn, void **state,
     *state = NULL;
 }
 
+/* mcpd's schema in the database at path, made by mcpd's store itself. */
+static int migrate_like_mcpd(const char *path)
+{
+    struct store *st;
+    char *err = NULL;
+    if (store_open(path, &st, &err) != 0) {
+        fprintf(stderr, "wait_models: %s: %s\n", path, err ? err : "store_open failed");
+        free(err);
+        return -1;
+    }
+    store_close(st);
+    return 0;
+}
+
 static int open_db(const char *path)
 {
+    if (g.streams && migrate_like_mcpd(path) != 0)
+        return -1;
     if (sqlite3_open(path, &g.db) != SQLITE_OK)
         return -1;
     if (sqlite3_exec(g.db,
@@ -314,30 +335,15 @@ static int open_db(const char *path)
                      "CREATE TABLE IF NOT EXISTS msg(id INTEGER PRIMARY KEY, req BLOB, reply TEXT)",
                      NULL, NULL, NULL) != SQLITE_OK)
         return -1;
-    /* pool-streams: the tables a reply's rows go to, as migrations/ leave
-     * them (the columns and keys a write touches), and the session. */
+    /* pool-streams: the session the replies' streams belong to, in the
+     * tables store_open made (migrate_like_mcpd). */
     if (g.streams &&
-        (sqlite3_exec(
-             g.db,
-             "PRAGMA foreign_keys=ON;"
-             "CREATE TABLE sessions(id TEXT PRIMARY KEY, protocol_version TEXT NOT NULL, "
-             "init_params TEXT NOT NULL, log_level TEXT NOT NULL DEFAULT 'debug', "
-             "initialized INTEGER NOT NULL DEFAULT 0, created_ms INTEGER NOT NULL, "
-             "last_active_ms INTEGER NOT NULL, deleted_ms INTEGER, principal TEXT, "
-             "transport TEXT, kill_reason TEXT, owner TEXT);"
-             "CREATE INDEX sessions_by_deleted ON sessions(deleted_ms);"
-             "CREATE TABLE streams(id TEXT NOT NULL PRIMARY KEY, session_id TEXT NOT NULL "
-             "REFERENCES sessions(id) ON DELETE CASCADE, kind TEXT NOT NULL CHECK (kind IN "
-             "('request', 'standalone')), request_id TEXT, state TEXT NOT NULL DEFAULT 'active', "
-             "created_ms INTEGER NOT NULL, ended_ms INTEGER, relayed INTEGER, owner TEXT) "
-             "WITHOUT ROWID;"
-             "CREATE INDEX streams_by_session ON streams(session_id);"
-             "CREATE TABLE chunks(stream_id TEXT NOT NULL REFERENCES streams(id) ON DELETE "
-             "CASCADE, seq INTEGER NOT NULL, message TEXT NOT NULL, is_end INTEGER NOT NULL "
-             "DEFAULT 0, created_ms INTEGER NOT NULL, PRIMARY KEY (stream_id, seq)) WITHOUT ROWID;"
-             "INSERT INTO sessions(id, protocol_version, init_params, created_ms, last_active_ms) "
-             "VALUES('0196f1c2d3e4f5a6b7c8d9e0f1a2b3c4', '2025-11-25', '{}', 0, 0)",
-             NULL, NULL, NULL) != SQLITE_OK ||
+        (sqlite3_exec(g.db,
+                      "PRAGMA foreign_keys=ON;"
+                      "INSERT INTO sessions(id, protocol_version, init_params, created_ms, "
+                      "last_active_ms) VALUES('0196f1c2d3e4f5a6b7c8d9e0f1a2b3c4', '2025-11-25', "
+                      "'{}', 0, 0)",
+                      NULL, NULL, NULL) != SQLITE_OK ||
          sqlite3_prepare_v2(g.db,
                             "INSERT INTO streams(id, session_id, kind, request_id, state, "
                             "created_ms, ended_ms, owner) VALUES(?1, "
@@ -366,9 +372,11 @@ int main(int argc, char **argv)
         const char *name;
         unsigned pool; /* threads in the pool; 0: a thread per connection */
         int commit, suspend;
-    } models[] = {{"tpc-bare", 0, 0, 0},    {"tpc-commit", 0, 1, 0},   {"pool-bare", 2, 0, 0},
-                  {"pool-commit", 2, 1, 1}, {"pool-streams", 2, 1, 1}, {"pool-queued", 2, 1, 2},
-                  {"pool-block", 2, 1, 0},  {"pool8-block", 8, 1, 0}};
+        int streams; /* commits mcpd's rows for a reply (pool-streams) */
+    } models[] = {{"tpc-bare", 0, 0, 0, 0},     {"tpc-commit", 0, 1, 0, 0},
+                  {"pool-bare", 2, 0, 0, 0},    {"pool-commit", 2, 1, 1, 0},
+                  {"pool-streams", 2, 1, 1, 1}, {"pool-queued", 2, 1, 2, 0},
+                  {"pool-block", 2, 1, 0, 0},   {"pool8-block", 8, 1, 0, 0}};
     int sig, port = argc == 4 ? atoi(argv[2]) : 0;
     size_t m = 0;
     while (argc == 4 && m < sizeof models / sizeof models[0] && strcmp(argv[1], models[m].name))
@@ -383,7 +391,7 @@ int main(int argc, char **argv)
     g.pool = models[m].pool != 0;
     g.commit = models[m].commit;
     g.suspend = models[m].suspend;
-    g.streams = strcmp(models[m].name, "pool-streams") == 0;
+    g.streams = models[m].streams;
     if (g.commit && open_db(argv[3]) != 0) {
         fprintf(stderr, "wait_models: %s: %s\n", argv[3], sqlite3_errmsg(g.db));
         return 1;

@@ -13,7 +13,7 @@
 # is the ceiling that run.sh measures now).
 #
 # Environment (all optional):
-#   WAIT_MODELS_BIN  default <repo>/build/bin/bench_wait_models (else compiled with cc)
+#   WAIT_MODELS_BIN  default <repo>/build/bin/bench_wait_models (built by CMake)
 #   WAIT_ROUNDS (3)  WAIT_SECONDS per run (5)  WAIT_CONC (64)
 #   WAIT_MODELS      which models, in order (all eight)
 #   NODE, WRK        as run.sh            PERF  perf binary (perf on PATH)
@@ -42,11 +42,8 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 . "$HERE/lib.sh"
 declare -A PORT RPS P50 P99 ERR CPU CSW
 
-if [ ! -x "$BIN" ]; then
-  BIN=$TMP/bench_wait_models
-  cc -std=c11 -O2 -Wall -Wextra -o "$BIN" "$HERE/wait_models.c" -lmicrohttpd -lsqlite3 -lpthread ||
-    die "cannot compile wait_models.c (needs libmicrohttpd-dev and libsqlite3-dev)"
-fi
+# It links mcpd's store (pool-streams has it make mcpd's schema): built by CMake only.
+[ -x "$BIN" ] || die "no $BIN: cmake --build build --target bench_wait_models"
 
 median() { sort -g | awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
